@@ -1,0 +1,40 @@
+# legorl_jax: every set-up step a fresh machine needs lives here (.ci/run only calls `make test`).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup system test test-all demo fixtures clean
+
+# The venv is rebuilt only when the project's metadata changes (idempotent).
+$(VENV)/.stamp: pyproject.toml setup.py
+	@py=$$(tools/find_python.sh) || exit 1; \
+	if [ ! -x $(PY) ] || ! $(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)'; then \
+	  rm -rf $(VENV); echo "creating $(VENV) with $$py"; $$py -m venv $(VENV); fi
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+setup: $(VENV)/.stamp
+
+# Host services the tests use: Docker (daemon started as root), bubblewrap, debootstrap.
+system:
+	@bash tools/system_setup.sh
+
+test: setup system
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-all: setup system
+	$(PY) -m pytest -q -m '' $(PYTEST_ARGS)
+
+demo: setup
+	@echo "make demo: the end-to-end loop (capture proxy + harness + trainer) is not built yet; see README." >&2
+	@exit 1
+
+# Independent HF transformers references (needs torch; never a runtime dependency).
+fixtures:
+	@bash tools/make_ref_venv.sh
+	.venv-ref/bin/python tools/make_hf_fixtures.py --out tests/fixtures
+
+clean:
+	rm -rf $(VENV) .venv-ref .pytest_cache

@@ -1,0 +1,1 @@
+"""Fused LM head + log-softmax + gather."""

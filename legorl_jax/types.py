@@ -1,0 +1,168 @@
+"""The contracts between stages (ARCHITECTURE §4).
+
+Every stage talks to the next through the frozen dataclasses here; array fields carry their shape and
+dtype in a comment. Fields may be added, never renamed, without updating ARCHITECTURE.md.
+
+Legend: P = prompt tokens, N = generated tokens, T = sequence length, L = MoE layers, K = experts per
+token, B = packed rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+import numpy as np
+
+FinishReason = str  # "stop" | "length" | "abort"
+FINISH_REASONS = ("stop", "length", "abort")
+
+
+class Outcome(enum.Enum):
+    """How a trial ended. Policy outcomes stay in the loss; infrastructure outcomes are dropped."""
+
+    # Kept in the loss with the verifier's reward.
+    SUBMITTED = "submitted"
+    STEP_LIMIT = "step_limit"
+    CONTEXT_OVERFLOW = "context_overflow"
+    FORMAT_FAILURE = "format_failure"
+    NO_TOOL_COLLAPSE = "no_tool_collapse"
+    # Dropped from the loss, counted per reason.
+    SANDBOX_FAILED = "sandbox_failed"
+    ENGINE_FAILED = "engine_failed"
+    HARNESS_CRASHED = "harness_crashed"
+    VERIFIER_FAILED = "verifier_failed"
+    TIMEOUT = "timeout"
+
+    @property
+    def is_infra_failure(self) -> bool:
+        """True when the trial says nothing about the policy and must not be taught."""
+        return self in _INFRA_OUTCOMES
+
+
+_INFRA_OUTCOMES = frozenset(
+    {Outcome.SANDBOX_FAILED, Outcome.ENGINE_FAILED, Outcome.HARNESS_CRASHED, Outcome.VERIFIER_FAILED, Outcome.TIMEOUT}
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Generation:
+    """One engine call's result.
+
+    `routed_experts` row i holds the experts that processed input position i of prompt + output
+    (the last sampled token is never forwarded, hence P + N - 1 rows); rows before
+    `routed_experts_start` were not requested and are absent.
+    """
+
+    output_ids: np.ndarray  # int32[N]
+    output_logprobs: np.ndarray  # float32[N]; log_softmax(logits / temperature)[token], before top-k/top-p
+    routed_experts: np.ndarray | None  # uint8|int16[P + N - 1 - routed_experts_start, L, K]
+    finish_reason: FinishReason
+    weight_version: str
+    prompt_tokens: int
+    routed_experts_start: int = 0
+    # Weight version of each output token when an update landed mid-request (None: all `weight_version`).
+    token_weight_versions: tuple[str, ...] | None = None
+    matched_stop: int | str | None = None
+
+    def __post_init__(self) -> None:
+        if self.finish_reason not in FINISH_REASONS:
+            raise ValueError(f"finish_reason must be one of {FINISH_REASONS}, got {self.finish_reason!r}")
+        if len(self.output_ids) != len(self.output_logprobs):
+            raise ValueError(
+                f"output_ids has {len(self.output_ids)} tokens but output_logprobs has {len(self.output_logprobs)}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolCall:
+    """A tool call parsed from the policy's output text."""
+
+    id: str
+    name: str
+    arguments: str  # the JSON text as generated
+
+
+@dataclasses.dataclass(frozen=True)
+class Turn:
+    """One model call as captured by the proxy, verbatim at generation time."""
+
+    prompt_ids: np.ndarray  # int32[P]
+    output_ids: np.ndarray  # int32[N]
+    output_logprobs: np.ndarray  # float32[N]
+    routed_experts: np.ndarray | None  # uint8|int16[rows, L, K]; rows cover [routed_experts_start, P + N - 1)
+    finish_reason: FinishReason
+    weight_version: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    routed_experts_start: int = 0
+    started_at: float = 0.0  # unix seconds
+    finished_at: float = 0.0
+    branch: int = 0  # which branch of the conversation this call extends (0 = the main thread)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sequence:
+    """One training sequence: the whole conversation of one branch, as token ids.
+
+    `behaviour_logprobs` is defined wherever `loss_mask` is 1 (never a placeholder 0.0 on a mask-1
+    token). Rows of `routed_experts` that were never recorded are -1 (route natively).
+    """
+
+    token_ids: np.ndarray  # int32[T]
+    loss_mask: np.ndarray  # int8[T]; 1 = sampled by the policy
+    behaviour_logprobs: np.ndarray  # float32[T]
+    routed_experts: np.ndarray | None  # int16[T, L, K]; row i = experts at input position i, -1 = not recorded
+    weight_versions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        t = len(self.token_ids)
+        for name in ("loss_mask", "behaviour_logprobs"):
+            if len(getattr(self, name)) != t:
+                raise ValueError(f"{name} has length {len(getattr(self, name))}, token_ids has {t}")
+        if self.routed_experts is not None and self.routed_experts.shape[0] != t:
+            raise ValueError(f"routed_experts has {self.routed_experts.shape[0]} rows, token_ids has {t}")
+
+    @property
+    def num_sampled(self) -> int:
+        return int(np.asarray(self.loss_mask).sum())
+
+
+@dataclasses.dataclass(frozen=True)
+class Trajectory:
+    """One trial: what the harness did, what the policy sampled, and the verifier's verdict."""
+
+    trial_id: str
+    task_id: str
+    group_id: str
+    sequences: tuple[Sequence, ...]
+    reward: float
+    outcome: Outcome
+    messages: tuple[dict[str, Any], ...] = ()  # for display only; never re-tokenized
+    features: dict[str, float] = dataclasses.field(default_factory=dict)  # tool calls, edits, test runs, turns
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per phase
+    verifier_report: dict[str, Any] | None = None
+
+    @property
+    def valid(self) -> bool:
+        """False for infrastructure failures: they contribute nothing to the loss or group statistics."""
+        return not self.outcome.is_infra_failure
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainBatch:
+    """Packed device arrays. Segment id 0 marks padding; positions restart at 0 in each segment.
+
+    Position t of a row is an *input* token; the quantities the loss needs (target, mask, behaviour
+    log-prob, advantage) are stored at the position whose logits predict them, so `targets[b, t]` is the
+    next token of the same segment and every per-token field lines up with it without shifting.
+    """
+
+    tokens: Any  # int32[B, T]
+    targets: Any  # int32[B, T]; tokens[b, t + 1] within the segment, 0 where there is none
+    positions: Any  # int32[B, T]
+    segment_ids: Any  # int32[B, T]
+    loss_mask: Any  # float32[B, T]; 1 where the *target* at t (token t+1) was sampled by the policy
+    advantages: Any  # float32[B, T]
+    behaviour_logprobs: Any  # float32[B, T]; aligned with the target at t
+    routed_experts: Any | None  # int32[L, B, T, K]; -1 = route natively
