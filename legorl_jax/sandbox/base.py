@@ -1,0 +1,108 @@
+"""The `Sandbox` protocol: one isolated, disposable machine per trial (ARCHITECTURE §4, §8).
+
+A sandbox is an async context manager: `async with make_sandbox(spec) as sb:` starts it and always removes
+everything on exit, whatever happened inside. Backends (Docker, bubblewrap) implement the same protocol and
+the same limits; callers never branch on the backend.
+
+Failures of the infrastructure itself (image missing, container start failure, daemon gone) raise
+`SandboxError`: they are never reported as a command's non-zero exit, so a broken trial is dropped, not
+taught. A command that runs and fails is an `ExecResult` with its exit code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol, Self, runtime_checkable
+
+NETWORK_MODES = ("none", "proxy_only")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox infrastructure failed (not the command run inside it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecResult:
+    """What one command did. `truncated` is set when stdout or stderr hit the output cap."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    truncated: bool = False
+    duration_s: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxSpec:
+    """Everything a backend needs to start one sandbox."""
+
+    image: str
+    """Image (Docker tag or image id) holding the task's repository at `workdir`."""
+    workdir: str = "/testbed"
+    """The repository inside the sandbox; the default working directory of `exec`."""
+    network: str = "none"
+    """'none', or 'proxy_only': an internal network from which only the capture proxy is reachable."""
+    proxy_port: int | None = None
+    """With network='proxy_only': the capture proxy's port on the host side of that network."""
+    cpus: float = 1.0
+    """CPU quota in cores."""
+    memory_mb: int = 2048
+    """Memory limit (swap included); a process over it is killed."""
+    pids: int = 256
+    """Maximum number of processes (fork bombs stop here)."""
+    disk_mb: int = 2048
+    """Writable-layer / workspace size limit."""
+    user: str | None = None
+    """User commands run as; None = the image's non-root user when it has one, else root."""
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Environment of every command."""
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Extra labels (run, trial); the backend adds its owner labels for the reaper."""
+    output_limit_bytes: int = 1 << 20
+    """Cap on each of stdout / stderr per exec; beyond it the output is cut and `truncated` is set."""
+
+    def __post_init__(self) -> None:
+        if self.network not in NETWORK_MODES:
+            raise ValueError(f"network must be one of {NETWORK_MODES}, got {self.network!r}")
+        if self.network == "proxy_only" and self.proxy_port is None:
+            raise ValueError("network='proxy_only' needs proxy_port, got None")
+        for name in ("cpus", "memory_mb", "pids", "disk_mb", "output_limit_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One isolated machine. `exec` takes an argv list, or a string that runs as a bash script."""
+
+    async def start(self) -> None: ...
+
+    async def exec(
+        self,
+        cmd: Sequence[str] | str,
+        *,
+        timeout: float | None = None,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult: ...
+
+    async def read_file(self, path: str) -> bytes: ...
+
+    async def write_file(self, path: str, data: bytes | str) -> None: ...
+
+    async def upload(self, local_dir: str | Path, remote_dir: str) -> None: ...
+
+    async def diff(self, base_commit: str | None = None) -> str:
+        """Binary-safe `git diff` (untracked files included) of everything changed since `base_commit`."""
+        ...
+
+    async def close(self) -> None:
+        """Removes the sandbox and everything it created; safe to call twice."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
