@@ -68,6 +68,196 @@ class MeshConfig:
 
 
 # ----------------------------------------------------------------------------------------------------
+# algo/ and train/ (trainer issue)
+# ----------------------------------------------------------------------------------------------------
+
+ALGO_LOSSES = ("gspo", "ppo", "cispo")
+LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+ADVANTAGE_STDS = ("unbiased", "biased", "none")
+TIS_LEVELS = ("none", "token", "sequence")
+MIS_LEVELS = ("none", "token", "sequence", "geometric")
+
+
+@dataclasses.dataclass
+class AlgoConfig:
+    """The policy-gradient algorithm: advantages, loss, aggregation, mismatch correction, KL."""
+
+    loss: str = "gspo"
+    """Policy loss: gspo (sequence ratio, GSPO-token form), ppo (token-level clip) or cispo."""
+    clip_low: float = 3e-4
+    """Lower clip ε: the ratio is clipped at 1 - clip_low (cispo: 1.0 removes the lower bound)."""
+    clip_high: float = 4e-4
+    """Upper clip ε: the ratio is clipped at 1 + clip_high."""
+    dual_clip: float | None = None
+    """PPO dual clip c > 1: for A < 0 the loss is capped at -A·c (None: off)."""
+    loss_agg: str = "seq-mean-token-mean"
+    """Aggregation: token-mean, seq-mean-token-mean or seq-mean-token-sum-norm (per packed segment)."""
+    agg_norm_length: int | None = None
+    """Constant length of seq-mean-token-sum-norm (None: train.max_tokens)."""
+    advantage_std: str = "unbiased"
+    """Group std in the advantage: unbiased (ddof 1, verl), biased (ddof 0) or none (Dr. GRPO)."""
+    temperature: float = 1.0
+    """Sampling temperature of the rollouts; the trainer's log-probs use the same value."""
+    tis: str = "token"
+    """Truncated IS on π_old/μ: none, token (min(exp(lp_old - lp_rollout), C)) or sequence."""
+    tis_cap: float = 2.0
+    """The truncation C of the IS weight."""
+    mis: str = "none"
+    """Masked (rejection) IS: none, token, sequence or geometric; rejected tokens leave the loss."""
+    mis_high: float = 2.0
+    """Upper bound of the accepted IS ratio (geometric: e.g. 1.001)."""
+    mis_low: float | None = None
+    """Lower bound of the accepted IS ratio (None: 1 / mis_high)."""
+    kl_coef: float = 0.0
+    """Coefficient of the k3 KL to the frozen reference policy (0: no reference is kept)."""
+    aux_loss_coef: float = 0.0
+    """Coefficient of the MoE load-balancing auxiliary loss."""
+
+    @property
+    def mis_lower(self) -> float:
+        """The lower rejection bound actually used."""
+        return 1.0 / self.mis_high if self.mis_low is None else self.mis_low
+
+    def __post_init__(self) -> None:
+        for name, allowed in (
+            ("loss", ALGO_LOSSES),
+            ("loss_agg", LOSS_AGGREGATIONS),
+            ("advantage_std", ADVANTAGE_STDS),
+            ("tis", TIS_LEVELS),
+            ("mis", MIS_LEVELS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"algo.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if not 0.0 <= self.clip_low <= 1.0:
+            raise ValueError(f"algo.clip_low must lie in [0, 1], got {self.clip_low!r}")
+        if not self.clip_high > 0.0:
+            raise ValueError(f"algo.clip_high must be > 0, got {self.clip_high!r}")
+        if self.dual_clip is not None and not self.dual_clip > 1.0:
+            raise ValueError(f"algo.dual_clip must be > 1 or null, got {self.dual_clip!r}")
+        if self.agg_norm_length is not None and self.agg_norm_length < 1:
+            raise ValueError(f"algo.agg_norm_length must be a positive int or null, got {self.agg_norm_length!r}")
+        for name in ("temperature", "tis_cap", "mis_high"):
+            if not getattr(self, name) > 0.0:
+                raise ValueError(f"algo.{name} must be > 0, got {getattr(self, name)!r}")
+        if not 0.0 < self.mis_lower < self.mis_high:
+            raise ValueError(f"algo.mis_low must lie in (0, mis_high={self.mis_high}), got {self.mis_low!r}")
+        for name in ("kl_coef", "aux_loss_coef"):
+            if not getattr(self, name) >= 0.0:
+                raise ValueError(f"algo.{name} must be >= 0, got {getattr(self, name)!r}")
+
+
+def _default_resume_ignores() -> list[str]:
+    return ["train.total_steps", "train.checkpoint.*", "mesh.*", "tracking.*"]
+
+
+@dataclasses.dataclass
+class CheckpointConfig:
+    """Orbax checkpoints of the trainer state (legorl_jax/train/checkpoint.py)."""
+
+    directory: str = "runs/checkpoints"
+    """Root directory of the run's checkpoints (one sub-directory per step)."""
+    every: int = 10
+    """Save every N optimiser steps (0: never)."""
+    keep: int = 3
+    """Keep the last K checkpoints."""
+    async_save: bool = True
+    """Write in a background thread; training continues while the bytes go to disk."""
+    ignore_on_resume: list[str] = dataclasses.field(default_factory=_default_resume_ignores)
+    """Config keys (dotted, `prefix.*` globs) that may differ between the checkpoint and the resumed run."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.every, int) or self.every < 0:
+            raise ValueError(f"train.checkpoint.every must be an int >= 0, got {self.every!r}")
+        if not isinstance(self.keep, int) or self.keep < 1:
+            raise ValueError(f"train.checkpoint.keep must be a positive int, got {self.keep!r}")
+        if not self.directory:
+            raise ValueError(f"train.checkpoint.directory must be a path, got {self.directory!r}")
+
+
+TRAIN_SCHEDULES = ("constant", "warmup_cosine")
+OVERFLOW_POLICIES = ("truncate", "drop")
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Optimiser, schedule, batch shape, micro-batching and checkpointing of the trainer."""
+
+    learning_rate: float = 1e-6
+    """Peak learning rate of AdamW."""
+    schedule: str = "constant"
+    """Learning-rate schedule: constant or warmup_cosine (decays to final_lr_ratio at total_steps)."""
+    warmup_steps: int = 0
+    """Linear warm-up steps (both schedules)."""
+    total_steps: int = 1000
+    """Optimiser steps of the run; the cosine reaches its floor here (a warning is logged at lr 0)."""
+    final_lr_ratio: float = 0.0
+    """Cosine floor as a fraction of the peak."""
+    b1: float = 0.9
+    """AdamW β1."""
+    b2: float = 0.999
+    """AdamW β2."""
+    eps: float = 1e-8
+    """AdamW ε."""
+    weight_decay: float = 0.01
+    """AdamW decoupled weight decay."""
+    max_grad_norm: float = 1.0
+    """Clip gradients by this global norm (0: no clipping)."""
+    max_tokens: int = 32768
+    """Tokens per packed row (the training window); longer sequences follow `overflow`."""
+    overflow: str = "truncate"
+    """Sequences longer than max_tokens: truncate (tail leaves the loss) or drop; counted every step."""
+    micro_batch_rows: int = 1
+    """Rows per micro-batch (gradient accumulation); a multiple of the mesh's batch shards."""
+    mini_batches: int = 1
+    """Optimiser updates per batch per epoch; with more than one update π_old is recomputed first."""
+    epochs: int = 1
+    """Passes over each batch."""
+    routing_replay: bool = True
+    """Replay the recorded routing (R3); off routes every token natively."""
+    routing_agreement_every: int = 1
+    """Every N steps run one extra forward without replay to measure routing agreement (0: never)."""
+    logprob_impl: str = "auto"
+    """Implementation of legorl_jax.kernels.logprobs.token_logprobs: auto, pallas, xla or reference."""
+    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+    """Checkpointing."""
+
+    def __post_init__(self) -> None:
+        if self.schedule not in TRAIN_SCHEDULES:
+            raise ValueError(f"train.schedule must be one of {TRAIN_SCHEDULES}, got {self.schedule!r}")
+        if self.overflow not in OVERFLOW_POLICIES:
+            raise ValueError(f"train.overflow must be one of {OVERFLOW_POLICIES}, got {self.overflow!r}")
+        if self.logprob_impl not in ("auto", "pallas", "xla", "reference"):
+            raise ValueError(f"train.logprob_impl must be auto, pallas, xla or reference, got {self.logprob_impl!r}")
+        if not self.learning_rate >= 0.0:
+            raise ValueError(f"train.learning_rate must be >= 0, got {self.learning_rate!r}")
+        for name in ("max_grad_norm", "weight_decay", "warmup_steps", "routing_agreement_every"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"train.{name} must be >= 0, got {getattr(self, name)!r}")
+        if not 0.0 <= self.final_lr_ratio <= 1.0:
+            raise ValueError(f"train.final_lr_ratio must lie in [0, 1], got {self.final_lr_ratio!r}")
+        for name in ("b1", "b2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"train.{name} must lie in [0, 1), got {getattr(self, name)!r}")
+        if not self.eps > 0.0:
+            raise ValueError(f"train.eps must be > 0, got {self.eps!r}")
+        for name in ("total_steps", "max_tokens", "micro_batch_rows", "mini_batches", "epochs"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"train.{name} must be a positive int, got {value!r}")
+        if self.max_tokens < 2:
+            raise ValueError(f"train.max_tokens must be >= 2, got {self.max_tokens!r}")
+        if self.schedule == "warmup_cosine" and self.warmup_steps >= self.total_steps:
+            raise ValueError(
+                f"train.warmup_steps={self.warmup_steps} must be < train.total_steps={self.total_steps} for warmup_cosine"
+            )
+
+    @property
+    def updates_per_batch(self) -> int:
+        """Optimiser updates taken on one batch (mini-batches × epochs)."""
+        return self.mini_batches * self.epochs
+
+
+# ----------------------------------------------------------------------------------------------------
 # Root
 # ----------------------------------------------------------------------------------------------------
 
@@ -80,6 +270,10 @@ class Config:
     """The policy checkpoint and its numerics."""
     mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
     """Device mesh for the trainer."""
+    algo: AlgoConfig = dataclasses.field(default_factory=AlgoConfig)
+    """The policy-gradient algorithm (conf/algo/)."""
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    """Optimiser, batch shape and checkpointing of the trainer (conf/train/)."""
     seed: int = 0
     """Seed of every random stream in the run."""
 
@@ -92,3 +286,5 @@ def register_configs() -> None:
     cs.store(name="config_schema", node=Config)
     cs.store(group="model", name="schema", node=ModelConfig)
     cs.store(group="mesh", name="schema", node=MeshConfig)
+    cs.store(group="algo", name="schema", node=AlgoConfig)
+    cs.store(group="train", name="schema", node=TrainConfig)

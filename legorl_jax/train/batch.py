@@ -1,0 +1,312 @@
+"""Packing trials into a fixed-shape `TrainBatch` (ARCHITECTURE §4, the alignment of `TrainBatch`).
+
+Contract of `pack_trajectories(trajectories, advantages, *, max_tokens, ...)`:
+
+- Every `Sequence` of every trial becomes one *segment* of a row of `max_tokens` tokens. Rows are filled
+  first-fit, longest sequence first (first-fit decreasing; ties keep arrival order, so packing is
+  deterministic). Segment ids count 1, 2, ... within a row; 0 is padding. Positions restart at 0 in each
+  segment.
+- Alignment: position t holds an *input* token; `targets[b, t]` is the next token of the same segment and
+  `loss_mask`, `behaviour_logprobs` and `advantages` at t describe that target, so the logits at t line up
+  with every per-token field without shifting. The last token of a segment has no target (mask 0).
+- Routed experts are copied row for row, never shifted: `Sequence.routed_experts[i]` (the experts that
+  processed input position i) lands at the packed position of token i, transposed to `[L, B, T, K]`.
+  Sequences without routing, padding, and rows recorded as -1 stay -1 (route natively).
+- Dropped trials (`not trajectory.valid`, infrastructure failures) are packed with a zero loss mask and
+  advantage 0, so they contribute exactly nothing to the loss or its normalisers.
+- Sequences longer than the window follow `overflow`: "truncate" keeps the first `max_tokens` tokens (the
+  tail leaves the loss: its targets are not in the batch), "drop" leaves the whole sequence out. Either way
+  the count is in `PackStats` (`batch/truncated_sequences`, `batch/truncated_sampled_tokens`,
+  `batch/overlong_dropped`) and is logged every step, never silent. Advantages were computed from the
+  full trial's reward before packing, so an overlong trial still counts in its group's statistics.
+- Shapes are fixed per bucket: the row count is `row_multiple × 2^k`, the smallest such that holds every
+  segment, so the jitted step compiles at most log2(max rows) times. `row_multiple` is the number of
+  micro-batches times the data-parallel shards, so every micro-batch divides evenly over the mesh.
+
+`sequence_from_generation(prompt_ids, generation)` and `trajectories_from_generations(...)` build the
+single-turn case (a prompt and one engine `Generation`), which is all a test or a simple task needs to go
+from (generations, rewards) to trials to a batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence as SequenceABC
+
+import numpy as np
+
+from legorl_jax.config import OVERFLOW_POLICIES
+from legorl_jax.types import Generation, Outcome, Sequence, TrainBatch, Trajectory
+
+
+@dataclasses.dataclass(frozen=True)
+class RoutingSpec:
+    """The routing layout of an MoE policy: L MoE layers, top-K of E experts."""
+
+    num_layers: int
+    top_k: int
+    num_experts: int
+
+    def __post_init__(self) -> None:
+        for name in ("num_layers", "top_k", "num_experts"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"RoutingSpec.{name} must be a positive int, got {value!r}")
+        if self.top_k > self.num_experts:
+            raise ValueError(f"RoutingSpec.top_k={self.top_k} exceeds num_experts={self.num_experts}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PackStats:
+    """What packing did, reported every step (never a silent truncation or drop)."""
+
+    rows: int
+    rows_used: int
+    row_tokens: int
+    sequences: int
+    dropped_trials: int
+    truncated_sequences: int
+    truncated_sampled_tokens: int
+    overlong_dropped: int
+    sampled_tokens: int
+    filled_tokens: int
+    zero_behaviour_logprobs: int
+
+    @property
+    def fill(self) -> float:
+        """Fraction of the batch's token slots holding a real token (the rest is padding)."""
+        return self.filled_tokens / (self.rows * self.row_tokens)
+
+    def as_metrics(self) -> dict[str, float]:
+        metrics = {f"batch/{f.name}": float(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        metrics["batch/fill"] = self.fill
+        return metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class _Segment:
+    trial: int
+    sequence: Sequence
+    length: int  # tokens kept after the overflow policy
+
+
+def pack_trajectories(
+    trajectories: SequenceABC[Trajectory],
+    advantages: SequenceABC[float] | np.ndarray,
+    *,
+    max_tokens: int,
+    row_multiple: int = 1,
+    overflow: str = "truncate",
+    routing: RoutingSpec | None = None,
+) -> tuple[TrainBatch, PackStats]:
+    """Packs trials into a `TrainBatch` of numpy arrays `[B, max_tokens]` (see the module docstring)."""
+    if not isinstance(max_tokens, int) or max_tokens < 2:
+        raise ValueError(f"max_tokens must be an int >= 2, got {max_tokens!r}")
+    if not isinstance(row_multiple, int) or row_multiple < 1:
+        raise ValueError(f"row_multiple must be a positive int, got {row_multiple!r}")
+    if overflow not in OVERFLOW_POLICIES:
+        raise ValueError(f"overflow must be one of {OVERFLOW_POLICIES}, got {overflow!r}")
+    if len(trajectories) == 0:
+        raise ValueError("pack_trajectories got no trajectories")
+    adv = np.asarray(advantages, dtype=np.float32)
+    if adv.shape != (len(trajectories),):
+        raise ValueError(f"advantages has shape {adv.shape}, expected ({len(trajectories)},) (one per trial)")
+    if not np.all(np.isfinite(adv)):
+        raise ValueError(f"advantages must be finite, got {adv[~np.isfinite(adv)][:4].tolist()}")
+
+    segments: list[_Segment] = []
+    truncated = truncated_sampled = overlong_dropped = 0
+    for i, traj in enumerate(trajectories):
+        for j, seq in enumerate(traj.sequences):
+            _check_sequence(seq, routing, where=f"trajectory {traj.trial_id!r} sequence {j}")
+            n = len(seq.token_ids)
+            if n == 0:
+                continue
+            if n > max_tokens:
+                # The targets of tokens max_tokens-1 .. n-2 live past the window.
+                lost = int(np.asarray(seq.loss_mask[max_tokens:]).sum())
+                if overflow == "drop":
+                    overlong_dropped += 1
+                    continue
+                truncated += 1
+                truncated_sampled += lost
+                n = max_tokens
+            segments.append(_Segment(i, seq, n))
+
+    order, rows_of = _first_fit_decreasing([s.length for s in segments], max_tokens)
+    rows_used = max(rows_of, default=-1) + 1
+    rows = row_multiple * _next_power_of_two(max(1, -(-rows_used // row_multiple)))
+    arrays = _empty_arrays(rows, max_tokens, routing)
+    fill = np.zeros(rows, dtype=np.int64)
+    next_segment_id = np.ones(rows, dtype=np.int32)
+    sampled = zero_lp = 0
+    for k in order:  # placement order = packing order, so each row holds its segments longest first
+        seg, b = segments[k], rows_of[k]
+        valid = trajectories[seg.trial].valid
+        s_sampled, s_zero = _place(arrays, seg, b, int(fill[b]), int(next_segment_id[b]), adv[seg.trial], valid)
+        sampled += s_sampled
+        zero_lp += s_zero
+        fill[b] += seg.length
+        next_segment_id[b] += 1
+
+    batch = TrainBatch(**arrays)
+    stats = PackStats(
+        rows=rows,
+        rows_used=rows_used,
+        row_tokens=max_tokens,
+        sequences=len(segments),
+        dropped_trials=sum(1 for t in trajectories if not t.valid),
+        truncated_sequences=truncated,
+        truncated_sampled_tokens=truncated_sampled,
+        overlong_dropped=overlong_dropped,
+        sampled_tokens=sampled,
+        filled_tokens=int(fill.sum()),
+        zero_behaviour_logprobs=zero_lp,
+    )
+    return batch, stats
+
+
+def _check_sequence(seq: Sequence, routing: RoutingSpec | None, *, where: str) -> None:
+    mask = np.asarray(seq.loss_mask)
+    if mask.size and not np.isin(mask, (0, 1)).all():
+        raise ValueError(f"{where}: loss_mask must hold only 0 and 1, got {np.unique(mask).tolist()}")
+    ids = np.asarray(seq.token_ids)
+    if ids.size and (not np.issubdtype(ids.dtype, np.integer) or ids.min() < 0):
+        raise ValueError(f"{where}: token_ids must be non-negative ints, got dtype {ids.dtype} min {ids.min()}")
+    lp = np.asarray(seq.behaviour_logprobs, dtype=np.float64)
+    bad = np.flatnonzero((mask == 1) & ~np.isfinite(lp))
+    if bad.size:
+        raise ValueError(f"{where}: behaviour_logprobs at sampled position {int(bad[0])} is {float(lp[bad[0]])!r}")
+    if seq.routed_experts is None:
+        return
+    if routing is None:
+        raise ValueError(f"{where} carries routed_experts but pack_trajectories got routing=None; pass a RoutingSpec")
+    re = np.asarray(seq.routed_experts)
+    expected = (len(ids), routing.num_layers, routing.top_k)
+    if re.shape != expected:
+        raise ValueError(f"{where}: routed_experts has shape {re.shape}, expected {expected} [T, L, K]")
+    if re.size and (re.min() < -1 or re.max() >= routing.num_experts):
+        raise ValueError(
+            f"{where}: routed_experts ids must lie in [-1, {routing.num_experts}), got [{re.min()}, {re.max()}]"
+        )
+    recorded = re >= 0
+    mixed = np.argwhere(recorded.any(-1) & ~recorded.all(-1))
+    if mixed.size:
+        t, layer = (int(v) for v in mixed[0])
+        raise ValueError(f"{where}: routed_experts row {t} layer {layer} mixes -1 with expert ids: {re[t, layer]}")
+
+
+def _first_fit_decreasing(lengths: list[int], capacity: int) -> tuple[list[int], list[int]]:
+    """(placement order, row of each item): longest first, each in the first row with room."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    free: list[int] = []
+    row_of = [0] * len(lengths)
+    for i in order:
+        for r, room in enumerate(free):
+            if room >= lengths[i]:
+                row_of[i] = r
+                free[r] -= lengths[i]
+                break
+        else:
+            row_of[i] = len(free)
+            free.append(capacity - lengths[i])
+    return order, row_of
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+def _empty_arrays(rows: int, width: int, routing: RoutingSpec | None) -> dict[str, np.ndarray | None]:
+    shape = (rows, width)
+    return {
+        "tokens": np.zeros(shape, np.int32),
+        "targets": np.zeros(shape, np.int32),
+        "positions": np.zeros(shape, np.int32),
+        "segment_ids": np.zeros(shape, np.int32),
+        "loss_mask": np.zeros(shape, np.float32),
+        "advantages": np.zeros(shape, np.float32),
+        "behaviour_logprobs": np.zeros(shape, np.float32),
+        "routed_experts": None
+        if routing is None
+        else np.full((routing.num_layers, rows, width, routing.top_k), -1, np.int32),
+    }
+
+
+def _place(
+    arrays: dict[str, np.ndarray | None], seg: _Segment, b: int, o: int, sid: int, adv: float, valid: bool
+) -> tuple[int, int]:
+    """Writes one segment at row b, offset o; returns (sampled targets kept, zero behaviour log-probs)."""
+    n = seg.length
+    seq = seg.sequence
+    ids = np.asarray(seq.token_ids[:n], np.int32)
+    arrays["tokens"][b, o : o + n] = ids
+    arrays["positions"][b, o : o + n] = np.arange(n, dtype=np.int32)
+    arrays["segment_ids"][b, o : o + n] = sid
+    # Target-aligned fields: position t describes token t + 1 of the same segment.
+    arrays["targets"][b, o : o + n - 1] = ids[1:]
+    mask = np.asarray(seq.loss_mask[1:n], np.float32) * (1.0 if valid else 0.0)
+    lp = np.asarray(seq.behaviour_logprobs[1:n], np.float32)
+    arrays["loss_mask"][b, o : o + n - 1] = mask
+    arrays["behaviour_logprobs"][b, o : o + n - 1] = np.where(mask > 0, lp, 0.0)
+    arrays["advantages"][b, o : o + n - 1] = adv if valid else 0.0
+    if seq.routed_experts is not None:
+        arrays["routed_experts"][:, b, o : o + n, :] = np.asarray(seq.routed_experts[:n], np.int32).transpose(1, 0, 2)
+    return int(mask.sum()), int(((mask > 0) & (lp == 0.0)).sum())
+
+
+def sequence_from_generation(prompt_ids: SequenceABC[int] | np.ndarray, generation: Generation) -> Sequence:
+    """The training sequence of one single-turn call: prompt (mask 0) then the sampled output (mask 1).
+
+    `generation.routed_experts` rows cover input positions `[routed_experts_start, P + N - 1)`; they are
+    placed at those positions unchanged. Rows before the start and the last position (the final sampled
+    token is never forwarded) are -1.
+    """
+    prompt = np.asarray(prompt_ids, np.int32)
+    out = np.asarray(generation.output_ids, np.int32)
+    p, n = len(prompt), len(out)
+    if p == 0:
+        raise ValueError("prompt_ids is empty: the first sampled token needs a context")
+    tokens = np.concatenate([prompt, out])
+    mask = np.concatenate([np.zeros(p, np.int8), np.ones(n, np.int8)])
+    logprobs = np.concatenate([np.zeros(p, np.float32), np.asarray(generation.output_logprobs, np.float32)])
+    routed = None
+    if generation.routed_experts is not None:
+        rec = np.asarray(generation.routed_experts)
+        start = generation.routed_experts_start
+        if rec.ndim != 3 or rec.shape[0] != p + n - 1 - start:
+            raise ValueError(
+                f"generation.routed_experts has shape {rec.shape}; expected {p + n - 1 - start} rows "
+                f"(P={p} + N={n} - 1 - routed_experts_start={start})"
+            )
+        routed = np.full((p + n, rec.shape[1], rec.shape[2]), -1, np.int16)
+        routed[start : p + n - 1] = rec.astype(np.int16)
+    versions = generation.token_weight_versions or (generation.weight_version,)
+    return Sequence(tokens, mask, logprobs, routed, weight_versions=tuple(versions))
+
+
+def trajectories_from_generations(
+    prompts: SequenceABC[SequenceABC[int] | np.ndarray],
+    generations: SequenceABC[Generation],
+    rewards: SequenceABC[float],
+    group_ids: SequenceABC[str],
+    *,
+    task_ids: SequenceABC[str] | None = None,
+) -> list[Trajectory]:
+    """Single-turn trials: one `Trajectory` (outcome submitted) per (prompt, generation, reward, group)."""
+    n = len(generations)
+    for name, values in (("prompts", prompts), ("rewards", rewards), ("group_ids", group_ids)):
+        if len(values) != n:
+            raise ValueError(f"{name} has {len(values)} entries, generations has {n}")
+    tasks = task_ids if task_ids is not None else group_ids
+    return [
+        Trajectory(
+            trial_id=f"{group_ids[i]}/{i}",
+            task_id=str(tasks[i]),
+            group_id=str(group_ids[i]),
+            sequences=(sequence_from_generation(prompts[i], generations[i]),),
+            reward=float(rewards[i]),
+            outcome=Outcome.SUBMITTED,
+        )
+        for i in range(n)
+    ]

@@ -1,0 +1,185 @@
+"""Packing trials into a TrainBatch: layout, alignment, routing rows, overflow, dropped trials."""
+
+import numpy as np
+import pytest
+
+from legorl_jax.config import AlgoConfig
+from legorl_jax.train.batch import (
+    RoutingSpec,
+    pack_trajectories,
+    sequence_from_generation,
+    trajectories_from_generations,
+)
+from legorl_jax.train.loss import policy_loss
+from legorl_jax.types import Generation, Outcome, Sequence, Trajectory
+
+SPEC = RoutingSpec(num_layers=2, top_k=2, num_experts=4)
+
+
+def make_sequence(tokens, mask, logprobs=None, routed=None):
+    tokens = np.asarray(tokens, np.int32)
+    lp = np.asarray(logprobs if logprobs is not None else -0.1 * (np.arange(len(tokens)) + 1), np.float32)
+    return Sequence(tokens, np.asarray(mask, np.int8), lp, routed)
+
+
+def make_trajectory(name, *sequences, reward=1.0, outcome=Outcome.SUBMITTED, group="g"):
+    return Trajectory(trial_id=name, task_id="t", group_id=group, sequences=tuple(sequences), reward=reward,
+                      outcome=outcome)
+
+
+def test_segments_are_laid_out_with_targets_masks_and_logprobs_aligned_to_the_predicting_position():
+    a = make_sequence([11, 12, 13], [0, 1, 1], [0.0, -0.2, -0.3])
+    b = make_sequence([21, 22], [0, 1], [0.0, -0.5])
+    batch, stats = pack_trajectories(
+        [make_trajectory("a", a), make_trajectory("b", b)], [2.0, -1.0], max_tokens=6
+    )
+    np.testing.assert_array_equal(batch.tokens, [[11, 12, 13, 21, 22, 0]])
+    np.testing.assert_array_equal(batch.positions, [[0, 1, 2, 0, 1, 0]])
+    np.testing.assert_array_equal(batch.segment_ids, [[1, 1, 1, 2, 2, 0]])
+    # Position t carries the target t + 1 of its own segment: 13 -> 21 never becomes a target. A one-off
+    # shift would put mask 1 on the last token of each segment.
+    np.testing.assert_array_equal(batch.targets, [[12, 13, 0, 22, 0, 0]])
+    np.testing.assert_array_equal(batch.loss_mask, [[1, 1, 0, 1, 0, 0]])
+    np.testing.assert_allclose(batch.behaviour_logprobs, [[-0.2, -0.3, 0, -0.5, 0, 0]])
+    np.testing.assert_allclose(batch.advantages, [[2.0, 2.0, 0, -1.0, 0, 0]])
+    assert batch.routed_experts is None
+    assert (stats.rows, stats.sequences, stats.sampled_tokens, stats.filled_tokens) == (1, 2, 3, 5)
+
+
+def test_rows_are_filled_first_fit_longest_first_and_bucketed_to_powers_of_two():
+    seqs = [make_sequence(np.arange(n) + 1, [0] + [1] * (n - 1)) for n in (2, 5, 3, 4)]
+    trajs = [make_trajectory(str(i), s) for i, s in enumerate(seqs)]
+    batch, stats = pack_trajectories(trajs, np.zeros(4), max_tokens=7)
+    # longest first: 5 -> row 0, 4 -> row 1, 3 -> row 1 (4 + 3 = 7), 2 -> row 0 (5 + 2 = 7).
+    np.testing.assert_array_equal(batch.segment_ids, [[1] * 5 + [2] * 2, [1] * 4 + [2] * 3])
+    np.testing.assert_array_equal(batch.tokens, [[1, 2, 3, 4, 5, 1, 2], [1, 2, 3, 4, 1, 2, 3]])
+    assert stats.rows_used == 2 and stats.fill == 1.0
+    # width 5: rows {5}, {4}, {3, 2} -> 3 rows used, bucketed to 4 (or to 3 × 2^0 with row_multiple 3).
+    batch, stats = pack_trajectories(trajs, np.zeros(4), max_tokens=5)
+    assert stats.rows == 4 and batch.tokens.shape == (4, 5) and stats.rows_used == 3
+    assert not batch.segment_ids[3].any()
+    assert pack_trajectories(trajs, np.zeros(4), max_tokens=5, row_multiple=3)[1].rows == 3
+    # width 4 (the 5 is truncated): rows {4}, {4}, {3}, {2} -> 4 used; row_multiple 3 gives 3 × 2^1.
+    assert pack_trajectories(trajs, np.zeros(4), max_tokens=4, row_multiple=3)[1].rows == 6
+
+
+def test_routed_experts_land_row_for_row_at_the_packed_input_position():
+    routed = np.full((3, 2, 2), -1, np.int16)
+    routed[1] = [[0, 1], [2, 3]]  # experts of input position 1 (they produced the logits of token 2)
+    routed[0] = [[3, 2], [1, 0]]
+    a = make_sequence([5, 6, 7], [0, 1, 1], routed=routed)
+    b = make_sequence([8, 9, 10, 11], [0, 0, 1, 1])  # no routing recorded: native
+    batch, _ = pack_trajectories([make_trajectory("a", a), make_trajectory("b", b)], [1.0, 1.0], max_tokens=8,
+                                 routing=SPEC)
+    re = batch.routed_experts
+    assert re.shape == (2, 1, 8, 2)
+    # b (longer) comes first at offset 0; a at offset 4. Shifting by one would move [0, 1] to offset 6.
+    np.testing.assert_array_equal(re[:, 0, 4], [[3, 2], [1, 0]])
+    np.testing.assert_array_equal(re[:, 0, 5], [[0, 1], [2, 3]])
+    assert (re[:, 0, 6] == -1).all() and (re[:, 0, :4] == -1).all() and (re[:, 0, 7] == -1).all()
+
+
+def test_overlong_sequences_are_truncated_or_dropped_and_counted():
+    long = make_sequence(np.arange(1, 11), [0, 0] + [1] * 8)
+    short = make_sequence([1, 2, 3], [0, 1, 1])
+    trajs = [make_trajectory("long", long), make_trajectory("short", short)]
+    batch, stats = pack_trajectories(trajs, [1.0, 1.0], max_tokens=6, overflow="truncate")
+    # tokens 1..6 kept; targets 3..6 are sampled and kept (4), targets 7..10 are lost (4).
+    np.testing.assert_array_equal(batch.tokens[0], [1, 2, 3, 4, 5, 6])
+    np.testing.assert_array_equal(batch.loss_mask[0], [0, 1, 1, 1, 1, 0])
+    assert (stats.truncated_sequences, stats.truncated_sampled_tokens, stats.overlong_dropped) == (1, 4, 0)
+    batch, stats = pack_trajectories(trajs, [1.0, 1.0], max_tokens=6, overflow="drop")
+    np.testing.assert_array_equal(batch.tokens, [[1, 2, 3, 0, 0, 0]])
+    assert (stats.truncated_sequences, stats.overlong_dropped, stats.sequences) == (0, 1, 1)
+    assert stats.as_metrics()["batch/overlong_dropped"] == 1.0
+
+
+def test_dropped_trials_are_packed_with_a_zero_loss_mask_and_no_advantage():
+    ok = make_sequence([1, 2, 3], [0, 1, 1])
+    failed = make_sequence([4, 5, 6], [0, 1, 1])
+    batch, stats = pack_trajectories(
+        [make_trajectory("ok", ok), make_trajectory("bad", failed, outcome=Outcome.SANDBOX_FAILED)],
+        [1.5, 9.0], max_tokens=8,
+    )
+    assert stats.dropped_trials == 1 and stats.sampled_tokens == 2
+    np.testing.assert_array_equal(batch.loss_mask, [[1, 1, 0, 0, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(batch.advantages, [[1.5, 1.5, 0, 0, 0, 0, 0, 0]])
+
+
+def test_packed_rows_give_the_same_loss_as_one_sequence_per_row():
+    rng = np.random.default_rng(0)
+    trajs = []
+    for i, n in enumerate((5, 3, 7, 2, 4)):
+        trajs.append(make_trajectory(str(i), make_sequence(rng.integers(1, 50, n), [0] + [1] * (n - 1),
+                                                           rng.normal(-1, 0.2, n))))
+    adv = rng.normal(0, 1, 5).astype(np.float32)
+    packed, _ = pack_trajectories(trajs, adv, max_tokens=8)
+    unpacked_rows = [pack_trajectories([t], adv[i : i + 1], max_tokens=8)[0] for i, t in enumerate(trajs)]
+
+    def fake_logprobs(batch):
+        # A per-token function of (token, position), like a model whose context is its own segment.
+        return -0.01 * batch.tokens - 0.05 * batch.positions - 0.1
+
+    algo = AlgoConfig()
+
+    def loss(batch):
+        lp = fake_logprobs(batch)
+        return float(policy_loss(lp, lp - 1e-4 * batch.targets, batch.behaviour_logprobs, batch.advantages,
+                                 batch.loss_mask, batch.segment_ids, algo, norm_length=8.0)[0])
+
+    stacked = {k: np.concatenate([getattr(b, k) for b in unpacked_rows]) for k in
+               ("tokens", "targets", "positions", "segment_ids", "loss_mask", "advantages", "behaviour_logprobs")}
+    from legorl_jax.types import TrainBatch
+
+    unpacked = TrainBatch(routed_experts=None, **stacked)
+    assert packed.tokens.shape[0] < unpacked.tokens.shape[0]
+    assert loss(packed) == pytest.approx(loss(unpacked), abs=1e-6)
+
+
+def test_a_generation_becomes_a_sequence_with_routing_at_its_input_positions():
+    routed = np.arange(4 * 2 * 2).reshape(4, 2, 2) % 4  # rows for input positions 1..4 (start = 1)
+    gen = Generation(output_ids=np.asarray([7, 8, 9]), output_logprobs=np.asarray([-0.1, -0.2, -0.3]),
+                     routed_experts=routed, finish_reason="stop", weight_version="v3", prompt_tokens=3,
+                     routed_experts_start=1)
+    seq = sequence_from_generation([1, 2, 3], gen)
+    np.testing.assert_array_equal(seq.token_ids, [1, 2, 3, 7, 8, 9])
+    np.testing.assert_array_equal(seq.loss_mask, [0, 0, 0, 1, 1, 1])
+    np.testing.assert_allclose(seq.behaviour_logprobs[3:], [-0.1, -0.2, -0.3])
+    assert (seq.routed_experts[0] == -1).all() and (seq.routed_experts[5] == -1).all()
+    np.testing.assert_array_equal(seq.routed_experts[1:5], routed)
+    trajs = trajectories_from_generations([[1, 2, 3]], [gen], [1.0], ["q0"])
+    assert trajs[0].valid and trajs[0].group_id == "q0" and trajs[0].sequences[0].weight_versions == ("v3",)
+    batch, _ = pack_trajectories(trajs, [1.0], max_tokens=8, routing=SPEC)
+    # the logits at position 2 (token 3) predict the first sampled token 7 with its behaviour log-prob.
+    assert batch.targets[0, 2] == 7 and batch.loss_mask[0, 2] == 1 and batch.behaviour_logprobs[0, 2] == np.float32(-0.1)
+    np.testing.assert_array_equal(batch.routed_experts[:, 0, 2], routed[1])
+
+
+@pytest.mark.parametrize(
+    "routed, message",
+    [
+        (np.asarray([[[0, -1], [1, 2]], [[-1, -1], [-1, -1]]]), "row 0 layer 0 mixes -1"),
+        (np.asarray([[[0, 4], [1, 2]], [[-1, -1], [-1, -1]]]), r"ids must lie in \[-1, 4\)"),
+        (np.zeros((2, 3, 2), np.int16), r"expected \(2, 2, 2\)"),
+    ],
+)
+def test_bad_routing_rows_are_refused_with_their_location(routed, message):
+    seq = make_sequence([1, 2], [0, 1], routed=routed)
+    with pytest.raises(ValueError, match=message):
+        pack_trajectories([make_trajectory("x", seq)], [1.0], max_tokens=4, routing=SPEC)
+
+
+def test_bad_packing_inputs_are_named():
+    seq = make_sequence([1, 2], [0, 1], [0.0, float("nan")])
+    with pytest.raises(ValueError, match="behaviour_logprobs at sampled position 1 is nan"):
+        pack_trajectories([make_trajectory("x", seq)], [1.0], max_tokens=4)
+    routed = make_sequence([1, 2], [0, 1], routed=np.zeros((2, 2, 2), np.int16))
+    with pytest.raises(ValueError, match="routing=None"):
+        pack_trajectories([make_trajectory("x", routed)], [1.0], max_tokens=4)
+    ok = make_sequence([1, 2], [0, 1])
+    with pytest.raises(ValueError, match="overflow must be one of .* got 'wrap'"):
+        pack_trajectories([make_trajectory("x", ok)], [1.0], max_tokens=4, overflow="wrap")
+    with pytest.raises(ValueError, match=r"advantages has shape \(2,\)"):
+        pack_trajectories([make_trajectory("x", ok)], [1.0, 2.0], max_tokens=4)
+    with pytest.raises(ValueError, match="max_tokens must be an int >= 2, got 1"):
+        pack_trajectories([make_trajectory("x", ok)], [1.0], max_tokens=1)

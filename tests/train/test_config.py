@@ -1,0 +1,56 @@
+"""The algo/ and train/ presets compose, and bad values are refused naming field and value."""
+
+import pathlib
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from legorl_jax.config import AlgoConfig, CheckpointConfig, Config, TrainConfig, register_configs
+
+CONF = pathlib.Path(__file__).parents[2] / "conf"
+
+
+def compose_config(overrides):
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return OmegaConf.to_object(compose("config", overrides=overrides))
+
+
+@pytest.mark.parametrize("preset", ["gspo", "ppo", "cispo", "dr_grpo"])
+def test_every_algo_preset_composes_into_a_valid_config(preset):
+    cfg = compose_config([f"algo={preset}", "train=tiny"])
+    assert isinstance(cfg, Config) and isinstance(cfg.algo, AlgoConfig) and isinstance(cfg.train, TrainConfig)
+    assert isinstance(cfg.train.checkpoint, CheckpointConfig)
+
+
+def test_the_default_algorithm_is_gspo_with_lego_rl_clip_range():
+    cfg = compose_config([])
+    assert (cfg.algo.loss, cfg.algo.clip_low, cfg.algo.clip_high) == ("gspo", 3e-4, 4e-4)
+    assert cfg.algo.loss_agg == "seq-mean-token-mean" and cfg.train.schedule == "constant"
+
+
+def test_dr_grpo_drops_the_std_and_the_length_normalisation():
+    cfg = compose_config(["algo=dr_grpo"])
+    assert cfg.algo.advantage_std == "none" and cfg.algo.loss_agg == "seq-mean-token-sum-norm"
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("algo.loss=grpo", r"algo\.loss .*'grpo'"),
+        ("algo.tis_cap=-1", r"algo\.tis_cap must be > 0, got -1"),
+        ("train.schedule=linear", r"train\.schedule .*'linear'"),
+        ("train.micro_batch_rows=0", r"train\.micro_batch_rows must be a positive int, got 0"),
+        ("train.checkpoint.keep=0", r"train\.checkpoint\.keep must be a positive int, got 0"),
+        ("train.overflow=wrap", r"train\.overflow .*'wrap'"),
+    ],
+)
+def test_bad_config_values_are_named(override, message):
+    with pytest.raises(ValueError, match=message):
+        compose_config([override])
+
+
+def test_a_cosine_schedule_needs_room_after_its_warmup():
+    with pytest.raises(ValueError, match="warmup_steps=10 must be < train.total_steps=10"):
+        TrainConfig(schedule="warmup_cosine", warmup_steps=10, total_steps=10)
