@@ -1,0 +1,7 @@
+"""sluggard: readable, unique URL slugs."""
+
+from sluggard.slugify import fit_length, slugify
+from sluggard.translit import transliterate
+from sluggard.unique import UniqueSlugger
+
+__all__ = ["UniqueSlugger", "fit_length", "slugify", "transliterate"]
