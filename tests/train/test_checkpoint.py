@@ -1,0 +1,121 @@
+"""Orbax checkpoints: round trip, resharding, config refusal, atomicity under SIGKILL."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from legorl_jax.config import CheckpointConfig
+from legorl_jax.train.checkpoint import CheckpointMismatchError, Checkpointer, config_differences
+from legorl_jax.train.state import TrainState, init_train_state
+
+RUN_CONFIG = {"algo": {"loss": "gspo", "clip_low": 3e-4}, "train": {"total_steps": 10, "checkpoint": {"every": 1}},
+              "mesh": {"fsdp": 2}, "seed": 0}
+
+
+def make_state(seed=0, step=0):
+    key = jax.random.key(seed)
+    params = {"w": jax.random.normal(key, (8, 16)), "b": jnp.arange(16, dtype=jnp.float32)}
+    state = init_train_state(params, optax.adamw(1e-3), seed=seed)
+    grads = jax.tree.map(jnp.ones_like, params)
+    updates, opt_state = optax.adamw(1e-3).update(grads, state.opt_state, params)
+    return state.replace(step=jnp.asarray(step, jnp.int32), params=optax.apply_updates(params, updates),
+                         opt_state=opt_state)
+
+
+def assert_states_equal(a: TrainState, b: TrainState):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_a_saved_state_restores_exactly_with_cursor_version_and_keeps_the_last_k(tmp_path):
+    config = CheckpointConfig(directory=str(tmp_path), every=2, keep=2, async_save=True)
+    with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
+        for step in range(1, 7):
+            saved = ckpt.maybe_save(make_state(step, step), cursor={"batch": step}, weights_version=f"v{step}")
+            assert saved == (step % 2 == 0)
+        ckpt.wait()
+        assert ckpt.all_steps() == [4, 6]  # keep=2: step 2 was deleted
+        restored = ckpt.restore(make_state(0, 0))
+    assert restored.step == 6 and restored.cursor == {"batch": 6} and restored.weights_version == "v6"
+    assert_states_equal(restored.state, make_state(6, 6))
+
+
+def test_restore_places_arrays_on_the_target_shardings(tmp_path):
+    config = CheckpointConfig(directory=str(tmp_path), every=1, keep=1, async_save=False)
+    with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
+        ckpt.maybe_save(make_state(3, 1), cursor={}, weights_version="v1")
+    mesh = Mesh(np.asarray(jax.devices()[:8]).reshape(2, 4), ("fsdp", "tensor"))
+    sharded = NamedSharding(mesh, PartitionSpec("fsdp", "tensor"))
+    target = make_state(0, 0)
+    target = target.replace(params={"w": jax.device_put(target.params["w"], sharded), "b": target.params["b"]})
+    with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
+        restored = ckpt.restore(target)
+    assert restored.state.params["w"].sharding == sharded
+    assert len(restored.state.params["w"].addressable_shards) == 8
+    np.testing.assert_array_equal(np.asarray(restored.state.params["w"]), np.asarray(make_state(3, 1).params["w"]))
+
+
+def test_a_checkpoint_from_another_config_is_refused_naming_the_field(tmp_path):
+    config = CheckpointConfig(directory=str(tmp_path), every=1, keep=1, async_save=False)
+    with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
+        ckpt.maybe_save(make_state(0, 1), cursor={}, weights_version="v1")
+    other = {**RUN_CONFIG, "algo": {"loss": "ppo", "clip_low": 3e-4}}
+    with Checkpointer(config, run_config=other) as ckpt, pytest.raises(CheckpointMismatchError) as err:
+        ckpt.restore(make_state(0, 0))
+    assert "algo.loss: 'gspo' -> 'ppo'" in str(err.value)
+    assert "clip_low" not in str(err.value)
+    # Fields that may change on resume: total steps, checkpoint settings, the mesh.
+    resumable = {**RUN_CONFIG, "train": {"total_steps": 99, "checkpoint": {"every": 5}}, "mesh": {"fsdp": 4}}
+    with Checkpointer(config, run_config=resumable) as ckpt:
+        assert ckpt.restore(make_state(0, 0)).step == 1
+
+
+def test_config_differences_report_added_and_removed_fields():
+    diffs = config_differences({"a": {"b": 1}, "c": 2}, {"a": {"b": 1, "d": 3}}, ignore=[])
+    assert diffs == ["a.d: '<absent>' -> 3", "c: 2 -> '<absent>'"]
+
+
+def test_a_process_killed_mid_save_leaves_only_checkpoints_that_restore(tmp_path):
+    # The child saves step 1 synchronously, then starts a large asynchronous save of step 2 and is
+    # SIGKILLed before it can finish. Every step that is listed afterwards must restore bit for bit.
+    script = textwrap.dedent(f"""
+        import os, signal, jax, jax.numpy as jnp, optax
+        from legorl_jax.config import CheckpointConfig
+        from legorl_jax.train.checkpoint import Checkpointer
+        from legorl_jax.train.state import init_train_state
+
+        def state(step, value):
+            params = {{"w": jnp.full((2048, 2048), value, jnp.float32)}}
+            return init_train_state(params, optax.sgd(0.1), seed=0).replace(step=jnp.asarray(step, jnp.int32))
+
+        config = CheckpointConfig(directory={str(tmp_path)!r}, every=1, keep=5, async_save=True)
+        ckpt = Checkpointer(config, run_config={{}})
+        ckpt.maybe_save(state(1, 1.0), cursor={{}}, weights_version="v1")
+        ckpt.wait()
+        ckpt.maybe_save(state(2, 2.0), cursor={{}}, weights_version="v2")
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    # The kill landed mid-save: step 2 exists only as orbax's temporary directory.
+    entries = sorted(os.listdir(tmp_path))
+    assert "1" in entries and "2" not in entries and any(e.startswith("2.") for e in entries), entries
+
+    config = CheckpointConfig(directory=str(tmp_path), every=1, keep=5, async_save=False)
+    with Checkpointer(config, run_config={}) as ckpt:
+        steps = ckpt.all_steps()
+        assert steps == [1]
+        for step in steps:
+            template = init_train_state({"w": jnp.zeros((2048, 2048), jnp.float32)}, optax.sgd(0.1), seed=0)
+            restored = ckpt.restore(template, step=step)
+            assert float(restored.state.params["w"].min()) == float(restored.state.params["w"].max()) == float(step)
