@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system test test-all demo fixtures clean
+.PHONY: setup system images test test-all demo fixtures clean
 
 # The venv is rebuilt only when the project's metadata changes (idempotent).
 $(VENV)/.stamp: pyproject.toml setup.py
@@ -21,10 +21,14 @@ setup: $(VENV)/.stamp
 system:
 	@bash tools/system_setup.sh
 
-test: setup system
+# The sandbox base image (offline: debootstrap + docker import), built only when its tag is missing.
+images: setup system
+	$(PY) tools/build_images.py --base
+
+test: setup system images
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test-all: setup system
+test-all: setup system images
 	$(PY) -m pytest -q -m '' $(PYTEST_ARGS)
 
 demo: setup

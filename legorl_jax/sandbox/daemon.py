@@ -1,0 +1,82 @@
+"""The connection to the Docker daemon: one client per process and a thread pool for its blocking calls.
+
+The `docker` SDK is synchronous. Every call the sandbox layer makes goes through `call(fn, *args)`, which
+runs it on a dedicated thread pool so the event loop never blocks. The pool is ours rather than asyncio's
+default executor because an exec holds a thread for as long as its command runs: 16 concurrent sandboxes
+would starve the default executor (min(32, cpus + 4) threads, six on a 2-core host) and every other
+`to_thread` user with it. The HTTP connection pool is sized to match, so a streaming exec never waits for
+a connection held by another.
+
+`client()` is created lazily and re-created after a fork (a socket shared with a parent is unusable).
+`available()` tells whether a daemon answers; `make_sandbox(backend="auto")` uses it to choose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from legorl_jax.sandbox.base import SandboxError
+
+T = TypeVar("T")
+
+MAX_THREADS = 256
+"""Upper bound on concurrent blocking Docker calls (each running exec holds one)."""
+PING_TIMEOUT_S = 3.0
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"pid": None, "client": None, "pool": None}
+
+
+def _ensure() -> tuple[Any, concurrent.futures.ThreadPoolExecutor]:
+    with _lock:
+        if _state["pid"] != os.getpid():
+            _state.update(pid=os.getpid(), client=None, pool=None)
+        if _state["pool"] is None:
+            _state["pool"] = concurrent.futures.ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="legorl-docker")
+        if _state["client"] is None:
+            import docker  # deferred: importing the SDK is slow and needs no daemon
+
+            try:
+                _state["client"] = docker.from_env(max_pool_size=MAX_THREADS, timeout=120)
+            except docker.errors.DockerException as exc:
+                raise SandboxError(f"cannot reach the Docker daemon: {exc}") from exc
+        return _state["client"], _state["pool"]
+
+
+def client() -> Any:
+    """The process's `docker.DockerClient` (raises `SandboxError` when no daemon is configured)."""
+    return _ensure()[0]
+
+
+async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Runs the blocking `fn(*args, **kwargs)` on the Docker thread pool."""
+    _, pool = _ensure()
+    return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args, **kwargs))
+
+
+def available() -> bool:
+    """True when a Docker daemon answers a ping within a few seconds."""
+    try:
+        import docker
+
+        probe = docker.from_env(timeout=PING_TIMEOUT_S)
+        try:
+            return bool(probe.ping())
+        finally:
+            probe.close()
+    except Exception:  # any failure to reach the daemon means "not available", which is the answer
+        return False
+
+
+def api_error_types() -> tuple[type[BaseException], ...]:
+    """The exceptions a Docker call raises when the daemon (not the command) failed."""
+    import docker
+    import requests
+
+    return (docker.errors.DockerException, requests.exceptions.RequestException, ConnectionError)
