@@ -330,8 +330,9 @@ def forward(
         interpret=interpret,
         name="token_logprobs_forward",
     )(p.hidden, p.lm_head, *p.rows)
+    parts = list(parts)
     if not with_entropy:
-        parts.insert(2, None)
+        parts.insert(2, None)  # RunningStats.shifted_sum
     result = online_softmax.finalize(online_softmax.merge(online_softmax.RunningStats(*parts)))
     return jax.tree.map(lambda x: x[:n], result)
 

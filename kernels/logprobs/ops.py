@@ -180,9 +180,9 @@ def _check_arrays(hidden, lm_head, targets) -> tuple[jax.Array, jax.Array, jax.A
         if x.dtype not in _FLOAT_DTYPES:
             raise TypeError(f"{name} must be float32, bfloat16 or float16, got {name}.dtype={x.dtype}")
     if hidden.dtype != lm_head.dtype:
-        raise TypeError(f"hidden and lm_head must share a dtype, got {hidden.dtype=} and {lm_head.dtype=}")
+        raise TypeError(f"hidden and lm_head must share a dtype, got hidden.dtype={hidden.dtype} and lm_head.dtype={lm_head.dtype}")
     if not jnp.issubdtype(targets.dtype, jnp.integer):
-        raise TypeError(f"targets must be integer token ids, got {targets.dtype=}")
+        raise TypeError(f"targets must be integer token ids, got targets.dtype={targets.dtype}")
     targets = targets.astype(jnp.int32)
     if not isinstance(targets, jax.core.Tracer):
         ids = np.asarray(targets)

@@ -1,0 +1,306 @@
+"""token_logprobs against a float64 numpy oracle, its gradients against autodiff of the jnp reference.
+
+Tolerance policy (STYLE rule 22): the op is a block (a matmul over D and a log-sum-exp over V), so float32
+is held to 1e-4 and bf16 to 2e-2. Every comparison first asserts every element is finite: NaN never passes,
+and the Pallas interpreter initialises outputs to NaN, so an element no grid step wrote fails here. Inputs
+are fresh random draws each run; the seed is in every failure message.
+
+The Pallas cases are one base class run twice (STYLE rule 17): in the interpreter here, and compiled on a
+GPU by `tools/device_check.sh` (marker `gpu`, skipped without one).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from legorl_jax.kernels.logprobs import BlockSizes, ChunkSizes, reference, token_logprobs
+from legorl_jax.kernels.logprobs import ops
+
+QWEN_VOCAB = 151_936
+TOLERANCE = {jnp.float32: 1e-4, jnp.bfloat16: 2e-2}
+
+
+def fresh_seed() -> int:
+    return int(np.random.SeedSequence().entropy % 2**32)
+
+
+def random_inputs(seed: int, n: int, d: int, v: int, dtype):
+    """hidden, lm_head, targets with logits of standard deviation ~3 (a realistically peaked softmax)."""
+    rng = np.random.default_rng(seed)
+    hidden = jnp.asarray(rng.standard_normal((n, d)), dtype)
+    lm_head = jnp.asarray(rng.standard_normal((d, v)) * 3 / np.sqrt(d), dtype)
+    targets = jnp.asarray(rng.integers(0, v, n), jnp.int32)
+    return hidden, lm_head, targets
+
+
+def float64_logprobs(hidden, lm_head, targets, temperature: float):
+    """The independent oracle: numpy float64 on the (possibly bf16-rounded) input values."""
+    logits = np.asarray(hidden, np.float64) @ np.asarray(lm_head, np.float64) / temperature
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    picked = log_probs[np.arange(len(targets)), np.asarray(targets)]
+    return picked, -(np.exp(log_probs) * log_probs).sum(axis=1)
+
+
+def assert_close(actual, expected, dtype, seed: int, what: str) -> None:
+    actual = np.asarray(jnp.asarray(actual, jnp.float32), np.float64)
+    assert np.isfinite(actual).all(), f"{what}: {np.size(actual) - np.isfinite(actual).sum()} non-finite (seed {seed})"
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(actual, np.asarray(expected, np.float64), rtol=tol, atol=tol,
+                               err_msg=f"{what} (seed {seed})")
+
+
+def check_against_oracles(seed, n, d, v, dtype, temperature, with_entropy, **kwargs):
+    """Outputs vs float64 numpy; d/d hidden and d/d lm_head vs jax autodiff of the reference."""
+    hidden, lm_head, targets = random_inputs(seed, n, d, v, dtype)
+
+    def ours(h, w):
+        return token_logprobs(h, w, targets, temperature=temperature, return_entropy=with_entropy, **kwargs)
+
+    def oracle(h, w):
+        return reference.token_logprobs(h, w, targets, temperature=temperature, return_entropy=with_entropy)
+
+    outputs, ours_vjp = jax.vjp(ours, hidden, lm_head)
+    _, oracle_vjp = jax.vjp(oracle, hidden, lm_head)
+    expected_lp, expected_ent = float64_logprobs(hidden, lm_head, targets, temperature)
+    rng = np.random.default_rng(seed + 1)
+    g_lp = jnp.asarray(rng.standard_normal(n), jnp.float32)
+    if with_entropy:
+        logprobs, entropy = outputs
+        assert_close(entropy, expected_ent, dtype, seed, "entropy")
+        cotangent = (g_lp, jnp.asarray(rng.standard_normal(n), jnp.float32))
+    else:
+        logprobs, cotangent = outputs, g_lp
+    assert logprobs.dtype == jnp.float32 and logprobs.shape == (n,)
+    assert_close(logprobs, expected_lp, dtype, seed, "logprobs")
+    for name, got, want in zip(("d_hidden", "d_lm_head"), ours_vjp(cotangent), oracle_vjp(cotangent), strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        assert_close(got, want, dtype, seed, name)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Pallas: one class, interpreted here and compiled on an accelerator
+# ----------------------------------------------------------------------------------------------------
+
+
+class PallasKernelCases:
+    """The Pallas kernel's numerics; subclasses choose interpret mode."""
+
+    interpret: bool
+
+    def block_sizes(self) -> BlockSizes:
+        if self.interpret:
+            # Ragged everywhere: the last forward split, vocabulary split and token split are all short.
+            return BlockSizes(block_n=16, block_v=32, block_d=16, forward_split_v=64, backward_split_v=96,
+                              backward_split_n=32)
+        return BlockSizes(block_n=16, block_v=32, block_d=16, forward_split_v=64)  # Triton: reductions in-kernel
+
+    def run(self, n, d, v, dtype, temperature, with_entropy):
+        check_against_oracles(fresh_seed(), n, d, v, dtype, temperature, with_entropy, impl="pallas",
+                              block_sizes=self.block_sizes(), interpret=self.interpret)
+
+    def test_float32_logprobs_entropy_and_gradients_on_sizes_off_the_blocks(self):
+        self.run(n=37, d=32, v=300, dtype=jnp.float32, temperature=0.7, with_entropy=True)
+
+    def test_bf16_logprobs_and_gradients_accumulate_in_float32(self):
+        self.run(n=21, d=48, v=200, dtype=jnp.bfloat16, temperature=1.3, with_entropy=False)
+
+    def test_real_vocabulary_size_at_tiny_n(self):
+        seed = fresh_seed()
+        hidden, lm_head, targets = random_inputs(seed, 3, 16, QWEN_VOCAB, jnp.float32)
+        sizes = BlockSizes(block_n=16, block_v=1024, block_d=16, forward_split_v=16384)
+        logprobs, entropy = token_logprobs(hidden, lm_head, targets, temperature=0.9, return_entropy=True,
+                                           impl="pallas", block_sizes=sizes, interpret=self.interpret)
+        expected_lp, expected_ent = float64_logprobs(hidden, lm_head, targets, 0.9)
+        assert_close(logprobs, expected_lp, jnp.float32, seed, "logprobs")
+        assert_close(entropy, expected_ent, jnp.float32, seed, "entropy")
+
+
+class TestPallasKernelInterpreted(PallasKernelCases):
+    interpret = True
+
+
+@pytest.mark.gpu
+class TestPallasKernelCompiled(PallasKernelCases):
+    interpret = False
+
+    @pytest.fixture(autouse=True)
+    def _needs_gpu(self):
+        if jax.default_backend() != "gpu":
+            pytest.skip(f"needs a GPU; the backend is {jax.default_backend()!r}")
+
+
+def test_interpreter_poisons_outputs_so_an_unwritten_element_is_caught():
+    """What the interpreted cases rely on: a block no grid step writes comes back NaN, and fails the checks."""
+    from jax.experimental import pallas as pl
+
+    def write_first_block_only(x_ref, o_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            o_ref[...] = x_ref[...]
+
+    out = pl.pallas_call(
+        write_first_block_only,
+        grid=(2,),
+        in_specs=[pl.BlockSpec((8,), lambda i: (i,))],
+        out_specs=pl.BlockSpec((8,), lambda i: (i,)),
+        out_shape=jax.ShapeDtypeStruct((16,), jnp.float32),
+        interpret=True,
+    )(jnp.ones(16, jnp.float32))
+    assert np.isfinite(np.asarray(out[:8])).all() and np.isnan(np.asarray(out[8:])).all()
+
+
+# ----------------------------------------------------------------------------------------------------
+# The chunked XLA path
+# ----------------------------------------------------------------------------------------------------
+
+
+def test_xla_path_matches_float64_and_autodiff_at_the_real_vocabulary_size():
+    # 151,936 = 9 chunks of 16,384 + a clamped tenth; 13 tokens = 3 chunks of 5 (padded).
+    check_against_oracles(fresh_seed(), n=13, d=16, v=QWEN_VOCAB, dtype=jnp.float32, temperature=0.8,
+                          with_entropy=True, impl="xla", block_sizes=ChunkSizes(chunk_n=5, chunk_v=16384))
+
+
+def test_xla_path_bf16_on_sizes_off_the_chunks():
+    check_against_oracles(fresh_seed(), n=19, d=24, v=333, dtype=jnp.bfloat16, temperature=1.5,
+                          with_entropy=False, impl="xla", block_sizes=ChunkSizes(chunk_n=8, chunk_v=64))
+
+
+def compiled(fn, n, d, v):
+    args = (jax.ShapeDtypeStruct((n, d), jnp.float32), jax.ShapeDtypeStruct((d, v), jnp.float32),
+            jax.ShapeDtypeStruct((n,), jnp.int32))
+    return jax.jit(fn).lower(*args).compile()
+
+
+@pytest.mark.parametrize("with_grad", [False, True], ids=["forward", "forward_and_backward"])
+def test_xla_path_compiles_without_any_n_by_v_buffer(with_grad):
+    n, d, v = 512, 64, 32_000
+    logits_bytes = n * v * 4
+
+    def program(impl, block_sizes):
+        def loss(h, w, t):
+            lp, ent = token_logprobs(h, w, t, return_entropy=True, impl=impl, block_sizes=block_sizes)
+            return jnp.sum(lp) + jnp.sum(ent)
+
+        if with_grad:
+            return lambda h, w, t: jax.grad(loss, argnums=(0, 1))(h, w, t)
+        return loss
+
+    chunked = compiled(program("xla", ChunkSizes(chunk_n=128, chunk_v=1024)), n, d, v)
+    materialised = compiled(program("reference", None), n, d, v)
+    # The measurement sees a materialised [N, V] (else this test could not fail) ...
+    assert materialised.memory_analysis().temp_size_in_bytes >= logits_bytes
+    assert f"f32[{n},{v}]" in materialised.as_text()
+    # ... and the chunked path holds at most one [128, 1024] chunk's worth of temporaries.
+    assert chunked.memory_analysis().temp_size_in_bytes < 0.1 * logits_bytes
+    assert f"[{n},{v}]" not in chunked.as_text()
+
+
+# ----------------------------------------------------------------------------------------------------
+# The public entry point
+# ----------------------------------------------------------------------------------------------------
+
+
+def test_auto_runs_the_xla_path_on_cpu_and_pallas_where_it_compiles():
+    assert [ops._resolve_impl("auto", p) for p in ("cpu", "gpu", "tpu")] == ["xla", "pallas", "pallas"]
+    hidden, lm_head, targets = random_inputs(fresh_seed(), 6, 8, 50, jnp.float32)
+    auto = token_logprobs(hidden, lm_head, targets)
+    np.testing.assert_array_equal(auto, token_logprobs(hidden, lm_head, targets, impl="xla"))
+
+
+def test_out_of_range_target_under_jit_gives_nan_not_a_wrapped_index():
+    hidden, lm_head, _ = random_inputs(fresh_seed(), 4, 8, 50, jnp.float32)
+    targets = jnp.asarray([0, 49, 50, -1], jnp.int32)
+    for impl in ("xla", "reference"):
+        logprobs = jax.jit(lambda t, impl=impl: token_logprobs(hidden, lm_head, t, impl=impl))(targets)
+        assert np.isfinite(logprobs[:2]).all() and np.isnan(logprobs[2:]).all(), impl
+
+
+def test_entropy_is_returned_only_when_asked_for():
+    hidden, lm_head, targets = random_inputs(fresh_seed(), 3, 8, 20, jnp.float32)
+    assert isinstance(token_logprobs(hidden, lm_head, targets), jax.Array)
+    logprobs, entropy = token_logprobs(hidden, lm_head, targets, return_entropy=True)
+    assert logprobs.shape == entropy.shape == (3,) and bool((entropy > 0).all())
+
+
+def _good():
+    return jnp.zeros((4, 8), jnp.float32), jnp.zeros((8, 16), jnp.float32), jnp.zeros((4,), jnp.int32)
+
+
+def _call(**changes):
+    hidden, lm_head, targets = _good()
+    arrays = {"hidden": hidden, "lm_head": lm_head, "targets": targets}
+    keywords = {k: changes.pop(k) for k in list(changes) if k not in arrays}
+    arrays |= changes
+    return token_logprobs(arrays["hidden"], arrays["lm_head"], arrays["targets"], **keywords)
+
+
+@pytest.mark.parametrize(
+    ("changes", "error", "message"),
+    [
+        ({"hidden": jnp.zeros((4, 8, 1))}, ValueError, r"hidden must be \[N, D\].*\(4, 8, 1\)"),
+        ({"lm_head": jnp.zeros((8,))}, ValueError, r"lm_head must be \[D, V\].*\(8,\)"),
+        ({"targets": jnp.zeros((4, 1), jnp.int32)}, ValueError, r"targets must be \[N\].*\(4, 1\)"),
+        ({"lm_head": jnp.zeros((9, 16))}, ValueError, r"hidden.shape=\(4, 8\) and lm_head.shape=\(9, 16\) disagree on D"),
+        ({"targets": jnp.zeros((5,), jnp.int32)}, ValueError, r"targets.shape=\(5,\).*disagree on N"),
+        ({"hidden": jnp.zeros((0, 8)), "targets": jnp.zeros((0,), jnp.int32)}, ValueError, r"N=0"),
+        ({"lm_head": jnp.zeros((8, 0))}, ValueError, r"V=0"),
+        ({"hidden": jnp.zeros((4, 8), jnp.int32)}, TypeError, r"hidden.dtype=int32"),
+        ({"lm_head": jnp.zeros((8, 16), jnp.bfloat16)}, TypeError, r"share a dtype.*bfloat16"),
+        ({"targets": jnp.zeros((4,), jnp.float32)}, TypeError, r"targets.dtype=float32"),
+        ({"targets": jnp.asarray([0, 3, 16, 1])}, ValueError, r"\[0, V=16\).*targets\[2\]=16"),
+        ({"targets": jnp.asarray([0, -2, 1, 1])}, ValueError, r"targets\[1\]=-2"),
+        ({"temperature": 0.0}, ValueError, r"temperature.*> 0, got 0.0"),
+        ({"temperature": -1}, ValueError, r"got -1.0"),
+        ({"temperature": float("nan")}, ValueError, r"finite.*nan"),
+        ({"temperature": "1.0"}, TypeError, r"real number, got '1.0'"),
+        ({"return_entropy": 1}, TypeError, r"return_entropy must be a bool, got 1"),
+        ({"impl": "triton"}, ValueError, r"impl must be one of .*'triton'"),
+        ({"impl": "xla", "block_sizes": BlockSizes()}, TypeError, r"ChunkSizes, got BlockSizes"),
+        ({"impl": "pallas", "block_sizes": ChunkSizes()}, TypeError, r"BlockSizes, got ChunkSizes"),
+        ({"impl": "pallas", "block_sizes": BlockSizes(block_d=16)}, ValueError, r"block_d=16.*divide.*D=8"),
+        ({"impl": "pallas", "interpret": False}, ValueError, r"not on backend 'cpu'"),
+        ({"impl": "xla", "interpret": True}, ValueError, r"impl='pallas' only"),
+        ({"impl": "reference", "block_sizes": ChunkSizes()}, ValueError, r"no block_sizes"),
+    ],
+    ids=lambda x: x if isinstance(x, str) else None,
+)
+def test_bad_input_raises_an_error_naming_the_received_value(changes, error, message):
+    with pytest.raises(error, match=message):
+        _call(**changes)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"block_n": 48}, r"block_n must be a positive power of two, got 48"),
+        ({"block_v": 0}, r"block_v must be a positive power of two, got 0"),
+        ({"forward_split_v": 100}, r"forward_split_v must be a positive multiple of block_v=128, got 100"),
+        ({"backward_split_n": 96}, r"backward_split_n must be a positive multiple of block_n=64, got 96"),
+    ],
+)
+def test_block_sizes_that_cannot_tile_are_rejected(fields, message):
+    with pytest.raises(ValueError, match=message):
+        BlockSizes(**fields)
+
+
+def test_chunk_sizes_must_be_positive():
+    with pytest.raises(ValueError, match=r"chunk_v must be a positive int, got 0"):
+        ChunkSizes(chunk_v=0)
+
+
+def test_gpu_blocks_must_reduce_in_kernel_and_feed_triton_matmuls():
+    with pytest.raises(ValueError, match=r"backward_split_v=256"):
+        BlockSizes(backward_split_v=256).check(1024, compiled_for_gpu=True)
+    with pytest.raises(ValueError, match=r"at least 16.*'block_d': 8"):
+        BlockSizes(block_d=8).check(1024, compiled_for_gpu=True)
+    BlockSizes(backward_split_v=256).check(1024, compiled_for_gpu=False)
+
+
+def test_default_blocks_fit_any_hidden_size():
+    assert BlockSizes.for_platform("gpu", 1024).block_d == 64
+    assert BlockSizes.for_platform("gpu", 48).block_d == 16
+    assert BlockSizes.for_platform("tpu", 4096).block_d == 512
