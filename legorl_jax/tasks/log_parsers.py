@@ -1,0 +1,110 @@
+"""Log parsers: test output text → `{test id: status}`, by name (SWE-bench's `log_parser` field).
+
+Names resolve in this order:
+
+- `junit` and `harbor_reward` are the verifier's own modes (built-in tasks read a JUnit report, Harbor tasks a
+  reward file); they are valid names but parse no log.
+- When the `swebench` package is installed, every parser it ships is available under its own name
+  (`parse_log_pytest`, `parse_log_django`, `parse_log_sympy`, ...), found through its parser registry, and a
+  task without a `log_parser` gets the one swebench maps its repository to.
+- Without swebench, `pytest` (alias `parse_log_pytest`, `parse_log_pytest_v2`) is ours: the `-rA`
+  short-summary parser of `pytest_report`, which reads the same lines swebench's pytest parser reads.
+
+Any other name raises `UnknownParserError` (a `ValueError`) that lists the names available here, so a task
+that needs swebench's Django parser on a machine without swebench fails at load time, not with a silent 0.
+Statuses come back in `pytest_report.STATUSES` vocabulary (swebench's `PASSED`/`XFAIL`/... are mapped).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+
+from legorl_jax.tasks.pytest_report import parse_pytest_log
+
+LogParser = Callable[[str], dict[str, str]]
+OWN_MODES = ("junit", "harbor_reward")
+_OURS: Mapping[str, LogParser] = {
+    "pytest": parse_pytest_log,
+    "parse_log_pytest": parse_pytest_log,
+    "parse_log_pytest_v2": parse_pytest_log,
+}
+_SWEBENCH_STATUS = {
+    "PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped", "XFAIL": "xfailed",
+    "XPASS": "xpassed",
+}
+
+
+class UnknownParserError(ValueError):
+    """No log parser of that name is available on this machine."""
+
+
+@functools.cache
+def _swebench_parsers() -> tuple[dict[str, Callable], dict[str, Callable]]:
+    """(parsers by name, parser by repo) from an installed swebench, or two empty dicts."""
+    try:
+        package = importlib.import_module("swebench.harness.log_parsers")
+    except ImportError:
+        return {}, {}
+    by_name: dict[str, Callable] = {}
+    modules = [package]
+    for info in pkgutil.iter_modules(getattr(package, "__path__", [])):
+        try:
+            modules.append(importlib.import_module(f"{package.__name__}.{info.name}"))
+        except ImportError:
+            continue
+    for module in modules:
+        for attr, value in vars(module).items():
+            if attr.startswith("parse_log_") and callable(value):
+                by_name[attr] = value
+    registry = getattr(package, "PARSER_REGISTRY", None)
+    if isinstance(registry, Mapping):
+        by_name.update({str(k): v for k, v in registry.items() if callable(v)})
+    by_repo = dict(getattr(package, "MAP_REPO_TO_PARSER", {}) or {})
+    return by_name, by_repo
+
+
+def available_parsers() -> list[str]:
+    """Every name `resolve_log_parser` accepts here."""
+    return sorted(set(OWN_MODES) | set(_OURS) | set(_swebench_parsers()[0]))
+
+
+def default_parser_name(repo: str) -> str:
+    """The parser a task of `repo` gets when its record names none."""
+    by_name, by_repo = _swebench_parsers()
+    fn = by_repo.get(repo)
+    if fn is not None:
+        for name, candidate in by_name.items():
+            if candidate is fn:
+                return name
+    return "pytest"
+
+
+def check_parser_name(name: str) -> None:
+    """Raises `UnknownParserError` unless `name` resolves here."""
+    if name not in available_parsers():
+        hint = "" if _swebench_parsers()[0] else " (install swebench for its repository-specific parsers)"
+        raise UnknownParserError(f"unknown log parser {name!r}; available: {available_parsers()}{hint}")
+
+
+def resolve_log_parser(name: str, known_ids: tuple[str, ...] = ()) -> LogParser:
+    """The parser called `name`, returning statuses in our vocabulary."""
+    check_parser_name(name)
+    if name in OWN_MODES:
+        raise UnknownParserError(f"{name!r} is a verifier mode, not a log parser")
+    by_name = _swebench_parsers()[0]
+    if name in by_name:
+        fn = by_name[name]
+        return lambda log: _normalise(fn(log, None))
+    ours = _OURS[name]
+    return lambda log: ours(log, known_ids)
+
+
+def _normalise(raw: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for test, status in raw.items():
+        value = getattr(status, "value", status)
+        out[str(test)] = _SWEBENCH_STATUS.get(str(value).upper(), str(value).lower())
+    return out

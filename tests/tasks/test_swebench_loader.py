@@ -1,0 +1,131 @@
+"""SWE-bench / SWE-Gym rows load into tasks; each bad field is an error naming the instance, line and value."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from legorl_jax.tasks.log_parsers import available_parsers
+from legorl_jax.tasks.schema import TaskError
+from legorl_jax.tasks.swebench import directives_from_test_patch, docker_instance_id, load_swebench_file
+
+SHA = "a" * 40
+PATCH = "diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+TEST_PATCH = ("diff --git a/tests/test_m.py b/tests/test_m.py\nnew file mode 100644\n--- /dev/null\n"
+              "+++ b/tests/test_m.py\n@@ -0,0 +1,2 @@\n+def test_a():\n+    pass\n"
+              "diff --git a/tests/data.json b/tests/data.json\nnew file mode 100644\n--- /dev/null\n"
+              "+++ b/tests/data.json\n@@ -0,0 +1 @@\n+{}\n")
+
+
+def row(**changes) -> dict:
+    base = {
+        "instance_id": "octo__widgets-123", "repo": "octo/widgets", "base_commit": SHA,
+        "problem_statement": "widgets break", "patch": PATCH, "test_patch": TEST_PATCH,
+        "FAIL_TO_PASS": json.dumps(["tests/test_m.py::test_a"]), "PASS_TO_PASS": "[]", "version": 1.2,
+        "environment_setup_commit": "b" * 40, "test_cmd": "pytest -rA tests/test_m.py", "hints_text": "look at m",
+    }
+    base.update(changes)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def write_rows(path: Path, *rows: dict) -> Path:
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_a_row_with_json_encoded_lists_loads_with_the_templated_image(tmp_path):
+    (task,) = load_swebench_file(write_rows(tmp_path / "set.jsonl", row()))
+    assert task.kind == "swebench" and task.instance_id == "octo__widgets-123"
+    assert task.FAIL_TO_PASS == ("tests/test_m.py::test_a",) and task.PASS_TO_PASS == ()
+    assert task.image == "swebench/sweb.eval.x86_64.octo_1776_widgets-123:latest"
+    assert task.version == "1.2" and task.workdir == "/testbed" and task.log_parser == "pytest"
+    assert task.timeouts.verify_s == 1800.0 and task.metadata["hints_text"] == "look at m"
+
+
+def test_the_image_template_and_per_row_fields_override_the_defaults(tmp_path):
+    rows = [row(), row(instance_id="b__c-1", image="local/b:1", workdir="/work", split="train",
+                       timeouts={"verify_s": 30}, protected_paths=["fixtures/"])]
+    a, b = load_swebench_file(write_rows(tmp_path / "set.jsonl", *rows), image_template="mirror/{instance_id}:v1")
+    assert a.image == "mirror/octo_1776_widgets-123:v1"
+    assert (b.image, b.workdir, b.split, b.timeouts.verify_s, b.protected_paths) == (
+        "local/b:1", "/work", "train", 30.0, ("fixtures/",))
+
+
+def test_a_json_file_holding_a_list_of_rows_loads(tmp_path):
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps([row(), row(instance_id="x__y-2")]))
+    assert [t.instance_id for t in load_swebench_file(path)] == ["octo__widgets-123", "x__y-2"]
+
+
+def test_docker_spelling_of_instance_ids_matches_swebench():
+    assert docker_instance_id("django__django-11099") == "django_1776_django-11099"
+    assert docker_instance_id("Org__Repo-1") == "org_1776_repo-1"
+
+
+def test_test_directives_skip_data_files_and_use_module_paths_for_django():
+    assert directives_from_test_patch("octo/widgets", TEST_PATCH) == ["tests/test_m.py"]
+    django = TEST_PATCH.replace("tests/test_m.py", "tests/forms_tests/test_fields.py")
+    assert directives_from_test_patch("django/django", django) == ["forms_tests.test_fields"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "value"),
+    [
+        ({"repo": None}, "repo", "is missing"),
+        ({"base_commit": "abc"}, "base_commit", "'abc'"),
+        ({"FAIL_TO_PASS": "not json"}, "FAIL_TO_PASS", "'not json'"),
+        ({"FAIL_TO_PASS": {"a": 1}}, "FAIL_TO_PASS", "{'a': 1}"),
+        ({"PASS_TO_PASS": [1, 2]}, "PASS_TO_PASS", "item 1"),
+        ({"version": [1]}, "version", r"\[1\]"),
+        ({"patch": "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,9 +1 @@\n"}, "patch", "hunk ends early"),
+        ({"log_parser": "parse_log_cobol"}, "log_parser", "'parse_log_cobol'"),
+        ({"test_cmd": 7}, "test_cmd", "7"),
+        ({"workdir": "testbed"}, "workdir", "'testbed'"),
+        ({"timeouts": {"verify_s": 0}}, "timeouts", "0"),
+        ({"problem_statement": ""}, "problem_statement", "''"),
+    ],
+)
+def test_a_bad_row_field_is_an_error_naming_the_instance_line_field_and_value(tmp_path, changes, field, value):
+    path = write_rows(tmp_path / "set.jsonl", row(instance_id="ok__one-1"), row(**changes))
+    with pytest.raises(TaskError, match=rf"octo__widgets-123 \(set.jsonl:2\).*{field}.*{value}"):
+        load_swebench_file(path)
+
+
+def test_an_unknown_log_parser_error_lists_the_available_ones(tmp_path):
+    path = write_rows(tmp_path / "set.jsonl", row(log_parser="parse_log_cobol"))
+    with pytest.raises(TaskError) as err:
+        load_swebench_file(path)
+    assert all(name in str(err.value) for name in available_parsers())
+
+
+@pytest.mark.skipif(importlib.util.find_spec("swebench") is not None, reason="with swebench the test_cmd is derived")
+def test_a_missing_test_cmd_without_swebench_installed_is_an_error_saying_so(tmp_path):
+    with pytest.raises(TaskError, match="test_cmd.*swebench package"):
+        load_swebench_file(write_rows(tmp_path / "set.jsonl", row(test_cmd=None)))
+
+
+def test_a_line_that_is_not_json_names_its_line(tmp_path):
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps(row()) + "\n{broken\n")
+    with pytest.raises(TaskError, match="set.jsonl:2.*not valid JSON"):
+        load_swebench_file(path)
+
+
+def test_a_row_that_is_not_an_object_is_an_error(tmp_path):
+    path = tmp_path / "set.jsonl"
+    path.write_text("[1, 2]\n")
+    with pytest.raises(TaskError, match="set.jsonl:1.*row.*JSON object.*list"):
+        load_swebench_file(path)
+
+
+def test_duplicate_instance_ids_are_an_error(tmp_path):
+    with pytest.raises(TaskError, match="octo__widgets-123.*more than once"):
+        load_swebench_file(write_rows(tmp_path / "set.jsonl", row(), row()))
+
+
+def test_an_image_template_without_the_placeholder_is_an_error(tmp_path):
+    with pytest.raises(TaskError, match="image_template.*'fixed:latest'"):
+        load_swebench_file(write_rows(tmp_path / "set.jsonl", row()), image_template="fixed:latest")
