@@ -1,0 +1,104 @@
+"""The KV cache of the rollout engine: fixed slots, each a sequence of up to `max_len` positions.
+
+Contract (what `Policy.forward_cached` and the engine rely on):
+- `KVCache.k` / `.v` are `[L, S, M, K, H]` (all decoder layers, slots, positions, kv heads, head dim), a
+  pytree, so it goes through `jax.jit` (and can be donated).
+- Token (b, t) with position p >= 0 writes its K/V at `[layer, slots[b], p]` and attends to the entries of
+  that slot at indices <= p, including those written by the same call. p = -1 is padding: nothing is
+  written (the scatter drops it) and its outputs are unspecified.
+- A slot is reused by overwriting: a new sequence's prefill writes positions 0..P-1 and never looks past
+  its own position, so stale entries beyond it are harmless.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class KVCache:
+    """Keys and values of every decoder layer for `num_slots` sequences of up to `max_len` positions."""
+
+    k: Float[Array, "l s m k h"]
+    v: Float[Array, "l s m k h"]
+
+    @property
+    def num_layers(self) -> int:
+        return self.k.shape[0]
+
+    @property
+    def num_slots(self) -> int:
+        return self.k.shape[1]
+
+    @property
+    def max_len(self) -> int:
+        return self.k.shape[2]
+
+
+def init_kv_cache(
+    num_layers: int, num_slots: int, max_len: int, num_kv_heads: int, head_dim: int, dtype: jnp.dtype
+) -> KVCache:
+    for name, value in (("num_slots", num_slots), ("max_len", max_len)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    shape = (num_layers, num_slots, max_len, num_kv_heads, head_dim)
+    return KVCache(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype))
+
+
+def write(
+    layer_cache: Float[Array, "s m k h"],
+    new: Float[Array, "b t k h"],
+    positions: Int[Array, "b t"],
+    slots: Int[Array, " b"],
+) -> Float[Array, "s m k h"]:
+    """Scatters each token's K (or V) to (its row's slot, its position); padding (p < 0) is dropped."""
+    max_len = layer_cache.shape[1]
+    # An out-of-range index plus mode="drop" is how a padding token writes nothing.
+    where = jnp.where(positions >= 0, positions, max_len)
+    rows = jnp.broadcast_to(slots[:, None], positions.shape)
+    return layer_cache.at[rows, where].set(new.astype(layer_cache.dtype), mode="drop")
+
+
+def visible(positions: Int[Array, "b t"], max_len: int) -> Bool[Array, "b t m"]:
+    """Mask of the cache entries token (b, t) attends to: indices <= its position (none for padding)."""
+    index = jnp.arange(max_len, dtype=positions.dtype)
+    return (index[None, None, :] <= positions[:, :, None]) & (positions[:, :, None] >= 0)
+
+
+def check_cached_inputs(
+    cache: KVCache, input_ids: jax.Array, positions: jax.Array, slots: jax.Array
+) -> None:
+    """Shape checks always; value checks (slot range, position range, one row per slot) when concrete."""
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache (from Policy.init_cache), got {type(cache).__name__}")
+    if input_ids.ndim != 2:
+        raise ValueError(f"input_ids must be [B, T], got shape {tuple(input_ids.shape)}")
+    if tuple(positions.shape) != tuple(input_ids.shape):
+        raise ValueError(f"positions has shape {tuple(positions.shape)}, input_ids has {tuple(input_ids.shape)}")
+    if tuple(slots.shape) != (input_ids.shape[0],):
+        raise ValueError(f"slots must have shape ({input_ids.shape[0]},), got {tuple(slots.shape)}")
+    for name, array in (("positions", positions), ("slots", slots)):
+        if not jnp.issubdtype(array.dtype, jnp.integer):
+            raise TypeError(f"{name} must be an integer array, got dtype {array.dtype}")
+    if isinstance(positions, jax.core.Tracer) or isinstance(slots, jax.core.Tracer):
+        return
+    pos, slot = np.asarray(positions), np.asarray(slots)
+    bad = np.argwhere((pos < -1) | (pos >= cache.max_len))
+    if bad.size:
+        b, t = bad[0]
+        raise ValueError(f"positions[{b}, {t}] = {pos[b, t]} is outside [-1, max_len={cache.max_len})")
+    active = (pos >= 0).any(axis=1)
+    bad_slots = np.argwhere(active & ((slot < 0) | (slot >= cache.num_slots)))
+    if bad_slots.size:
+        b = bad_slots[0][0]
+        raise ValueError(f"slots[{b}] = {slot[b]} is outside [0, num_slots={cache.num_slots})")
+    used = slot[active]
+    if len(np.unique(used)) != len(used):
+        values, counts = np.unique(used, return_counts=True)
+        raise ValueError(f"slot {values[counts > 1][0]} appears in more than one row of this call")

@@ -1,0 +1,228 @@
+"""The sparse MoE block of Qwen3-MoE: float32 softmax router, top-k, routing replay, grouped experts.
+
+Routing (HF `Qwen3MoeTopKRouter`, and R3 of ARCHITECTURE §5):
+- `probs = softmax(x @ W_router)` in float32 over all E experts; the native selection is `top_k(probs)`
+  (descending, as `torch.topk`).
+- `forced [B, T, K]` replays a recorded routing: a row whose entries are all >= 0 replaces the selection;
+  a row of -1 routes natively. Gate weights are always `probs` gathered at the selected ids, renormalised
+  to sum 1 when `norm_topk_prob` (raw softmax values otherwise), so a forced row gets the softmax of the
+  *current* router logits restricted to the forced set and gradients still reach the router. Native and
+  forced rows share every operation after the id choice, so replaying a forward's own routing reproduces
+  its outputs bit for bit.
+- The block returns the ids it used and the statistics of HF's `load_balancing_loss_func` over the
+  tokens of `token_mask` (padding excluded), from the ids actually used (forced or native).
+
+Experts run grouped: the B*T*K (token, slot) pairs are sorted by expert and pushed through
+`jax.lax.ragged_dot` (one grouped matmul per projection), then unsorted and combined with the gate
+weights. HF sums the K expert outputs in expert order, we in slot order: equal up to float rounding.
+
+Expert parallelism. When the `experts` logical axis maps to mesh axes of size > 1 (sharding.py), the
+grouped FFN runs under `jax.shard_map` over the whole mesh; each device holds E / |expert| experts
+(weights all-gathered over the other axes, i.e. FSDP-style gather at use). Communication per MoE layer:
+- expert axes that also shard the batch: all-gather of the tokens [B_local, T, D] (with their ids and
+  weights) within the expert group, each device computes only its own experts' (token, slot) pairs,
+  then a reduce-scatter (psum_scatter) returns every device its own tokens' sums;
+- expert axes that do not shard the batch (tokens already replicated there): one all-reduce (psum).
+Routing and the router itself stay under GSPMD, outside the shard_map.
+
+Einsum legend: B batch, T positions, D model dim, E experts, K experts per token, F expert mlp hidden,
+N tokens (B*T) in the grouped FFN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import PartitionSpec as P
+from jaxtyping import Array, Bool, Float, Int
+
+from legorl_jax.model import sharding
+from legorl_jax.model.architecture import ArchConfig
+from legorl_jax.model.layers import normal_init, param
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class RouterStats:
+    """Sums over the masked tokens of one (or, added up, several) MoE layers, for the aux loss."""
+
+    expert_counts: Float[Array, "k e"]  # how often slot k chose expert e
+    prob_sums: Float[Array, " e"]  # summed router probabilities
+
+    def __add__(self, other: RouterStats) -> RouterStats:
+        return jax.tree.map(jnp.add, self, other)
+
+
+def route(
+    logits: Float[Array, "b t e"], top_k: int, norm_topk_prob: bool, forced: Int[Array, "b t k"] | None
+) -> tuple[Int[Array, "b t k"], Float[Array, "b t k"], Float[Array, "b t e"]]:
+    """(selected ids, gate weights, router probabilities) for float32 router `logits`."""
+    probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+    _, ids = jax.lax.top_k(probs, top_k)
+    if forced is not None:
+        replay = jnp.all(forced >= 0, axis=-1, keepdims=True)
+        ids = jnp.where(replay, forced.astype(ids.dtype), ids)
+    weights = jnp.take_along_axis(probs, ids, axis=-1)
+    if norm_topk_prob:
+        weights = weights / jnp.sum(weights, axis=-1, keepdims=True)
+    return ids.astype(jnp.int32), weights, probs
+
+
+def router_stats(
+    ids: Int[Array, "b t k"], probs: Float[Array, "b t e"], token_mask: Bool[Array, "b t"]
+) -> RouterStats:
+    mask = token_mask.astype(jnp.float32)
+    one_hot = jax.nn.one_hot(ids, probs.shape[-1], dtype=jnp.float32)  # [B, T, K, E]
+    return RouterStats(
+        expert_counts=jnp.einsum("btke,bt->ke", one_hot, mask),
+        prob_sums=jnp.einsum("bte,bt->e", probs, mask),
+    )
+
+
+def load_balancing_loss(
+    stats: RouterStats, tokens: Float[Array, ""], num_layers: int, num_experts: int
+) -> Float[Array, ""]:
+    """HF `load_balancing_loss_func`, unscaled: E * sum_{k,e} f[k, e] * P[e] over all layers' tokens.
+
+    `stats` is summed over the `num_layers` MoE layers, each of which saw `tokens` masked tokens. HF
+    concatenates the layers' rows before averaging, so both means divide by num_layers * tokens.
+    """
+    rows = num_layers * tokens
+    safe = jnp.maximum(rows, 1.0)
+    tokens_per_expert = stats.expert_counts / safe  # [K, E]
+    prob_per_expert = stats.prob_sums / safe  # [E]
+    loss = num_experts * jnp.sum(tokens_per_expert * prob_per_expert[None, :])
+    return jnp.where(rows > 0, loss, 0.0)
+
+
+def grouped_experts(
+    x: Float[Array, "n d"],
+    ids: Int[Array, "n k"],
+    weights: Float[Array, "n k"],
+    w_gate: Float[Array, "e d f"],
+    w_up: Float[Array, "e d f"],
+    w_down: Float[Array, "e f d"],
+    first_expert: Int[Array, ""] | int = 0,
+) -> Float[Array, "n d"]:
+    """sum_k weights[n, k] * Expert_{ids[n, k]}(x[n]) over the experts held here, `first_expert` onwards."""
+    n, k = ids.shape
+    local_experts = w_gate.shape[0]
+    dtype = x.dtype
+    flat = ids.reshape(-1) - first_expert  # [N*K]
+    held = (flat >= 0) & (flat < local_experts)
+    # Pairs for experts held elsewhere sort last, into a group no matmul reads.
+    key = jnp.where(held, flat, local_experts)
+    order = jnp.argsort(key, stable=True)
+    group_sizes = jnp.bincount(key, length=local_experts + 1)[:local_experts].astype(jnp.int32)
+    xs = x[order // k]  # [N*K, D], sorted by expert
+    gate = jax.lax.ragged_dot(xs, w_gate.astype(dtype), group_sizes, preferred_element_type=jnp.float32)
+    up = jax.lax.ragged_dot(xs, w_up.astype(dtype), group_sizes, preferred_element_type=jnp.float32)
+    hidden = (jax.nn.silu(gate) * up).astype(dtype)
+    out = jax.lax.ragged_dot(hidden, w_down.astype(dtype), group_sizes, preferred_element_type=jnp.float32)
+    out = jnp.where((key[order] < local_experts)[:, None], out, 0.0).astype(dtype)
+    per_slot = out[jnp.argsort(order)].reshape(n, k, -1)  # back to (token, slot) order
+    return jnp.einsum("nkd,nk->nd", per_slot, weights.astype(dtype))
+
+
+def expert_ffn(
+    x: Float[Array, "b t d"],
+    ids: Int[Array, "b t k"],
+    weights: Float[Array, "b t k"],
+    w_gate: Float[Array, "e d f"],
+    w_up: Float[Array, "e d f"],
+    w_down: Float[Array, "e f d"],
+) -> Float[Array, "b t d"]:
+    """The grouped FFN, expert-parallel under a mesh whose rules shard `experts` (module docstring)."""
+    b, t, d = x.shape
+    k = ids.shape[-1]
+    mesh = sharding.current_mesh()
+    expert_axes = () if mesh is None else sharding.mesh_axes_of("experts", w_gate.shape[0], mesh)
+    if not expert_axes:
+        y = grouped_experts(x.reshape(-1, d), ids.reshape(-1, k), weights.reshape(-1, k), w_gate, w_up, w_down)
+        return y.reshape(b, t, d)
+    batch_axes = sharding.mesh_axes_of("batch", b, mesh)
+    gather = tuple(a for a in expert_axes if a in batch_axes)
+    reduce = tuple(a for a in expert_axes if a not in batch_axes)
+    sizes = dict(zip(mesh.axis_names, mesh.axis_sizes))
+    per_device = w_gate.shape[0] // math.prod(sizes[a] for a in expert_axes)
+    tokens, experts = P(batch_axes or None), P(expert_axes)
+
+    def local(x, ids, weights, w_gate, w_up, w_down):
+        if gather:
+            x, ids, weights = (jax.lax.all_gather(a, gather, axis=0, tiled=True) for a in (x, ids, weights))
+        first = jax.lax.axis_index(expert_axes) * per_device
+        rows = x.shape[0]
+        y = grouped_experts(
+            x.reshape(-1, d), ids.reshape(-1, k), weights.reshape(-1, k), w_gate, w_up, w_down, first
+        ).reshape(rows, t, d)
+        if reduce:
+            y = jax.lax.psum(y, reduce)
+        if gather:
+            y = jax.lax.psum_scatter(y, gather, scatter_dimension=0, tiled=True)
+        return y
+
+    return jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(tokens, tokens, tokens, experts, experts, experts),
+        out_specs=tokens,
+    )(x, ids, weights, w_gate, w_up, w_down)
+
+
+class MoEBlock(nnx.Module):
+    """Router `gate [D, E]` plus E SwiGLU experts stacked as `gate_proj/up_proj [E, D, F]`, `down_proj [E, F, D]`."""
+
+    def __init__(self, config: ArchConfig, *, dtype: jnp.dtype, rngs: nnx.Rngs):
+        d, e, f = config.hidden_size, config.num_experts, config.moe_intermediate_size
+        self.top_k = config.num_experts_per_tok
+        self.norm_topk_prob = config.norm_topk_prob
+        # Every token's softmax needs all E logits, so the router's expert dimension stays whole.
+        self.gate = param(rngs, normal_init, (d, e), ("embed", None), dtype)
+        self.gate_proj = param(rngs, normal_init, (e, d, f), ("experts", "embed", "mlp"), dtype)
+        self.up_proj = param(rngs, normal_init, (e, d, f), ("experts", "embed", "mlp"), dtype)
+        self.down_proj = param(rngs, normal_init, (e, f, d), ("experts", "mlp", "embed"), dtype)
+
+    def __call__(
+        self,
+        x: Float[Array, "b t d"],
+        forced: Int[Array, "b t k"] | None,
+        token_mask: Bool[Array, "b t"],
+    ) -> tuple[Float[Array, "b t d"], Int[Array, "b t k"], RouterStats]:
+        logits = jnp.einsum("btd,de->bte", x.astype(jnp.float32), self.gate[...].astype(jnp.float32))
+        ids, weights, probs = route(logits, self.top_k, self.norm_topk_prob, forced)
+        y = expert_ffn(x, ids, weights, self.gate_proj[...], self.up_proj[...], self.down_proj[...])
+        return y, ids, router_stats(ids, probs, token_mask)
+
+
+def check_forced_experts(forced: jax.Array | np.ndarray, expected: tuple[int, ...], num_experts: int) -> None:
+    """Shape and dtype always; id range, mixed rows and repeated ids when the array is concrete."""
+    if tuple(forced.shape) != tuple(expected):
+        raise ValueError(
+            f"forced_experts has shape {tuple(forced.shape)}, expected {tuple(expected)} ([L_moe, B, T, K])"
+        )
+    if not jnp.issubdtype(forced.dtype, jnp.integer):
+        raise TypeError(f"forced_experts must be an integer array, got dtype {forced.dtype}")
+    if isinstance(forced, jax.core.Tracer):
+        return
+    ids = np.asarray(forced)
+    bad = np.argwhere((ids < -1) | (ids >= num_experts))
+    if bad.size:
+        where = tuple(int(i) for i in bad[0])
+        raise ValueError(f"forced_experts{list(where)} = {ids[where]} is outside [-1, num_experts={num_experts})")
+    mixed = np.argwhere((ids == -1).any(axis=-1) & (ids >= 0).any(axis=-1))
+    if mixed.size:
+        where = tuple(int(i) for i in mixed[0])
+        raise ValueError(
+            f"forced_experts{list(where)} = {ids[where].tolist()} mixes -1 with expert ids "
+            "(a row is either all -1, native routing, or all real ids)"
+        )
+    ordered = np.sort(ids, axis=-1)
+    repeated = np.argwhere(((ordered[..., 1:] == ordered[..., :-1]) & (ordered[..., 1:] >= 0)).any(axis=-1))
+    if repeated.size:
+        where = tuple(int(i) for i in repeated[0])
+        raise ValueError(f"forced_experts{list(where)} = {ids[where].tolist()} names an expert twice")
