@@ -1,0 +1,216 @@
+"""Benchmark of token_logprobs: reference vs chunked XLA vs Pallas, side by side, with the matmul floor.
+
+    python tools/bench_logprobs.py                       # default sizes, every impl that runs here
+    python tools/bench_logprobs.py --sizes 8192,1024,151936 --reps 1 --markdown out.md
+
+For each (N, D, V) it times the forward (log-probs only) and the forward + backward (value and gradient
+with respect to hidden and lm_head of a random linear function of the log-probs) of each implementation,
+and measures a plain jnp matmul [N, D] @ [D, min(V, 8192)] in the same dtype in the same run. The floor is
+2*N*D*V / matmul rate for the forward and 6*N*D*V / rate for forward + backward (logits, d_hidden and
+d_lm_head products; recomputing the logits in the backward is extra work above the floor); "of floor" is
+floor / time, i.e. the share of the measured matmul rate achieved.
+
+Memory, two ways (both printed):
+  XLA temp   `compiled.memory_analysis().temp_size_in_bytes`: the working memory XLA allocates beyond the
+             arguments and outputs, read from the compiled program before it runs (a Pallas call's
+             internal use is not in it).
+  peak       on CPU the worker process's peak RSS (ru_maxrss) minus its RSS once the inputs exist; on a GPU
+             the device's peak_bytes_in_use minus the bytes in use once the inputs exist.
+Each (size, impl) runs in its own worker process, so peaks never carry over between implementations; in a
+worker the forward is measured before forward + backward, so the second peak covers both.
+
+Before running a case it checks that the compiled program's arguments + temp fit in 80% of the memory
+available (/proc/meminfo MemAvailable, or the device's free bytes) and reports it as skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+DEFAULT_SIZES = ("2048,1024,32768", "2048,1024,151936", "8192,1024,151936")
+FLOOR_FLOPS = {"forward": 2, "forward+backward": 6}  # multiples of N*D*V
+MATMUL_COLUMNS = 8192
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _available_bytes(jax) -> int:
+    device = jax.devices()[0]
+    if device.platform != "cpu":
+        stats = device.memory_stats() or {}
+        return stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0)
+    with open("/proc/meminfo") as f:
+        info = dict(line.split(":", 1) for line in f)
+    return int(info["MemAvailable"].split()[0]) * 1024
+
+
+def _peak_bytes(jax) -> int:
+    device = jax.devices()[0]
+    if device.platform != "cpu":
+        return (device.memory_stats() or {}).get("peak_bytes_in_use", 0)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _in_use_bytes(jax) -> int:
+    device = jax.devices()[0]
+    if device.platform != "cpu":
+        return (device.memory_stats() or {}).get("bytes_in_use", 0)
+    return _rss_bytes()
+
+
+def _time(fn, args, reps: int) -> float:
+    import jax
+
+    jax.block_until_ready(fn(*args))  # warm-up: first-touch allocation, autotuning
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def worker(impl: str, n: int, d: int, v: int, dtype_name: str, reps: int, chunk_n: int | None,
+           chunk_v: int | None) -> list[dict]:
+    """Measures one implementation at one size in this process; returns one record per mode."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from legorl_jax.kernels.logprobs import ChunkSizes, token_logprobs
+
+    dtype = jnp.dtype(dtype_name)
+    rng = np.random.default_rng(0)
+    hidden = jnp.asarray(rng.standard_normal((n, d), np.float32), dtype)
+    lm_head = jnp.asarray(rng.standard_normal((d, v), np.float32) * (3 / np.sqrt(d)), dtype)
+    targets = jnp.asarray(rng.integers(0, v, n), jnp.int32)
+    weights = jnp.asarray(rng.standard_normal(n), jnp.float32)
+    jax.block_until_ready((hidden, lm_head, targets, weights))
+    baseline = _in_use_bytes(jax)
+
+    if impl == "matmul":
+        cols = lm_head[:, : min(v, MATMUL_COLUMNS)]
+        matmul = jax.jit(lambda h, w: jnp.dot(h, w, preferred_element_type=jnp.float32))
+        seconds = _time(matmul, (hidden, cols), reps)
+        return [{"impl": impl, "rate": 2 * n * d * cols.shape[1] / seconds}]
+
+    sizes = None
+    if impl == "xla" and (chunk_n or chunk_v):
+        sizes = ChunkSizes(**{k: x for k, x in (("chunk_n", chunk_n), ("chunk_v", chunk_v)) if x})
+
+    def forward(h, w, t):
+        return token_logprobs(h, w, t, impl=impl, block_sizes=sizes)
+
+    def forward_backward(h, w, t):
+        return jax.value_and_grad(lambda h, w: jnp.sum(weights * forward(h, w, t)), argnums=(0, 1))(h, w)
+
+    records = []
+    for mode, fn in (("forward", forward), ("forward+backward", forward_backward)):
+        record = {"impl": impl, "mode": mode}
+        try:
+            compiled = jax.jit(fn).lower(hidden, lm_head, targets).compile()
+            analysis = compiled.memory_analysis()
+            record["temp_bytes"] = analysis.temp_size_in_bytes
+            need = analysis.argument_size_in_bytes + analysis.temp_size_in_bytes + analysis.output_size_in_bytes
+            available = _available_bytes(jax)
+            if need > 0.8 * available:
+                record["skipped"] = f"needs {need / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available"
+            else:
+                record["seconds"] = _time(compiled, (hidden, lm_head, targets), reps)
+                record["peak_bytes"] = _peak_bytes(jax) - baseline
+        except Exception as error:  # a backend that cannot lower the kernel is a result to print, not a crash
+            record["skipped"] = f"{type(error).__name__}: {str(error).splitlines()[0][:80]}"
+        records.append(record)
+    return records
+
+
+def _run_worker(args, impl: str, n: int, d: int, v: int) -> list[dict]:
+    argv = [sys.executable, __file__, "--worker", impl, "--sizes", f"{n},{d},{v}", "--dtype", args.dtype,
+            "--reps", str(args.reps)]
+    for flag in ("chunk_n", "chunk_v"):
+        if getattr(args, flag):
+            argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["no output"])[-1][:80]
+        return [{"impl": impl, "mode": m, "skipped": f"worker failed: {reason}"} for m in FLOOR_FLOPS]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _mib(x) -> str:
+    return "-" if x is None else f"{x / 2**20:,.0f}"
+
+
+def _table(n: int, d: int, v: int, rate: float, records: list[dict]) -> list[str]:
+    lines = [
+        f"N={n} D={d} V={v}: matmul {rate / 1e12:.3f} TFLOP/s measured; fp32 logits would be {n * v * 4 / 2**30:.2f} GiB",
+        "",
+        "| mode | impl | time (ms) | × reference | of matmul floor | XLA temp (MiB) | temp ÷ reference | peak (MiB) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for mode, multiple in FLOOR_FLOPS.items():
+        floor = multiple * n * d * v / rate
+        rows = [r for r in records if r.get("mode") == mode]
+        ref = next((r for r in rows if r["impl"] == "reference"), {})
+        for r in rows:
+            if "skipped" in r:
+                lines.append(f"| {mode} | {r['impl']} | skipped: {r['skipped']} | | | {_mib(r.get('temp_bytes'))} | | |")
+                continue
+            ratio = f"{r['seconds'] / ref['seconds']:.2f}" if "seconds" in ref else "-"
+            temp_ratio = (f"{r['temp_bytes'] / ref['temp_bytes']:.4f}" if ref.get("temp_bytes") else "-")
+            lines.append(
+                f"| {mode} | {r['impl']} | {r['seconds'] * 1e3:,.1f} | {ratio} | {floor / r['seconds']:.0%} "
+                f"| {_mib(r['temp_bytes'])} | {temp_ratio} | {_mib(r['peak_bytes'])} |"
+            )
+    return lines + [""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=list(DEFAULT_SIZES), help="N,D,V triples")
+    parser.add_argument("--impls", default=None, help="comma list of reference,xla,pallas (default: what runs here)")
+    parser.add_argument("--dtype", default=None, help="float32 or bfloat16 (default: bf16 on GPU/TPU, fp32 on CPU)")
+    parser.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up (median)")
+    parser.add_argument("--chunk-n", type=int, default=None, help="xla path ChunkSizes.chunk_n override")
+    parser.add_argument("--chunk-v", type=int, default=None, help="xla path ChunkSizes.chunk_v override")
+    parser.add_argument("--markdown", default=None, help="also write the tables to this file")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.worker:
+        (n, d, v), = [tuple(int(x) for x in s.split(",")) for s in args.sizes]
+        print(json.dumps(worker(args.worker, n, d, v, args.dtype, args.reps, args.chunk_n, args.chunk_v)))
+        return
+
+    import jax
+
+    backend = jax.default_backend()
+    args.dtype = args.dtype or ("float32" if backend == "cpu" else "bfloat16")
+    impls = args.impls.split(",") if args.impls else ["reference", "xla"] + (["pallas"] if backend != "cpu" else [])
+    header = [f"backend {backend} ({jax.devices()[0].device_kind}), dtype {args.dtype}, median of {args.reps} "
+              f"after a warm-up; command: python tools/bench_logprobs.py {' '.join(sys.argv[1:])}", ""]
+    print("\n".join(header), flush=True)
+    out = list(header)
+    for size in args.sizes:
+        n, d, v = (int(x) for x in size.split(","))
+        (matmul,) = _run_worker(args, "matmul", n, d, v)
+        records = [r for impl in impls for r in _run_worker(args, impl, n, d, v)]
+        lines = _table(n, d, v, matmul["rate"], records)
+        print("\n".join(lines), flush=True)
+        out += lines
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
