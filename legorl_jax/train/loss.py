@@ -186,7 +186,7 @@ def policy_loss(
     ref_logprobs: jax.Array | None = None,
     entropy: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """The scalar loss to minimise and its additive metrics (`loss/*`, `policy/*`, `is/*`)."""
+    """The scalar loss to minimise and its additive `train/*` metrics."""
     old = jax.lax.stop_gradient(logprobs) if old_logprobs is None else jax.lax.stop_gradient(old_logprobs)
     weight, mask = rollout_correction(old, behaviour_logprobs, loss_mask, segment_ids, algo)
     if norm is None:
@@ -203,22 +203,22 @@ def policy_loss(
 
     pg = aggregate(per_token * weight, mask, segment_ids, algo.loss_agg, norm, norm_length)
     loss = pg
-    metrics = {"loss/pg": pg}
+    metrics = {"train/pg_loss": pg}
     if ref_logprobs is not None:
         kl = aggregate(k3_kl(logprobs, ref_logprobs), mask, segment_ids, algo.loss_agg, norm, norm_length)
         loss = loss + algo.kl_coef * kl
-        metrics["loss/kl_ref"] = jax.lax.stop_gradient(kl)
+        metrics["train/kl_ref"] = jax.lax.stop_gradient(kl)
 
     tokens = jnp.maximum(norm.tokens, 1.0)
 
     def token_mean(x: jax.Array) -> jax.Array:
         return jnp.where(mask > 0, jax.lax.stop_gradient(x), 0.0).sum() / tokens
 
-    metrics["policy/clip_frac"] = token_mean(clipped)
-    metrics["policy/ppo_kl"] = token_mean(old - logprobs)
-    metrics["is/weight_mean"] = token_mean(weight)
-    metrics["is/rejected_frac"] = (loss_mask - mask).sum() / jnp.maximum(norm.sampled, 1.0)
+    metrics["train/clip_frac"] = token_mean(clipped)
+    metrics["train/ppo_kl"] = token_mean(old - logprobs)
+    metrics["train/is_weight_mean"] = token_mean(weight)
+    metrics["train/is_rejected_frac"] = (loss_mask - mask).sum() / jnp.maximum(norm.sampled, 1.0)
     if entropy is not None:
-        metrics["policy/entropy"] = token_mean(entropy)
-    metrics["loss/pg"] = jax.lax.stop_gradient(pg)
+        metrics["train/entropy"] = token_mean(entropy)
+    metrics["train/pg_loss"] = jax.lax.stop_gradient(pg)
     return loss, metrics

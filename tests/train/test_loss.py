@@ -41,7 +41,7 @@ def test_gspo_uses_the_sequence_mean_ratio_and_clips_whole_sequences():
     s1 = math.exp(3e-4)
     # seq-mean-token-mean: mean over the two segments of each one's token mean.
     assert float(loss) == pytest.approx((-s1 - 1.0004) / 2, abs=1e-6)
-    assert float(metrics["policy/clip_frac"]) == pytest.approx(0.5)
+    assert float(metrics["train/clip_frac"]) == pytest.approx(0.5)
     g = np.asarray(grad_wrt_logprobs(lp, **kwargs))[0]
     # Straight-through: d/dlp_t = -A s / (n_seq * n_tokens) = -1.0003 / 4. A gradient through the sequence
     # mean as well would double it; a token-level ratio would give -e^{2e-4}/4 and -e^{4e-4}/4.
@@ -62,7 +62,7 @@ def test_ppo_clip_and_dual_clip_follow_their_formulas():
     # token 3: r = 4.48, A < 0 -> max(4.48, 1.28) = 4.48, dual clip -> 3.0; token 4: r = 1.1 -> -1.1.
     # Without the dual clip the mean would be (-1.28 + 0.8 + 4.48 - 1.1) / 4 = 0.725.
     assert float(loss) == pytest.approx((-1.28 + 0.8 + 3.0 - 1.1) / 4, abs=1e-6)
-    assert float(metrics["policy/clip_frac"]) == pytest.approx(0.75)
+    assert float(metrics["train/clip_frac"]) == pytest.approx(0.75)
     g = np.asarray(grad_wrt_logprobs(lp, **kwargs))[0]
     np.testing.assert_allclose(g, [0.0, 0.0, 0.0, -1.1 / 4], atol=1e-6)
 
@@ -80,7 +80,7 @@ def test_cispo_keeps_the_gradient_of_clipped_tokens_weighted_by_the_bounded_rati
     g = np.asarray(grad_wrt_logprobs(lp, **kwargs))[0]
     # PPO would give the clipped token zero gradient; CISPO weights it by the bound.
     np.testing.assert_allclose(g, [-math.exp(0.5) / 2, -5.0 / 2], atol=1e-5)
-    assert float(metrics["policy/clip_frac"]) == pytest.approx(0.5)
+    assert float(metrics["train/clip_frac"]) == pytest.approx(0.5)
 
 
 def test_aggregation_modes_normalise_per_packed_segment():
@@ -122,7 +122,7 @@ def test_masked_is_rejected_tokens_leave_numerator_and_denominator():
     # on-policy ratio 1: loss = -mean(A) over the kept tokens = -(1 + 3) / 2. Keeping the rejected token in
     # the denominator (the slime #657 bug) would give -4/3; keeping it entirely, -3.
     assert float(loss) == pytest.approx(-2.0, abs=1e-6)
-    assert float(metrics["is/rejected_frac"]) == pytest.approx(1 / 3)
+    assert float(metrics["train/is_rejected_frac"]) == pytest.approx(1 / 3)
 
 
 def test_sequence_and_geometric_masks_reject_whole_segments():
@@ -148,7 +148,7 @@ def test_k3_kl_to_the_reference_is_added_with_its_coefficient():
         lp, lp, lp, row(0.0, 0.0), row(1, 1), seg(1, 1), algo, norm_length=2.0, ref_logprobs=row(-0.5, -2.0)
     )
     # zero advantage: only the KL term, (e^{0.5} - 1.5 + 0) / 2 times 0.1.
-    assert float(metrics["loss/kl_ref"]) == pytest.approx((math.exp(0.5) - 1.5) / 2, abs=1e-6)
+    assert float(metrics["train/kl_ref"]) == pytest.approx((math.exp(0.5) - 1.5) / 2, abs=1e-6)
     assert float(loss) == pytest.approx(0.1 * (math.exp(0.5) - 1.5) / 2, abs=1e-6)
 
 
