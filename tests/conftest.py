@@ -23,3 +23,43 @@ FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 def fixtures_dir() -> pathlib.Path:
     """Committed independent references (written by tools/make_hf_fixtures.py)."""
     return FIXTURES
+
+
+# ----------------------------------------------------------------------------------------------------
+# Tiny HF model directories (tools/make_tiny_model.py), generated once per session in a temp dir.
+# Use: def test_x(tiny_moe_dir): ...load(tiny_moe_dir)...; custom sizes via tiny_model_tool:
+#     tool.make_tiny_model(tmp_path, tool.TinyModelSpec(num_layers=4, tie_embeddings=True), seed=1)
+# ----------------------------------------------------------------------------------------------------
+
+
+def _load_tool(name: str):
+    """A tools/<name>.py script as a module (tools/ is not a package)."""
+    import importlib.util
+    import sys
+
+    if name not in sys.modules:
+        path = pathlib.Path(__file__).parents[1] / "tools" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses resolve their annotations through sys.modules
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.fixture(scope="session")
+def tiny_model_tool():
+    """The tools/make_tiny_model.py module: make_tiny_model(out, TinyModelSpec(...), seed=...), spec_argv, ..."""
+    return _load_tool("make_tiny_model")
+
+
+@pytest.fixture(scope="session")
+def tiny_moe_dir(tmp_path_factory, tiny_model_tool) -> pathlib.Path:
+    """Default tiny Qwen3-MoE HF directory (vocab 4096, hidden 64, 2 layers, 8 experts, top-2), seed 0."""
+    return tiny_model_tool.make_tiny_model(tmp_path_factory.mktemp("tiny-moe"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_dense_dir(tmp_path_factory, tiny_model_tool) -> pathlib.Path:
+    """Default tiny Qwen3 dense HF directory (same sizes, --dense), seed 0."""
+    spec = tiny_model_tool.TinyModelSpec(dense=True)
+    return tiny_model_tool.make_tiny_model(tmp_path_factory.mktemp("tiny-dense"), spec, seed=0)
