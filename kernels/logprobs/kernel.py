@@ -181,17 +181,18 @@ def _zero(ref, rows: int, cols: int, chunk: int, along_rows: bool) -> None:
     lax.fori_loop(0, (rows if along_rows else cols) // chunk, strip, 0)
 
 
-def _row_inputs(refs, rows, with_entropy: bool):
-    """Loads targets, lse, g_logprobs (and mean_logit, g_entropy) for a row range."""
-    values = [ref[rows] for ref in refs]
-    targets, lse, g_logprobs = values[:3]
-    mean_logit, g_entropy = values[3:] if with_entropy else (None, None)
-    return targets, lse, mean_logit, g_logprobs, g_entropy
+def _row_inputs(refs, rows, with_entropy: bool) -> online_softmax.BackwardRows:
+    """Loads a row range of the backward's per-token inputs (refs in `BackwardRows` order, Nones left out)."""
+    values = iter(ref[rows] for ref in refs)
+    return online_softmax.BackwardRows(*(next(values) if with_entropy or field not in _ENTROPY_FIELDS else None
+                                         for field in online_softmax.BackwardRows._fields))
 
 
-def _scaled_cotangent(logits, is_target, rows_in, geo: _Geometry, dtype):
-    targets, lse, mean_logit, g_logprobs, g_entropy = rows_in
-    d_logits = online_softmax.logit_cotangent(logits, is_target, lse, mean_logit, g_logprobs, g_entropy)
+_ENTROPY_FIELDS = ("mean_logit", "g_entropy")
+
+
+def _scaled_cotangent(logits, is_target, rows: online_softmax.BackwardRows, geo: _Geometry, dtype):
+    d_logits = online_softmax.logit_cotangent(logits, is_target, rows)
     return (d_logits * geo.inv_temperature).astype(dtype)  # chain rule through logits = scores / temperature
 
 
@@ -210,7 +211,7 @@ def _hidden_grad_kernel(h_ref, w_ref, *refs, geo: _Geometry, tiles_per_split: in
 
     def tile_step(j, carry):
         col0 = pl.multiple_of(j * geo.block_v, geo.block_v)
-        logits, is_target = _logit_tile(h_ref, w_ref, 0, col0, first * geo.block_v + col0, rows_in[0], geo)
+        logits, is_target = _logit_tile(h_ref, w_ref, 0, col0, first * geo.block_v + col0, rows_in.targets, geo)
         d_scores = _scaled_cotangent(logits, is_target, rows_in, geo, w_ref.dtype)
 
         def accumulate(c, carry):
@@ -242,7 +243,7 @@ def _head_grad_kernel(h_ref, w_ref, *refs, geo: _Geometry, tiles_per_split: int,
     def tile_step(r, carry):
         row0 = pl.multiple_of(r * geo.block_n, geo.block_n)
         rows_in = _row_inputs(row_refs, pl.ds(row0, geo.block_n), with_entropy)
-        logits, is_target = _logit_tile(h_ref, w_ref, row0, 0, global_col0, rows_in[0], geo)
+        logits, is_target = _logit_tile(h_ref, w_ref, row0, 0, global_col0, rows_in.targets, geo)
         d_scores = _scaled_cotangent(logits, is_target, rows_in, geo, h_ref.dtype)
 
         def accumulate(c, carry):
@@ -340,11 +341,7 @@ def forward(
 def backward(
     hidden: jax.Array,
     lm_head: jax.Array,
-    targets: jax.Array,
-    lse: jax.Array,
-    mean_logit: jax.Array | None,
-    g_logprobs: jax.Array,
-    g_entropy: jax.Array | None,
+    rows: online_softmax.BackwardRows,
     *,
     inv_temperature: float,
     sizes: BlockSizes,
@@ -353,8 +350,8 @@ def backward(
 ) -> tuple[jax.Array, jax.Array]:
     """(d_hidden [N, D], d_lm_head [D, V]) in the inputs' dtypes, recomputing every logits tile."""
     (n, d), v = hidden.shape, lm_head.shape[1]
-    with_entropy = g_entropy is not None
-    rows = (targets, lse, g_logprobs) + ((mean_logit, g_entropy) if with_entropy else ())
+    with_entropy = rows.g_entropy is not None
+    rows = tuple(x for x in rows if x is not None)
     p = _pad(hidden, lm_head, rows, sizes, inv_temperature)
     bn, bv = sizes.block_n, sizes.block_v
     semantics = ("parallel", "arbitrary")

@@ -54,6 +54,16 @@ class RowResult(NamedTuple):
     mean_logit: jax.Array | None  # E[z] under the softmax; the entropy's backward needs it
 
 
+class BackwardRows(NamedTuple):
+    """Per-token inputs of the backward, each [rows]; the entropy's two are None when it was not asked for."""
+
+    targets: jax.Array  # int32
+    lse: jax.Array
+    mean_logit: jax.Array | None
+    g_logprobs: jax.Array  # cotangent of the log-probs
+    g_entropy: jax.Array | None  # cotangent of the entropy
+
+
 def init(rows: int, *, with_entropy: bool) -> RunningStats:
     """The state before any tile: an empty sum whose max is the mask value."""
     zeros = jnp.zeros((rows,), jnp.float32)
@@ -109,18 +119,11 @@ def finalize(stats: RunningStats) -> RowResult:
     return RowResult(stats.target_logit - lse, entropy, lse, mean_logit)
 
 
-def logit_cotangent(
-    logits: jax.Array,
-    is_target: jax.Array,
-    lse: jax.Array,
-    mean_logit: jax.Array | None,
-    g_logprobs: jax.Array,
-    g_entropy: jax.Array | None,
-) -> jax.Array:
+def logit_cotangent(logits: jax.Array, is_target: jax.Array, rows: BackwardRows) -> jax.Array:
     """d(loss)/d(logits) for one tile [rows, cols] given the rows' cotangents (masked columns get exactly 0)."""
-    probs = jnp.exp(logits - lse[:, None])
-    grad = g_logprobs[:, None] * (is_target.astype(jnp.float32) - probs)
-    if g_entropy is not None:
+    probs = jnp.exp(logits - rows.lse[:, None])
+    grad = rows.g_logprobs[:, None] * (is_target.astype(jnp.float32) - probs)
+    if rows.g_entropy is not None:
         # exp(MASK_VALUE - lse) is exactly 0, so the huge (mean - MASK_VALUE) factor multiplies 0, not inf.
-        grad = grad + g_entropy[:, None] * probs * (mean_logit[:, None] - logits)
+        grad = grad + rows.g_entropy[:, None] * probs * (rows.mean_logit[:, None] - logits)
     return grad

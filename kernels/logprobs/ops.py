@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from legorl_jax.kernels.logprobs import kernel, reference, xla
+from legorl_jax.kernels.logprobs import kernel, online_softmax, reference, xla
 
 IMPLS = ("auto", "pallas", "xla", "reference")
 _FLOAT_DTYPES = (jnp.float32, jnp.bfloat16, jnp.float16)
@@ -113,13 +113,11 @@ def _run_forward(plan: _Plan, hidden, lm_head, targets):
                           interpret=plan.interpret)
 
 
-def _run_backward(plan: _Plan, hidden, lm_head, targets, lse, mean_logit, g_logprobs, g_entropy):
+def _run_backward(plan: _Plan, hidden, lm_head, rows: online_softmax.BackwardRows):
     if plan.impl == "xla":
-        return xla.backward(hidden, lm_head, targets, lse, mean_logit, g_logprobs, g_entropy,
-                            inv_temperature=plan.inv_temperature, chunks=plan.sizes)
-    return kernel.backward(hidden, lm_head, targets, lse, mean_logit, g_logprobs, g_entropy,
-                           inv_temperature=plan.inv_temperature, sizes=plan.sizes, platform=plan.platform,
-                           interpret=plan.interpret)
+        return xla.backward(hidden, lm_head, rows, inv_temperature=plan.inv_temperature, chunks=plan.sizes)
+    return kernel.backward(hidden, lm_head, rows, inv_temperature=plan.inv_temperature, sizes=plan.sizes,
+                           platform=plan.platform, interpret=plan.interpret)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
@@ -138,9 +136,11 @@ def _fused_fwd(hidden, lm_head, targets, plan: _Plan):
 def _fused_bwd(plan: _Plan, residuals, cotangents):
     hidden, lm_head, targets, lse, mean_logit = residuals
     g_logprobs, g_entropy = cotangents if plan.with_entropy else (cotangents, None)
-    d_hidden, d_lm_head = _run_backward(plan, hidden, lm_head, targets, lse, mean_logit,
-                                        g_logprobs.astype(jnp.float32),
-                                        None if g_entropy is None else g_entropy.astype(jnp.float32))
+    rows = online_softmax.BackwardRows(
+        targets, lse, mean_logit, g_logprobs.astype(jnp.float32),
+        None if g_entropy is None else g_entropy.astype(jnp.float32),
+    )
+    d_hidden, d_lm_head = _run_backward(plan, hidden, lm_head, rows)
     return d_hidden, d_lm_head, None
 
 

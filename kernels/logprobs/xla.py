@@ -130,11 +130,7 @@ def forward(
 def backward(
     hidden: jax.Array,
     lm_head: jax.Array,
-    targets: jax.Array,
-    lse: jax.Array,
-    mean_logit: jax.Array | None,
-    g_logprobs: jax.Array,
-    g_entropy: jax.Array | None,
+    rows: online_softmax.BackwardRows,
     *,
     inv_temperature: float,
     chunks: ChunkSizes,
@@ -142,40 +138,34 @@ def backward(
     """(d_hidden [N, D], d_lm_head [D, V]) in the inputs' dtypes, recomputing each logits chunk."""
     n, d = hidden.shape
     layout = _layout(n, lm_head.shape[1], chunks, inv_temperature)
-    rows = {"hidden": hidden, "targets": targets, "lse": lse, "g_logprobs": g_logprobs}
-    if g_entropy is not None:
-        rows |= {"mean_logit": mean_logit, "g_entropy": g_entropy}
-    row_chunks = {name: _chunk_rows(x, layout) for name, x in rows.items()}
+    row_chunks = (_chunk_rows(hidden, layout), jax.tree.map(lambda x: _chunk_rows(x, layout), rows))
     precision = matmul_precision(hidden.dtype)
 
-    def column_step(d_head, j):
+    def column_step(carry, j):
+        d_hidden_chunks, d_head = carry
         weights, col_ids, is_new = _column_chunk(lm_head, j, layout)
 
         def row_step(d_weights, xs):
-            r, d_hidden = xs
-            logits, is_target = _masked_logits(r["hidden"], weights, col_ids, is_new, r["targets"], layout)
-            d_logits = online_softmax.logit_cotangent(
-                logits, is_target, r["lse"], r.get("mean_logit"), r["g_logprobs"], r.get("g_entropy")
-            )
+            (h, r), d_hidden = xs
+            logits, is_target = _masked_logits(h, weights, col_ids, is_new, r.targets, layout)
+            d_logits = online_softmax.logit_cotangent(logits, is_target, r)
             d_scores = (d_logits * inv_temperature).astype(lm_head.dtype)
             d_hidden = d_hidden + lax.dot_general(
                 d_scores, weights, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32, precision=precision
             )
             d_weights = d_weights + lax.dot_general(
-                r["hidden"], d_scores, (((0,), (0,)), ((), ())), preferred_element_type=jnp.float32,
-                precision=precision,
+                h, d_scores, (((0,), (0,)), ((), ())), preferred_element_type=jnp.float32, precision=precision
             )
             return d_weights, d_hidden
 
-        d_hidden_chunks, d_head_acc = d_head
         d_weights, d_hidden_chunks = lax.scan(
             row_step, jnp.zeros((d, layout.cols), jnp.float32), (row_chunks, d_hidden_chunks)
         )
         # Columns this chunk shares with the previous one got d(logits) = 0, so adding keeps them intact.
         start = jnp.minimum(j * layout.cols, layout.vocab - layout.cols)
-        block = lax.dynamic_slice_in_dim(d_head_acc, start, layout.cols, axis=1)
-        d_head_acc = lax.dynamic_update_slice_in_dim(d_head_acc, block + d_weights, start, axis=1)
-        return (d_hidden_chunks, d_head_acc), None
+        block = lax.dynamic_slice_in_dim(d_head, start, layout.cols, axis=1)
+        d_head = lax.dynamic_update_slice_in_dim(d_head, block + d_weights, start, axis=1)
+        return (d_hidden_chunks, d_head), None
 
     init = (
         jnp.zeros((layout.row_chunks, layout.rows, d), jnp.float32),
