@@ -7,6 +7,10 @@ the same limits; callers never branch on the backend.
 Failures of the infrastructure itself (image missing, container start failure, daemon gone) raise
 `SandboxError`: they are never reported as a command's non-zero exit, so a broken trial is dropped, not
 taught. A command that runs and fails is an `ExecResult` with its exit code.
+
+A command past its `timeout` is killed together with every process of its session (background children
+included) and reported with `timed_out=True` and exit code 124; a command killed by the memory limit has
+`oom_killed=True` (exit code 137). `make_sandbox` (in `legorl_jax.sandbox`) picks the backend.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ class ExecResult:
     timed_out: bool = False
     truncated: bool = False
     duration_s: float = 0.0
+    oom_killed: bool = False
+    """The kernel's OOM killer fired in the sandbox while the command ran (the memory limit was hit)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,20 +69,44 @@ class SandboxSpec:
     """Extra labels (run, trial); the backend adds its owner labels for the reaper."""
     output_limit_bytes: int = 1 << 20
     """Cap on each of stdout / stderr per exec; beyond it the output is cut and `truncated` is set."""
+    read_only_root: bool = True
+    """Only `workdir`, /tmp and the user's home are writable, each a tmpfs of `disk_mb` (seeded from the
+    image); False leaves the image's root filesystem writable, and then only single files are capped."""
+    mounts: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Read-only bind mounts, sandbox path -> host directory (agent runtimes staged on the host)."""
 
     def __post_init__(self) -> None:
         if self.network not in NETWORK_MODES:
             raise ValueError(f"network must be one of {NETWORK_MODES}, got {self.network!r}")
         if self.network == "proxy_only" and self.proxy_port is None:
             raise ValueError("network='proxy_only' needs proxy_port, got None")
+        if not isinstance(self.image, str) or not self.image:
+            raise ValueError(f"image must be a non-empty string, got {self.image!r}")
+        if not isinstance(self.workdir, str) or not self.workdir.startswith("/") or self.workdir == "/":
+            raise ValueError(f"workdir must be an absolute path below /, got {self.workdir!r}")
         for name in ("cpus", "memory_mb", "pids", "disk_mb", "output_limit_bytes"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name} must be positive, got {value!r}")
+        if self.proxy_port is not None and not (isinstance(self.proxy_port, int) and 0 < self.proxy_port < 65536):
+            raise ValueError(f"proxy_port must be a TCP port in 1..65535, got {self.proxy_port!r}")
+        for name in ("env", "labels"):
+            for key, value in dict(getattr(self, name)).items():
+                if not isinstance(key, str) or not isinstance(value, str) or not key or "\0" in key + value:
+                    raise ValueError(f"{name} must map non-empty strings to strings, got {key!r}: {value!r}")
+        for target, source in dict(self.mounts).items():
+            if not (isinstance(target, str) and target.startswith("/") and isinstance(source, str)
+                    and source.startswith("/")):
+                raise ValueError(f"mounts must map absolute sandbox paths to absolute host paths, got {target!r}: {source!r}")
 
 
 @runtime_checkable
 class Sandbox(Protocol):
-    """One isolated machine. `exec` takes an argv list, or a string that runs as a bash script."""
+    """One isolated machine. `exec` takes an argv list, or a string that runs as a bash script.
+
+    Backends also expose `base_commit` (the workdir's HEAD when the sandbox started, or None) and, with
+    network='proxy_only', `proxy_url_base`: the `http://host:port` the harness inside must use.
+    """
 
     async def start(self) -> None: ...
 

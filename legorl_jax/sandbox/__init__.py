@@ -1,0 +1,42 @@
+"""Sandboxes: one isolated, disposable machine per trial (ARCHITECTURE §4, §8).
+
+    async with make_sandbox(SandboxSpec(image=tag)) as sb:
+        result = await sb.exec("python3 -m pytest -q", timeout=120)
+        patch = await sb.diff()
+
+`make_sandbox(spec, backend="auto")` returns an unstarted sandbox: Docker when a daemon answers, else
+bubblewrap. Importing this package starts nothing and reaches no daemon.
+"""
+
+from __future__ import annotations
+
+from legorl_jax.sandbox.base import NETWORK_MODES, ExecResult, Sandbox, SandboxError, SandboxSpec
+
+BACKENDS = ("auto", "docker", "bwrap")
+
+__all__ = ["BACKENDS", "NETWORK_MODES", "ExecResult", "Sandbox", "SandboxError", "SandboxSpec", "make_sandbox",
+           "resolve_backend"]
+
+
+def resolve_backend(backend: str = "auto") -> str:
+    """'docker' or 'bwrap': `backend` itself, or for 'auto' Docker when a daemon answers, else bubblewrap."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend != "auto":
+        return backend
+    from legorl_jax.sandbox import daemon
+
+    return "docker" if daemon.available() else "bwrap"
+
+
+def make_sandbox(spec: SandboxSpec, backend: str = "auto") -> Sandbox:
+    """An unstarted sandbox for `spec` on `backend` ('auto' | 'docker' | 'bwrap')."""
+    if not isinstance(spec, SandboxSpec):
+        raise TypeError(f"spec must be a SandboxSpec, got {type(spec).__name__}")
+    if resolve_backend(backend) == "docker":
+        from legorl_jax.sandbox.docker_backend import DockerSandbox
+
+        return DockerSandbox(spec)
+    from legorl_jax.sandbox.bwrap_backend import BwrapSandbox
+
+    return BwrapSandbox(spec)

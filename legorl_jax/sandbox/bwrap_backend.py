@@ -1,0 +1,346 @@
+"""The bubblewrap backend: the same protocol as Docker on hosts without a Docker daemon.
+
+Layout. The image's root filesystem (`rootfs.resolve`: a directory, a cached `docker export`, or the base
+image's debootstrap tree) is bound read-only at /. The sandbox's writable state lives on the host in
+`<state root>/<name>/fs/`: `work` (a copy of the image's workdir, bound at `workdir`), `home` (a copy of
+the user's home) and `tmp` (bound at /tmp). As root, `fs` is a tmpfs of `disk_mb`, so the three together
+hold at most `disk_mb` (and their pages count against the memory cgroup); otherwise it is a plain
+directory and only single files are capped (RLIMIT_FSIZE = disk_mb, always set).
+
+Each exec is one `bwrap --unshare-all --die-with-parent --new-session` run: new user (the image user's
+uid/gid), pid, network (loopback only), ipc, uts and cgroup namespaces, a fresh /proc and a minimal
+/dev, a cleared environment. Consequences: a timeout kills the whole tree for sure (killing bubblewrap
+kills its pid namespace, daemons and setsid children included), and nothing outlives the exec that
+started it; state carries over only through the files.
+
+Limits (`limits`): with writable cgroups (root) every exec joins the sandbox's memory / pids / cpu
+groups (`cgroups.py`), shared across concurrent execs, and exit code 137 is checked against the OOM-kill
+counter. Without them ("rlimit"): RLIMIT_AS = memory_mb per process, RLIMIT_NPROC = pids plus the
+processes the host user already runs (the kernel counts per user and never limits host root), no CPU
+limit, and `oom_killed` is never set.
+
+proxy_only: the only way out of the empty network namespace is a unix socket bound read-only into the
+sandbox; a small Python forwarder inside listens on 127.0.0.1:<proxy_port> and relays to it, and this
+process relays the socket to 127.0.0.1:<proxy_port> on the host (`proxy_url_base` =
+`http://127.0.0.1:<port>`). It needs python3 in the root filesystem.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from legorl_jax.sandbox import cgroups, reaper, rootfs
+from legorl_jax.sandbox.base import SandboxError, SandboxSpec
+from legorl_jax.sandbox.exec_sandbox import TIMEOUT_EXIT_CODE, CappedBuffer, ExecSandbox, RawResult, Stdin
+from legorl_jax.sandbox.seed import ImageFacts, home_needs_mount
+
+LIMIT_MODES = ("auto", "cgroup", "rlimit")
+_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
+_PROXY_DIR = "/tmp/.legorl-proxy"
+FORWARDER = r"""
+import os, socket, sys, threading
+port, path, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", port))
+server.listen(64)
+if os.fork():
+    server.close()
+    os.execvp(argv[0], argv)
+null = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+def relay(src, dst):
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+while True:
+    inside, _ = server.accept()
+    outside = socket.socket(socket.AF_UNIX)
+    try:
+        outside.connect(path)
+    except OSError:
+        inside.close()
+        continue
+    for a, b in ((inside, outside), (outside, inside)):
+        threading.Thread(target=relay, args=(a, b), daemon=True).start()
+"""
+"""Runs inside the sandbox: binds the proxy port before the command starts (no race), then relays."""
+
+
+def state_root() -> Path:
+    """Where sandbox state directories live (`$LEGORL_SANDBOX_STATE`, else /tmp/legorl-bwrap-<uid>)."""
+    root = Path(os.environ.get("LEGORL_SANDBOX_STATE") or f"/tmp/legorl-bwrap-{os.geteuid()}")
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return root
+
+
+class BwrapSandbox(ExecSandbox):
+    """A sandbox run with bubblewrap; see the module docstring."""
+
+    backend = "bwrap"
+
+    def __init__(self, spec: SandboxSpec, *, limits: str = "auto") -> None:
+        super().__init__(spec)
+        if limits not in LIMIT_MODES:
+            raise ValueError(f"limits must be one of {LIMIT_MODES}, got {limits!r}")
+        self.limits = limits
+        self.name = f"legorl-{secrets.token_hex(6)}"
+        self.state: Path | None = None
+        self._root: Path | None = None
+        self._facts: ImageFacts | None = None
+        self._cgroup: cgroups.CgroupLimits | None = None
+        self._mounted = False
+        self._relay: asyncio.base_events.Server | None = None
+        self._token: int | None = None
+        self._oom_seen = 0
+
+    async def _start(self) -> None:
+        if shutil.which("bwrap") is None:
+            raise SandboxError("bubblewrap (bwrap) is not installed (tools/system_setup.sh installs it)")
+        await asyncio.to_thread(reap_orphans)
+        self._root, self._facts = await asyncio.to_thread(rootfs.resolve, self.spec.image, self.spec.workdir,
+                                                          self.spec.user)
+        if self.limits == "auto":
+            self.limits = "cgroup" if cgroups.available() else "rlimit"
+        self._token = reaper.register(self._cleanup_sync)
+        await asyncio.to_thread(self._prepare)
+        if self.spec.network == "proxy_only":
+            if not (self._root / "usr/bin/python3").exists():
+                raise SandboxError(f"network='proxy_only' on bubblewrap needs python3 in {self._root}")
+            self._relay = await asyncio.start_unix_server(self._relay_one, path=str(self.state / "proxy" / "s"))
+            self.proxy_url_base = f"http://127.0.0.1:{self.spec.proxy_port}"
+        self.base_commit = self._facts.base_commit
+
+    def _prepare(self) -> None:
+        spec, facts = self.spec, self._facts
+        self.state = state_root() / self.name
+        self.state.mkdir(mode=0o700)
+        (self.state / "owner.json").write_text(json.dumps(reaper.owner_labels(spec.labels)))
+        fs = self.state / "fs"
+        fs.mkdir()
+        if os.geteuid() == 0:
+            _check(["mount", "-t", "tmpfs", "-o", f"size={spec.disk_mb}m,mode=0755", "tmpfs", str(fs)], "mount")
+            self._mounted = True
+        for part in ("work", "home", "tmp", "proxy"):
+            (fs / part).mkdir()
+        os.chmod(fs / "tmp", 0o1777)
+        (self.state / "proxy").symlink_to(fs / "proxy")
+        source = self._root / spec.workdir.lstrip("/")
+        if source.is_dir():
+            shutil.copytree(source, fs / "work", symlinks=True, dirs_exist_ok=True)
+        home = self._root / facts.home.lstrip("/")
+        if home_needs_mount(facts, spec.workdir) and home.is_dir():
+            shutil.copytree(home, fs / "home", symlinks=True, dirs_exist_ok=True)
+        if self.limits == "cgroup":
+            self._cgroup = cgroups.CgroupLimits.create(self.name, memory_mb=spec.memory_mb, pids=spec.pids,
+                                                       cpus=spec.cpus)
+
+    async def _relay_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.spec.proxy_port)
+        except OSError:
+            writer.close()
+            return
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (OSError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    # -- exec -----------------------------------------------------------------------------------------
+
+    def _argv(self, argv: list[str], workdir: str, env: dict[str, str]) -> list[str]:
+        spec, facts, fs = self.spec, self._facts, self.state / "fs"
+        args = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+                "--uid", str(facts.uid), "--gid", str(facts.gid), "--hostname", "sandbox",
+                "--ro-bind", str(self._root), "/", "--dev", "/dev", "--proc", "/proc",
+                "--bind", str(fs / "tmp"), "/tmp", "--bind", str(fs / "work"), spec.workdir]
+        if home_needs_mount(facts, spec.workdir) and facts.home != "/tmp":
+            args += ["--bind", str(fs / "home"), facts.home]
+        for target, source in spec.mounts.items():
+            args += ["--ro-bind", source, target]
+        if spec.network == "proxy_only":
+            args += ["--ro-bind", str(fs / "proxy"), _PROXY_DIR]
+            argv = ["python3", "-c", FORWARDER, str(spec.proxy_port), f"{_PROXY_DIR}/s", *argv]
+        full_env = {**facts.env, "HOME": facts.home, "USER": facts.user.split(":")[0], **env}
+        args += ["--chdir", workdir, "--clearenv"]
+        for key, value in full_env.items():
+            args += ["--setenv", key, value]
+        limits = ["prlimit", f"--fsize={self.file_limit}"]
+        if self.limits == "rlimit":
+            limits += [f"--as={spec.memory_mb << 20}", f"--nproc={spec.pids + _user_tasks()}"]
+        prefix = []
+        if self._cgroup is not None:
+            files = self._cgroup.procs_files
+            prefix = ["/bin/sh", "-c", _JOIN, "legorl-join", str(len(files)), *files]
+        return [*prefix, *limits, "--", *args, "--", *argv]
+
+    async def _run(self, argv: list[str], *, timeout: float | None, workdir: str, env: dict[str, str],
+                   stdin: Stdin, limit: int) -> RawResult:
+        oom_before = self._cgroup.oom_kills() if self._cgroup else 0
+        started = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._argv(argv, workdir, env), stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            raise SandboxError(f"starting bubblewrap failed: {exc}") from exc
+        out, err = CappedBuffer(limit), CappedBuffer(limit)
+        io = asyncio.gather(_drain(proc.stdout, out), _drain(proc.stderr, err), _feed(proc, stdin))
+        timed_out = False
+        try:
+            await asyncio.wait_for(asyncio.shield(io), timeout)
+            await proc.wait()
+        except TimeoutError:
+            timed_out = True
+        finally:
+            if proc.returncode is None:
+                _kill_group(proc.pid)  # bubblewrap's death takes its whole pid namespace with it
+                await asyncio.shield(asyncio.gather(io, return_exceptions=True))
+                await asyncio.shield(proc.wait())
+        exit_code = TIMEOUT_EXIT_CODE if timed_out else proc.returncode
+        if exit_code < 0:
+            exit_code = 128 - exit_code
+        oom = bool(self._cgroup) and exit_code in (137, TIMEOUT_EXIT_CODE) and self._cgroup.oom_kills() > oom_before
+        self._check_started(exit_code, err)
+        return RawResult(exit_code, out.getvalue(), err.getvalue(), timed_out, bool(out.dropped or err.dropped),
+                         oom, time.monotonic() - started)
+
+    def _check_started(self, exit_code: int, err: CappedBuffer) -> None:
+        message = err.getvalue()[:4096].decode(errors="replace")
+        if exit_code in (1, 125) and message.startswith(("bwrap:", "prlimit:", "legorl-join:")):
+            raise SandboxError(f"bubblewrap could not start the command: {message.strip()}")
+
+    # -- close ----------------------------------------------------------------------------------------
+
+    async def _close(self) -> None:
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
+        await asyncio.to_thread(self._cleanup_sync)
+
+    def _cleanup_sync(self) -> None:
+        try:
+            if self._cgroup is not None:
+                self._cgroup.remove()
+                self._cgroup = None
+            if self.state is not None:
+                remove_state(self.state, self._mounted)
+        except OSError as exc:
+            raise SandboxError(f"removing bubblewrap sandbox {self.name} failed: {exc}") from exc
+        finally:
+            if self._token is not None:
+                reaper.unregister(self._token)
+                self._token = None
+
+
+async def _drain(stream: asyncio.StreamReader, buffer: CappedBuffer) -> None:
+    while data := await stream.read(1 << 16):
+        buffer.add(data)
+
+
+async def _feed(proc: asyncio.subprocess.Process, stdin: Stdin) -> None:
+    if stdin is None:
+        return
+    try:
+        if isinstance(stdin, Path):
+            with open(stdin, "rb") as handle:
+                while block := handle.read(1 << 20):
+                    proc.stdin.write(block)
+                    await proc.stdin.drain()
+        else:
+            proc.stdin.write(stdin)
+            await proc.stdin.drain()
+        proc.stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the command exited without reading all of its input
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _user_tasks() -> int:
+    """Tasks (threads) the host user runs now: RLIMIT_NPROC counts them all, not just the sandbox's."""
+    uid, count = os.getuid(), 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(entry / "task"))
+            except OSError:
+                continue
+    return count
+
+
+def _check(argv: list[str], what: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise SandboxError(f"{what} failed: {proc.stderr.strip()}")
+
+
+def remove_state(state: Path, mounted: bool | None = None) -> None:
+    """Unmounts (when mounted) and deletes a sandbox state directory."""
+    fs = state / "fs"
+    if mounted or (mounted is None and os.path.ismount(fs)):
+        subprocess.run(["umount", "-l", str(fs)], capture_output=True, timeout=60)
+    shutil.rmtree(state, ignore_errors=True)
+    if state.exists():
+        raise OSError(f"could not remove {state}")
+
+
+def reap_orphans() -> list[str]:
+    """Removes state directories and cgroups of bubblewrap sandboxes whose owner is dead."""
+    removed = []
+    root = state_root()
+    for state in sorted(root.glob("legorl-*")):
+        try:
+            labels = json.loads((state / "owner.json").read_text())
+        except (OSError, ValueError):
+            # Created but not yet labelled (or labelling crashed): only a stale one is an orphan.
+            if time.time() - state.stat().st_mtime < 60:
+                continue
+            labels = {}
+        if labels and reaper.owner_alive(labels) is not False:
+            continue  # alive, or another machine's state on a shared directory
+        try:
+            remove_state(state)
+            removed.append(state.name)
+        except OSError:
+            continue
+    if cgroups.available():
+        # Groups are listed before state directories: a sandbox creates its directory first, so a group
+        # seen here without a directory listed afterwards really lost its owner.
+        groups = cgroups.stale_groups(set())
+        live = {p.name for p in root.glob("legorl-*")}
+        for group in groups:
+            if group.name not in live:
+                cgroups.remove_group(group)
+    return removed

@@ -1,0 +1,117 @@
+"""Root filesystems for the bubblewrap backend, with the image facts a sandbox needs.
+
+`resolve(image, workdir, user)` maps a spec's `image` to `(rootfs directory, ImageFacts)`:
+- an absolute path to a directory is used as the root filesystem directly (a debootstrap tree, say); the
+  user is `user`, else the `user` of a `legorl-rootfs.json` beside it, else root;
+- a Docker image is exported once (`docker export` of a created, never started container) into
+  `<cache>/rootfs/<image id>/root`, with its facts from `seed.image_facts` in `facts.json`;
+- `legorl-base:<tag>` on a host without Docker is the base image's debootstrap tarball
+  (`images.base_rootfs_tarball`) unpacked into `<cache>/rootfs/base-<hash>/root` (`ensure_base_rootfs`).
+Exports are staged and renamed into place under a lock, so concurrent first uses export once.
+Files unpacked by a non-root user belong to that user; the sandbox only ever sees the tree read-only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+from legorl_jax.sandbox import daemon, images, reaper, seed
+from legorl_jax.sandbox.base import SandboxError
+from legorl_jax.sandbox.cache import cache_dir, locked, staged_dir
+
+META = "legorl-rootfs.json"
+
+
+def _untar(source: Path | Iterable[bytes], target: Path) -> None:
+    """Unpacks a tarball (a file, or a stream of chunks) into `target`."""
+    owner = ["-p", "--numeric-owner"] if os.geteuid() == 0 else ["--no-same-owner", "--no-same-permissions"]
+    streamed = not isinstance(source, Path)
+    argv = ["tar", "-x", *owner, "-C", str(target), "-f", "-" if streamed else str(source)]
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if streamed else subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        if streamed:
+            for chunk in source:
+                proc.stdin.write(chunk)
+            proc.stdin.close()
+        stderr = proc.stderr.read().decode(errors="replace")
+    finally:
+        proc.wait(timeout=1800)
+    # Device nodes cannot be created without privileges and the sandbox gets its own /dev anyway.
+    errors = [line for line in stderr.splitlines() if line.strip() and "mknod" not in line.lower()
+              and "Exiting with failure status" not in line]
+    if proc.returncode != 0 and errors:
+        raise SandboxError(f"unpacking a root filesystem into {target} failed: {' '.join(errors[-5:])}")
+
+
+def ensure_base_rootfs() -> Path:
+    """The base image's root filesystem as a directory (built from the cached tarball; no Docker needed)."""
+    key = f"base-{images.base_recipe_hash()}"
+    entry = cache_dir() / "rootfs" / key
+    with locked(f"rootfs-{key}"):
+        if not (entry / "facts.json").is_file():
+            tarball = images.base_rootfs_tarball()
+            with staged_dir(entry) as staging:
+                (staging / "root").mkdir()
+                _untar(tarball, staging / "root")
+                facts = seed.ImageFacts(
+                    image_id=key, user=images.BASE_USER, uid=images.BASE_UID, gid=images.BASE_UID,
+                    home=f"/home/{images.BASE_USER}", env={"PATH": images.BASE_PATH}, base_commit=None)
+                (staging / "facts.json").write_text(json.dumps(dataclasses.asdict(facts)))
+    return entry / "root"
+
+
+def _export(image: str, workdir: str, user: str | None) -> tuple[Path, seed.ImageFacts]:
+    facts = seed.read_facts(image, workdir, user, want_seed=False)
+    entry = cache_dir() / "rootfs" / facts.image_id.replace("sha256:", "")[:32]
+    with locked(f"rootfs-{entry.name}"):
+        if not (entry / "root").is_dir():
+            api = daemon.client().api
+            container = api.create_container(facts.image_id, command=["/bin/true"], network_disabled=True,
+                                             labels=reaper.owner_labels({reaper.KIND: "export"}))["Id"]
+            try:
+                with staged_dir(entry) as staging:
+                    (staging / "root").mkdir()
+                    _untar(api.export(container), staging / "root")
+            finally:
+                api.remove_container(container, force=True)
+    return entry / "root", facts
+
+
+def resolve(image: str, workdir: str, user: str | None) -> tuple[Path, seed.ImageFacts]:
+    """The root filesystem directory and image facts for a bubblewrap sandbox of `image`."""
+    if image.startswith("/"):
+        return _directory(Path(image), user)
+    if daemon.available():
+        return _export(image, workdir, user)
+    if image.split(":")[0] == images.BASE_REPO:
+        root = ensure_base_rootfs()
+        return _directory(root, user)
+    raise SandboxError(f"image {image!r}: no Docker daemon to export it from, and it is not a directory; "
+                       f"pass a root filesystem directory or {images.BASE_REPO}:latest")
+
+
+def _directory(root: Path, user: str | None) -> tuple[Path, seed.ImageFacts]:
+    if not root.is_dir():
+        raise SandboxError(f"root filesystem {str(root)!r} is not a directory")
+    meta_file = next((p for p in (root.parent / "facts.json", root.parent / META) if p.is_file()), None)
+    meta = json.loads(meta_file.read_text()) if meta_file else {}
+    wanted = user or meta.get("user") or "root"
+    passwd, group = (_read(root / "etc" / n) for n in ("passwd", "group"))
+    uid, gid, home = seed.parse_passwd(passwd, group, wanted) if passwd else (0, 0, "/root")
+    facts = seed.ImageFacts(
+        image_id=meta.get("image_id", str(root)), user=wanted, uid=uid, gid=gid, home=home,
+        env=meta.get("env") or {"PATH": images.BASE_PATH}, base_commit=meta.get("base_commit"))
+    return root, facts
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
