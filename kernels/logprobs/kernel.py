@@ -31,9 +31,11 @@ lm_head once); padded columns are masked to `MASK_VALUE` and padded rows are sli
 multiply at HIGHEST precision (never tf32); bf16 inputs multiply in bf16 with float32 accumulation, and
 d(logits) is cast to bf16 before its matmuls.
 
-Unverified here (no accelerator in the task that wrote this): Triton and Mosaic lowering, and speed.
-Known TPU risk: the per-token statistics use 1-D blocks of `block_n`, which Mosaic may want as
-[block_n, 128] lane-replicated tiles (as its flash-attention residuals are).
+Verified without an accelerator: the interpreter's numerics, and that all three kernels lower through
+Pallas to Triton IR for an H200 and to Mosaic for a TPU v5e (tests/kernels, via an abstract device).
+Unverified (no accelerator in the task that wrote this): compiling that IR (Triton to PTX: register and
+shared-memory fit of the tiles; Mosaic's layout passes, e.g. its handling of the 1-D per-token blocks),
+results on the devices, and speed.
 """
 
 from __future__ import annotations
@@ -87,9 +89,11 @@ class BlockSizes:
     def for_platform(cls, platform: str, hidden_dim: int) -> BlockSizes:
         """Defaults for a backend, with block_d shrunk to the largest power of two dividing `hidden_dim`."""
         if platform == "tpu":
-            # VMEM holds a whole split of lm_head per step; MXU-sized tiles.
-            sizes = cls(block_n=256, block_v=512, block_d=512, forward_split_v=2048,
-                        backward_split_v=2048, backward_split_n=1024)
+            # A step's lm_head block [D, split] is copied to VMEM (double-buffered): keep it near 2M elements
+            # (4 MiB in bf16), inside the default scoped VMEM limit, whatever D is. MXU-sized tiles.
+            split = max(512, (2**21 // hidden_dim) // 512 * 512)
+            sizes = cls(block_n=256, block_v=512, block_d=512, forward_split_v=split, backward_split_v=split,
+                        backward_split_n=1024)
         else:
             sizes = cls()
         block_d = sizes.block_d
@@ -325,13 +329,14 @@ def forward(
             pl.BlockSpec((d, tiles_per_split * sizes.block_v), lambda i, k: (0, k)),
             pl.BlockSpec((bn,), lambda i, k: (i,)),
         ],
-        out_specs=[pl.BlockSpec((None, bn), lambda i, k: (k, i))] * stat_count,
-        out_shape=[jax.ShapeDtypeStruct((splits, p.row_tiles * bn), jnp.float32)] * stat_count,
+        # Split-major 1-D [splits * N_pad]: Mosaic rejects a squeezed second-to-last block dimension.
+        out_specs=[pl.BlockSpec((bn,), lambda i, k: (k * p.row_tiles + i,))] * stat_count,
+        out_shape=[jax.ShapeDtypeStruct((splits * p.row_tiles * bn,), jnp.float32)] * stat_count,
         compiler_params=_compiler_params(platform, interpret, ("parallel", "parallel")),
         interpret=interpret,
         name="token_logprobs_forward",
     )(p.hidden, p.lm_head, *p.rows)
-    parts = list(parts)
+    parts = [x.reshape(splits, p.row_tiles * bn) for x in parts]
     if not with_entropy:
         parts.insert(2, None)  # RunningStats.shifted_sum
     result = online_softmax.finalize(online_softmax.merge(online_softmax.RunningStats(*parts)))

@@ -133,6 +133,37 @@ class TestPallasKernelCompiled(PallasKernelCases):
             pytest.skip(f"needs a GPU; the backend is {jax.default_backend()!r}")
 
 
+@pytest.mark.parametrize(
+    ("platform", "device_kind", "custom_call"),
+    [("cuda", "NVIDIA H200", "__gpu$xla.gpu.triton"), ("tpu", "TPU v5 lite", "tpu_custom_call")],
+    ids=["triton_h200", "mosaic_tpu_v5e"],
+)
+@pytest.mark.filterwarnings("ignore:The Pallas Triton backend is deprecated:DeprecationWarning")
+def test_pallas_kernels_lower_for_gpu_and_tpu_with_the_default_blocks(platform, device_kind, custom_call):
+    """Lowering only (compiling needs the device): every kernel body and BlockSpec passes the backend's rules."""
+    from jax.sharding import AbstractDevice, AbstractMesh, use_abstract_mesh
+
+    from legorl_jax.kernels.logprobs import kernel, online_softmax
+
+    n, d, v = 300, 1024, QWEN_VOCAB
+    backend = "gpu" if platform == "cuda" else platform
+    sizes = BlockSizes.for_platform(backend, d)
+    sizes.check(d, compiled_for_gpu=backend == "gpu")
+    common = {"inv_temperature": 1.25, "sizes": sizes, "platform": backend, "interpret": False}
+
+    def forward_and_backward(h, w, t):
+        result = kernel.forward(h, w, t, with_entropy=True, **common)
+        rows = online_softmax.BackwardRows(t, result.lse, result.mean_logit, result.lse, result.entropy)
+        return kernel.backward(h, w, rows, **common)
+
+    args = (jax.ShapeDtypeStruct((n, d), jnp.bfloat16), jax.ShapeDtypeStruct((d, v), jnp.bfloat16),
+            jax.ShapeDtypeStruct((n,), jnp.int32))
+    target = AbstractDevice(device_kind=device_kind, num_cores=1, platform=backend)
+    with use_abstract_mesh(AbstractMesh((1,), ("x",), abstract_device=target)):
+        lowered = jax.jit(forward_and_backward).trace(*args).lower(lowering_platforms=(platform,))
+    assert lowered.as_text().count(custom_call) == 3  # forward, d_hidden, d_lm_head
+
+
 def test_interpreter_poisons_outputs_so_an_unwritten_element_is_caught():
     """What the interpreted cases rely on: a block no grid step writes comes back NaN, and fails the checks."""
     from jax.experimental import pallas as pl
