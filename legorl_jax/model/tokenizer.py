@@ -8,6 +8,10 @@ Owns reading, from any HF model directory:
 - the named special tokens (`bos_token`, `eos_token`, `pad_token`, ... in `tokenizer_config.json`) and the
   stop ids (`generation_config.json["eos_token_id"]` followed by the tokenizer's eos).
 
+transformers 5 rebuilds some tokenizer classes from vocab + merges with a pipeline of its own instead of the
+one in tokenizer.json; for `Qwen2Tokenizer` (Qwen3 checkpoints and our tiny models) the two give the same
+ids, which the fixtures check. For another class, compare against HF before trusting this loader.
+
 Contract: `Tokenizer.apply_chat_template(messages, tools=..., add_generation_prompt=..., **kwargs)` returns
 the ids that transformers 5 `AutoTokenizer.from_pretrained(dir).apply_chat_template(..., tokenize=True)`
 returns, and `render(...)` its text. That means the same Jinja environment (sandboxed and immutable,
@@ -436,7 +440,10 @@ class Tokenizer:
 
     def decode(self, ids: Sequence[int] | np.ndarray, *, skip_special_tokens: bool = False) -> str:
         """Text of `ids`, as transformers' `decode` gives it."""
-        ids = [int(i) for i in np.asarray(ids, dtype=np.int64).reshape(-1)]
+        array = np.asarray(ids)
+        if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
+            raise ValueError(f"ids must be a 1-D sequence of ints, got shape {array.shape} of {array.dtype}")
+        ids = array.astype(np.int64).tolist()
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
             raise ValueError(f"ids must lie in [0, {self.vocab_size}), got {bad[:8]}")

@@ -92,6 +92,9 @@ def test_decode_accepts_numpy_ids_and_rejects_ids_outside_the_vocabulary(tok):
     assert tok.decode(np.asarray(ids, dtype=np.int32)) == "hello world"
     with pytest.raises(ValueError, match=str(tok.vocab_size)):
         tok.decode([tok.vocab_size])
+    with pytest.raises(ValueError, match=r"1-D sequence of ints, got shape \(1, 2\)"):
+        tok.decode([ids[:2]])
+    assert tok.decode([]) == ""
 
 
 def test_encode_rejects_non_strings(tok):
@@ -205,12 +208,15 @@ def test_rendering_does_not_modify_the_callers_messages(tok):
     assert json.dumps(messages) == before
 
 
-def test_importing_the_tokenizer_module_initialises_no_jax_backend():
-    # legorl_jax.model's __init__ imports jax (the policy); importing must still not start a backend.
+def test_the_tokenizer_module_imports_without_jax():
+    # Loaded by file path, without legorl_jax.model's __init__ (which imports the policy): the proxy's
+    # renderer itself must not pull in jax.
+    path = pathlib.Path(__file__).parents[2] / "legorl_jax" / "model" / "tokenizer.py"
     code = (
-        "import sys, legorl_jax.model.tokenizer\n"
-        "xb = sys.modules.get('jax._src.xla_bridge')\n"
-        "print(bool(xb and xb.backends_are_initialized()))"
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('tok', {str(path)!r})\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print('jax' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
