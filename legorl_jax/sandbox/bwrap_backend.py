@@ -7,6 +7,10 @@ the user's home) and `tmp` (bound at /tmp). As root, `fs` is a tmpfs of `disk_mb
 hold at most `disk_mb` (and their pages count against the memory cgroup); otherwise it is a plain
 directory and only single files are capped (RLIMIT_FSIZE = disk_mb, always set).
 
+With `read_only_root=False` (needs root) the root is instead an overlay mounted on the host: the root
+filesystem as its lower layer and `fs/upper` as its upper one, so the whole root is writable, changes
+persist across execs, and they too count against the `disk_mb` tmpfs.
+
 Each exec is one `bwrap --unshare-all --die-with-parent --new-session` run: new user (the image user's
 uid/gid), pid, network (loopback only), ipc, uts and cgroup namespaces, a fresh /proc and a minimal
 /dev, a cleared environment. Consequences: a timeout kills the whole tree for sure (killing bubblewrap
@@ -138,10 +142,19 @@ class BwrapSandbox(ExecSandbox):
         if os.geteuid() == 0:
             _check(["mount", "-t", "tmpfs", "-o", f"size={spec.disk_mb}m,mode=0755", "tmpfs", str(fs)], "mount")
             self._mounted = True
-        for part in ("work", "home", "tmp", "proxy"):
+        for part in ("work", "home", "tmp", "proxy", "upper", "overlay-work"):
             (fs / part).mkdir()
         os.chmod(fs / "tmp", 0o1777)
         (self.state / "proxy").symlink_to(fs / "proxy")
+        self._check_mounts()
+        if not spec.read_only_root:
+            (self.state / "root").mkdir()
+            options = f"lowerdir={self._root},upperdir={fs / 'upper'},workdir={fs / 'overlay-work'}"
+            _check(["mount", "-t", "overlay", "overlay", "-o", options, str(self.state / "root")], "overlay mount")
+            if self.limits == "cgroup":
+                self._cgroup = cgroups.CgroupLimits.create(self.name, memory_mb=spec.memory_mb, pids=spec.pids,
+                                                           cpus=spec.cpus)
+            return
         source = self._root / spec.workdir.lstrip("/")
         if source.is_dir():
             shutil.copytree(source, fs / "work", symlinks=True, dirs_exist_ok=True)
@@ -151,6 +164,15 @@ class BwrapSandbox(ExecSandbox):
         if self.limits == "cgroup":
             self._cgroup = cgroups.CgroupLimits.create(self.name, memory_mb=spec.memory_mb, pids=spec.pids,
                                                        cpus=spec.cpus)
+
+    def _check_mounts(self) -> None:
+        if not self.spec.read_only_root and os.geteuid() != 0:
+            raise SandboxError("read_only_root=False on bubblewrap needs root (it mounts an overlay on the host)")
+        for target, source in self.spec.mounts.items():
+            if not Path(source).is_dir():
+                raise SandboxError(f"mount source {source!r} (for {target!r}) is not a directory on the host")
+            if self.spec.read_only_root and not (self._root / target.lstrip("/")).is_dir():
+                raise SandboxError(f"mount target {target!r} does not exist in the read-only root {self._root}")
 
     async def _relay_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -176,13 +198,18 @@ class BwrapSandbox(ExecSandbox):
     def _argv(self, argv: list[str], workdir: str, env: dict[str, str]) -> list[str]:
         spec, facts, fs = self.spec, self._facts, self.state / "fs"
         args = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
-                "--uid", str(facts.uid), "--gid", str(facts.gid), "--hostname", "sandbox",
-                "--ro-bind", str(self._root), "/", "--dev", "/dev", "--proc", "/proc",
-                "--bind", str(fs / "tmp"), "/tmp", "--bind", str(fs / "work"), spec.workdir]
-        if home_needs_mount(facts, spec.workdir) and facts.home != "/tmp":
-            args += ["--bind", str(fs / "home"), facts.home]
+                "--uid", str(facts.uid), "--gid", str(facts.gid), "--hostname", "sandbox"]
+        if spec.read_only_root:
+            args += ["--ro-bind", str(self._root), "/", "--dev", "/dev", "--proc", "/proc",
+                     "--bind", str(fs / "tmp"), "/tmp", "--bind", str(fs / "work"), spec.workdir]
+            if home_needs_mount(facts, spec.workdir) and facts.home != "/tmp":
+                args += ["--bind", str(fs / "home"), facts.home]
+        else:
+            args += ["--bind", str(self.state / "root"), "/", "--dev", "/dev", "--proc", "/proc"]
         for target, source in spec.mounts.items():
             args += ["--ro-bind", source, target]
+        # Through sh, so a missing command is exit 127 as on Docker, not a bubblewrap error.
+        argv = ["/bin/sh", "-c", 'exec "$@"', "legorl-exec", *argv]
         if spec.network == "proxy_only":
             args += ["--ro-bind", str(fs / "proxy"), _PROXY_DIR]
             argv = ["python3", "-c", FORWARDER, str(spec.proxy_port), f"{_PROXY_DIR}/s", *argv]
@@ -309,6 +336,8 @@ def _check(argv: list[str], what: str) -> None:
 def remove_state(state: Path, mounted: bool | None = None) -> None:
     """Unmounts (when mounted) and deletes a sandbox state directory."""
     fs = state / "fs"
+    if os.path.ismount(state / "root"):
+        subprocess.run(["umount", "-l", str(state / "root")], capture_output=True, timeout=60)
     if mounted or (mounted is None and os.path.ismount(fs)):
         subprocess.run(["umount", "-l", str(fs)], capture_output=True, timeout=60)
     shutil.rmtree(state, ignore_errors=True)

@@ -218,7 +218,9 @@ class DockerSandbox(ExecSandbox):
             ulimits=[docker.types.Ulimit(name="fsize", soft=disk, hard=disk)],
             read_only=spec.read_only_root,
             tmpfs=tmpfs,
-            binds={source: {"bind": target, "mode": "ro"} for target, source in spec.mounts.items()},
+            # Mounts, not binds: a missing host directory is an error instead of being created empty.
+            mounts=[docker.types.Mount(target, source, type="bind", read_only=True)
+                    for target, source in spec.mounts.items()],
             init=True,
             security_opt=["no-new-privileges"],
             cap_drop=["NET_RAW", "MKNOD", "AUDIT_WRITE"],

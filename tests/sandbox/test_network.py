@@ -1,0 +1,53 @@
+"""Network isolation: no route out by default; with proxy_only, exactly the proxy's address:port."""
+
+from __future__ import annotations
+
+import subprocess
+
+PROBE = """
+import socket, sys, concurrent.futures as cf
+def probe(target):
+    host, port = target.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=2) as s:
+            s.sendall(b"ping")
+            return f"{target} open {s.recv(100).decode()}"
+    except OSError as exc:
+        return f"{target} closed {type(exc).__name__}"
+with cf.ThreadPoolExecutor(len(sys.argv) - 1) as pool:
+    print("\\n".join(pool.map(probe, sys.argv[1:])))
+"""
+"""Run inside a sandbox as `python3 -c PROBE host:port ...`: one line per target, 'open pong:ping' or 'closed'."""
+
+
+def _host_addresses() -> list[str]:
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    return sorted({line.split()[3].split("/")[0] for line in out.splitlines()})
+
+
+async def _probe(sb, targets: list[str]) -> dict[str, str]:
+    result = await sb.exec(["python3", "-c", PROBE, *targets], timeout=30)
+    assert result.exit_code == 0, result
+    return {line.split()[0]: line.split(" ", 1)[1] for line in result.stdout.splitlines()}
+
+
+async def test_without_network_no_host_or_outside_address_is_reachable(open_sandbox, tcp_server):
+    server = await tcp_server()
+    sb = await open_sandbox()
+    targets = [f"{a}:{server.port}" for a in _host_addresses()] + ["1.1.1.1:53", "deb.debian.org:80"]
+    seen = await _probe(sb, targets)
+    assert all(v.startswith("closed") for v in seen.values()), seen
+    assert server.hits == 0
+
+
+async def test_proxy_only_reaches_the_proxy_port_and_nothing_else(open_sandbox, tcp_server):
+    proxy, other = await tcp_server(), await tcp_server()
+    sb = await open_sandbox(network="proxy_only", proxy_port=proxy.port)
+    host = sb.proxy_url_base.removeprefix("http://").rsplit(":", 1)[0]
+    assert sb.proxy_url_base == f"http://{host}:{proxy.port}"
+    others = [a for a in _host_addresses() if a != host]
+    blocked = [f"{host}:{other.port}", "1.1.1.1:53", *(f"{a}:{p}" for a in others for p in (proxy.port, other.port))]
+    seen = await _probe(sb, [f"{host}:{proxy.port}", *blocked])
+    assert seen.pop(f"{host}:{proxy.port}") == "open pong:ping"
+    assert all(v.startswith("closed") for v in seen.values()), seen
+    assert (proxy.hits, other.hits) == (1, 0)
