@@ -27,12 +27,9 @@ def test_since_compares_instants_across_offsets():
     assert messages(out) == ["request b failed", "request c slow", "request d"]
 
 
-def test_until_is_exclusive_across_offsets():
+def test_until_is_exclusive_and_the_window_may_use_another_offset():
     _, out, _ = run("--until", "2024-03-10T09:45:00Z")
     assert messages(out) == ["request a", "request c slow"]
-
-
-def test_window_given_in_another_offset():
     _, out, _ = run("--since", "2024-03-10T04:40:00-05:00", "--until", "2024-03-10T05:00:00-05:00")
     assert messages(out) == ["request b failed", "request c slow"]
 
@@ -55,13 +52,10 @@ def test_sort_orders_by_instant_and_keeps_original_text():
     ]
 
 
-def test_until_before_since_is_detected_across_offsets():
+def test_until_is_checked_against_since_as_instants():
     # 08:30Z is before 09:00Z, although "09:30" sorts after "04:00" as text.
     code, _, err = run("--since", "2024-03-10T04:00:00-05:00", "--until", "2024-03-10T09:30:00+01:00")
     assert code == 2 and "is not after" in err
-
-
-def test_valid_window_in_mixed_offsets_is_accepted():
     # 09:00Z to 09:30Z: request a (09:30Z) is excluded by the exclusive end, nothing else is inside.
     code, out, err = run("--since", "2024-03-10T10:00:00+01:00", "--until", "2024-03-10T04:30:00-05:00")
     assert "is not after" not in err

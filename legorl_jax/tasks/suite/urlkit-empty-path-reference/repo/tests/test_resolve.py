@@ -1,5 +1,3 @@
-import pytest
-
 from urlkit import normalize, remove_dot_segments, resolve
 
 BASE = "http://a/b/c/d;p?q"
@@ -39,9 +37,9 @@ EXAMPLES = {
 }
 
 
-@pytest.mark.parametrize("ref", sorted(EXAMPLES), ids=[f"ex{i}" for i in range(len(EXAMPLES))])
-def test_rfc_examples(ref):
-    assert resolve(BASE, ref) == EXAMPLES[ref]
+def test_rfc_examples():
+    wrong = {ref: resolve(BASE, ref) for ref, expected in EXAMPLES.items() if resolve(BASE, ref) != expected}
+    assert wrong == {}
 
 
 def test_remove_dot_segments_from_rfc():
