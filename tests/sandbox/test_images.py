@@ -1,0 +1,90 @@
+"""Image building: content hashes, the host's Debian mirror, image facts, and cached task-image builds."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from legorl_jax.sandbox import SandboxError
+from legorl_jax.sandbox.images import ImageError, base_recipe_hash, context_hash, debian_mirror, ensure_image
+from legorl_jax.sandbox.seed import git_head, parse_passwd
+
+
+def test_context_hash_follows_content_modes_and_the_dockerfile(tmp_path):
+    (tmp_path / "a.txt").write_text("one")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "run.sh").write_text("echo")
+    dockerfile = "FROM scratch\nCOPY . /x\n"
+    first = context_hash(tmp_path, dockerfile)
+    assert context_hash(tmp_path, dockerfile) == first
+    (tmp_path / "sub" / "run.sh").chmod(0o755)
+    moded = context_hash(tmp_path, dockerfile)
+    (tmp_path / "a.txt").write_text("two")
+    edited = context_hash(tmp_path, dockerfile)
+    assert len({first, moded, edited, context_hash(tmp_path, dockerfile + "RUN true\n")}) == 4
+    assert len(base_recipe_hash()) == 16
+
+
+def test_debian_mirror_reads_deb822_and_one_line_sources(tmp_path):
+    deb822 = tmp_path / "debian.sources"
+    deb822.write_text("Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n\n"
+                      "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n")
+    assert debian_mirror([deb822]) == "http://mirror.example/debian"
+    legacy = tmp_path / "sources.list"
+    legacy.write_text("# comment\ndeb [arch=amd64] http://old.example/debian bookworm main\n")
+    assert debian_mirror([tmp_path / "absent", legacy]) == "http://old.example/debian"
+    assert debian_mirror([tmp_path / "absent"]) == "http://deb.debian.org/debian"
+
+
+def test_passwd_lookup_resolves_names_uids_and_groups():
+    passwd = "root:x:0:0:root:/root:/bin/bash\nagent:x:1000:1000::/home/agent:/bin/bash\n"
+    group = "root:x:0:\nagent:x:1000:\nstaff:x:50:\n"
+    assert parse_passwd(passwd, group, "agent") == (1000, 1000, "/home/agent")
+    assert parse_passwd(passwd, group, "1000:staff") == (1000, 50, "/home/agent")
+    assert parse_passwd(passwd, group, "4242") == (4242, 4242, "/")
+    with pytest.raises(SandboxError, match="'ghost'"):
+        parse_passwd(passwd, group, "ghost")
+
+
+def test_git_head_follows_symbolic_loose_and_packed_refs():
+    sha, other = "a" * 40, "b" * 40
+    loose = {"/r/.git/HEAD": b"ref: refs/heads/main\n", "/r/.git/refs/heads/main": f"{sha}\n".encode()}
+    packed = {"/r/.git/HEAD": b"ref: refs/heads/main\n", "/r/.git/packed-refs": f"# pack\n{other} refs/heads/main\n".encode()}
+    assert git_head(loose.get, "/r/.git") == sha
+    assert git_head(packed.get, "/r/.git") == other
+    assert git_head({"/r/.git/HEAD": f"{sha}\n".encode()}.get, "/r/.git") == sha
+    assert git_head({"/r/.git/HEAD": b"ref: refs/heads/unborn\n"}.get, "/r/.git") is None
+    assert git_head({}.get, "/r/.git") is None
+
+
+def test_ensure_image_rejects_bad_arguments_naming_them(tmp_path):
+    with pytest.raises(ValueError, match="'/no/such/dir'"):
+        ensure_image("/no/such/dir", "FROM scratch", "x")
+    with pytest.raises(ValueError, match="FROM"):
+        ensure_image(tmp_path, "RUN true", "x")
+    with pytest.raises(ValueError, match="'Bad Name'"):
+        ensure_image(tmp_path, "FROM scratch", "Bad Name")
+
+
+@pytest.mark.docker
+def test_ensure_image_builds_once_and_reuses_the_content_tag(docker_available, base_image, tmp_path):
+    assert docker_available, "no Docker daemon answers (make system starts one)"
+    (tmp_path / "hello.txt").write_text(f"built at {time.time()}\n")  # unique content: a fresh build
+    dockerfile = f"FROM {base_image}\nCOPY hello.txt /testbed/hello.txt\n"
+    tag = ensure_image(tmp_path, dockerfile, "legorl-test-cache")
+    from legorl_jax.sandbox import daemon
+
+    created = daemon.client().images.get(tag).attrs["Created"]
+    started = time.perf_counter()
+    assert ensure_image(tmp_path, dockerfile, "legorl-test-cache") == tag
+    assert time.perf_counter() - started < 5
+    assert daemon.client().images.get(tag).attrs["Created"] == created
+    daemon.client().images.remove(tag, force=True)
+
+
+@pytest.mark.docker
+def test_a_failing_build_raises_image_error_with_the_log(docker_available, base_image, tmp_path):
+    assert docker_available, "no Docker daemon answers (make system starts one)"
+    with pytest.raises(ImageError, match="no-such-binary-xyz"):
+        ensure_image(tmp_path, f"FROM {base_image}\nRUN no-such-binary-xyz\n", "legorl-test-broken")
