@@ -44,6 +44,11 @@ def read_rows(text: str, dialect: str | Dialect | None = None) -> list[list[str]
         rows.append(list(row))
         row.clear()
 
+    def end_at(ch: str) -> None:
+        end_field()
+        if ch == "\n":
+            end_row()
+
     i = 0
     n = len(text)
     while i < n:
@@ -51,25 +56,19 @@ def read_rows(text: str, dialect: str | Dialect | None = None) -> list[list[str]
         if c == "\r" and i + 1 < n and text[i + 1] == "\n":
             i += 1
             c = "\n"
+        separator = c == d.delimiter or c == "\n"
         if state == _START_FIELD:
             if c == d.quotechar:
                 state = _IN_QUOTED
                 quoted_from = line
-            elif c == d.delimiter:
-                end_field()
-            elif c == "\n":
-                end_field()
-                end_row()
+            elif separator:
+                end_at(c)
             else:
                 field.append(c)
                 state = _IN_FIELD
         elif state == _IN_FIELD:
-            if c == d.delimiter:
-                end_field()
-                state = _START_FIELD
-            elif c == "\n":
-                end_field()
-                end_row()
+            if separator:
+                end_at(c)
                 state = _START_FIELD
             else:
                 field.append(c)
@@ -82,12 +81,8 @@ def read_rows(text: str, dialect: str | Dialect | None = None) -> list[list[str]
             if c == d.quotechar:
                 field.append(c)
                 state = _IN_QUOTED
-            elif c == d.delimiter:
-                end_field()
-                state = _START_FIELD
-            elif c == "\n":
-                end_field()
-                end_row()
+            elif separator:
+                end_at(c)
                 state = _START_FIELD
             else:
                 raise CSVSyntaxError(f"unexpected {c!r} after closing quote", line)
