@@ -258,6 +258,56 @@ class TrainConfig:
 
 
 # ----------------------------------------------------------------------------------------------------
+# sandbox/ (sandbox issue)
+# ----------------------------------------------------------------------------------------------------
+
+SANDBOX_BACKENDS = ("auto", "docker", "bwrap")
+SANDBOX_NETWORKS = ("none", "proxy_only")
+
+
+@dataclasses.dataclass
+class SandboxConfig:
+    """Backend and limits of the agents' sandboxes (`legorl_jax.sandbox.spec_from_config`)."""
+
+    backend: str = "auto"
+    """'docker', 'bwrap' (bubblewrap), or 'auto': Docker when a daemon answers, else bubblewrap."""
+    network: str = "none"
+    """'none', or 'proxy_only' (only the capture proxy is reachable) for harnesses that run inside."""
+    cpus: float = 1.0
+    """CPU quota of one sandbox, in cores."""
+    memory_mb: int = 2048
+    """Memory limit of one sandbox (swap included); tmpfs workspaces count against it too."""
+    pids: int = 256
+    """Process limit of one sandbox."""
+    disk_mb: int = 2048
+    """Size of each writable tmpfs (workdir, home, /tmp) and the cap on any single file."""
+    read_only_root: bool = True
+    """Only the workdir, home and /tmp are writable (False: the image's root is writable, unbounded)."""
+    output_limit_bytes: int = 1 << 20
+    """Cap on each of stdout / stderr of one exec; longer output is cut and flagged `truncated`."""
+    base_from_registry: str | None = None
+    """Build the base image FROM this registry image (e.g. python:3.12-slim) instead of debootstrap."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in SANDBOX_BACKENDS:
+            raise ValueError(f"sandbox.backend must be one of {SANDBOX_BACKENDS}, got {self.backend!r}")
+        if self.network not in SANDBOX_NETWORKS:
+            raise ValueError(f"sandbox.network must be one of {SANDBOX_NETWORKS}, got {self.network!r}")
+        for name in ("cpus", "memory_mb", "pids", "disk_mb", "output_limit_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ValueError(f"sandbox.{name} must be positive, got {value!r}")
+        for name in ("memory_mb", "pids", "disk_mb", "output_limit_bytes"):
+            if not isinstance(getattr(self, name), int):
+                raise ValueError(f"sandbox.{name} must be an int, got {getattr(self, name)!r}")
+        if not isinstance(self.read_only_root, bool):
+            raise ValueError(f"sandbox.read_only_root must be a bool, got {self.read_only_root!r}")
+        if self.base_from_registry is not None and (not isinstance(self.base_from_registry, str)
+                                                    or not self.base_from_registry.strip()):
+            raise ValueError(f"sandbox.base_from_registry must be an image reference or null, got {self.base_from_registry!r}")
+
+
+# ----------------------------------------------------------------------------------------------------
 # Root
 # ----------------------------------------------------------------------------------------------------
 
@@ -274,6 +324,8 @@ class Config:
     """The policy-gradient algorithm (conf/algo/)."""
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     """Optimiser, batch shape and checkpointing of the trainer (conf/train/)."""
+    sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
+    """Agent sandbox backend and limits (conf/sandbox/)."""
     seed: int = 0
     """Seed of every random stream in the run."""
 
@@ -288,3 +340,4 @@ def register_configs() -> None:
     cs.store(group="mesh", name="schema", node=MeshConfig)
     cs.store(group="algo", name="schema", node=AlgoConfig)
     cs.store(group="train", name="schema", node=TrainConfig)
+    cs.store(group="sandbox", name="schema", node=SandboxConfig)

@@ -5,17 +5,24 @@
         patch = await sb.diff()
 
 `make_sandbox(spec, backend="auto")` returns an unstarted sandbox: Docker when a daemon answers, else
-bubblewrap. Importing this package starts nothing and reaches no daemon.
+bubblewrap. `spec_from_config(cfg.sandbox, image=...)` builds a spec from the `sandbox` config group.
+Importing this package starts nothing and reaches no daemon.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from legorl_jax.sandbox.base import NETWORK_MODES, ExecResult, Sandbox, SandboxError, SandboxSpec
+
+if TYPE_CHECKING:
+    from legorl_jax.config import SandboxConfig
 
 BACKENDS = ("auto", "docker", "bwrap")
 
 __all__ = ["BACKENDS", "NETWORK_MODES", "ExecResult", "Sandbox", "SandboxError", "SandboxSpec", "make_sandbox",
-           "resolve_backend"]
+           "resolve_backend", "spec_from_config"]
 
 
 def resolve_backend(backend: str = "auto") -> str:
@@ -40,3 +47,14 @@ def make_sandbox(spec: SandboxSpec, backend: str = "auto") -> Sandbox:
     from legorl_jax.sandbox.bwrap_backend import BwrapSandbox
 
     return BwrapSandbox(spec)
+
+
+def spec_from_config(config: SandboxConfig, *, image: str, workdir: str = "/testbed", proxy_port: int | None = None,
+                     network: str | None = None, labels: Mapping[str, str] | None = None,
+                     env: Mapping[str, str] | None = None, mounts: Mapping[str, str] | None = None) -> SandboxSpec:
+    """The `SandboxSpec` of one trial from the run's `sandbox` config plus what only the trial knows."""
+    return SandboxSpec(
+        image=image, workdir=workdir, network=network or config.network, proxy_port=proxy_port, cpus=config.cpus,
+        memory_mb=config.memory_mb, pids=config.pids, disk_mb=config.disk_mb, env=dict(env or {}),
+        labels=dict(labels or {}), output_limit_bytes=config.output_limit_bytes,
+        read_only_root=config.read_only_root, mounts=dict(mounts or {}))
