@@ -11,7 +11,7 @@ run stacked on a leading axis. `hf_shapes` is the single statement of the HF sid
 `policy_from_tensors` are exact inverses (transposes and reshapes only), so load -> save(fp32) -> load
 is bit-exact.
 
-`init_policy` draws HF-layout tensors with numpy (normal(0.02) weights, unit norms, zero biases; each
+`init_policy` draws HF-layout tensors with numpy (normal(init_std = 0.02) weights, unit norms, zero biases; each
 tensor from its own seed derived from its name) and builds the policy through `policy_from_tensors`,
 the same path as `load_hf`: the layout flags cannot change the weights, and random init compiles
 nothing.
@@ -224,7 +224,7 @@ def policy_tensors(policy: Policy, dtype: str | None = None) -> dict[str, np.nda
     return {name: value.astype(target) for name, value in out.items()}
 
 
-def random_hf_tensors(config: ArchConfig, seed: int) -> dict[str, np.ndarray]:
+def random_hf_tensors(config: ArchConfig, seed: int, init_std: float = INIT_STD) -> dict[str, np.ndarray]:
     """HF-layout float32 tensors for a random model; each tensor's stream depends on (seed, its name)."""
     out = {}
     for name, shape in hf_shapes(config).items():
@@ -234,7 +234,7 @@ def random_hf_tensors(config: ArchConfig, seed: int) -> dict[str, np.ndarray]:
             out[name] = np.zeros(shape, np.float32)
         else:
             rng = np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(name.encode())]))
-            out[name] = (INIT_STD * rng.standard_normal(shape, dtype=np.float32)).astype(np.float32)
+            out[name] = (init_std * rng.standard_normal(shape, dtype=np.float32)).astype(np.float32)
     return out
 
 
@@ -246,13 +246,20 @@ def init_policy(
     compute_dtype: str | None = None,
     scan_layers: bool = True,
     remat: bool = False,
+    init_std: float = INIT_STD,
 ) -> Policy:
-    """A randomly initialised policy, for tests and benchmarks (weights independent of the layout flags)."""
+    """A randomly initialised policy, for tests and benchmarks (weights independent of the layout flags).
+
+    `init_std` widens the weight distribution (HF's initializer_range is 0.02); tests use a wider one so
+    router probabilities have clear top-k margins and routing comparisons never hinge on a near-tie.
+    """
     if not isinstance(arch_config, ArchConfig):
         raise TypeError(f"arch_config must be an ArchConfig, got {type(arch_config).__name__}")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    tensors = random_hf_tensors(arch_config, seed)
+    if not isinstance(init_std, (int, float)) or isinstance(init_std, bool) or init_std <= 0:
+        raise ValueError(f"init_std must be a positive number, got {init_std!r}")
+    tensors = random_hf_tensors(arch_config, seed, float(init_std))
     return policy_from_tensors(
         arch_config, tensors.__getitem__, dtype=dtype, compute_dtype=compute_dtype, scan_layers=scan_layers, remat=remat
     )

@@ -42,6 +42,7 @@ import numpy as np
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
+from legorl_jax.kernels.logprobs import token_logprobs as fused_token_logprobs
 from legorl_jax.model import cache as kv
 from legorl_jax.model.architecture import ArchConfig
 from legorl_jax.model.decoder import RESIDUAL_AXES, LayerContext, LayerRun
@@ -192,8 +193,6 @@ class Policy(nnx.Module):
         temperature: float = 1.0,
     ) -> Float[Array, "b t"]:
         """log_softmax(logits / temperature)[targets] per position, without materialising the logits."""
-        from legorl_jax.kernels.logprobs import ops as logprob_ops
-
         targets = jnp.asarray(targets)
         if tuple(targets.shape) != tuple(jnp.shape(input_ids)):
             raise ValueError(f"targets has shape {tuple(targets.shape)}, input_ids has {tuple(jnp.shape(input_ids))}")
@@ -202,7 +201,7 @@ class Policy(nnx.Module):
         )
         b, t, d = out.hidden.shape
         head = self.lm_head_weight().astype(out.hidden.dtype)
-        flat = logprob_ops.token_logprobs(out.hidden.reshape(b * t, d), head, targets.reshape(-1), temperature=temperature)
+        flat = fused_token_logprobs(out.hidden.reshape(b * t, d), head, targets.reshape(-1), temperature=temperature)
         return flat.reshape(b, t)
 
     # ------------------------------------------------------------------------------------------------

@@ -1,0 +1,101 @@
+"""The cached forward the rollout engine runs: prefill + decode reproduce the full forward, per slot."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from legorl_jax.model import KVCache
+
+
+@pytest.fixture(scope="module")
+def cached_step(moe_policy):
+    graphdef, state = nnx.split(moe_policy)
+
+    @functools.partial(jax.jit, donate_argnums=(1,))
+    def step(state, cache, input_ids, positions, slots):
+        return nnx.merge(graphdef, state).forward_cached(input_ids, positions, cache, slots)
+
+    return lambda cache, ids, positions, slots: step(state, cache, ids, positions, slots)
+
+
+def test_prefill_then_decode_matches_the_full_forward_in_several_slots(moe_policy, jit_forward, cached_step, tokens):
+    lengths, prompts, slots = [6, 10, 8], [3, 5, 4], np.array([2, 0, 3], np.int32)
+    seqs = [tokens(1, n, seed=10 + i)[0] for i, n in enumerate(lengths)]
+    cache = moe_policy.init_cache(num_slots=4, max_len=16)
+
+    bucket = 8
+    ids = np.zeros((3, bucket), np.int32)
+    pos = np.full((3, bucket), -1, np.int32)
+    for b, (seq, p) in enumerate(zip(seqs, prompts)):
+        ids[b, :p], pos[b, :p] = seq[:p], np.arange(p)
+    out, cache = cached_step(cache, ids, pos, slots)
+    logits = [[np.asarray(out.logits[b, t]) for t in range(p)] for b, p in enumerate(prompts)]
+    routed = [[np.asarray(out.routed_experts[:, b, t]) for t in range(p)] for b, p in enumerate(prompts)]
+
+    for i in range(min(prompts), max(lengths)):
+        # Rows whose sequence is finished (or not yet at i) are padding in this decode call.
+        ids = np.zeros((3, 1), np.int32)
+        pos = np.full((3, 1), -1, np.int32)
+        for b, (seq, p) in enumerate(zip(seqs, prompts)):
+            if p <= i < len(seq):
+                ids[b, 0], pos[b, 0] = seq[i], i
+        out, cache = cached_step(cache, ids, pos, slots)
+        for b in range(3):
+            if pos[b, 0] >= 0:
+                logits[b].append(np.asarray(out.logits[b, 0]))
+                routed[b].append(np.asarray(out.routed_experts[:, b, 0]))
+
+    full = np.zeros((3, max(lengths)), np.int32)
+    for b, seq in enumerate(seqs):
+        full[b, : len(seq)] = seq
+    reference = jit_forward(moe_policy)(full)
+    for b, n in enumerate(lengths):
+        np.testing.assert_allclose(np.stack(logits[b]), np.asarray(reference.logits[b, :n]), atol=1e-4, rtol=0)
+        np.testing.assert_array_equal(np.stack(routed[b], axis=1), np.asarray(reference.routed_experts[:, b, :n]))
+
+
+def test_padding_writes_nothing_and_other_slots_stay_untouched(moe_policy, cached_step, tokens):
+    cache = moe_policy.init_cache(num_slots=3, max_len=8)
+    ids = tokens(1, 4, seed=1)
+    pos = np.array([[0, 1, -1, -1]], np.int32)
+    _, cache = cached_step(cache, ids, pos, np.array([1], np.int32))
+    k = np.asarray(cache.k)  # [L, S, M, K, H]
+    assert np.all(k[:, 1, :2] != 0) and np.all(k[:, 1, 2:] == 0)
+    assert np.all(k[:, 0] == 0) and np.all(k[:, 2] == 0)
+    assert cache.num_layers == 3 and cache.num_slots == 3 and cache.max_len == 8
+
+
+def test_cache_shape_and_dtype_follow_the_policy(moe_policy):
+    cache = moe_policy.init_cache(2, 5)
+    assert isinstance(cache, KVCache) and cache.k.shape == (3, 2, 5, 2, 8) and cache.k.dtype == jnp.float32
+    assert moe_policy.init_cache(2, 5, dtype="bfloat16").v.dtype == jnp.bfloat16
+    with pytest.raises(ValueError, match="max_len must be a positive int, got 0"):
+        moe_policy.init_cache(2, 0)
+
+
+@pytest.mark.parametrize(
+    "ids, positions, slots, message",
+    [
+        (np.zeros((2, 2)), [[0, 1], [0, 1]], [0, 0], "slot 0 appears in more than one row"),
+        (np.zeros((1, 2)), [[0, 1]], [4], r"slots\[0\] = 4 is outside \[0, num_slots=4\)"),
+        (np.zeros((1, 2)), [[7, 8]], [1], r"positions\[0, 1\] = 8 is outside \[-1, max_len=8\)"),
+        (np.zeros((1, 2)), [[0, 1, 2]], [1], r"positions has shape \(1, 3\), input_ids has \(1, 2\)"),
+        (np.zeros((1, 2)), [[0, 1]], [1, 2], r"slots must have shape \(1,\), got \(2,\)"),
+    ],
+)  # fmt: skip
+def test_bad_cached_inputs_raise_naming_the_value(moe_policy, ids, positions, slots, message):
+    cache = moe_policy.init_cache(num_slots=4, max_len=8)
+    with pytest.raises(ValueError, match=message):
+        moe_policy.forward_cached(ids.astype(np.int32), np.array(positions, np.int32), cache, np.array(slots, np.int32))
+
+
+def test_padding_rows_may_share_a_slot_with_a_real_row(moe_policy, cached_step):
+    cache = moe_policy.init_cache(num_slots=4, max_len=16)
+    ids = np.array([[5], [9], [11]], np.int32)
+    out, cache = cached_step(cache, ids, np.array([[0], [-1], [-1]], np.int32), np.array([1, 1, 1], np.int32))
+    alone, _ = cached_step(moe_policy.init_cache(4, 16), ids, np.array([[0], [-1], [-1]], np.int32), np.array([1, 2, 3]))
+    np.testing.assert_array_equal(np.asarray(out.logits[0]), np.asarray(alone.logits[0]))

@@ -1,0 +1,174 @@
+"""The MoE block: routing replay (R3), gate weights, grouped experts, the HF aux loss, forced-id checks."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from legorl_jax.model.moe import grouped_experts, load_balancing_loss, route, router_stats
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_replayed_routing_reproduces_logits(moe_policy, jit_forward, tokens):
+    forward = jit_forward(moe_policy)
+    ids = tokens(2, 12, seed=3)
+    first = forward(ids)
+    replayed = forward(ids, forced_experts=first.routed_experts)
+    # Same ids -> the same gathered gate weights and the same expert matmuls: bitwise, not merely close.
+    np.testing.assert_array_equal(np.asarray(replayed.logits), np.asarray(first.logits))
+    np.testing.assert_array_equal(np.asarray(replayed.routed_experts), np.asarray(first.routed_experts))
+    assert float(replayed.aux_loss) == float(first.aux_loss)
+
+
+def test_rows_of_minus_one_route_natively_next_to_replayed_rows(moe_policy, jit_forward, tokens):
+    forward = jit_forward(moe_policy)
+    ids = tokens(2, 12, seed=3)
+    first = forward(ids)
+    partial = np.asarray(first.routed_experts).copy()
+    partial[:, 0, ::2] = -1  # every other token of row 0 unrecorded, in every MoE layer
+    out = forward(ids, forced_experts=jnp.asarray(partial))
+    np.testing.assert_array_equal(np.asarray(out.logits), np.asarray(first.logits))
+    np.testing.assert_array_equal(np.asarray(out.routed_experts), np.asarray(first.routed_experts))
+
+
+def test_replayed_set_in_another_slot_order_gives_the_same_logits(moe_policy, jit_forward, tokens):
+    forward = jit_forward(moe_policy)
+    ids = tokens(2, 12, seed=3)
+    first = forward(ids)
+    swapped = forward(ids, forced_experts=first.routed_experts[..., ::-1])
+    np.testing.assert_allclose(np.asarray(swapped.logits), np.asarray(first.logits), atol=1e-5, rtol=0)
+
+
+def test_forcing_a_different_routing_changes_outputs_and_the_router_still_gets_gradient(
+    moe_policy, jit_forward, tokens, moe_config
+):
+    forward = jit_forward(moe_policy)
+    ids = tokens(2, 12, seed=3)
+    native = forward(ids)
+    # The two experts each token ranked last: a routing the model would never choose.
+    forced = (np.asarray(native.routed_experts) + 3) % moe_config.num_experts
+    forced[..., 1] = (forced[..., 0] + 1) % moe_config.num_experts
+    forced = jnp.asarray(forced, jnp.int32)
+    out = forward(ids, forced_experts=forced)
+    np.testing.assert_array_equal(np.asarray(out.routed_experts), np.asarray(forced))
+    assert float(jnp.max(jnp.abs(out.logits - native.logits))) > 1e-3
+
+    graphdef, params, rest = nnx.split(moe_policy, nnx.Param, ...)
+    probe = jnp.asarray(np.random.default_rng(0).standard_normal(native.logits.shape), jnp.float32)
+
+    def objective(params):
+        return jnp.sum(nnx.merge(graphdef, params, rest)(ids, forced_experts=forced).logits * probe)
+
+    grads = jax.jit(jax.grad(objective))(params)
+    for run in (0, 2):  # the two MoE runs (layer 1 is dense)
+        router_grad = np.asarray(grads["runs"][run]["layers"]["mlp"]["gate"][...])
+        assert np.all(np.abs(router_grad).sum(axis=(-2,)) > 0), "every expert's router column must get gradient"
+
+
+def test_gate_weights_of_forced_rows_are_the_current_softmax_at_the_forced_ids():
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((1, 3, 6)).astype(np.float32)
+    forced = np.array([[[4, 1], [-1, -1], [0, 5]]], np.int32)
+    probs = _softmax(logits.astype(np.float64))
+    for norm in (True, False):
+        ids, weights, _ = route(jnp.asarray(logits), 2, norm, jnp.asarray(forced))
+        ids, weights = np.asarray(ids), np.asarray(weights)
+        native = np.argsort(-probs[0, 1])[:2]
+        np.testing.assert_array_equal(ids[0], [[4, 1], native, [0, 5]])
+        for t in range(3):
+            picked = probs[0, t, ids[0, t]]
+            expected = picked / picked.sum() if norm else picked  # raw softmax values without norm_topk_prob
+            np.testing.assert_allclose(weights[0, t], expected, rtol=1e-6)
+
+
+def test_grouped_experts_match_a_per_expert_loop():
+    rng = np.random.default_rng(1)
+    n, k, e, d, f = 10, 2, 6, 8, 5
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    ids = np.stack([rng.choice(e, k, replace=False) for _ in range(n)]).astype(np.int32)
+    w = rng.random((n, k)).astype(np.float32)
+    wg, wu = rng.standard_normal((e, d, f)).astype(np.float32), rng.standard_normal((e, d, f)).astype(np.float32)
+    wd = rng.standard_normal((e, f, d)).astype(np.float32)
+
+    def expert(j, v):
+        g = v @ wg[j]
+        return ((g / (1 + np.exp(-g))) * (v @ wu[j])) @ wd[j]
+
+    expected = np.stack([sum(w[i, s] * expert(ids[i, s], x[i]) for s in range(k)) for i in range(n)])
+    got = grouped_experts(*(jnp.asarray(a) for a in (x, ids, w, wg, wu, wd)))
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-4)
+    # A device holding experts 3..5 only (expert parallelism) adds exactly their share.
+    held = ids >= 3
+    partial = np.stack(
+        [sum((w[i, s] * expert(ids[i, s], x[i]) for s in range(k) if held[i, s]), np.zeros(d)) for i in range(n)]
+    )
+    got = grouped_experts(*(jnp.asarray(a) for a in (x, ids, w, wg[3:], wu[3:], wd[3:])), first_expert=3)
+    np.testing.assert_allclose(np.asarray(got), partial, rtol=1e-4, atol=1e-4)
+
+
+def _hf_load_balancing_loss(layer_logits, top_k, attention_mask):
+    """numpy transcription of transformers' load_balancing_loss_func (with attention_mask)."""
+    num_layers, b, t, e = layer_logits.shape
+    concatenated = layer_logits.reshape(num_layers * b * t, e)
+    routing = _softmax(concatenated.astype(np.float64))
+    selected = np.argsort(-routing, axis=-1, kind="stable")[:, :top_k]
+    expert_mask = np.eye(e)[selected]  # [L*B*T, K, E]
+    mask = np.broadcast_to(attention_mask[None, :, :, None, None], (num_layers, b, t, top_k, e)).reshape(-1, top_k, e)
+    tokens_per_expert = (expert_mask * mask).sum(0) / mask.sum(0)
+    router_mask = np.broadcast_to(attention_mask[None, :, :, None], (num_layers, b, t, e)).reshape(-1, e)
+    router_prob = (routing * router_mask).sum(0) / router_mask.sum(0)
+    return float(np.sum(tokens_per_expert * router_prob[None, :]) * e)
+
+
+def test_aux_loss_matches_a_numpy_reimplementation_of_hf_formula():
+    rng = np.random.default_rng(2)
+    num_layers, b, t, e, k = 3, 2, 7, 8, 2
+    layer_logits = (3 * rng.standard_normal((num_layers, b, t, e))).astype(np.float32)
+    mask = np.ones((b, t), np.int32)
+    mask[1, 4:] = 0  # padding is excluded from both means
+    total = None
+    for layer in range(num_layers):
+        ids, _, probs = route(jnp.asarray(layer_logits[layer]), k, True, None)
+        stats = router_stats(ids, probs, jnp.asarray(mask > 0))
+        total = stats if total is None else total + stats
+    ours = load_balancing_loss(total, jnp.sum(jnp.asarray(mask, jnp.float32)), num_layers, e)
+    assert float(ours) == pytest.approx(_hf_load_balancing_loss(layer_logits, k, mask), rel=1e-5)
+
+
+def test_padding_tokens_do_not_enter_the_aux_loss(moe_policy, jit_forward, tokens):
+    forward = jit_forward(moe_policy)
+    ids = tokens(2, 10, seed=5)
+    segments = np.ones((2, 10), np.int32)
+    segments[1, 6:] = 0
+    other = ids.copy()
+    other[1, 6:] = (other[1, 6:] + 17) % 256
+    a = forward(ids, segment_ids=segments)
+    b = forward(other, segment_ids=segments)
+    assert float(a.aux_loss) == pytest.approx(float(b.aux_loss), abs=1e-7)
+    assert float(a.aux_loss) != pytest.approx(float(forward(other).aux_loss), abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    "edit, error, message",
+    [
+        (lambda f: f[:, :, :, :1], ValueError, r"shape \(2, 2, 4, 1\), expected \(2, 2, 4, 2\)"),
+        (lambda f: f.at[1, 0, 2, 1].set(8), ValueError, r"forced_experts\[1, 0, 2, 1\] = 8 is outside \[-1, num_experts=8\)"),
+        (lambda f: f.at[0, 1, 3, 0].set(-1), ValueError, r"forced_experts\[0, 1, 3\] = .* mixes -1"),
+        (lambda f: f.at[0, 0, 0].set(jnp.array([5, 5])), ValueError, r"forced_experts\[0, 0, 0\] = \[5, 5\] names an expert twice"),
+        (lambda f: f.astype(jnp.float32), TypeError, "integer array"),
+    ],
+)  # fmt: skip
+def test_bad_forced_experts_raise_naming_shape_value_or_location(moe_policy, edit, error, message):
+    forced = jnp.tile(jnp.array([0, 1], jnp.int32), (2, 2, 4, 1))
+    with pytest.raises(error, match=message):
+        moe_policy(jnp.zeros((2, 4), jnp.int32), forced_experts=edit(forced))
+
+
+def test_dense_model_refuses_forced_experts(dense_policy):
+    with pytest.raises(ValueError, match="has no MoE layers"):
+        dense_policy(jnp.zeros((1, 4), jnp.int32), forced_experts=jnp.zeros((1, 1, 4, 2), jnp.int32))
