@@ -22,32 +22,8 @@ def _check_source(graph: WeightedGraph, node: Hashable, name: str) -> None:
         raise KeyError(f"{name} {node!r} is not in the graph")
 
 
-def shortest_paths(graph: WeightedGraph, source: Hashable) -> tuple[dict, dict]:
-    """(distance, predecessor) maps for every node reachable from `source`."""
-    _check_source(graph, source, "source")
-    dist = {source: 0}
-    prev: dict[Hashable, Hashable] = {}
-    counter = itertools.count()
-    heap = [(0, next(counter), source)]
-    while heap:
-        d, _, u = heapq.heappop(heap)
-        if d > dist[u]:
-            continue
-        for v, w in graph.neighbors(u):
-            nd = d + w
-            if v not in dist or nd < dist[v]:
-                dist[v] = nd
-                prev[v] = u
-                heapq.heappush(heap, (nd, next(counter), v))
-    return dist, prev
-
-
-def shortest_path(graph: WeightedGraph, source: Hashable, target: Hashable) -> Path:
-    """The cheapest route from source to target; raises NoPath when there is none."""
-    _check_source(graph, source, "source")
-    _check_source(graph, target, "target")
-    if source == target:
-        return Path([source], 0)
+def _search(graph: WeightedGraph, source: Hashable, target: Hashable | None = None) -> tuple[dict, dict]:
+    """(distance, predecessor) maps; with a target, stops as soon as the target's distance is final."""
     dist = {source: 0}
     prev: dict[Hashable, Hashable] = {}
     counter = itertools.count()
@@ -62,9 +38,27 @@ def shortest_path(graph: WeightedGraph, source: Hashable, target: Hashable) -> P
                 dist[v] = nd
                 prev[v] = u
                 if v == target:
-                    return Path(reconstruct(prev, source, target), nd)
+                    return dist, prev
                 heapq.heappush(heap, (nd, next(counter), v))
-    raise NoPath(source, target)
+    return dist, prev
+
+
+def shortest_paths(graph: WeightedGraph, source: Hashable) -> tuple[dict, dict]:
+    """(distance, predecessor) maps for every node reachable from `source`."""
+    _check_source(graph, source, "source")
+    return _search(graph, source)
+
+
+def shortest_path(graph: WeightedGraph, source: Hashable, target: Hashable) -> Path:
+    """The cheapest route from source to target; raises NoPath when there is none."""
+    _check_source(graph, source, "source")
+    _check_source(graph, target, "target")
+    if source == target:
+        return Path([source], 0)
+    dist, prev = _search(graph, source, target)
+    if target not in dist:
+        raise NoPath(source, target)
+    return Path(reconstruct(prev, source, target), dist[target])
 
 
 def reachable_within(graph: WeightedGraph, source: Hashable, budget: float) -> dict:
