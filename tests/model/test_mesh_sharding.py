@@ -1,0 +1,125 @@
+"""The rules table, the mesh, placement, and the 8-device CPU mesh giving the unsharded results."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from jax.sharding import PartitionSpec as P
+
+from legorl_jax.config import MeshConfig
+from legorl_jax.model import init_policy
+from legorl_jax.model import sharding
+
+CPU8 = MeshConfig(data=1, fsdp=2, tensor=2, expert=2)  # conf/mesh/cpu8.yaml
+
+
+def test_make_mesh_gives_fsdp_the_devices_the_other_axes_leave():
+    mesh = sharding.make_mesh(MeshConfig(tensor=2))
+    assert dict(zip(mesh.axis_names, mesh.devices.shape)) == {"data": 1, "fsdp": 4, "tensor": 2, "expert": 1}
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (MeshConfig(fsdp=2, tensor=2), r"needs 4 devices, but 8 are available"),
+        (MeshConfig(tensor=3), r"data\*tensor\*expert = 3 does not divide the 8 devices"),
+    ],
+)
+def test_make_mesh_rejects_sizes_that_do_not_match_the_devices(config, message):
+    with pytest.raises(ValueError, match=message):
+        sharding.make_mesh(config)
+
+
+def test_mesh_config_rules_override_the_defaults():
+    rules = dict(sharding.rules_from_config(MeshConfig(rules=[["vocab", None], ["mlp", ["tensor", "expert"]]])))
+    assert rules["vocab"] == () and rules["mlp"] == ("tensor", "expert") and rules["experts"] == ("expert",)
+    with pytest.raises(ValueError, match="logical axis 'hidden'"):
+        sharding.make_rules([["hidden", "fsdp"]])
+    with pytest.raises(ValueError, match="mesh axis 'model'"):
+        sharding.make_rules([["mlp", "model"]])
+
+
+def test_logical_specs_skip_used_size_one_and_non_dividing_mesh_axes():
+    mesh = sharding.make_mesh(CPU8)
+    # Activations: batch takes fsdp and expert, so embed (fsdp in the rules) stays whole.
+    assert sharding.logical_to_spec(("batch", "seq", "embed"), (4, 8, 32), mesh=mesh) == P(("fsdp", "expert"), None, None)
+    # A batch of 2 cannot take both: expert is dropped rather than failing.
+    assert sharding.logical_to_spec(("batch", "seq", "embed"), (2, 8, 32), mesh=mesh) == P("fsdp", None, None)
+    assert sharding.logical_to_spec(("experts", "embed", "mlp"), (8, 32, 16), mesh=mesh) == P("expert", "fsdp", "tensor")
+    assert sharding.logical_to_spec(("kv_heads",), (1,), mesh=mesh) == P(None)
+
+
+def test_constrain_without_a_mesh_is_the_identity():
+    x = jnp.arange(6.0).reshape(1, 2, 3)
+    assert sharding.constrain(x, ("batch", "seq", "embed")) is x
+
+
+def test_place_on_mesh_shards_parameters_by_their_logical_axes(moe_config):
+    mesh = sharding.make_mesh(CPU8)
+    policy = sharding.place_on_mesh(init_policy(moe_config, seed=1), mesh)
+    assert policy.embed_tokens[...].sharding.spec == P("tensor", "fsdp")  # (vocab, embed)
+    experts = policy.runs[0].layers.mlp.gate_proj[...]  # (layers, experts, embed, mlp)
+    assert experts.sharding.spec == P(None, "expert", "fsdp", "tensor")
+    assert policy.runs[0].layers.mlp.gate[...].sharding.spec == P(None, "fsdp", None)
+
+
+def _sharded_forward(policy, mesh, ids):
+    sharding.place_on_mesh(policy, mesh)
+    graphdef, state = nnx.split(policy)
+    with jax.set_mesh(mesh):
+        return jax.jit(lambda state, ids: nnx.merge(graphdef, state)(ids))(state, ids)
+
+
+@pytest.mark.parametrize("batch", [4, 2])  # 4: experts gather tokens and reduce-scatter; 2: a psum
+def test_moe_forward_on_the_8_device_mesh_matches_unsharded(moe_config, moe_policy, jit_forward, tokens, batch):
+    ids = tokens(batch, 12, seed=3)
+    expected = jit_forward(moe_policy)(ids)
+    got = _sharded_forward(init_policy(moe_config, seed=1, init_std=0.2), sharding.make_mesh(CPU8), ids)
+    np.testing.assert_allclose(np.asarray(got.logits), np.asarray(expected.logits), atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(np.asarray(got.routed_experts), np.asarray(expected.routed_experts))
+    assert float(got.aux_loss) == pytest.approx(float(expected.aux_loss), abs=1e-6)
+
+
+def test_dense_forward_on_the_8_device_mesh_matches_unsharded(dense_config, dense_policy, jit_forward, tokens):
+    ids = tokens(4, 12, seed=4)
+    expected = jit_forward(dense_policy)(ids)
+    got = _sharded_forward(init_policy(dense_config, seed=2, init_std=0.2), sharding.make_mesh(CPU8), ids)
+    np.testing.assert_allclose(np.asarray(got.logits), np.asarray(expected.logits), atol=1e-5, rtol=0)
+
+
+def test_moe_gradients_on_the_mesh_match_unsharded(moe_config, tokens):
+    """The expert-parallel backward (all-gather <-> reduce-scatter transposes) gives the same gradients."""
+    ids = jnp.asarray(tokens(4, 8, seed=5))
+
+    def grads(policy, mesh=None):
+        graphdef, params = nnx.split(policy)
+        fn = jax.jit(jax.grad(lambda p: jnp.mean(nnx.merge(graphdef, p)(ids).logits ** 2)))
+        if mesh is None:
+            return fn(params)
+        with jax.set_mesh(mesh):
+            return fn(params)
+
+    mesh = sharding.make_mesh(CPU8)
+    plain = grads(init_policy(moe_config, seed=1, init_std=0.2))
+    sharded = grads(sharding.place_on_mesh(init_policy(moe_config, seed=1, init_std=0.2), mesh), mesh)
+    for (path, a), (_, b) in zip(nnx.to_flat_state(plain), nnx.to_flat_state(sharded)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-6, err_msg=str(path))
+
+
+@pytest.mark.parametrize("batch, collectives", [(4, ("all_gather", "reduce_scatter")), (2, ("psum",))])
+def test_experts_run_expert_parallel_with_the_documented_collectives(batch, collectives):
+    from legorl_jax.model.moe import expert_ffn
+
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((batch, 3, 8)), jnp.float32)
+    ids = jnp.asarray(rng.integers(0, 8, (batch, 3, 2)), jnp.int32)
+    weights = jnp.ones((batch, 3, 2), jnp.float32)
+    w_in, w_out = jnp.ones((8, 8, 4), jnp.float32), jnp.ones((8, 4, 8), jnp.float32)
+    args = (x, ids, weights, w_in, w_in, w_out)
+    assert "shard_map" not in str(jax.make_jaxpr(expert_ffn)(*args))
+    with jax.set_mesh(sharding.make_mesh(CPU8)):
+        jaxpr = str(jax.make_jaxpr(expert_ffn)(*args))
+        sharded = jax.jit(expert_ffn)(*args)
+    assert "shard_map" in jaxpr and all(c in jaxpr for c in collectives)
+    np.testing.assert_allclose(np.asarray(sharded), np.asarray(expert_ffn(*args)), rtol=1e-6)
