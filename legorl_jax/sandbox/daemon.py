@@ -18,6 +18,7 @@ import concurrent.futures
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -28,6 +29,7 @@ T = TypeVar("T")
 MAX_THREADS = 256
 """Upper bound on concurrent blocking Docker calls (each running exec holds one)."""
 PING_TIMEOUT_S = 3.0
+AVAILABLE_TTL_S = 60.0
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"pid": None, "client": None, "pool": None}
@@ -61,17 +63,23 @@ async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def available() -> bool:
-    """True when a Docker daemon answers a ping within a few seconds."""
+    """True when a Docker daemon answers a ping within a few seconds (a yes is remembered for a minute)."""
+    key = (os.getpid(), os.environ.get("DOCKER_HOST"))
+    if _state.get("available") == key and time.monotonic() < _state.get("available_until", 0.0):
+        return True
     try:
         import docker
 
         probe = docker.from_env(timeout=PING_TIMEOUT_S)
         try:
-            return bool(probe.ping())
+            answered = bool(probe.ping())
         finally:
             probe.close()
     except Exception:  # any failure to reach the daemon means "not available", which is the answer
         return False
+    if answered:
+        _state.update(available=key, available_until=time.monotonic() + AVAILABLE_TTL_S)
+    return answered
 
 
 def api_error_types() -> tuple[type[BaseException], ...]:

@@ -18,6 +18,7 @@ the sandbox can be larger).
 from __future__ import annotations
 
 import abc
+import asyncio
 import dataclasses
 import os
 import posixpath
@@ -74,6 +75,13 @@ class CappedBuffer:
 
     def getvalue(self) -> bytes:
         return b"".join(self._parts)
+
+
+def _pack(source: Path, tarball: Path) -> None:
+    """Tars the contents of `source` (symlinks kept as links) into `tarball`."""
+    with tarfile.open(tarball, "w", dereference=False) as archive:
+        for entry in sorted(source.iterdir()):
+            archive.add(entry, arcname=entry.name)
 
 
 class ExecSandbox(abc.ABC):
@@ -207,9 +215,7 @@ class ExecSandbox(abc.ABC):
         fd, name = tempfile.mkstemp(prefix="legorl-upload.", suffix=".tar")
         os.close(fd)
         try:
-            with tarfile.open(name, "w", dereference=False) as archive:
-                for entry in sorted(source.iterdir()):
-                    archive.add(entry, arcname=entry.name)
+            await asyncio.to_thread(_pack, source, Path(name))  # a big tree must not stall the event loop
             script = 'mkdir -p -- "$1" && tar -x --no-same-owner -m -C "$1" -f -'
             raw = await self._checked_run(["sh", "-c", script, "sh", target], stdin=Path(name))
         finally:

@@ -172,7 +172,13 @@ def reap_docker_orphans(client: Any) -> list[str]:
                     raise
     for info in client.api.networks(filters=selector):
         if owner_alive(info.get("Labels") or {}) is False:
-            docker_network.remove_network(client, info["Name"])
+            docker_network.remove_network(client, info["Name"])  # takes its firewall rules with it
             removed.append(info["Name"])
-    docker_network.remove_stale_rules(client)
+    # Rules outlive their network only if an owner died between removing the two: rare enough to sweep
+    # once per process rather than fork iptables on every start.
+    with _lock:
+        first = _installed.get("rules_swept") != os.getpid()
+        _installed["rules_swept"] = os.getpid()
+    if first:
+        docker_network.remove_stale_rules(client)
     return removed
