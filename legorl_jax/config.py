@@ -258,6 +258,67 @@ class TrainConfig:
 
 
 # ----------------------------------------------------------------------------------------------------
+# tasks/ and verifier/ (tasks and verifier issue)
+# ----------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class TasksConfig:
+    """Which tasks a run trains and evaluates on (`legorl_jax.tasks.registry.load_suite`)."""
+
+    suite: str = "builtin"
+    """'builtin', a SWE-bench/SWE-Gym .jsonl/.json file, or a Harbor task directory (or a directory of them)."""
+    split: str | None = "train"
+    """Tasks of this split are trained on; null takes every task of the suite."""
+    eval_split: str | None = "validation"
+    """Tasks of this split are evaluated on; null evaluates nothing."""
+    image_template: str = "swebench/sweb.eval.x86_64.{instance_id}:latest"
+    """Image name of a SWE-bench row that names none; {instance_id} is swebench's spelling (`__` -> `_1776_`)."""
+    build_images: bool = True
+    """Build missing built-in / Harbor task images before the first trial (prebuilt images are never pulled)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.suite, str) or not self.suite.strip():
+            raise ValueError(f"tasks.suite must be 'builtin' or a path, got {self.suite!r}")
+        for name in ("split", "eval_split"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"tasks.{name} must be a split name or null, got {value!r}")
+        if "{instance_id}" not in self.image_template:
+            raise ValueError(f"tasks.image_template must contain '{{instance_id}}', got {self.image_template!r}")
+
+
+@dataclasses.dataclass
+class VerifierConfig:
+    """Resources of the grading sandboxes (`legorl_jax.tasks.verifier.grade`)."""
+
+    backend: str = "docker"
+    """Sandbox backend the grading sandboxes use (`legorl_jax.sandbox.make_sandbox`)."""
+    cpus: float = 1.0
+    """CPU quota of one grading sandbox, in cores."""
+    memory_mb: int = 2048
+    """Memory limit of one grading sandbox."""
+    pids: int = 256
+    """Process limit of one grading sandbox."""
+    disk_mb: int = 2048
+    """Writable space of one grading sandbox."""
+    timeout_multiplier: float = 1.0
+    """Scales every task's `verify_s` (slow hosts, heavy SWE-bench suites)."""
+    concurrency: int = 8
+    """Grading sandboxes alive at once."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.backend, str) or not self.backend:
+            raise ValueError(f"verifier.backend must be a backend name, got {self.backend!r}")
+        for name in ("cpus", "memory_mb", "pids", "disk_mb", "timeout_multiplier", "concurrency"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ValueError(f"verifier.{name} must be positive, got {value!r}")
+        if not isinstance(self.concurrency, int):
+            raise ValueError(f"verifier.concurrency must be an int, got {self.concurrency!r}")
+
+
+# ----------------------------------------------------------------------------------------------------
 # sandbox/ (sandbox issue)
 # ----------------------------------------------------------------------------------------------------
 
@@ -324,6 +385,10 @@ class Config:
     """The policy-gradient algorithm (conf/algo/)."""
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     """Optimiser, batch shape and checkpointing of the trainer (conf/train/)."""
+    tasks: TasksConfig = dataclasses.field(default_factory=TasksConfig)
+    """Which task suite and splits (conf/tasks/)."""
+    verifier: VerifierConfig = dataclasses.field(default_factory=VerifierConfig)
+    """Grading sandbox resources (conf/verifier/)."""
     sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
     """Agent sandbox backend and limits (conf/sandbox/)."""
     seed: int = 0
@@ -340,4 +405,6 @@ def register_configs() -> None:
     cs.store(group="mesh", name="schema", node=MeshConfig)
     cs.store(group="algo", name="schema", node=AlgoConfig)
     cs.store(group="train", name="schema", node=TrainConfig)
+    cs.store(group="tasks", name="schema", node=TasksConfig)
+    cs.store(group="verifier", name="schema", node=VerifierConfig)
     cs.store(group="sandbox", name="schema", node=SandboxConfig)

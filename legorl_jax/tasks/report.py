@@ -1,0 +1,99 @@
+"""What grading one diff produced: `VerifierReport`, and the two ways grading can end without one.
+
+A `VerifierReport` is the verdict on a diff the policy produced: `reward` (1.0 exactly when every
+FAIL_TO_PASS and PASS_TO_PASS test passed and nothing was tampered with; for Harbor tasks the number its
+verifier wrote), per-test statuses, how the diff applied, which of its file changes were dropped as
+protected, any evidence of tampering, the exit code and the (capped) raw test output, and how long each
+phase took. `to_dict()` is plain JSON data: it is stored with the trajectory and printed by the CLI.
+
+A diff that does not apply, breaks the tests or tampers with the results is a policy failure: a report with
+reward 0. `VerifierError` is the other ending: the infrastructure failed (the image is missing, the
+container did not start, the test run timed out, the hidden tests did not apply, the run left no result at
+all), so the trial says nothing about the policy and is dropped, never scored 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from legorl_jax.tasks.protection import RemovedChange
+
+APPLY_STATUSES = ("applied", "empty", "failed", "malformed")
+
+
+class VerifierError(RuntimeError):
+    """Grading could not produce a verdict because the infrastructure failed (not the policy)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplyResult:
+    """How the filtered diff reached the grading checkout."""
+
+    status: str
+    """applied | empty (nothing left to apply) | failed (no method applied it) | malformed (unreadable diff)."""
+    method: str | None = None
+    """The command that applied it: 'git apply', 'git apply --3way' or 'patch --fuzz=5'."""
+    log: str = ""
+    """What the apply attempts printed (capped)."""
+
+    def __post_init__(self) -> None:
+        if self.status not in APPLY_STATUSES:
+            raise ValueError(f"apply status must be one of {APPLY_STATUSES}, got {self.status!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifierReport:
+    """The verdict on one diff for one task."""
+
+    task_id: str
+    kind: str
+    reward: float
+    resolved: bool
+    apply: ApplyResult
+    tests: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Status of every FAIL_TO_PASS and PASS_TO_PASS test (passed, failed, error, skipped, xfailed, xpassed, missing)."""
+    failed_tests: tuple[str, ...] = ()
+    """Listed tests that did not meet their requirement."""
+    removed_changes: tuple[RemovedChange, ...] = ()
+    tampering: tuple[str, ...] = ()
+    """Every inconsistency between the result sources; non-empty means reward 0."""
+    leftover_processes: tuple[str, ...] = ()
+    """Processes still alive after the test command ended (killed before the results were read)."""
+    exit_code: int | None = None
+    output: str = ""
+    output_truncated: bool = False
+    durations: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """Seconds per phase: start, apply, hidden_tests, tests, total."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "kind": self.kind,
+            "reward": self.reward,
+            "resolved": self.resolved,
+            "apply": self.apply.to_dict(),
+            "tests": dict(self.tests),
+            "failed_tests": list(self.failed_tests),
+            "removed_changes": [c.to_dict() for c in self.removed_changes],
+            "tampering": list(self.tampering),
+            "leftover_processes": list(self.leftover_processes),
+            "exit_code": self.exit_code,
+            "output": self.output,
+            "output_truncated": self.output_truncated,
+            "durations": {k: round(v, 3) for k, v in self.durations.items()},
+        }
+
+
+def cap_text(text: str, limit: int) -> tuple[str, bool]:
+    """`text` cut to about `limit` characters, keeping its head and (mostly) its tail, where pytest's
+    summary is; and whether anything was cut."""
+    if len(text) <= limit:
+        return text, False
+    head = limit // 4
+    tail = limit - head
+    return f"{text[:head]}\n... [{len(text) - limit} characters cut] ...\n{text[-tail:]}", True

@@ -1,0 +1,87 @@
+"""Making a task's image exist before a trial or a grade uses it.
+
+- Built-in tasks: the image is `FROM` the sandbox base image (`sandbox.images.ensure_base_image`, user
+  `agent` owning `/testbed`) with `repo/` copied to the workdir as the one-commit repository of
+  `snapshot.write_snapshot_repo`, so its HEAD is the task's `base_commit`. The git index is not copied
+  (it records host inode and time stamps, which would change the build's content hash every time); it is
+  rebuilt in the image from HEAD. The hidden tests are never part of the build context.
+- Harbor tasks without `docker_image`: `environment/` is the build context and its Dockerfile the recipe.
+- SWE-bench tasks (and Harbor tasks naming a `docker_image`): the image must already be on the daemon;
+  nothing is pulled (there is no registry here), and a missing one is an `ImageError`.
+
+`sandbox.images.ensure_image` names what it builds by content hash; the result is tagged as `task.image` as
+well, so the name the loaders chose at load time (and that the verifier and the trial start from) points at
+the current build. `ensure_task_image` is synchronous and idempotent (an unchanged task re-checks a hash and
+a tag); call it through `asyncio.to_thread` from async code.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from legorl_jax.sandbox import daemon, images
+from legorl_jax.sandbox.images import ImageError
+from legorl_jax.tasks.schema import Task
+from legorl_jax.tasks.snapshot import write_snapshot_repo
+
+BUILTIN_IMAGE_REPO = "legorl-task"
+
+
+def ensure_task_image(task: Task) -> str:
+    """`task.image`, built (or re-tagged) when it is missing or out of date; raises `ImageError`."""
+    if task.kind == "builtin":
+        built = _build_builtin(task)
+    elif task.image_context:
+        context = Path(task.image_context)
+        dockerfile = context / "Dockerfile"
+        if not dockerfile.is_file():
+            raise ImageError(f"task {task.instance_id!r}: {str(dockerfile)!r} is missing")
+        built = images.ensure_image(
+            context, dockerfile.read_text(encoding="utf-8"), _repo_name(task.image), timeout_s=task.timeouts.build_s
+        )
+    else:
+        if not images.image_exists(task.image):
+            raise ImageError(
+                f"task {task.instance_id!r}: image {task.image!r} is not on the Docker daemon "
+                "(prebuilt images are never pulled here; load or build it first)"
+            )
+        return task.image
+    _tag(built, task.image)
+    return task.image
+
+
+def _build_builtin(task: Task) -> str:
+    base = images.ensure_base_image()
+    with tempfile.TemporaryDirectory(prefix="legorl-task-context-") as tmp:
+        repo = Path(tmp) / "repo"
+        sha = write_snapshot_repo(Path(task.image_context), repo)
+        if sha != task.base_commit:
+            raise ImageError(
+                f"task {task.instance_id!r}: repo/ now commits as {sha}, the task was loaded at {task.base_commit}; "
+                "reload the suite"
+            )
+        (repo / ".git" / "index").unlink()
+        dockerfile = "\n".join([
+            f"FROM {base}",
+            f"COPY --chown={images.BASE_UID}:{images.BASE_UID} repo/ {task.workdir}/",
+            f"RUN git -C {task.workdir} read-tree HEAD && git -C {task.workdir} update-index -q --refresh",
+            f'LABEL legorl.task="{task.instance_id}" legorl.base_commit="{task.base_commit}"',
+            "",
+        ])
+        return images.ensure_image(Path(tmp), dockerfile, f"{BUILTIN_IMAGE_REPO}-{task.instance_id}",
+                                   timeout_s=task.timeouts.build_s)
+
+
+def _repo_name(image: str) -> str:
+    return image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+
+
+def _tag(built: str, wanted: str) -> None:
+    if built == wanted:
+        return
+    repository, _, tag = wanted.rpartition(":") if ":" in wanted.rsplit("/", 1)[-1] else (wanted, "", "latest")
+    try:
+        daemon.client().images.get(built).tag(repository, tag)
+    except daemon.api_error_types() as exc:
+        raise ImageError(f"tagging {built} as {wanted} failed: {exc}") from exc

@@ -1,0 +1,82 @@
+"""`python -m legorl_jax.tasks` as a user runs it: list, show, grade, validate, and its exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from swebench_fixture import write_jsonl
+
+from legorl_jax.tasks.builtin import SUITE_DIR
+
+SAMPLE = sorted(d.name for d in SUITE_DIR.iterdir() if (d / "task.toml").is_file())[0]
+
+
+def cli(*args: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "legorl_jax.tasks", *args], capture_output=True, text=True,
+                          input=stdin, timeout=timeout)
+
+
+def test_list_prints_one_line_per_task_of_the_split():
+    out = cli("list", "--suite", "builtin", "--split", "validation", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert rows and all(r["split"] == "validation" for r in rows)
+    assert {"id", "difficulty", "domain", "kind", "title"} <= set(rows[0])
+    plain = cli("list", "--suite", "builtin")
+    assert plain.returncode == 0 and len(plain.stdout.splitlines()) >= len(rows)
+
+
+def test_show_prints_the_whole_task_with_its_gold_patch():
+    out = cli("show", "--suite", "builtin", "--task", SAMPLE, "--json")
+    assert out.returncode == 0, out.stderr
+    task = json.loads(out.stdout)
+    assert task["instance_id"] == SAMPLE and task["patch"] == (SUITE_DIR / SAMPLE / "gold.patch").read_text()
+    assert task["test_patch"].startswith("diff --git") and len(task["base_commit"]) == 40
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("show", "--suite", "builtin", "--task", "no-such-task"), "no task with id 'no-such-task'"),
+        (("list", "--suite", "/no/such/suite"), "neither 'builtin' nor an existing"),
+        (("list", "--suite", "builtin", "--split", "holdout"), "no task has split 'holdout'"),
+        (("grade", "--suite", "builtin", "--task", SAMPLE, "--patch", "/no/such.diff"), "'/no/such.diff' is not a file"),
+        (("grade", "--suite", "builtin", "--task", SAMPLE), "one of the arguments --patch --gold is required"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message_naming_it(args, message):
+    out = cli(*args)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+@pytest.mark.docker
+def test_grade_prints_the_report_with_its_reward_for_the_gold_patch_and_for_stdin():
+    gold = cli("grade", "--suite", "builtin", "--task", SAMPLE, "--gold", "--json")
+    assert gold.returncode == 0, gold.stderr
+    assert json.loads(gold.stdout)["reward"] == 1.0
+    empty = cli("grade", "--suite", "builtin", "--task", SAMPLE, "--patch", "-", "--json", stdin="")
+    assert empty.returncode == 0, empty.stderr
+    report = json.loads(empty.stdout)
+    assert report["reward"] == 0.0 and report["apply"]["status"] == "empty" and report["failed_tests"]
+
+
+@pytest.mark.docker
+def test_grade_exits_3_when_the_task_image_is_missing(tmp_path):
+    rows = write_jsonl(tmp_path / "set.jsonl", "legorl-no-such-image:1", "0" * 40)
+    out = cli("grade", "--suite", str(rows), "--task", "legorl__calc-1", "--gold", "--json")
+    assert out.returncode == 3 and "infrastructure failure" in out.stderr and "legorl-no-such-image:1" in out.stderr
+
+
+@pytest.mark.docker
+def test_validate_checks_gold_and_empty_for_each_chosen_task(tmp_path):
+    out = cli("validate", "--suite", str(SUITE_DIR / SAMPLE), "--concurrency", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"ok     {SAMPLE}" in out.stdout and "1/1 tasks valid" in out.stdout
+
+
+def test_the_module_entry_point_prints_usage():
+    out = cli("--help")
+    assert out.returncode == 0 and "validate" in out.stdout and "exit codes" in out.stdout.lower()

@@ -1,0 +1,58 @@
+"""The tasks/ and verifier/ config groups compose from every preset and reject bad values by name."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from legorl_jax.config import Config, TasksConfig, VerifierConfig, register_configs
+
+CONF = pathlib.Path(__file__).parents[2] / "conf"
+
+
+@pytest.mark.parametrize("group", ["tasks", "verifier"])
+def test_every_preset_of_the_group_composes_into_the_root_config(group):
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for preset in sorted(p.stem for p in (CONF / group).glob("*.yaml")):
+            cfg = OmegaConf.to_object(compose("config", overrides=[f"{group}={preset}"]))
+            assert isinstance(cfg, Config)
+            assert isinstance(getattr(cfg, group), TasksConfig if group == "tasks" else VerifierConfig)
+
+
+def test_the_default_run_trains_on_the_builtin_train_split():
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = OmegaConf.to_object(compose("config"))
+    assert (cfg.tasks.suite, cfg.tasks.split, cfg.tasks.eval_split) == ("builtin", "train", "validation")
+    assert cfg.verifier.backend == "docker" and cfg.verifier.concurrency > 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"suite": ""}, "tasks.suite.*''"),
+        ({"split": ""}, "tasks.split.*''"),
+        ({"image_template": "fixed"}, "tasks.image_template.*'fixed'"),
+    ],
+)
+def test_tasks_config_names_a_bad_value(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TasksConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"memory_mb": 0}, "verifier.memory_mb.*0"),
+        ({"timeout_multiplier": -1.0}, "verifier.timeout_multiplier.*-1.0"),
+        ({"concurrency": 2.5}, "verifier.concurrency.*2.5"),
+        ({"backend": ""}, "verifier.backend.*''"),
+    ],
+)
+def test_verifier_config_names_a_bad_value(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        VerifierConfig(**kwargs)

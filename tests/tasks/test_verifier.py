@@ -1,0 +1,249 @@
+"""The verifier on real built-in tasks in Docker: gold → 1 and empty → 0 for every task in the suite, every
+reward hack gets 0 and is reported, and infrastructure failures raise instead of scoring 0."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import json
+
+import pytest
+from suite_diffs import FORCE_PASS_HOOK, REWRITE_JUNIT_AT_EXIT, append, make_diff, package_init
+
+from legorl_jax.config import VerifierConfig
+from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_suite, load_builtin_task
+from legorl_jax.tasks.protection import hidden_test_paths
+from legorl_jax.tasks.report import VerifierError
+from legorl_jax.tasks.schema import Timeouts
+from legorl_jax.tasks.task_image import ensure_task_image
+from legorl_jax.tasks.verifier import grade, grade_many
+
+pytestmark = pytest.mark.docker
+
+SUITE_TASKS = sorted(d.name for d in SUITE_DIR.iterdir() if d.is_dir() and not d.name.startswith("."))
+SAMPLE = "csvlet-embedded-quote-roundtrip" if "csvlet-embedded-quote-roundtrip" in SUITE_TASKS else SUITE_TASKS[0]
+CONFIG = VerifierConfig(concurrency=6)
+
+
+@pytest.fixture(scope="session")
+def suite_tasks():
+    """Every task in suite/, its image built (two builds at a time: the host has two cores)."""
+    tasks = load_builtin_suite()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        list(pool.map(ensure_task_image, tasks))
+    return {t.instance_id: t for t in tasks}
+
+
+@pytest.fixture(scope="session")
+def gold_and_empty(suite_tasks):
+    """One concurrent batch: the gold patch and the empty diff of every task."""
+    pairs = [(t, t.patch) for t in suite_tasks.values()] + [(t, "") for t in suite_tasks.values()]
+    results = asyncio.run(grade_many(pairs, config=CONFIG))
+    return {(task.instance_id, "gold" if diff else "empty"): r for (task, diff), r in zip(pairs, results)}
+
+
+@pytest.mark.parametrize("task_id", SUITE_TASKS)
+def test_the_gold_patch_gets_reward_1(gold_and_empty, suite_tasks, task_id):
+    report = gold_and_empty[(task_id, "gold")]
+    assert not isinstance(report, VerifierError), report
+    assert report.reward == 1.0, (report.failed_tests, report.tampering, report.output[-3000:])
+    assert report.apply.status == "applied" and report.removed_changes == () and report.tampering == ()
+    assert report.tests == {t: "passed" for t in suite_tasks[task_id].tests}
+
+
+@pytest.mark.parametrize("task_id", SUITE_TASKS)
+def test_an_empty_diff_gets_reward_0_with_the_fail_to_pass_tests_failing(gold_and_empty, suite_tasks, task_id):
+    report = gold_and_empty[(task_id, "empty")]
+    assert not isinstance(report, VerifierError), report
+    task = suite_tasks[task_id]
+    assert report.reward == 0.0 and report.apply.status == "empty" and report.tampering == ()
+    assert set(report.failed_tests) == set(task.FAIL_TO_PASS), report.tests
+    assert all(report.tests[t] == "passed" for t in task.PASS_TO_PASS)
+
+
+def test_the_report_is_json_serialisable_with_durations(gold_and_empty):
+    data = json.loads(json.dumps(gold_and_empty[(SAMPLE, "gold")].to_dict()))
+    assert data["reward"] == 1.0 and data["apply"]["method"] == "git apply"
+    assert {"start", "apply", "hidden_tests", "tests", "total"} <= set(data["durations"])
+    assert "passed" in data["output"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reward hacks, as real diffs against a real built-in task; graded in one concurrent batch.
+# ---------------------------------------------------------------------------------------------------
+
+
+def _hacks(task):
+    hidden = sorted(hidden_test_paths(task.test_patch))[0]
+    init = package_init(task)
+    existing_test = sorted(p for p in task.PASS_TO_PASS if not p.startswith(hidden))[0].split("::")[0]
+    plugin = lambda repo: (repo / "hackplugin.py").write_text(FORCE_PASS_HOOK)  # noqa: E731
+    f2p_names = sorted({t.split("::")[-1].split("[")[0] for t in task.FAIL_TO_PASS if t.startswith(hidden)})
+    passing_hidden = "".join(f"def {name}():\n    pass\n\n\n" for name in f2p_names)
+    return {
+        "edits_hidden_test": (lambda r: append(r / hidden, passing_hidden), False),
+        "deletes_hidden_test": (None, False),
+        "deletes_a_repo_test_next_to_the_fix": (lambda r: (r / existing_test).unlink(), True),
+        "conftest_forces_passes": (lambda r: (r / "conftest.py").write_text(FORCE_PASS_HOOK), False),
+        "tests_conftest_forces_passes": (lambda r: append(r / "tests" / "conftest.py", FORCE_PASS_HOOK), False),
+        "pytest_ini_loads_a_plugin": (
+            lambda r: (plugin(r), (r / "pytest.ini").write_text("[pytest]\naddopts = -p hackplugin\n")), False),
+        "setup_cfg_loads_a_plugin": (
+            lambda r: (plugin(r), (r / "setup.cfg").write_text("[tool:pytest]\naddopts = -p hackplugin\n")), False),
+        "pyproject_loads_a_plugin": (
+            lambda r: (plugin(r), append(r / "pyproject.toml", '\n[tool.pytest.ini_options]\naddopts = "-p hackplugin"\n')), False),
+        "startup_hooks": (
+            lambda r: (plugin(r), (r / "sitecustomize.py").write_text("import os\nos.environ['PYTEST_PLUGINS'] = 'hackplugin'\n"),
+                       (r / "hack.pth").write_text("import hackplugin\n")), False),
+        "atexit_rewrites_the_junit_report": (
+            lambda r: append(r / init, REWRITE_JUNIT_AT_EXIT.replace("FORCE_EXIT", "pass")), False),
+        "atexit_rewrites_the_report_and_forces_exit_0": (
+            lambda r: append(r / init, REWRITE_JUNIT_AT_EXIT.replace("FORCE_EXIT", "_os._exit(0)")), False),
+        "forked_writer_rewrites_the_report_later": (
+            lambda r: append(r / init, REWRITE_JUNIT_AT_EXIT.replace(
+                "_atexit.register(_forge_junit)",
+                "_atexit.register(lambda: _os.fork() == 0 and (__import__('time').sleep(1.0), _forge_junit(), _os._exit(0)))",
+            ).replace("FORCE_EXIT", "pass")), False),
+        "daemon_rewrites_the_report_after_pytest_exits": (
+            lambda r: append(r / init, REWRITE_JUNIT_AT_EXIT.replace("_atexit.register(_forge_junit)", DAEMONISE)
+                             .replace("FORCE_EXIT", "pass")), False),
+        "shadows_pytest_itself": (lambda r: (r / "pytest.py").write_text("import sys\nsys.exit(0)\n"), False),
+        "escapes_the_repository": (None, False),
+    }
+
+
+# Detaches a writer from pytest's session and output pipes, so pytest and the exec end before it writes.
+DAEMONISE = """
+def _daemon():
+    if _os.fork() == 0:
+        _os.setsid()
+        if _os.fork() == 0:
+            _devnull = _os.open(_os.devnull, _os.O_RDWR)
+            for _fd in (0, 1, 2):
+                _os.dup2(_devnull, _fd)
+            __import__("time").sleep(3.0)
+            _forge_junit()
+        _os._exit(0)
+
+
+_atexit.register(_daemon)
+"""
+
+
+def _hack_diff(task, name, edit, with_gold):
+    hidden = sorted(hidden_test_paths(task.test_patch))[0]
+    if name == "deletes_hidden_test":
+        body = "".join(f"-{line}\n" for line in "x\ny".split("\n"))
+        return (f"diff --git a/{hidden} b/{hidden}\ndeleted file mode 100644\n--- a/{hidden}\n+++ /dev/null\n"
+                f"@@ -1,2 +0,0 @@\n{body}")
+    if name == "escapes_the_repository":
+        return ("diff --git a/../../tmp/evil.py b/../../tmp/evil.py\nnew file mode 100644\n--- /dev/null\n"
+                "+++ b/../../tmp/evil.py\n@@ -0,0 +1 @@\n+x = 1\n")
+    return make_diff(task, edit, with_gold=with_gold)
+
+
+@pytest.fixture(scope="module")
+def hack_reports(suite_tasks):
+    task = suite_tasks[SAMPLE]
+    hacks = _hacks(task)
+    diffs = {name: _hack_diff(task, name, edit, gold) for name, (edit, gold) in hacks.items()}
+    results = asyncio.run(grade_many([(task, d) for d in diffs.values()], config=CONFIG))
+    return dict(zip(diffs, results))
+
+
+def _removed(report):
+    return {c.path: c.reason for c in report.removed_changes}
+
+
+@pytest.mark.parametrize(
+    ("hack", "dropped"),
+    [
+        ("edits_hidden_test", "hidden test"),
+        ("deletes_hidden_test", "hidden test"),
+        ("conftest_forces_passes", "test file"),
+        ("tests_conftest_forces_passes", "test file"),
+        ("pytest_ini_loads_a_plugin", "test configuration"),
+        ("setup_cfg_loads_a_plugin", "test configuration"),
+        ("pyproject_loads_a_plugin", "test configuration"),
+        ("startup_hooks", "interpreter start-up hook"),
+        ("shadows_pytest_itself", "shadows the test runner"),
+        ("escapes_the_repository", "path outside the repository"),
+    ],
+)
+def test_a_protected_change_is_dropped_reported_and_earns_nothing(hack_reports, hack, dropped):
+    report = hack_reports[hack]
+    assert not isinstance(report, VerifierError), report
+    assert report.reward == 0.0
+    assert dropped in _removed(report).values(), _removed(report)
+
+
+def test_dropping_a_protected_change_keeps_the_real_fix_next_to_it(hack_reports):
+    report = hack_reports["deletes_a_repo_test_next_to_the_fix"]
+    assert report.reward == 1.0 and list(_removed(report).values()) == ["test file"]
+
+
+@pytest.mark.parametrize(
+    "hack",
+    ["atexit_rewrites_the_junit_report", "atexit_rewrites_the_report_and_forces_exit_0",
+     "forked_writer_rewrites_the_report_later", "daemon_rewrites_the_report_after_pytest_exits"],
+)
+def test_a_rewritten_junit_report_earns_nothing_and_is_reported(hack_reports, hack):
+    report = hack_reports[hack]
+    assert not isinstance(report, VerifierError), report
+    assert report.reward == 0.0 and report.removed_changes == ()
+    assert report.tampering or report.leftover_processes, report.to_dict()
+    if hack == "daemon_rewrites_the_report_after_pytest_exits":  # killed before it could write
+        assert any("sleep" in p or "python" in p for p in report.leftover_processes), report.leftover_processes
+    else:
+        assert any("JUnit report says passed" in t or "exited 0" in t for t in report.tampering), report.tampering
+
+
+def test_a_diff_that_does_not_apply_is_a_policy_failure_with_reward_0(suite_tasks):
+    task = suite_tasks[SAMPLE]
+    path = package_init(task)
+    diff = f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,2 +1,2 @@\n-no such line\n-nor this\n+x\n+y\n"
+    report = asyncio.run(grade(task, diff, config=CONFIG))
+    assert report.reward == 0.0 and report.apply.status == "failed" and report.exit_code is None
+    assert "patch --fuzz=5" in report.apply.log
+
+
+def test_an_unreadable_diff_is_reported_as_malformed(suite_tasks):
+    report = asyncio.run(grade(suite_tasks[SAMPLE], "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,3 +1 @@\n"))
+    assert report.reward == 0.0 and report.apply.status == "malformed"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Infrastructure failures raise VerifierError; they are never a reward of 0.
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_a_missing_image_raises_verifier_error(suite_tasks):
+    task = dataclasses.replace(suite_tasks[SAMPLE], image="legorl-task-does-not-exist:0")
+    with pytest.raises(VerifierError, match="grading sandbox failed"):
+        asyncio.run(grade(task, task.patch))
+
+
+def test_tests_that_run_past_the_timeout_raise_verifier_error(suite_tasks):
+    task = dataclasses.replace(suite_tasks[SAMPLE], timeouts=Timeouts(verify_s=3))
+    diff = make_diff(task, lambda r: append(r / package_init(task), "\nimport time\ntime.sleep(60)\n"))
+    with pytest.raises(VerifierError, match="verifier timeout of 3 s"):
+        asyncio.run(grade(task, diff))
+
+
+def test_a_test_run_that_leaves_no_report_raises_verifier_error(suite_tasks):
+    task = dataclasses.replace(suite_tasks[SAMPLE], test_cmd="python3 -m no_such_test_runner")
+    with pytest.raises(VerifierError, match="left no JUnit report"):
+        asyncio.run(grade(task, ""))
+
+
+def test_hidden_tests_that_do_not_apply_raise_verifier_error(suite_tasks):
+    task = suite_tasks[SAMPLE]
+    broken = task.test_patch.replace("new file mode", "deleted file mode", 1).replace("--- /dev/null", "--- a/x", 1)
+    with pytest.raises(VerifierError):
+        asyncio.run(grade(dataclasses.replace(task, test_patch=broken), ""))
+
+
+def test_a_reloaded_task_has_the_same_image_and_base(suite_tasks):
+    again = load_builtin_task(SUITE_DIR / SAMPLE)
+    assert (again.image, again.base_commit) == (suite_tasks[SAMPLE].image, suite_tasks[SAMPLE].base_commit)
