@@ -25,7 +25,7 @@ limit, and `oom_killed` is never set.
 
 proxy_only: the only way out of the empty network namespace is a unix socket bound read-only into the
 sandbox; a small Python forwarder inside listens on 127.0.0.1:<proxy_port> and relays to it, and this
-process relays the socket to 127.0.0.1:<proxy_port> on the host (`proxy_url_base` =
+process relays the socket to 127.0.0.1:<proxy_port> on the host (`relay.py`; `proxy_url_base` =
 `http://127.0.0.1:<port>`). It needs python3 in the root filesystem.
 """
 
@@ -41,7 +41,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from legorl_jax.sandbox import cgroups, reaper, rootfs
+from legorl_jax.sandbox import cgroups, reaper, relay, rootfs
 from legorl_jax.sandbox.base import SandboxError, SandboxSpec
 from legorl_jax.sandbox.exec_sandbox import TIMEOUT_EXIT_CODE, CappedBuffer, ExecSandbox, RawResult, Stdin
 from legorl_jax.sandbox.seed import ImageFacts, home_needs_mount
@@ -128,7 +128,7 @@ class BwrapSandbox(ExecSandbox):
         if self.spec.network == "proxy_only":
             if not (self._root / "usr/bin/python3").exists():
                 raise SandboxError(f"network='proxy_only' on bubblewrap needs python3 in {self._root}")
-            self._relay = await asyncio.start_unix_server(self._relay_one, path=str(self.state / "proxy" / "s"))
+            self._relay = await relay.start_unix_relay(str(self.state / "proxy" / "s"), self.spec.proxy_port)
             self.proxy_url_base = f"http://127.0.0.1:{self.spec.proxy_port}"
         self.base_commit = self._facts.base_commit
 
@@ -173,25 +173,6 @@ class BwrapSandbox(ExecSandbox):
                 raise SandboxError(f"mount source {source!r} (for {target!r}) is not a directory on the host")
             if self.spec.read_only_root and not (self._root / target.lstrip("/")).is_dir():
                 raise SandboxError(f"mount target {target!r} does not exist in the read-only root {self._root}")
-
-    async def _relay_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.spec.proxy_port)
-        except OSError:
-            writer.close()
-            return
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            try:
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            except (OSError, asyncio.IncompleteReadError):
-                pass
-            finally:
-                dst.close()
-
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
     # -- exec -----------------------------------------------------------------------------------------
 

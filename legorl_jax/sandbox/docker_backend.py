@@ -10,6 +10,11 @@ shell loop that reads requests from the container's stdin, which we hold attache
 - the container is created with StdinOnce: when the attaching process dies (a driver killed with
   SIGKILL), stdin closes, the supervisor exits and the container stops by itself; the reaper removes it.
 
+proxy_only: the container sits alone on its own internal network whose host firewall rules admit only
+the gateway address at the proxy port (`docker_network`); `proxy_url_base` is `http://<gateway>:<port>`.
+A relay on that address forwards to the proxy on 127.0.0.1 (`relay.py`), unless the proxy listens on
+every address itself.
+
 Disk. The daemon here (overlay2 on ext4) refuses `storage_opt size` (it needs xfs with pquota), so the
 quota is enforced with tmpfs: with `read_only_root` (default) the image's root is read-only, and the
 workdir, the user's home and /tmp are each a tmpfs of `disk_mb`, seeded from the image (`seed`), owned
@@ -38,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from legorl_jax.sandbox import daemon, docker_network, reaper, seed
+from legorl_jax.sandbox import daemon, docker_network, reaper, relay, seed
 from legorl_jax.sandbox.base import SandboxError, SandboxSpec
 from legorl_jax.sandbox.exec_sandbox import TIMEOUT_EXIT_CODE, CappedBuffer, ExecSandbox, RawResult, Stdin
 
@@ -161,6 +166,7 @@ class DockerSandbox(ExecSandbox):
         self._supervisor: Any = None
         self._supervisor_lock = threading.Lock()
         self._token: int | None = None
+        self._relay: asyncio.base_events.Server | None = None
         self._oom_seen = 0
 
     # -- start / close --------------------------------------------------------------------------------
@@ -184,6 +190,7 @@ class DockerSandbox(ExecSandbox):
                     docker_network.create_network, client, self.name.removeprefix("legorl-"), labels,
                     self.spec.proxy_port)
                 self.proxy_url_base = f"http://{gateway}:{self.spec.proxy_port}"
+                self._relay = await relay.start_tcp_relay(gateway, self.spec.proxy_port)
             self.container_id = await daemon.call(self._create, client, labels)
             self._supervisor = await daemon.call(
                 client.api.attach_socket, self.container_id, {"stdin": 1, "stdout": 1, "stream": 1})
@@ -235,6 +242,9 @@ class DockerSandbox(ExecSandbox):
         return created["Id"]
 
     async def _close(self) -> None:
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
         await daemon.call(self._cleanup_sync)
 
     def _cleanup_sync(self) -> None:

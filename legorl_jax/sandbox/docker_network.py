@@ -8,8 +8,8 @@ Each proxy_only sandbox gets its own Docker network, so trials never see each ot
 - host firewall rules (iptables, INPUT chain `LGR-<id>`): from that bridge the host accepts TCP to the
   gateway address on the proxy port and drops everything else. Without them an internal network still
   reaches every port the host listens on. IPv6 is dropped the same way (and disabled in the container).
-The capture proxy must listen on an address the container can reach: the gateway address (`gateway`,
-returned by `create_network`) or 0.0.0.0. The rules need root and a local daemon; otherwise
+The container reaches the proxy at the gateway address (`create_network` returns it); the Docker backend
+relays that to a proxy on 127.0.0.1 (`relay.py`). The rules need root and a local daemon; otherwise
 `create_network` raises `SandboxError` rather than give a weaker sandbox than asked for.
 
 Rules are removed with their network (`remove_network`); `remove_stale_rules` deletes chains whose

@@ -64,15 +64,16 @@ async def open_sandbox(backend: str, base_image: str) -> AsyncIterator[Callable[
 
 
 class TcpServer:
-    """A host-side TCP server on 0.0.0.0:<port> that answers each connection with b'pong:' + what it read."""
+    """A host-side TCP server on <host>:<port> that answers each connection with b'pong:' + what it read."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str) -> None:
+        self.host = host
         self.port = 0
         self.hits = 0
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> TcpServer:
-        self._server = await asyncio.start_server(self._serve, "0.0.0.0", 0)
+        self._server = await asyncio.start_server(self._serve, self.host, 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -92,8 +93,8 @@ class TcpServer:
 async def tcp_server() -> AsyncIterator[Callable[[], object]]:
     servers: list[TcpServer] = []
 
-    async def factory() -> TcpServer:
-        server = await TcpServer().start()
+    async def factory(host: str = "0.0.0.0") -> TcpServer:
+        server = await TcpServer(host).start()
         servers.append(server)
         return server
 

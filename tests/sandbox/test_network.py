@@ -51,3 +51,11 @@ async def test_proxy_only_reaches_the_proxy_port_and_nothing_else(open_sandbox, 
     assert seen.pop(f"{host}:{proxy.port}") == "open pong:ping"
     assert all(v.startswith("closed") for v in seen.values()), seen
     assert (proxy.hits, other.hits) == (1, 0)
+
+
+async def test_proxy_only_reaches_a_proxy_that_listens_on_loopback_only(open_sandbox, tcp_server):
+    proxy = await tcp_server(host="127.0.0.1")
+    sb = await open_sandbox(network="proxy_only", proxy_port=proxy.port)
+    host = sb.proxy_url_base.removeprefix("http://").rsplit(":", 1)[0]
+    seen = await _probe(sb, [f"{host}:{proxy.port}"])
+    assert seen == {f"{host}:{proxy.port}": "open pong:ping"} and proxy.hits == 1
