@@ -369,6 +369,101 @@ class SandboxConfig:
 
 
 # ----------------------------------------------------------------------------------------------------
+# engine/ (rollout engines issue)
+# ----------------------------------------------------------------------------------------------------
+
+ENGINE_BACKENDS = ("jax", "sglang")
+
+
+@dataclasses.dataclass
+class SGLangConfig:
+    """How `legorl_jax.engine.sglang_launcher` starts an SGLang server (ignored when engine.url is set)."""
+
+    python: str = "python"
+    """Interpreter that has sglang installed (`pip install 'legorl_jax[sglang]'`, CUDA hosts)."""
+    module: str = "sglang.launch_server"
+    """Module run with `python -m`; its top-level package must be importable by `python`."""
+    host: str = "127.0.0.1"
+    """Address the server binds."""
+    port: int = 30000
+    """Port the server listens on."""
+    tp: int = 1
+    """Tensor-parallel degree (`--tp`)."""
+    extra_args: list[str] = dataclasses.field(default_factory=list)
+    """Further launch_server flags, verbatim (e.g. ["--mem-fraction-static", "0.8"])."""
+    startup_timeout_s: float = 900.0
+    """How long to wait for /health after starting (model download and CUDA graph capture included)."""
+    stop_grace_s: float = 30.0
+    """Seconds between SIGTERM and SIGKILL when stopping the server's process group."""
+    log_file: str | None = None
+    """Where the server's stdout/stderr go (None: a temporary file, reported on failure)."""
+
+    def __post_init__(self) -> None:
+        for name in ("python", "module", "host"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"engine.sglang.{name} must be a non-empty string, got {getattr(self, name)!r}")
+        if not isinstance(self.port, int) or not 0 < self.port < 65536:
+            raise ValueError(f"engine.sglang.port must be an int in [1, 65535], got {self.port!r}")
+        if not isinstance(self.tp, int) or self.tp < 1:
+            raise ValueError(f"engine.sglang.tp must be a positive int, got {self.tp!r}")
+        if not all(isinstance(a, str) for a in self.extra_args):
+            raise ValueError(f"engine.sglang.extra_args must be a list of strings, got {self.extra_args!r}")
+        for name in ("startup_timeout_s", "stop_grace_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"engine.sglang.{name} must be > 0, got {getattr(self, name)!r}")
+
+
+@dataclasses.dataclass
+class EngineConfig:
+    """The rollout engine: the embedded JAX engine, or SGLang (launched here or already running at `url`)."""
+
+    backend: str = "jax"
+    """jax (in process, on the policy) or sglang (HTTP; also any server with SGLang's API, e.g. ours)."""
+    max_running: int = 32
+    """jax: decode slots, the requests decoded together (continuous batching)."""
+    max_len: int = 4096
+    """jax: context length of a request, prompt plus output (KV cache positions per slot)."""
+    min_prefill_bucket: int = 64
+    """jax: smallest prompt-length bucket; buckets double up to max_len (one prefill program each)."""
+    dtype: str | None = None
+    """jax: weight and KV dtype of the engine (None: model.dtype)."""
+    weight_version: str = "default"
+    """Version reported until the first update (SGLang's default is "default")."""
+    url: str | None = None
+    """sglang: base URL of a running server; None launches one with `sglang`."""
+    request_timeout_s: float = 1800.0
+    """sglang: seconds one /generate may take before it is aborted."""
+    connect_retries: int = 3
+    """sglang: retries of a request that could not connect (never of one that was sent)."""
+    retry_backoff_s: float = 0.5
+    """sglang: first retry delay, doubled each time."""
+    sglang: SGLangConfig = dataclasses.field(default_factory=SGLangConfig)
+    """sglang: how the server is launched."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in ENGINE_BACKENDS:
+            raise ValueError(f"engine.backend must be one of {ENGINE_BACKENDS}, got {self.backend!r}")
+        for name in ("max_running", "max_len", "min_prefill_bucket"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"engine.{name} must be a positive int, got {value!r}")
+        if self.max_len < 2:
+            raise ValueError(f"engine.max_len must be >= 2, got {self.max_len!r}")
+        if self.dtype is not None and self.dtype not in _DTYPES:
+            raise ValueError(f"engine.dtype must be one of {_DTYPES} or null, got {self.dtype!r}")
+        if not isinstance(self.weight_version, str) or not self.weight_version:
+            raise ValueError(f"engine.weight_version must be a non-empty string, got {self.weight_version!r}")
+        if self.url is not None and not str(self.url).startswith(("http://", "https://")):
+            raise ValueError(f"engine.url must be an http(s) URL or null, got {self.url!r}")
+        if not self.request_timeout_s > 0:
+            raise ValueError(f"engine.request_timeout_s must be > 0, got {self.request_timeout_s!r}")
+        if not isinstance(self.connect_retries, int) or self.connect_retries < 0:
+            raise ValueError(f"engine.connect_retries must be an int >= 0, got {self.connect_retries!r}")
+        if not self.retry_backoff_s >= 0:
+            raise ValueError(f"engine.retry_backoff_s must be >= 0, got {self.retry_backoff_s!r}")
+
+
+# ----------------------------------------------------------------------------------------------------
 # Root
 # ----------------------------------------------------------------------------------------------------
 
@@ -391,6 +486,8 @@ class Config:
     """Grading sandbox resources (conf/verifier/)."""
     sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
     """Agent sandbox backend and limits (conf/sandbox/)."""
+    engine: EngineConfig = dataclasses.field(default_factory=EngineConfig)
+    """The rollout engine (conf/engine/)."""
     seed: int = 0
     """Seed of every random stream in the run."""
 
@@ -408,3 +505,4 @@ def register_configs() -> None:
     cs.store(group="tasks", name="schema", node=TasksConfig)
     cs.store(group="verifier", name="schema", node=VerifierConfig)
     cs.store(group="sandbox", name="schema", node=SandboxConfig)
+    cs.store(group="engine", name="schema", node=EngineConfig)
