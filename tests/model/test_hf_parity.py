@@ -1,0 +1,82 @@
+"""Our policy against HF transformers' own forward, on checkpoints HF wrote (tests/fixtures/hf/<name>/).
+
+Fixtures (written by tools/make_hf_fixtures.py in .venv-ref): `config.json` (Hub dialect),
+`config.transformers5.json`, `model.safetensors` from `save_pretrained` (fp32) and `reference.npz` with
+`input_ids`, `attention_mask`, HF's `logits`, and for MoE `router_topk [L_moe, B, T, K]` (torch.topk
+order) and `aux_loss`. HF runs positions 0..T-1 in every row and masks padded keys; we pass the same
+positions and the mask as segment ids. Only real tokens are compared (padded queries are unspecified).
+A missing fixture is a failure, not a skip: the comparison is the point.
+"""
+
+import dataclasses
+import json
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+from safetensors import safe_open
+
+from legorl_jax.model import ArchConfig, load_hf, save_hf
+
+NAMES = ("qwen3_dense", "qwen3_moe", "qwen3_moe_yarn_mixed", "qwen3_tied")
+
+
+def _fixture(fixtures_dir, name):
+    path = fixtures_dir / "hf" / name
+    needed = ("config.json", "config.transformers5.json", "model.safetensors", "reference.npz")
+    missing = [f for f in needed if not (path / f).exists()]
+    if missing:
+        pytest.fail(f"HF fixture {name} lacks {missing} in {path}; run `make fixtures` (tools/make_hf_fixtures.py)")
+    return path, dict(np.load(path / "reference.npz"))
+
+
+def _forward(policy, reference):
+    ids, mask = reference["input_ids"], reference["attention_mask"]
+    positions = np.broadcast_to(np.arange(ids.shape[1], dtype=np.int32), ids.shape)
+    graphdef, state = nnx.split(policy)
+    run = jax.jit(lambda state, ids, pos, seg: nnx.merge(graphdef, state)(ids, positions=pos, segment_ids=seg))
+    return run(state, ids, positions, mask.astype(np.int32))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_logits_routing_and_aux_loss_match_hf_transformers(fixtures_dir, name):
+    path, reference = _fixture(fixtures_dir, name)
+    out = _forward(load_hf(path), reference)
+    real = reference["attention_mask"].astype(bool)
+    delta = np.abs(np.asarray(out.logits) - reference["logits"])[real]
+    assert delta.max() <= 1e-4, f"max |Δlogit| = {delta.max():.3g} at real tokens"
+    if "router_topk" not in reference:
+        assert out.routed_experts is None and float(out.aux_loss) == 0.0
+        return
+    ours, theirs = np.asarray(out.routed_experts), reference["router_topk"]
+    assert ours.shape == theirs.shape
+    # The fixtures keep a top-k margin of >= 2e-3 at every real token, so there are no exact ties to excuse.
+    np.testing.assert_array_equal(np.sort(ours, -1)[:, real], np.sort(theirs, -1)[:, real])
+    assert float(out.aux_loss) == pytest.approx(float(reference["aux_loss"]), abs=1e-5)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_both_config_dialects_of_a_fixture_parse_to_the_same_architecture(fixtures_dir, name):
+    path, _ = _fixture(fixtures_dir, name)
+    hub = ArchConfig.from_json_file(path / "config.json")
+    v5 = ArchConfig.from_json_file(path / "config.transformers5.json")
+    # Only the uninterpreted extras may differ (e.g. transformers 5 writes `layer_types`).
+    assert hub == dataclasses.replace(v5, extra_json=hub.extra_json)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_save_hf_writes_the_tensor_names_and_shapes_hf_wrote(fixtures_dir, tmp_path, name):
+    path, _ = _fixture(fixtures_dir, name)
+    save_hf(load_hf(path), tmp_path, dtype="float32", source_dir=path)
+
+    def layout(file):
+        with safe_open(str(file), framework="numpy") as f:
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+
+    assert layout(tmp_path / "model.safetensors") == layout(path / "model.safetensors")
+    ours = json.loads((tmp_path / "config.json").read_text())
+    theirs = json.loads((path / "config.json").read_text())
+    for key in ("architectures", "model_type", "num_hidden_layers", "head_dim", "rope_scaling", "tie_word_embeddings"):
+        assert ours[key] == theirs[key], key
+    assert (tmp_path / "generation_config.json").exists()  # copied from source_dir
