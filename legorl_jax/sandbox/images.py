@@ -148,21 +148,26 @@ def ensure_base_image(*, from_registry: str | None = None, rebuild: bool = False
     return tag
 
 
-def _ensure_registry_base(source: str) -> str:
-    dockerfile = "\n".join([
+def registry_base_dockerfile(source: str) -> str:
+    """The Dockerfile that gives a Debian-based registry image (python:3.12-slim, ...) the base layout."""
+    return "\n".join([
         f"FROM {source}",
-        # The registry image brings its own Python; only the tools come from apt, pytest from pip.
+        "USER root",
+        # The registry image brings its own Python; the tools come from apt, pytest from pip if missing.
         "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
         + " ".join(p for p in BASE_PACKAGES if not p.startswith("python3")) + " && rm -rf /var/lib/apt/lists/*",
-        "RUN python3 -m pip install --no-cache-dir 'pytest>=7.2,<9'",
-        f"RUN useradd --create-home --uid {BASE_UID} --user-group --shell /bin/bash {BASE_USER}"
-        f" && mkdir -p /testbed && chown {BASE_USER}:{BASE_USER} /testbed"
+        "RUN python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --no-cache-dir 'pytest>=7.2,<9'",
+        f"RUN (id -u {BASE_USER} >/dev/null 2>&1 || useradd --create-home --uid {BASE_UID} --user-group"
+        f" --shell /bin/bash {BASE_USER}) && mkdir -p /testbed && chown {BASE_USER}:{BASE_USER} /testbed"
         " && printf '[safe]\\n\\tdirectory = *\\n' > /etc/gitconfig",
         *BASE_CHANGES,
         "",
     ])
+
+
+def _ensure_registry_base(source: str) -> str:
     with tempfile.TemporaryDirectory() as context:
-        tag = ensure_image(Path(context), dockerfile, BASE_REPO, network=True)
+        tag = ensure_image(Path(context), registry_base_dockerfile(source), BASE_REPO, network=True)
     _tag_latest(tag)
     return tag
 

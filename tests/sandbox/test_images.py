@@ -88,3 +88,18 @@ def test_a_failing_build_raises_image_error_with_the_log(docker_available, base_
     assert docker_available, "no Docker daemon answers (make system starts one)"
     with pytest.raises(ImageError, match="no-such-binary-xyz"):
         ensure_image(tmp_path, f"FROM {base_image}\nRUN no-such-binary-xyz\n", "legorl-test-broken")
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+async def test_a_registry_based_base_image_has_the_sandbox_layout(docker_available, base_image, tmp_path):
+    # No registry is reachable here, so a local Debian image stands in for python:3.12-slim; the build
+    # still runs apt-get against the mirror (network on), as it would FROM a registry image.
+    assert docker_available, "no Docker daemon answers (make system starts one)"
+    from legorl_jax.sandbox import SandboxSpec, make_sandbox
+    from legorl_jax.sandbox.images import registry_base_dockerfile
+
+    tag = ensure_image(tmp_path, registry_base_dockerfile(base_image), "legorl-test-registry-base", network=True)
+    async with make_sandbox(SandboxSpec(image=tag), backend="docker") as sb:
+        probe = await sb.exec("id -un; pwd; git --version >/dev/null && python3 -m pytest --version 2>&1 | head -1")
+    assert probe.stdout.splitlines()[:2] == ["agent", "/testbed"] and "pytest" in probe.stdout
