@@ -235,7 +235,8 @@ class DockerSandbox(ExecSandbox):
             log_config=docker.types.LogConfig(type="none"),
         )
         created = client.api.create_container(
-            facts.image_id, command=["/bin/sh", "-c", SUPERVISOR, "legorl-supervisor", "seed" if facts.seed else ""],
+            # The entrypoint replaces the image's own, which would otherwise wrap the supervisor.
+            facts.image_id, entrypoint=["/bin/sh"], command=["-c", SUPERVISOR, "legorl-supervisor", "seed" if facts.seed else ""],
             user="root", name=self.name,
             hostname="sandbox", detach=False, stdin_open=True, labels=labels, host_config=host_config,
             working_dir="/")

@@ -103,3 +103,16 @@ async def test_a_registry_based_base_image_has_the_sandbox_layout(docker_availab
     async with make_sandbox(SandboxSpec(image=tag), backend="docker") as sb:
         probe = await sb.exec("id -un; pwd; git --version >/dev/null && python3 -m pytest --version 2>&1 | head -1")
     assert probe.stdout.splitlines()[:2] == ["agent", "/testbed"] and "pytest" in probe.stdout
+
+
+async def test_an_image_with_its_own_entrypoint_and_root_user_still_sandboxes(backend, docker_available, base_image,
+                                                                             tmp_path):
+    if not docker_available:
+        pytest.skip("building a task image needs Docker")
+    from legorl_jax.sandbox import SandboxSpec, make_sandbox
+
+    dockerfile = f'FROM {base_image}\nUSER root\nENTRYPOINT ["/bin/false"]\nCMD ["--never"]\n'
+    tag = ensure_image(tmp_path, dockerfile, "legorl-test-entrypoint")
+    async with make_sandbox(SandboxSpec(image=tag), backend=backend) as sb:
+        probe = await sb.exec("id -un; touch ~/written && echo $HOME")
+    assert probe.stdout.split() == ["root", "/root"]
