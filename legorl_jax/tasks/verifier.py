@@ -8,7 +8,7 @@ One grade, in a fresh sandbox started from the task's clean image (never the age
 2. What is left is applied with `git apply`, then `git apply --3way`, then `patch --fuzz=5` (swebench's
    fallback chain, the tree restored between attempts). A diff that none of them applies is the policy's
    failure: reward 0, apply status `failed`; the tests are not run.
-3. The hidden tests (`task.test_patch`) are applied; Harbor tasks get their `tests/` uploaded to `/tests`
+3. The hidden tests (`task.test_patch`) are applied with plain `git apply`; Harbor tasks get their `tests/` uploaded to `/tests`
    only now. Failing here is the infrastructure's fault (`VerifierError`): the filtered diff cannot touch
    those paths.
 4. The test command runs with the task's timeout, after a snapshot of the running processes:
@@ -59,7 +59,7 @@ _P2P_OK = {"builtin": frozenset({"passed"}), "swebench": frozenset({"passed", "s
 _APPLY_METHODS = (
     ("git apply", ["git", "apply", "--verbose", "--whitespace=nowarn"]),
     ("git apply --3way", ["git", "apply", "--verbose", "--3way", "--whitespace=nowarn"]),
-    ("patch --fuzz=5", ["patch", "--batch", "--forward", "--fuzz=5", "-p1", "-i"]),
+    ("patch --fuzz=5", ["patch", "--batch", "--forward", "--no-backup-if-mismatch", "--fuzz=5", "-p1", "-i"]),
 )
 # Lists "pid command" for every live process except this shell and its own children (zombies skipped).
 _PS_SCRIPT = r"""
@@ -136,7 +136,9 @@ async def _grade_in(task: Task, sandbox: Sandbox, filtered: FilteredPatch, durat
         return _report(task, apply, removed=filtered.removed, durations=durations)
     phase = time.monotonic()
     if task.test_patch.strip():
-        hidden = await _apply(sandbox, task, task.test_patch, f"{scratch}/hidden.patch")
+        # Plain `git apply` only: the filtered diff cannot touch these paths, so a fuzzy fallback would only
+        # hide a broken task (and restoring the tree for it would undo the agent's changes).
+        hidden = await _apply(sandbox, task, task.test_patch, f"{scratch}/hidden.patch", _APPLY_METHODS[:1])
         if hidden.status != "applied":
             raise VerifierError(f"task {task.instance_id!r}: the hidden tests do not apply: {hidden.log[-2000:]}")
     if task.kind == "harbor":
@@ -204,18 +206,23 @@ async def _must(sandbox: Sandbox, cmd: list[str], what: str, workdir: str | None
     return result
 
 
-async def _apply(sandbox: Sandbox, task: Task, patch_text: str, path: str) -> ApplyResult:
-    """Applies `patch_text` in the workdir with the fallback chain; the tree is restored after a failure."""
+async def _apply(sandbox: Sandbox, task: Task, patch_text: str, path: str,
+                 methods: tuple[tuple[str, list[str]], ...] = _APPLY_METHODS) -> ApplyResult:
+    """Applies `patch_text` in the workdir trying `methods` in turn; the tree is restored between attempts."""
     if not patch_text.strip():
         return ApplyResult("empty")
     await sandbox.write_file(path, patch_text)
-    before = await _must(sandbox, ["git", "status", "--porcelain"], "reading git status", task.workdir)
     logs: list[str] = []
-    for name, argv in _APPLY_METHODS:
+    before: ExecResult | None = None
+    for name, argv in methods:
         result = await _exec(sandbox, [*argv, path], workdir=task.workdir)
         logs.append(f"$ {name}\n{result.stdout}{result.stderr}".strip())
         if result.exit_code == 0 and not result.timed_out:
             return ApplyResult("applied", name, cap_text("\n".join(logs), 8000)[0])
+        if before is None:
+            # A failed plain `git apply` changes nothing, so the tree now is the tree to come back to.
+            before = await _must(sandbox, ["git", "status", "--porcelain"], "reading git status", task.workdir)
+            continue
         now = await _must(sandbox, ["git", "status", "--porcelain"], "reading git status", task.workdir)
         if now.stdout != before.stdout:
             await _must(sandbox, ["sh", "-c", "git reset -q --hard HEAD && git clean -fdq"], "restoring the tree", task.workdir)
