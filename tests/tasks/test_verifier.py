@@ -208,6 +208,26 @@ def test_a_diff_that_does_not_apply_is_a_policy_failure_with_reward_0(suite_task
     assert "patch --fuzz=5" in report.apply.log
 
 
+def _drift_first_context_line(patch: str) -> str:
+    lines, drifted, in_hunk = [], False, False
+    for line in patch.splitlines(keepends=True):
+        if line.startswith("index "):
+            continue  # without blob ids git cannot fall back to a 3-way merge
+        in_hunk = in_hunk or line.startswith("@@")
+        if in_hunk and not drifted and line.startswith(" ") and line.strip():
+            line, drifted = line.rstrip("\n") + "  # drifted since the diff was taken\n", True
+        lines.append(line)
+    assert drifted
+    return "".join(lines)
+
+
+def test_a_diff_with_drifted_context_still_applies_through_the_patch_fallback(suite_tasks):
+    task = suite_tasks[SAMPLE]
+    report = asyncio.run(grade(task, _drift_first_context_line(task.patch), config=CONFIG))
+    assert report.apply.status == "applied" and report.apply.method == "patch --fuzz=5", report.apply.log
+    assert report.reward == 1.0
+
+
 def test_an_unreadable_diff_is_reported_as_malformed(suite_tasks):
     report = asyncio.run(grade(suite_tasks[SAMPLE], "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,3 +1 @@\n"))
     assert report.reward == 0.0 and report.apply.status == "malformed"
