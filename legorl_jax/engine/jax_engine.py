@@ -1,0 +1,362 @@
+"""The embedded JAX engine: continuous batching on the policy, in process, behind the async `Engine` API.
+
+    engine = JaxEngine.from_dir("runs/tiny-moe", max_running=8, max_len=4096)    # or JaxEngine(policy, ...)
+    gen = await engine.generate(prompt_ids, SamplingParams(max_new_tokens=64, seed=1), return_routed_experts=True)
+    await engine.update_weights(trainer_state.params, version="12")             # in-process, no disk
+    engine.close()
+
+Threading: one background thread owns the device (a `ModelRunner`) and the host bookkeeping (a
+`Scheduler`). The async methods validate their input in the caller, then hand a command to the thread
+through a queue and await a future the thread resolves with `loop.call_soon_threadsafe`; the event loop
+never waits on the device. The thread loop is: take every queued command (blocking only while there is
+no work or generation is paused), admit waiting requests into free slots (one prefill each), then one
+decode step over all slots. Commands therefore land between decode steps: a weight update never meets
+a half-run step, and an abort frees its slot before the next one.
+
+Weight updates (in place, as SGLang's `pause_generation(mode="in_place")` + update): requests in flight
+keep their slots and KV and continue on the new weights from the next step; each output token records the
+version it was sampled under (`Generation.token_weight_versions`, None when all are the same) and
+`Generation.weight_version` is the version of its last token. An HF directory is loaded in a worker
+thread (`load_hf`), then swapped in like an in-process state, so decoding continues while it loads.
+
+Pausing: `pause("in_place")` stops scheduling (requests keep their slots; new ones queue), `pause("abort")`
+also finishes every request in flight with reason "abort"; `resume()` continues. A cancelled `generate`
+aborts its request. If the engine thread fails, every pending call gets an `EngineError` and `health()`
+turns False.
+
+Not done here: prefix caching (every request is prefilled in full; `flush_cache` has nothing to flush and
+only reports whether the engine is idle, as SGLang's refuses to flush while requests run), sharding the
+engine over several devices (it runs on one), speculative decoding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pathlib
+import queue
+import secrets
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from legorl_jax.engine.base import (
+    ContextOverflowError,
+    EngineError,
+    SamplingParams,
+    WeightSource,
+    check_generate_args,
+    check_input_ids,
+    check_logprob_args,
+)
+from legorl_jax.engine.runner import ModelRunner
+from legorl_jax.engine.sampler import SamplingRows
+from legorl_jax.engine.scheduler import Request, Scheduler
+from legorl_jax.model.policy import Policy
+from legorl_jax.model.tokenizer import Tokenizer
+from legorl_jax.types import Generation
+
+log = logging.getLogger(__name__)
+
+PAUSE_MODES = ("in_place", "abort")
+
+
+class _Reply:
+    """Resolves an asyncio future of the caller's loop from the engine thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.future = self.loop.create_future()
+
+    def _deliver(self, fn: Callable[[], None]) -> None:
+        try:
+            self.loop.call_soon_threadsafe(fn)
+        except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+            pass
+
+    def set(self, value: Any) -> None:
+        self._deliver(lambda: self.future.done() or self.future.set_result(value))
+
+    def fail(self, exc: BaseException) -> None:
+        self._deliver(lambda: self.future.done() or self.future.set_exception(exc))
+
+
+_STOP = object()
+
+
+class JaxEngine:
+    """The `Engine` on the in-process policy (module docstring)."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        tokenizer: Tokenizer | None = None,
+        max_running: int = 8,
+        max_len: int | None = None,
+        min_bucket: int = 16,
+        dtype: str | None = None,
+        weight_version: str = "default",
+        eos_token_ids: tuple[int, ...] | None = None,
+        model_path: str | None = None,
+    ):
+        max_len = policy.config.max_position_embeddings if max_len is None else max_len
+        self.runner = ModelRunner(policy, max_running, max_len, min_bucket=min_bucket, dtype=dtype)
+        self.config = policy.config
+        self.tokenizer = tokenizer
+        self.model_path = model_path
+        if eos_token_ids is None:
+            eos_token_ids = tokenizer.eos_token_ids if tokenizer is not None else ()
+        routing = (self.config.num_moe_layers, self.config.num_experts_per_tok, self.config.num_experts) if self.config.is_moe else None
+        self.scheduler = Scheduler(
+            max_running,
+            max_len,
+            eos_ids=tuple(eos_token_ids),
+            routing=routing,
+            detokenize=None if tokenizer is None else (lambda ids: tokenizer.decode(ids)),
+            weight_version=_check_version(weight_version),
+        )
+        self._commands: queue.SimpleQueue = queue.SimpleQueue()
+        self._paused = False
+        self._error: BaseException | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="legorl-jax-engine", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_dir(cls, path: str | os.PathLike, *, dtype: str = "float32", **options: Any) -> JaxEngine:
+        """An engine on the HF checkpoint directory `path` (weights, tokenizer, eos ids from generation_config)."""
+        from legorl_jax.model.checkpoint_io import load_hf
+
+        directory = pathlib.Path(path)
+        policy = load_hf(directory, dtype)
+        tokenizer = Tokenizer.from_dir(directory) if (directory / "tokenizer.json").is_file() else None
+        return cls(policy, tokenizer=tokenizer, model_path=str(directory), **options)
+
+    # ------------------------------------------------------------------------------------------------
+    # properties
+
+    @property
+    def max_len(self) -> int:
+        return self.runner.max_len
+
+    @property
+    def max_running(self) -> int:
+        return self.runner.num_slots
+
+    @property
+    def weight_version(self) -> str:
+        return self.scheduler.weight_version
+
+    def stats(self) -> dict[str, Any]:
+        """Load and state figures (read without locking: a snapshot, for monitoring only)."""
+        return {
+            "running": sum(r is not None for r in self.scheduler.slots),
+            "waiting": len(self.scheduler.waiting),
+            "max_running": self.max_running,
+            "max_len": self.max_len,
+            "paused": self._paused,
+            "weight_version": self.weight_version,
+            "prefill_buckets": list(self.runner.buckets),
+            "compiled_programs": sorted(self.runner.compiled),
+        }
+
+    # ------------------------------------------------------------------------------------------------
+    # the Engine protocol
+
+    async def generate(
+        self,
+        input_ids: Any,
+        sampling: SamplingParams,
+        *,
+        return_routed_experts: bool = False,
+        routed_experts_start_len: int = 0,
+        rid: str | None = None,
+    ) -> Generation:
+        prompt = self._check_prompt(input_ids)
+        rid = check_generate_args(prompt, sampling, return_routed_experts, routed_experts_start_len, rid)
+        reply = _Reply()
+        req = Request(
+            rid=rid,
+            prompt=prompt,
+            sampling=sampling,
+            seed=secrets.randbits(64) if sampling.seed is None else sampling.seed,
+            return_routed_experts=return_routed_experts and self.config.is_moe,
+            routed_start=routed_experts_start_len,
+            on_done=reply.set,
+        )
+        self._send("submit", req, reply)
+        try:
+            return await reply.future
+        except asyncio.CancelledError:
+            self._commands.put(("abort", rid, None))
+            raise
+
+    async def prompt_logprobs(self, input_ids: Any, start: int, *, temperature: float = 1.0) -> np.ndarray:
+        ids = check_input_ids(input_ids, self.config.vocab_size)
+        if len(ids) > self.max_len:
+            raise ContextOverflowError(
+                f"input_ids has {len(ids)} tokens, more than the engine's context of max_len={self.max_len} tokens",
+                prompt_tokens=len(ids), limit=self.max_len,
+            )
+        check_logprob_args(ids, start, temperature)
+        return await self._call("logprobs", (ids, start, float(temperature)))
+
+    async def update_weights(self, source: WeightSource, version: str) -> None:
+        _check_version(version)
+        if isinstance(source, (str, os.PathLike)):
+            from legorl_jax.model.checkpoint_io import load_hf
+
+            path = pathlib.Path(source)
+            if not path.is_dir():
+                raise ValueError(f"update_weights: model_path {str(path)!r} is not a directory")
+            source = await asyncio.to_thread(load_hf, path, self.runner.dtype_name)
+        params = self.runner.check_params(source)
+        await self._call("weights", (params, version))
+
+    async def health(self) -> bool:
+        return self._thread.is_alive() and self._error is None and not self._closed
+
+    async def abort(self, rid: str) -> None:
+        if not isinstance(rid, str) or not rid:
+            raise ValueError(f"rid must be a non-empty string, got {rid!r}")
+        await self._call("abort", rid)
+
+    # ------------------------------------------------------------------------------------------------
+    # control (the server's /pause_generation, /continue_generation, /flush_cache, /abort_request)
+
+    async def pause(self, mode: str = "in_place") -> int:
+        """Stops scheduling; with mode "abort" finishes every request in flight. Returns the requests affected."""
+        if mode not in PAUSE_MODES:
+            raise ValueError(f"mode must be one of {PAUSE_MODES} (retract is not supported), got {mode!r}")
+        return await self._call("pause", mode)
+
+    async def resume(self) -> None:
+        await self._call("resume", None)
+
+    async def abort_all(self) -> int:
+        return await self._call("abort_all", None)
+
+    async def flush_cache(self) -> bool:
+        """True when no request is running or waiting (there is no prefix cache to drop)."""
+        return await self._call("idle", None)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Aborts what is in flight and stops the engine thread."""
+        if not self._closed:
+            self._closed = True
+            self._commands.put((_STOP, None, None))
+        self._thread.join(timeout)
+
+    # ------------------------------------------------------------------------------------------------
+    # caller side
+
+    def _check_prompt(self, input_ids: Any) -> np.ndarray:
+        prompt = check_input_ids(input_ids, self.config.vocab_size)
+        if len(prompt) >= self.max_len:
+            raise ContextOverflowError(
+                f"input_ids has {len(prompt)} tokens; the engine's context is max_len={self.max_len} tokens, so a "
+                f"prompt may have at most {self.max_len - 1} (one position is left for the first generated token)",
+                prompt_tokens=len(prompt), limit=self.max_len,
+            )
+        return prompt
+
+    def _send(self, kind: str, payload: Any, reply: _Reply) -> None:
+        if self._error is not None:
+            raise EngineError(f"the engine thread failed: {self._error!r}")
+        if self._closed:
+            raise EngineError("the engine is closed")
+        self._commands.put((kind, payload, reply))
+
+    async def _call(self, kind: str, payload: Any) -> Any:
+        reply = _Reply()
+        self._send(kind, payload, reply)
+        return await reply.future
+
+    # ------------------------------------------------------------------------------------------------
+    # engine thread
+
+    def _run(self) -> None:
+        try:
+            while True:
+                block = self._paused or self.scheduler.idle
+                for kind, payload, reply in self._take(block):
+                    if kind is _STOP:
+                        self._shutdown(EngineError("the engine is closed"))
+                        return
+                    self._handle(kind, payload, reply)
+                if not self._paused:
+                    self._step()
+        except BaseException as exc:  # noqa: BLE001 - every caller must hear about it
+            log.exception("the engine thread failed")
+            self._error = exc
+            self._shutdown(EngineError(f"the engine thread failed: {exc!r}"))
+
+    def _take(self, block: bool) -> list[tuple]:
+        commands = [self._commands.get()] if block else []
+        while True:
+            try:
+                commands.append(self._commands.get_nowait())
+            except queue.Empty:
+                return commands
+
+    def _handle(self, kind: str, payload: Any, reply: _Reply | None) -> None:
+        try:
+            result = None
+            if kind == "submit":
+                self.scheduler.submit(payload)
+                return  # the reply comes with the Generation
+            if kind == "abort":
+                self.scheduler.abort(payload)
+            elif kind == "abort_all":
+                result = self.scheduler.abort_all()
+            elif kind == "logprobs":
+                result = self.runner.prompt_logprobs(*payload)
+            elif kind == "weights":
+                params, version = payload
+                self.runner.set_params(params)
+                self.scheduler.weight_version = version
+            elif kind == "pause":
+                result = self.scheduler.abort_all() if payload == "abort" else len(self.scheduler.by_rid)
+                self._paused = True
+            elif kind == "resume":
+                self._paused = False
+            elif kind == "idle":
+                result = self.scheduler.idle
+            else:
+                raise ValueError(f"unknown engine command {kind!r}")
+        except Exception as exc:  # noqa: BLE001 - a bad command fails its caller, not the engine
+            if reply is not None:
+                reply.fail(exc)
+            return
+        if reply is not None:
+            reply.set(result)
+
+    def _step(self) -> None:
+        for req in self.scheduler.admit():
+            rows = SamplingRows.host([req.sampling], [req.seed])
+            token, logprob, routed = self.runner.prefill(req.prompt, req.slot, rows)
+            self.scheduler.on_prefill(req, token, logprob, routed)
+        if self.scheduler.running:
+            tokens, positions, rows = self.scheduler.decode_inputs()
+            out = self.runner.decode(tokens, positions, rows, want_routing=self.scheduler.wants_routing)
+            self.scheduler.on_decode(*out)
+
+    def _shutdown(self, error: EngineError) -> None:
+        """Finishes requests in flight (abort) and fails every command still queued."""
+        try:
+            self.scheduler.abort_all()
+        finally:
+            for _, _, reply in self._take(block=False):
+                if isinstance(reply, _Reply):
+                    reply.fail(error)
+
+
+def _check_version(version: Any) -> str:
+    if not isinstance(version, str) or not version:
+        raise ValueError(f"weight_version must be a non-empty string, got {version!r}")
+    return version
+

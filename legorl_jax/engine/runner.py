@@ -1,0 +1,217 @@
+"""The device side of the embedded engine: the policy's weights, its KV cache and the jitted programs.
+
+`ModelRunner(policy, num_slots, max_len, min_bucket=16, dtype=None, device=None)` owns:
+- the weights as `nnx.split(policy, nnx.Param, ...)`, on one device, in the engine's dtype;
+- a `KVCache` of `num_slots` slots × `max_len` positions (model/cache.py), donated to every program;
+- three programs, all on `Policy.forward_cached` / `Policy.token_logprobs` (never a second forward):
+  * `prefill(prompt, slot, sampling, seed)`: one prompt padded to a length bucket (padding at position -1
+    writes nothing), its K/V written to the slot, the first token sampled from the last prompt position;
+    returns (token, behaviour log-prob, routed experts int32[P, L, K] of the prompt positions);
+  * `decode(tokens, positions, rows)`: one step over every slot at once (T = 1; an idle slot sits at
+    position -1 and is ignored); returns per slot (next token, log-prob, routed experts [L, K] of the
+    token just forwarded);
+  * `prompt_logprobs(ids, start, temperature)`: log-probs of given tokens, on the packed forward.
+
+Compilations are bounded: prompt lengths are padded to buckets `min_bucket · 2^i` capped at `max_len`
+(`len(buckets) = ceil(log2(max_len / min_bucket)) + 1`, e.g. 16..4096 → 9), one prefill program per
+bucket and one prompt-log-prob program per (bucket, temperature) (the fused log-prob op takes its
+temperature as a static number; rollouts use one), compiled on first use, and exactly one decode program. The
+programs are module-level `jax.jit`s with the graphdef static, so two runners of the same model and
+shapes share compilations.
+
+Weights: `set_params(params)` takes an `nnx.Param` state of the same structure (the trainer's
+`state.params`) or a `Policy`, and stores a copy on the runner's device (the trainer donates its state
+to its next step, so the engine must never alias those buffers), cast to the runner's dtype. Nothing
+touches disk. It is called by the engine thread between decode steps only.
+
+Logits: prefill computes them for the last prompt position only, from the final hidden state and
+`Policy.lm_head_weight()` with the contraction the policy's own `_output` uses (float32 accumulate).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from legorl_jax.engine.sampler import SamplingRows, sample
+from legorl_jax.model.policy import Policy, as_dtype
+
+
+def prefill_buckets(max_len: int, min_bucket: int) -> tuple[int, ...]:
+    """min_bucket, 2·min_bucket, ... up to max_len (the last one is max_len itself)."""
+    for name, value in (("max_len", max_len), ("min_bucket", min_bucket)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    out, b = [], min(min_bucket, max_len)
+    while b < max_len:
+        out.append(b)
+        b *= 2
+    out.append(max_len)
+    return tuple(out)
+
+
+def _logits_at(model: Policy, hidden: jax.Array) -> jax.Array:
+    head = model.lm_head_weight().astype(hidden.dtype)
+    return jnp.einsum("btd,dv->btv", hidden, head, preferred_element_type=jnp.float32)[:, 0].astype(jnp.float32)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef",), donate_argnames=("cache",))
+def _prefill(graphdef, params, rest, cache, ids, positions, slot, last, rows, sample_pos):
+    model = nnx.merge(graphdef, params, rest)
+    out, cache = model.forward_cached(ids, positions, cache, slot, compute_logits=False)
+    hidden = jnp.take_along_axis(out.hidden, last[:, None, None], axis=1)  # [1, 1, D]
+    token, logprob = sample(_logits_at(model, hidden), rows, sample_pos)
+    return token, logprob, out.routed_experts, cache
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef",), donate_argnames=("cache",))
+def _decode(graphdef, params, rest, cache, tokens, positions, rows):
+    model = nnx.merge(graphdef, params, rest)
+    slots = jnp.arange(tokens.shape[0], dtype=jnp.int32)
+    out, cache = model.forward_cached(tokens[:, None], positions[:, None], cache, slots, compute_logits=False)
+    token, logprob = sample(_logits_at(model, out.hidden), rows, positions + 1)
+    routed = None if out.routed_experts is None else out.routed_experts[:, :, 0]  # [L, S, K]
+    return token, logprob, routed, cache
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "temperature"))
+def _prompt_logprobs(graphdef, params, rest, ids, targets, segment_ids, temperature):
+    model = nnx.merge(graphdef, params, rest)
+    return model.token_logprobs(ids, targets, segment_ids=segment_ids, temperature=temperature)
+
+
+class ModelRunner:
+    """Weights, KV cache and jitted programs of the embedded engine (module docstring)."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        num_slots: int,
+        max_len: int,
+        *,
+        min_bucket: int = 16,
+        dtype: str | None = None,
+        device: jax.Device | None = None,
+    ):
+        if not isinstance(policy, Policy):
+            raise TypeError(f"policy must be a legorl_jax.model.Policy, got {type(policy).__name__}")
+        if not isinstance(num_slots, int) or isinstance(num_slots, bool) or num_slots < 1:
+            raise ValueError(f"max_running (slots) must be a positive int, got {num_slots!r}")
+        limit = policy.config.max_position_embeddings
+        if not isinstance(max_len, int) or isinstance(max_len, bool) or not 2 <= max_len <= limit:
+            raise ValueError(f"max_len must be an int in [2, max_position_embeddings={limit}], got {max_len!r}")
+        self.config = policy.config
+        self.num_slots, self.max_len = num_slots, max_len
+        self.buckets = prefill_buckets(max_len, min_bucket)
+        self.dtype_name = dtype or policy.dtype
+        self.dtype = as_dtype(self.dtype_name, "engine dtype")
+        self.device = device or jax.devices()[0]
+        self._sharding = jax.sharding.SingleDeviceSharding(self.device)
+        self.graphdef, params, self.rest = nnx.split(policy, nnx.Param, ...)
+        self._structure = jax.tree.structure(params)
+        self._shapes = [x.shape for x in jax.tree.leaves(params)]
+        self.params = self._place(params)
+        self.rest = jax.device_put(self.rest, self._sharding)
+        with jax.default_device(self.device):
+            self.cache = policy.init_cache(num_slots, max_len, dtype=None if dtype is None else dtype)
+        self.cache = jax.device_put(self.cache, self._sharding)
+        self.compiled: set[tuple[str, int]] = set()
+
+    # ------------------------------------------------------------------------------------------------
+    # weights
+
+    def _place(self, params: Any) -> Any:
+        copy = jax.device_put(params, self._sharding, may_alias=False)
+        return jax.tree.map(lambda x: x if x.dtype == self.dtype else x.astype(self.dtype), copy)
+
+    def check_params(self, source: Any) -> Any:
+        """The `nnx.Param` state of `source` (a state or a Policy), or a ValueError naming the mismatch."""
+        if isinstance(source, Policy):
+            if source.config != self.config:
+                raise ValueError(f"update_weights: the policy's config differs from the engine's ({source.config} vs {self.config})")
+            source = nnx.state(source, nnx.Param)
+        if not isinstance(source, nnx.State):
+            raise TypeError(
+                f"update_weights: in-process weights must be an nnx.State of params or a Policy, got {type(source).__name__}"
+            )
+        if jax.tree.structure(source) != self._structure:
+            raise ValueError(
+                "update_weights: the params state does not have the engine policy's structure "
+                f"({len(jax.tree.leaves(source))} leaves vs {len(self._shapes)}); pass the trainer's state.params"
+            )
+        for (path, leaf), shape in zip(jax.tree_util.tree_leaves_with_path(source), self._shapes):
+            if tuple(leaf.shape) != tuple(shape):
+                raise ValueError(
+                    f"update_weights: param {jax.tree_util.keystr(path)} has shape {tuple(leaf.shape)}, expected {shape}"
+                )
+        return source
+
+    def set_params(self, params: Any) -> None:
+        """Replaces the weights with a device copy of `params` (already checked by `check_params`)."""
+        self.params = self._place(params)
+        # The caller may donate or delete its buffers right after this returns; the copy must be done.
+        jax.block_until_ready(self.params)
+
+    # ------------------------------------------------------------------------------------------------
+    # programs
+
+    def bucket(self, length: int) -> int:
+        for b in self.buckets:
+            if length <= b:
+                return b
+        raise ValueError(f"a prompt of {length} tokens exceeds max_len={self.max_len}")
+
+    def prefill(
+        self, prompt: np.ndarray, slot: int, rows: SamplingRows
+    ) -> tuple[int, float, np.ndarray | None]:
+        """Writes `prompt` into `slot`; (first token, its log-prob, routed experts int32[P, L, K] or None)."""
+        p = len(prompt)
+        width = self.bucket(p)
+        ids = np.zeros((1, width), np.int32)
+        ids[0, :p] = prompt
+        positions = np.full((1, width), -1, np.int32)
+        positions[0, :p] = np.arange(p, dtype=np.int32)
+        self.compiled.add(("prefill", width))
+        token, logprob, routed, self.cache = _prefill(
+            self.graphdef, self.params, self.rest, self.cache, ids, positions, np.array([slot], np.int32),
+            np.array([p - 1], np.int32), rows, np.array([p], np.int32),
+        )
+        routed_host = None if routed is None else np.asarray(routed)[:, 0, :p].transpose(1, 0, 2)
+        return int(token[0]), float(logprob[0]), routed_host
+
+    def decode(
+        self, tokens: np.ndarray, positions: np.ndarray, rows: SamplingRows, *, want_routing: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """One step over all slots: int32[S] next tokens, float32[S] log-probs, int32[S, L, K] routing or None."""
+        self.compiled.add(("decode", self.num_slots))
+        token, logprob, routed, self.cache = _decode(
+            self.graphdef, self.params, self.rest, self.cache, tokens, positions, rows
+        )
+        routed_host = np.asarray(routed).transpose(1, 0, 2) if (want_routing and routed is not None) else None
+        return np.asarray(token), np.asarray(logprob), routed_host
+
+    def prompt_logprobs(self, ids: np.ndarray, start: int, temperature: float) -> np.ndarray:
+        """float32[P - start]: log_softmax(logits / T) of ids[start:], each given the tokens before it."""
+        p = len(ids)
+        width = self.bucket(p)
+        tokens = np.zeros((1, width), np.int32)
+        tokens[0, :p] = ids
+        targets = np.zeros((1, width), np.int32)
+        targets[0, : p - 1] = ids[1:]
+        segments = np.zeros((1, width), np.int32)
+        segments[0, :p] = 1
+        self.compiled.add(("prompt_logprobs", width))
+        lp = _prompt_logprobs(self.graphdef, self.params, self.rest, tokens, targets, segments, float(temperature))
+        # lp[t] scores token t + 1 given tokens <= t.
+        return np.asarray(lp)[0, start - 1 : p - 1].astype(np.float32)
+
+    @property
+    def num_programs_bound(self) -> int:
+        """The most programs one temperature can compile: a prefill and a log-prob one per bucket, one decode."""
+        return 2 * len(self.buckets) + 1
+

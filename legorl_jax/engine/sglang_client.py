@@ -1,0 +1,317 @@
+"""`SGLangEngine`: the `Engine` protocol over SGLang's native HTTP API (a real SGLang server or ours).
+
+    async with SGLangEngine("http://127.0.0.1:30000") as engine:
+        gen = await engine.generate(ids, SamplingParams(max_new_tokens=64), return_routed_experts=True)
+
+Requests are token in (`input_ids`), with `return_logprob: true` always (every Generation carries its
+behaviour log-probs); the response is read by `wire.generation_from_json`. Routed experts arrive as
+base64 int32 `[P + N - 1 - start, L, K]`; L, K and E come from `routing=(L, K, E)` when given, else from
+`/get_model_info` (our server reports them; for real SGLang its `model_path`'s config.json is read, which
+needs the checkpoint on this machine). Rows are stored compactly (uint8 up to 256 experts).
+
+Failures and retries:
+- Connection refused / unreachable / connect timeout, before the request was sent: retried
+  `retries` times with exponential backoff (`backoff_s · 2^attempt`), then `EngineUnavailableError`.
+- The connection lost after the request was sent (server disconnected, reset, truncated reply): a
+  `/generate` or a weight update is **not** re-sent, since the server may have processed it (a second
+  generation would be a different sample; a retried update could land twice); `EngineError`. Only the
+  read-only calls (`health`, `get_model_info`) retry on these.
+- HTTP 4xx is never retried: 400 becomes `BadRequestError` (with the server's `field` when it names one)
+  or `ContextOverflowError` (our `type: context_overflow`, or SGLang's "longer than the model's context
+  length" message); 404/405 and 5xx become `EngineError` with the server's message.
+- A request past `timeout_s` raises `EngineTimeoutError` after a best-effort `/abort_request` for its
+  rid (every generate has one, generated when not given), so the server does not keep decoding it; a
+  cancelled `generate` sends the same abort.
+
+`update_weights` takes an HF directory only (`/update_weights_from_disk`, a path the *server* can read):
+in-process params cannot cross HTTP; save them with `legorl_jax.model.save_hf` first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import pathlib
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from legorl_jax.engine.base import (
+    BadRequestError,
+    ContextOverflowError,
+    EngineError,
+    EngineTimeoutError,
+    EngineUnavailableError,
+    SamplingParams,
+    WeightSource,
+    check_generate_args,
+    check_input_ids,
+    check_logprob_args,
+)
+from legorl_jax.engine.wire import CONTEXT_OVERFLOW, WireError, generate_request_json, generation_from_json, sampling_json
+from legorl_jax.types import Generation
+
+log = logging.getLogger(__name__)
+
+_SGLANG_OVERFLOW = "longer than the model's context length"
+
+
+def _error_message(status: int, text: str) -> tuple[str, str | None, str | None]:
+    """(message, field, type) from any of the error bodies SGLang or we send."""
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError:
+        return text.strip()[:500] or f"HTTP {status}", None, None
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            message = err.get("message") or body.get("message") or text
+            return str(message), err.get("field"), err.get("type")
+        return str(err), None, None
+    return text[:500], None, None
+
+
+class SGLangEngine:
+    """An `Engine` speaking to one SGLang-API server at `base_url` (module docstring)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        routing: tuple[int, int, int] | None = None,
+        timeout_s: float = 600.0,
+        connect_timeout_s: float = 10.0,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        max_connections: int = 256,
+    ):
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        for name, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s), ("backoff_s", backoff_s)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise ValueError(f"retries must be an int >= 0, got {retries!r}")
+        if routing is not None and (len(routing) != 3 or not all(isinstance(v, int) and v > 0 for v in routing)):
+            raise ValueError(f"routing must be (num_moe_layers, top_k, num_experts) of positive ints, got {routing!r}")
+        self.base_url = base_url.rstrip("/")
+        self.routing = routing
+        self.timeout_s, self.connect_timeout_s = float(timeout_s), float(connect_timeout_s)
+        self.retries, self.backoff_s = retries, float(backoff_s)
+        self.max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._model_info: dict[str, Any] | None = None
+        self._background: set[asyncio.Task] = set()
+
+    async def __aenter__(self) -> SGLangEngine:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # ------------------------------------------------------------------------------------------------
+    # transport
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.max_connections))
+        return self._session
+
+    async def _request(
+        self, method: str, path: str, body: dict[str, Any] | None = None, *, idempotent: bool, timeout_s: float | None = None
+    ) -> tuple[int, str]:
+        """(status, text) of one call, retried as the module docstring says; raises on 4xx/5xx."""
+        url = self.base_url + path
+        timeout = aiohttp.ClientTimeout(total=timeout_s or self.timeout_s, connect=self.connect_timeout_s)
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+            try:
+                async with self._client().request(method, url, json=body, timeout=timeout) as resp:
+                    text = await resp.text()
+                    status = resp.status
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:  # never sent: safe to resend
+                last = exc
+                continue
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientPayloadError) as exc:
+                if not idempotent:
+                    raise EngineError(
+                        f"{method} {url}: connection lost after the request was sent ({exc!r}); not re-sent, "
+                        f"since the server may have processed it"
+                    ) from exc
+                last = exc
+                continue
+            except TimeoutError as exc:
+                raise EngineTimeoutError(f"{method} {url} took longer than {timeout.total:.0f} s") from exc
+            self._raise_for(status, text, method, url)
+            return status, text
+        raise EngineUnavailableError(f"{method} {url}: cannot connect after {self.retries + 1} attempts ({last!r})") from last
+
+    @staticmethod
+    def _raise_for(status: int, text: str, method: str, url: str) -> None:
+        if status < 400:
+            return
+        message, field, kind = _error_message(status, text)
+        if status == 400:
+            if kind == CONTEXT_OVERFLOW or _SGLANG_OVERFLOW in message:
+                raise ContextOverflowError(message)
+            raise BadRequestError(message, field)
+        raise EngineError(f"{method} {url} answered HTTP {status}: {message}")
+
+    async def _json(self, method: str, path: str, body: dict[str, Any] | None = None, *, idempotent: bool,
+                    timeout_s: float | None = None) -> Any:  # fmt: skip
+        _, text = await self._request(method, path, body, idempotent=idempotent, timeout_s=timeout_s)
+        try:
+            return json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError:
+            raise EngineError(f"{method} {self.base_url + path} answered non-JSON: {text[:200]!r}") from None
+
+    # ------------------------------------------------------------------------------------------------
+    # model layout
+
+    async def model_info(self) -> dict[str, Any]:
+        """`GET /get_model_info` (cached)."""
+        if self._model_info is None:
+            self._model_info = await self._json("GET", "/get_model_info", idempotent=True, timeout_s=30.0)
+        return self._model_info
+
+    async def _routing(self) -> tuple[int, int, int] | None:
+        if self.routing is not None:
+            return self.routing
+        info = await self.model_info()
+        if isinstance(info.get("routing"), dict):
+            r = info["routing"]
+            self.routing = (int(r["num_layers"]), int(r["top_k"]), int(r["num_experts"]))
+            return self.routing
+        path = info.get("model_path")
+        config = pathlib.Path(str(path)) / "config.json" if path else None
+        if config is None or not config.is_file():
+            raise EngineError(
+                f"cannot decode routed experts: the server reports no routing and its model_path {path!r} has no "
+                f"config.json here; pass SGLangEngine(..., routing=(num_moe_layers, top_k, num_experts))"
+            )
+        from legorl_jax.model.architecture import ArchConfig
+
+        arch = ArchConfig.from_json_file(config)
+        self.routing = (arch.num_moe_layers, arch.num_experts_per_tok, arch.num_experts) if arch.is_moe else None
+        return self.routing
+
+    # ------------------------------------------------------------------------------------------------
+    # the Engine protocol
+
+    async def generate(
+        self,
+        input_ids: Any,
+        sampling: SamplingParams,
+        *,
+        return_routed_experts: bool = False,
+        routed_experts_start_len: int = 0,
+        rid: str | None = None,
+    ) -> Generation:
+        ids = check_input_ids(input_ids)
+        rid = check_generate_args(ids, sampling, return_routed_experts, routed_experts_start_len, rid)
+        start = routed_experts_start_len
+        routing = await self._routing() if return_routed_experts else None
+        body = generate_request_json(
+            ids, sampling, rid=rid, return_routed_experts=return_routed_experts, routed_experts_start_len=start
+        )
+        try:
+            reply = await self._json("POST", "/generate", body, idempotent=False)
+        except EngineTimeoutError:
+            await self._abort_quietly(rid)
+            raise
+        except asyncio.CancelledError:
+            task = asyncio.ensure_future(self._abort_quietly(rid))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            raise
+        try:
+            return generation_from_json(
+                reply, prompt_tokens=len(ids), routing=routing, routed_experts_start_len=start,
+                return_routed_experts=return_routed_experts,
+            )
+        except WireError as exc:
+            raise EngineError(f"POST {self.base_url}/generate: malformed response: {exc}") from None
+
+    async def prompt_logprobs(self, input_ids: Any, start: int, *, temperature: float = 1.0) -> np.ndarray:
+        ids = check_input_ids(input_ids)
+        check_logprob_args(ids, start, temperature)
+        if start == len(ids):
+            return np.zeros(0, np.float32)
+        body = {
+            "input_ids": [int(i) for i in ids],
+            "sampling_params": {**sampling_json(SamplingParams(max_new_tokens=0, temperature=temperature))},
+            "return_logprob": True,
+            "logprob_start_len": start,
+        }
+        reply = await self._json("POST", "/generate", body, idempotent=True)
+        entries = reply.get("meta_info", {}).get("input_token_logprobs")
+        if not isinstance(entries, list) or len(entries) != len(ids) - start:
+            got = len(entries) if isinstance(entries, list) else entries
+            raise EngineError(f"/generate returned input_token_logprobs of {got!r} entries, expected {len(ids) - start}")
+        values = [e[0] if isinstance(e, list) and e else None for e in entries]
+        if any(not isinstance(v, (int, float)) for v in values):
+            raise EngineError(f"/generate returned non-numeric input_token_logprobs: {values[:4]!r}...")
+        return np.asarray(values, np.float32)
+
+    async def update_weights(self, source: WeightSource, version: str) -> None:
+        if not isinstance(source, (str, os.PathLike)):
+            raise TypeError(
+                f"SGLangEngine.update_weights takes an HF directory the server can read, got {type(source).__name__}; "
+                f"write in-process params with legorl_jax.model.save_hf first"
+            )
+        if not isinstance(version, str) or not version:
+            raise ValueError(f"weight_version must be a non-empty string, got {version!r}")
+        body = {"model_path": os.fspath(source), "weight_version": version}
+        try:
+            reply = await self._json("POST", "/update_weights_from_disk", body, idempotent=False)
+        except BadRequestError as exc:
+            raise BadRequestError(f"update_weights_from_disk({os.fspath(source)!r}) failed: {exc}", "model_path") from None
+        if not reply.get("success", False):
+            raise EngineError(f"update_weights_from_disk({os.fspath(source)!r}) failed: {reply.get('message')!r}")
+
+    async def health(self) -> bool:
+        try:
+            await self._request("GET", "/health", idempotent=True, timeout_s=min(self.timeout_s, 30.0))
+        except EngineError:
+            return False
+        return True
+
+    async def abort(self, rid: str) -> None:
+        if not isinstance(rid, str) or not rid:
+            raise ValueError(f"rid must be a non-empty string, got {rid!r}")
+        await self._request("POST", "/abort_request", {"rid": rid}, idempotent=True, timeout_s=30.0)
+
+    # ------------------------------------------------------------------------------------------------
+    # control
+
+    async def pause(self, mode: str = "in_place") -> None:
+        await self._json("POST", "/pause_generation", {"mode": mode}, idempotent=False, timeout_s=60.0)
+
+    async def resume(self) -> None:
+        await self._json("POST", "/continue_generation", {}, idempotent=False, timeout_s=60.0)
+
+    async def flush_cache(self) -> bool:
+        """True when the server flushed (SGLang refuses, with 400, while requests run)."""
+        try:
+            await self._request("POST", "/flush_cache", None, idempotent=True, timeout_s=60.0)
+        except BadRequestError:
+            return False
+        return True
+
+    async def _abort_quietly(self, rid: str) -> None:
+        try:
+            await self.abort(rid)
+        except (EngineError, ValueError, asyncio.CancelledError) as exc:
+            log.warning("could not abort request %s: %r", rid, exc)

@@ -1,0 +1,349 @@
+"""SGLang's native HTTP wire format, both ways: our server speaks it, our client reads it (anchors §A).
+
+One module owns the field names so the server (serve.py) and the client (sglang_client.py) cannot drift:
+
+- `parse_generate(body) -> GenerateRequest` validates a `POST /generate` body: `input_ids` (a flat list of
+  ints) or `text`, `sampling_params` (SGLang's names; `sampling_seed` is the seed), `return_logprob`,
+  `logprob_start_len` (-1: output tokens only), `return_routed_experts`, `routed_experts_start_len`,
+  `rid`. SGLang fields we do not implement are accepted only at their neutral value (`stream: false`,
+  `n: 1`, `repetition_penalty: 1`, ...), anything else is a `WireError` naming the field and value; so
+  is a key SGLang does not have (a typo never passes silently).
+- `generate_request_json(...)` builds the same body on the client side.
+- `generation_json(...)` writes the response: `text`, `output_ids`, `meta_info.{id, finish_reason {type,
+  matched | length | message}, prompt_tokens, completion_tokens, cached_tokens, weight_version,
+  e2e_latency, output_token_logprobs [[logprob, id, null], ...], input_token_logprobs,
+  routed_experts}`; `routed_experts` is base64 of little-endian int32 `[P + N - 1 - start, L, K]`.
+- `generation_from_json(...)` reads a response back into a `Generation` (routing stored compactly).
+
+Errors a server reports are `{"error": {"message": ..., "field": ..., "type": ...}}` with HTTP 400;
+`type` is "context_overflow" for a prompt that does not fit (SGLang's own message says "longer than the
+model's context length", which the client recognises too).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from legorl_jax.engine.base import SamplingParams, check_input_ids
+from legorl_jax.types import FINISH_REASONS, Generation
+
+# sampling_params keys we implement -> SamplingParams field.
+_SAMPLING_FIELDS = {
+    "max_new_tokens": "max_new_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "min_p": "min_p",
+    "stop": "stop",
+    "stop_token_ids": "stop_token_ids",
+    "sampling_seed": "seed",
+    "ignore_eos": "ignore_eos",
+    "skip_special_tokens": "skip_special_tokens",
+    "no_stop_trim": "no_stop_trim",
+}
+# SGLang sampling keys accepted only at their neutral value (None is neutral for all of them).
+_NEUTRAL_SAMPLING = {
+    "n": 1,
+    "repetition_penalty": 1.0,
+    "frequency_penalty": 0.0,
+    "presence_penalty": 0.0,
+    "min_new_tokens": 0,
+    "json_schema": None,
+    "regex": None,
+    "ebnf": None,
+    "structural_tag": None,
+    "spaces_between_special_tokens": True,
+    "custom_params": None,
+    "logit_bias": None,
+}
+# Top-level /generate keys accepted only at their neutral value.
+_NEUTRAL_REQUEST = {
+    "stream": False,
+    "top_logprobs_num": 0,
+    "token_ids_logprob": None,
+    "return_text_in_logprobs": False,
+    "return_hidden_states": False,
+    "return_entropy": False,
+    "lora_path": None,
+    "image_data": None,
+    "input_embeds": None,
+    "custom_logit_processor": None,
+    "return_sampling_mask": False,
+}
+_IGNORED_REQUEST = ("session_id", "priority", "extra_key", "routed_dp_rank", "data_parallel_rank", "bootstrap_host")
+_REQUEST_FIELDS = ("input_ids", "text", "sampling_params", "return_logprob", "logprob_start_len",
+                   "return_routed_experts", "routed_experts_start_len", "rid")  # fmt: skip
+
+CONTEXT_OVERFLOW = "context_overflow"
+
+
+class WireError(ValueError):
+    """A request or response that does not follow the wire format; `field` names where."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _neutral(value: Any, neutral: Any) -> bool:
+    if value is None or value == neutral:
+        return True
+    return isinstance(value, (list, dict)) and not value and neutral is None
+
+
+# ----------------------------------------------------------------------------------------------------
+# requests
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerateRequest:
+    """A validated `POST /generate` body."""
+
+    input_ids: np.ndarray | None  # int32[P]; None when `text` was sent
+    text: str | None
+    sampling: SamplingParams
+    return_logprob: bool = False
+    logprob_start_len: int = -1
+    return_routed_experts: bool = False
+    routed_experts_start_len: int = 0
+    rid: str | None = None
+
+
+def parse_sampling(params: Any) -> SamplingParams:
+    """`sampling_params` as a SamplingParams, or a WireError naming `sampling_params.<key>`."""
+    if params is None:
+        return SamplingParams()
+    if not isinstance(params, dict):
+        raise WireError(f"sampling_params must be an object, got {params!r}", "sampling_params")
+    kwargs = {}
+    for key, value in params.items():
+        if key in _SAMPLING_FIELDS:
+            if value is not None:
+                kwargs[_SAMPLING_FIELDS[key]] = tuple(value) if isinstance(value, list) else value
+        elif key in _NEUTRAL_SAMPLING:
+            if not _neutral(value, _NEUTRAL_SAMPLING[key]):
+                raise WireError(
+                    f"sampling_params.{key}={value!r} is not supported by this engine "
+                    f"(only {_NEUTRAL_SAMPLING[key]!r} or null)", f"sampling_params.{key}",
+                )
+        else:
+            raise WireError(f"sampling_params.{key} is not a known sampling parameter (value {value!r})", f"sampling_params.{key}")
+    try:
+        return SamplingParams(**kwargs)
+    except ValueError as exc:
+        field = str(exc).split(" ", 1)[0]
+        raise WireError(str(exc), field if field.startswith("sampling_params.") else "sampling_params") from None
+
+
+def parse_generate(body: Any) -> GenerateRequest:
+    """A `/generate` body as a GenerateRequest (module docstring); WireError on anything malformed."""
+    if not isinstance(body, dict):
+        raise WireError(f"the request body must be a JSON object, got {type(body).__name__}", "body")
+    for key, value in body.items():
+        if key in _NEUTRAL_REQUEST:
+            if not _neutral(value, _NEUTRAL_REQUEST[key]):
+                raise WireError(f"{key}={value!r} is not supported by this engine (only {_NEUTRAL_REQUEST[key]!r})", key)
+        elif key not in _REQUEST_FIELDS and key not in _IGNORED_REQUEST:
+            raise WireError(f"{key} is not a /generate field (value {str(value)[:60]!r})", key)
+    ids, text = body.get("input_ids"), body.get("text")
+    if (ids is None) == (text is None):
+        raise WireError("send exactly one of input_ids and text", "input_ids")
+    if ids is not None:
+        if isinstance(ids, list) and ids and isinstance(ids[0], list):
+            raise WireError("input_ids must be a flat list of ints: batched requests are not supported", "input_ids")
+        try:
+            ids = check_input_ids(ids)
+        except (TypeError, ValueError) as exc:
+            raise WireError(str(exc), "input_ids") from None
+    if text is not None and (not isinstance(text, str) or not text):
+        raise WireError(f"text must be a non-empty string (batched requests are not supported), got {text!r}", "text")
+    flags = {}
+    for key in ("return_logprob", "return_routed_experts"):
+        flags[key] = body.get(key) if body.get(key) is not None else False
+        if not isinstance(flags[key], bool):
+            raise WireError(f"{key} must be a bool, got {flags[key]!r}", key)
+    start = body.get("logprob_start_len", -1)
+    start = -1 if start is None else start
+    if not _is_int(start) or start < -1:
+        raise WireError(f"logprob_start_len must be an int >= -1, got {start!r}", "logprob_start_len")
+    routed_start = body.get("routed_experts_start_len", 0)
+    routed_start = 0 if routed_start is None else routed_start
+    if not _is_int(routed_start) or routed_start < 0:
+        raise WireError(f"routed_experts_start_len must be an int >= 0, got {routed_start!r}", "routed_experts_start_len")
+    rid = body.get("rid")
+    if rid is not None and (not isinstance(rid, str) or not rid):
+        raise WireError(f"rid must be a non-empty string, got {rid!r}", "rid")
+    return GenerateRequest(
+        input_ids=ids, text=text, sampling=parse_sampling(body.get("sampling_params")),
+        logprob_start_len=start, routed_experts_start_len=routed_start, rid=rid, **flags,
+    )
+
+
+def sampling_json(sampling: SamplingParams) -> dict[str, Any]:
+    """SGLang `sampling_params` for `sampling` (every field explicit, so server defaults never apply)."""
+    out = {wire: getattr(sampling, ours) for wire, ours in _SAMPLING_FIELDS.items()}
+    out["stop"], out["stop_token_ids"] = list(sampling.stop), list(sampling.stop_token_ids)
+    if sampling.seed is None:
+        del out["sampling_seed"]
+    return out
+
+
+def generate_request_json(
+    input_ids: np.ndarray, sampling: SamplingParams, *, rid: str, return_routed_experts: bool, routed_experts_start_len: int
+) -> dict[str, Any]:
+    """The `/generate` body the client sends (token in, log-probs always on)."""
+    body = {
+        "input_ids": [int(i) for i in input_ids],
+        "sampling_params": sampling_json(sampling),
+        "return_logprob": True,
+        "logprob_start_len": -1,
+        "rid": rid,
+    }
+    if return_routed_experts:
+        body["return_routed_experts"] = True
+        body["routed_experts_start_len"] = routed_experts_start_len
+    return body
+
+
+# ----------------------------------------------------------------------------------------------------
+# responses
+
+
+def routing_dtype(num_experts: int) -> np.dtype:
+    """The compact storage type of expert ids (ARCHITECTURE §4): uint8 up to 256 experts, else int16."""
+    return np.dtype(np.uint8) if num_experts <= 256 else np.dtype(np.int16)
+
+
+def encode_routed_experts(routed: np.ndarray) -> str:
+    """base64 of the little-endian int32 bytes of `routed` [R, L, K] (SGLang's format)."""
+    return base64.b64encode(np.ascontiguousarray(routed, dtype="<i4").tobytes()).decode("ascii")
+
+
+def decode_routed_experts(text: Any, num_layers: int, top_k: int) -> np.ndarray:
+    """int32[R, L, K] from SGLang's base64 string; WireError when the bytes do not fit [*, L, K]."""
+    if not isinstance(text, str):
+        raise WireError(f"meta_info.routed_experts must be a base64 string, got {type(text).__name__}", "routed_experts")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError as exc:
+        raise WireError(f"meta_info.routed_experts is not valid base64: {exc}", "routed_experts") from None
+    row = 4 * num_layers * top_k
+    if len(raw) % row:
+        raise WireError(
+            f"meta_info.routed_experts has {len(raw)} bytes, not a multiple of 4 * L={num_layers} * K={top_k}", "routed_experts"
+        )
+    return np.frombuffer(raw, dtype="<i4").reshape(-1, num_layers, top_k).astype(np.int32)
+
+
+def finish_reason_json(gen: Generation) -> dict[str, Any]:
+    if gen.finish_reason == "stop":
+        return {"type": "stop", "matched": gen.matched_stop}
+    if gen.finish_reason == "length":
+        return {"type": "length", "length": len(gen.output_ids)}
+    return {"type": "abort", "message": "the request was aborted"}
+
+
+def logprob_entries(logprobs: Any, ids: Any) -> list[list[Any]]:
+    """[[logprob | None, token_id, None], ...] (None for a NaN: a token scored in no context)."""
+    return [[None if math.isnan(lp) else float(lp), int(t), None] for lp, t in zip(logprobs, ids)]
+
+
+def generation_json(
+    gen: Generation,
+    *,
+    rid: str,
+    text: str,
+    return_logprob: bool,
+    input_logprobs: list[list[Any]] | None,
+    return_routed_experts: bool,
+    e2e_latency: float,
+) -> dict[str, Any]:
+    """The `/generate` response for one Generation (module docstring)."""
+    meta: dict[str, Any] = {
+        "id": rid,
+        "finish_reason": finish_reason_json(gen),
+        "prompt_tokens": int(gen.prompt_tokens),
+        "completion_tokens": len(gen.output_ids),
+        "cached_tokens": 0,
+        "weight_version": gen.weight_version,
+        "e2e_latency": e2e_latency,
+    }
+    if gen.token_weight_versions is not None:
+        meta["token_weight_versions"] = list(gen.token_weight_versions)
+    if return_logprob:
+        meta["output_token_logprobs"] = logprob_entries(gen.output_logprobs, gen.output_ids)
+        meta["input_token_logprobs"] = input_logprobs
+    if return_routed_experts and gen.routed_experts is not None:
+        meta["routed_experts"] = encode_routed_experts(gen.routed_experts)
+    return {"text": text, "output_ids": [int(i) for i in gen.output_ids], "meta_info": meta}
+
+
+def _field(data: dict, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in data:
+        raise WireError(f"the response has no {where}{key}", key)
+    value = data[key]
+    if not isinstance(value, kind):
+        raise WireError(f"the response's {where}{key} has type {type(value).__name__}", key)
+    return value
+
+
+def generation_from_json(
+    body: Any,
+    *,
+    prompt_tokens: int,
+    routing: tuple[int, int, int] | None,
+    routed_experts_start_len: int,
+    return_routed_experts: bool,
+) -> Generation:
+    """A `/generate` response as a Generation; `routing` is (L, K, E) of an MoE model. WireError if malformed."""
+    if not isinstance(body, dict):
+        raise WireError(f"the /generate response must be an object, got {type(body).__name__}", "body")
+    output_ids = _field(body, "output_ids", list, "")
+    meta = _field(body, "meta_info", dict, "")
+    entries = _field(meta, "output_token_logprobs", list, "meta_info.")
+    if len(entries) != len(output_ids):
+        raise WireError(f"meta_info.output_token_logprobs has {len(entries)} entries, output_ids {len(output_ids)}", "output_token_logprobs")
+    for i, (entry, token) in enumerate(zip(entries, output_ids)):
+        if not isinstance(entry, list) or len(entry) < 2 or entry[1] != token or not isinstance(entry[0], (int, float)):
+            raise WireError(f"meta_info.output_token_logprobs[{i}] = {entry!r} does not score output_ids[{i}] = {token!r}", "output_token_logprobs")
+    finish = _field(meta, "finish_reason", dict, "meta_info.")
+    reason = finish.get("type")
+    if reason not in FINISH_REASONS:
+        raise WireError(f"meta_info.finish_reason.type must be one of {FINISH_REASONS}, got {reason!r}", "finish_reason")
+    routed = None
+    if return_routed_experts and routing is not None and not (reason == "abort" and "routed_experts" not in meta):
+        layers, top_k, experts = routing
+        rows = decode_routed_experts(_field(meta, "routed_experts", str, "meta_info."), layers, top_k)
+        expected = max(prompt_tokens + len(output_ids) - 1 - routed_experts_start_len, 0)
+        if len(rows) != expected and reason != "abort":
+            raise WireError(
+                f"meta_info.routed_experts has {len(rows)} rows; expected P={prompt_tokens} + N={len(output_ids)} - 1 - "
+                f"routed_experts_start_len={routed_experts_start_len} = {expected}", "routed_experts",
+            )
+        routed = rows.astype(routing_dtype(experts) if rows.size == 0 or rows.min() >= 0 else np.int16)
+    versions = meta.get("token_weight_versions")
+    return Generation(
+        output_ids=np.asarray(output_ids, np.int32),
+        output_logprobs=np.asarray([e[0] for e in entries], np.float32),
+        routed_experts=routed,
+        finish_reason=reason,
+        weight_version=str(meta.get("weight_version", "default")),
+        prompt_tokens=int(meta.get("prompt_tokens", prompt_tokens)),
+        routed_experts_start=routed_experts_start_len,
+        token_weight_versions=None if versions is None else tuple(str(v) for v in versions),
+        matched_stop=finish.get("matched"),
+    )
+
+
+def error_json(message: str, field: str | None = None, kind: str = "bad_request") -> dict[str, Any]:
+    return {"error": {"message": message, "field": field, "type": kind}}
+
