@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -45,6 +46,8 @@ from legorl_jax.sandbox import cgroups, reaper, relay, rootfs
 from legorl_jax.sandbox.base import SandboxError, SandboxSpec
 from legorl_jax.sandbox.exec_sandbox import TIMEOUT_EXIT_CODE, CappedBuffer, ExecSandbox, RawResult, Stdin
 from legorl_jax.sandbox.seed import ImageFacts, home_needs_mount
+
+log = logging.getLogger(__name__)
 
 LIMIT_MODES = ("auto", "cgroup", "rlimit")
 _JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
@@ -118,7 +121,10 @@ class BwrapSandbox(ExecSandbox):
     async def _start(self) -> None:
         if shutil.which("bwrap") is None:
             raise SandboxError("bubblewrap (bwrap) is not installed (tools/system_setup.sh installs it)")
-        await asyncio.to_thread(reap_orphans)
+        try:
+            await asyncio.to_thread(reap_orphans)
+        except OSError:  # a failed sweep of others' orphans must not fail this start
+            log.warning("reaping orphaned bubblewrap sandboxes failed", exc_info=True)
         self._root, self._facts = await asyncio.to_thread(rootfs.resolve, self.spec.image, self.spec.workdir,
                                                           self.spec.user)
         if self.limits == "auto":
@@ -334,8 +340,12 @@ def reap_orphans() -> list[str]:
         try:
             labels = json.loads((state / "owner.json").read_text())
         except (OSError, ValueError):
-            # Created but not yet labelled (or labelling crashed): only a stale one is an orphan.
-            if time.time() - state.stat().st_mtime < 60:
+            # Created but not yet labelled (or labelling crashed): only a stale one is an orphan. It may
+            # also have been closed by its owner since the listing.
+            try:
+                if time.time() - state.stat().st_mtime < 60:
+                    continue
+            except FileNotFoundError:
                 continue
             labels = {}
         if labels and reaper.owner_alive(labels) is not False:
@@ -352,5 +362,8 @@ def reap_orphans() -> list[str]:
         live = {p.name for p in root.glob("legorl-*")}
         for group in groups:
             if group.name not in live:
-                cgroups.remove_group(group)
+                try:
+                    cgroups.remove_group(group)
+                except OSError:
+                    log.warning("could not remove the orphaned cgroup %s", group, exc_info=True)
     return removed
