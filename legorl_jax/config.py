@@ -43,6 +43,9 @@ class ModelConfig:
 
 
 MESH_AXES = ("data", "fsdp", "tensor", "expert")
+# The closed vocabulary of logical axes model code names (STYLE rule 10); legorl_jax/model/sharding.py
+# maps them to MESH_AXES.
+LOGICAL_AXES = ("batch", "seq", "embed", "heads", "kv_heads", "head_dim", "mlp", "experts", "vocab", "layers")
 
 
 @dataclasses.dataclass
@@ -65,6 +68,12 @@ class MeshConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or (value < 1 and not (name == "fsdp" and value == -1)):
                 raise ValueError(f"mesh.{name} must be a positive int (fsdp may be -1), got {value!r}")
+        for entry in self.rules or ():
+            if not isinstance(entry, (list, tuple)) or len(entry) != 2 or entry[0] not in LOGICAL_AXES:
+                raise ValueError(f"mesh.rules entries must be [logical_axis in {LOGICAL_AXES}, mesh_axes], got {entry!r}")
+            targets = [entry[1]] if entry[1] is None or isinstance(entry[1], str) else list(entry[1])
+            if any(t is not None and t not in MESH_AXES for t in targets):
+                raise ValueError(f"mesh.rules entry {entry!r} names a mesh axis outside {MESH_AXES}")
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -10,4 +10,13 @@ from legorl_jax.model.checkpoint_io import load_hf, save_hf
 from legorl_jax.model.hf_layout import init_policy
 from legorl_jax.model.policy import ModelOutput, Policy
 
-__all__ = ["ArchConfig", "KVCache", "ModelOutput", "Policy", "RopeScaling", "init_policy", "load_hf", "save_hf"]
+__all__ = [
+    "ArchConfig",
+    "KVCache",
+    "ModelOutput",
+    "Policy",
+    "RopeScaling",
+    "init_policy",
+    "load_hf",
+    "save_hf",
+]

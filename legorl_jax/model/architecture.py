@@ -116,9 +116,11 @@ class ArchConfig:
 
     def __post_init__(self) -> None:
         if len(self.architectures) != 1 or self.architectures[0] not in _MODEL_TYPES:
-            raise ValueError(f"architectures must be exactly one of {tuple(_MODEL_TYPES)}, got {list(self.architectures)!r}")
-        positive = ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"]
-        positive += ["num_key_value_heads", "head_dim", "max_position_embeddings"]
+            raise ValueError(
+                f"architectures must be exactly one of {tuple(_MODEL_TYPES)}, got {list(self.architectures)!r}"
+            )
+        positive = ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"]
+        positive += ["num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings"]
         if self.is_moe:
             positive += ["num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step"]
         for name in positive:
@@ -144,7 +146,9 @@ class ArchConfig:
             )
         for layer in self.mlp_only_layers:
             if not isinstance(layer, int) or not 0 <= layer < self.num_hidden_layers:
-                raise ValueError(f"mlp_only_layers entry {layer!r} is not a layer index in [0, {self.num_hidden_layers})")
+                raise ValueError(
+                    f"mlp_only_layers entry {layer!r} is not a layer index in [0, {self.num_hidden_layers})"
+                )
 
     @property
     def is_moe(self) -> bool:
@@ -204,7 +208,7 @@ class ArchConfig:
             hidden_act=self.hidden_act,
             use_sliding_window=False,
             bos_token_id=self.bos_token_id,
-            eos_token_id=list(self.eos_token_id) if isinstance(self.eos_token_id, tuple) else self.eos_token_id,
+            eos_token_id=_json_eos(self.eos_token_id),
             pad_token_id=self.pad_token_id,
             torch_dtype=torch_dtype or self.torch_dtype,
         )
@@ -232,6 +236,10 @@ _CONSUMED = {
     "pad_token_id", "torch_dtype", "dtype", "use_sliding_window", "layer_types", "partial_rotary_factor",
     "original_max_position_embeddings", "transformers_version",
 }  # fmt: skip
+
+
+def _json_eos(eos: int | tuple[int, ...] | None) -> int | list[int] | None:
+    return list(eos) if isinstance(eos, tuple) else eos
 
 
 def _required(raw: dict[str, Any], name: str) -> Any:
@@ -283,7 +291,9 @@ def _parse_rope(raw: dict[str, Any]) -> tuple[float, RopeScaling | None]:
             raise ValueError(f"{where} must be 1 (full rotary), got {value!r}")
     theta = params.get("rope_theta", raw.get("rope_theta"))
     if theta is None:
-        raise ValueError("config.json is missing required field 'rope_theta' (top level or in rope_parameters)")
+        raise ValueError(
+            "config.json is missing required field 'rope_theta' (top level or in rope_parameters)"
+        )
     theta = _number({"rope_theta": theta}, "rope_theta")
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type == "default":
@@ -301,7 +311,9 @@ def _parse_rope(raw: dict[str, Any]) -> tuple[float, RopeScaling | None]:
     if factor is None and rope_type == "yarn":
         factor = _int(raw, "max_position_embeddings") / original
     factor = _number({f"{field}.factor": factor}, f"{field}.factor")
-    optional = {k: params.get(k) for k in ("attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim")}
+    optional = {
+        k: params.get(k) for k in ("attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim")
+    }
     for name, value in optional.items():
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
             raise ValueError(f"{field}.{name} must be a number, got {value!r}")
@@ -320,10 +332,14 @@ def _parse_rope(raw: dict[str, Any]) -> tuple[float, RopeScaling | None]:
 def _parse(raw: dict[str, Any]) -> ArchConfig:
     architectures = raw.get("architectures")
     if not isinstance(architectures, list) or len(architectures) != 1 or architectures[0] not in _MODEL_TYPES:
-        raise ValueError(f"config.json field 'architectures' must be [{DENSE!r}] or [{MOE!r}], got {architectures!r}")
+        raise ValueError(
+            f"config.json field 'architectures' must be [{DENSE!r}] or [{MOE!r}], got {architectures!r}"
+        )
     is_moe = architectures[0] == MOE
     if raw.get("use_sliding_window", False) is not False:
-        raise ValueError(f"use_sliding_window must be false (sliding-window attention is not supported), got {raw['use_sliding_window']!r}")
+        raise ValueError(
+            f"use_sliding_window must be false (sliding-window attention is not supported), got {raw['use_sliding_window']!r}"
+        )
     for i, kind in enumerate(raw.get("layer_types") or ()):
         if kind != "full_attention":
             raise ValueError(f"layer_types[{i}] must be 'full_attention', got {kind!r}")
@@ -340,7 +356,8 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
         num_hidden_layers=_int(raw, "num_hidden_layers"),
         num_attention_heads=heads,
         num_key_value_heads=_int(raw, "num_key_value_heads", heads) or heads,
-        head_dim=_int(raw, "head_dim", hidden // heads if is_moe else 128) or (hidden // heads if is_moe else 128),
+        head_dim=_int(raw, "head_dim", hidden // heads if is_moe else 128)
+        or (hidden // heads if is_moe else 128),
         rms_norm_eps=_number(raw, "rms_norm_eps"),
         rope_theta=theta,
         rope_scaling=scaling,
@@ -354,14 +371,20 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
     eos = raw.get("eos_token_id")
     if isinstance(eos, list):
         if not all(isinstance(e, int) and not isinstance(e, bool) for e in eos):
-            raise ValueError(f"config.json field 'eos_token_id' must be an int or a list of ints, got {eos!r}")
+            raise ValueError(
+                f"config.json field 'eos_token_id' must be an int or a list of ints, got {eos!r}"
+            )
         eos = tuple(eos)
     elif eos is not None:
         eos = _int(raw, "eos_token_id")
     fields["eos_token_id"] = eos
     if is_moe:
         experts = raw.get("num_experts", raw.get("num_local_experts"))
-        if "num_experts" in raw and "num_local_experts" in raw and raw["num_experts"] != raw["num_local_experts"]:
+        if (
+            "num_experts" in raw
+            and "num_local_experts" in raw
+            and raw["num_experts"] != raw["num_local_experts"]
+        ):
             raise ValueError(
                 f"num_experts={raw['num_experts']!r} disagrees with num_local_experts={raw['num_local_experts']!r}"
             )

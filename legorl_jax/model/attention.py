@@ -59,7 +59,12 @@ class Attention(nnx.Module):
     """Self-attention of one decoder layer; weights stored head-split: q [D, N, H], o [N, H, D]."""
 
     def __init__(self, config: ArchConfig, *, dtype: jnp.dtype, rngs: nnx.Rngs):
-        d, n, k, h = config.hidden_size, config.num_attention_heads, config.num_key_value_heads, config.head_dim
+        d, n, k, h = (
+            config.hidden_size,
+            config.num_attention_heads,
+            config.num_key_value_heads,
+            config.head_dim,
+        )
         self.config = config
         self.q_proj = param(rngs, normal_init, (d, n, h), ("embed", "heads", "head_dim"), dtype)
         self.k_proj = param(rngs, normal_init, (d, k, h), ("embed", "kv_heads", "head_dim"), dtype)

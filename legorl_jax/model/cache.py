@@ -71,16 +71,16 @@ def visible(positions: Int[Array, "b t"], max_len: int) -> Bool[Array, "b t m"]:
     return (index[None, None, :] <= positions[:, :, None]) & (positions[:, :, None] >= 0)
 
 
-def check_cached_inputs(
-    cache: KVCache, input_ids: jax.Array, positions: jax.Array, slots: jax.Array
-) -> None:
+def check_cached_inputs(cache: KVCache, input_ids: jax.Array, positions: jax.Array, slots: jax.Array) -> None:
     """Shape checks always; value checks (slot range, position range, one row per slot) when concrete."""
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache (from Policy.init_cache), got {type(cache).__name__}")
     if input_ids.ndim != 2:
         raise ValueError(f"input_ids must be [B, T], got shape {tuple(input_ids.shape)}")
     if tuple(positions.shape) != tuple(input_ids.shape):
-        raise ValueError(f"positions has shape {tuple(positions.shape)}, input_ids has {tuple(input_ids.shape)}")
+        raise ValueError(
+            f"positions has shape {tuple(positions.shape)}, input_ids has {tuple(input_ids.shape)}"
+        )
     if tuple(slots.shape) != (input_ids.shape[0],):
         raise ValueError(f"slots must have shape ({input_ids.shape[0]},), got {tuple(slots.shape)}")
     for name, array in (("positions", positions), ("slots", slots)):

@@ -49,7 +49,9 @@ def _tensor_files(path: pathlib.Path) -> dict[str, pathlib.Path]:
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
         except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise ValueError(f"{str(index)!r} is not a safetensors index with a 'weight_map': {err!r}") from None
+            raise ValueError(
+                f"{str(index)!r} is not a safetensors index with a 'weight_map': {err!r}"
+            ) from None
         files = {name: path / file for name, file in weight_map.items()}
         for file in sorted(set(files.values())):
             if not file.exists():
@@ -69,17 +71,23 @@ class _Reader:
         self.files = _tensor_files(path)
         missing = sorted(set(expected) - set(self.files))
         if missing:
-            raise ValueError(f"checkpoint {str(path)!r} is missing tensor {missing[0]!r} ({len(missing)} missing)")
+            raise ValueError(
+                f"checkpoint {str(path)!r} is missing tensor {missing[0]!r} ({len(missing)} missing)"
+            )
         unexpected = sorted(set(self.files) - set(expected))
         if unexpected:
             raise ValueError(
                 f"checkpoint {str(path)!r} has unexpected tensor {unexpected[0]!r} ({len(unexpected)} unexpected)"
             )
-        self.handles = {file: safe_open(str(file), framework="numpy") for file in sorted(set(self.files.values()))}
+        self.handles = {
+            file: safe_open(str(file), framework="numpy") for file in sorted(set(self.files.values()))
+        }
         for name, shape in expected.items():
             handle = self.handles[self.files[name]]
             if name not in handle.keys():
-                raise ValueError(f"tensor {name!r} is listed for {self.files[name].name!r} but that file lacks it")
+                raise ValueError(
+                    f"tensor {name!r} is listed for {self.files[name].name!r} but that file lacks it"
+                )
             received = tuple(handle.get_slice(name).get_shape())
             if received != shape:
                 raise ValueError(f"tensor {name!r} has shape {received}, expected {shape}")
@@ -138,7 +146,11 @@ def _write_atomically(target: pathlib.Path, write: Callable[[pathlib.Path], obje
 
 def _copy_source_files(source_dir: pathlib.Path, path: pathlib.Path) -> None:
     for item in sorted(source_dir.iterdir()):
-        if item.name == CONFIG or _is_weight_file(item.name) or item.resolve() == (path / item.name).resolve():
+        if (
+            item.name == CONFIG
+            or _is_weight_file(item.name)
+            or item.resolve() == (path / item.name).resolve()
+        ):
             continue
         if item.is_dir():
             shutil.copytree(item, path / item.name, dirs_exist_ok=True)
@@ -180,10 +192,17 @@ def save_hf(
         weight_map = {}
         for i, shard in enumerate(shards):
             name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-            _write_atomically(path / name, lambda tmp, shard=shard: save_file(shard, str(tmp), metadata=metadata))
+            _write_atomically(
+                path / name, lambda tmp, shard=shard: save_file(shard, str(tmp), metadata=metadata)
+            )
             weight_map.update({tensor: name for tensor in shard})
-        index = {"metadata": {"total_size": int(sum(t.nbytes for t in tensors.values()))}, "weight_map": weight_map}
-        _write_atomically(path / INDEX, lambda tmp: tmp.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n"))
+        index = {
+            "metadata": {"total_size": int(sum(t.nbytes for t in tensors.values()))},
+            "weight_map": weight_map,
+        }
+        _write_atomically(
+            path / INDEX, lambda tmp: tmp.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+        )
     config = policy.config.to_hf_dict(torch_dtype=dtype)
     _write_atomically(path / CONFIG, lambda tmp: tmp.write_text(json.dumps(config, indent=2) + "\n"))
     return path

@@ -68,7 +68,9 @@ class DecoderLayer(nnx.Module):
         forced: Int[Array, "b t k"] | None,
         cache_kv: tuple[jax.Array, jax.Array] | None,
     ) -> tuple[Float[Array, "b t d"], Int[Array, "b t k"] | None, RouterStats | None, Any]:
-        attn, cache_kv = self.self_attn(self.input_layernorm(h), ctx.positions, ctx.segment_ids, cache_kv, ctx.slots)
+        attn, cache_kv = self.self_attn(
+            self.input_layernorm(h), ctx.positions, ctx.segment_ids, cache_kv, ctx.slots
+        )
         h = h + attn
         x = self.post_attention_layernorm(h)
         if self.is_moe:

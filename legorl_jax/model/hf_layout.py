@@ -32,7 +32,11 @@ from legorl_jax.model.architecture import ArchConfig
 from legorl_jax.model.layers import INIT_STD
 from legorl_jax.model.policy import Policy, as_dtype, layer_runs
 
-NUMPY_DTYPES = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16)}
+NUMPY_DTYPES = {
+    "float32": np.dtype(np.float32),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float16": np.dtype(np.float16),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +104,10 @@ def layer_entries(config: ArchConfig, layer: int) -> list[Entry]:
 
 
 def top_entries(config: ArchConfig) -> list[Entry]:
-    entries = [_same(("embed_tokens",), "model.embed_tokens.weight"), _same(("norm", "weight"), "model.norm.weight")]
+    entries = [
+        _same(("embed_tokens",), "model.embed_tokens.weight"),
+        _same(("norm", "weight"), "model.norm.weight"),
+    ]
     if not config.tie_word_embeddings:
         entries.append(_linear(("lm_head",), "lm_head.weight"))
     return entries
@@ -127,7 +134,13 @@ def hf_shapes(config: ArchConfig) -> dict[str, tuple[int, ...]]:
             shapes[p + "mlp.gate.weight"] = (c.num_experts, d)
             for e in range(c.num_experts):
                 q = p + f"mlp.experts.{e}."
-                shapes.update({q + "gate_proj.weight": (f, d), q + "up_proj.weight": (f, d), q + "down_proj.weight": (d, f)})
+                shapes.update(
+                    {
+                        q + "gate_proj.weight": (f, d),
+                        q + "up_proj.weight": (f, d),
+                        q + "down_proj.weight": (d, f),
+                    }
+                )
         else:
             f = c.intermediate_size
             shapes.update({p + "mlp.gate_proj.weight": (f, d), p + "mlp.up_proj.weight": (f, d)})
@@ -261,5 +274,10 @@ def init_policy(
         raise ValueError(f"init_std must be a positive number, got {init_std!r}")
     tensors = random_hf_tensors(arch_config, seed, float(init_std))
     return policy_from_tensors(
-        arch_config, tensors.__getitem__, dtype=dtype, compute_dtype=compute_dtype, scan_layers=scan_layers, remat=remat
+        arch_config,
+        tensors.__getitem__,
+        dtype=dtype,
+        compute_dtype=compute_dtype,
+        scan_layers=scan_layers,
+        remat=remat,
     )

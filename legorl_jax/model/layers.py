@@ -109,7 +109,9 @@ def _yarn(
     attention_factor = scaling.attention_factor
     if attention_factor is None:
         if scaling.mscale and scaling.mscale_all_dim:
-            attention_factor = float(get_mscale(factor, scaling.mscale) / get_mscale(factor, scaling.mscale_all_dim))
+            attention_factor = float(
+                get_mscale(factor, scaling.mscale) / get_mscale(factor, scaling.mscale_all_dim)
+            )
         else:
             attention_factor = get_mscale(factor)
     beta_fast = scaling.beta_fast or 32
@@ -128,12 +130,17 @@ def _yarn(
     extrapolation_factor = (np.float32(1.0) - ramp).astype(np.float32)
     inv_extrapolation = np.float32(1.0) / pos_freqs
     inv_interpolation = np.float32(1.0) / (np.float32(factor) * pos_freqs)
-    inv_freq = inv_interpolation * (np.float32(1.0) - extrapolation_factor) + inv_extrapolation * extrapolation_factor
+    inv_freq = (
+        inv_interpolation * (np.float32(1.0) - extrapolation_factor)
+        + inv_extrapolation * extrapolation_factor
+    )
     return inv_freq.astype(np.float32), float(attention_factor)
 
 
 def rope_for(config: ArchConfig) -> tuple[np.ndarray, float]:
-    return rope_frequencies(config.head_dim, config.rope_theta, config.rope_scaling, config.max_position_embeddings)
+    return rope_frequencies(
+        config.head_dim, config.rope_theta, config.rope_scaling, config.max_position_embeddings
+    )
 
 
 def apply_rope(

@@ -143,7 +143,9 @@ def expert_ffn(
     mesh = sharding.current_mesh()
     expert_axes = () if mesh is None else sharding.mesh_axes_of("experts", w_gate.shape[0], mesh)
     if not expert_axes:
-        y = grouped_experts(x.reshape(-1, d), ids.reshape(-1, k), weights.reshape(-1, k), w_gate, w_up, w_down)
+        y = grouped_experts(
+            x.reshape(-1, d), ids.reshape(-1, k), weights.reshape(-1, k), w_gate, w_up, w_down
+        )
         return y.reshape(b, t, d)
     batch_axes = sharding.mesh_axes_of("batch", b, mesh)
     gather = tuple(a for a in expert_axes if a in batch_axes)
@@ -213,7 +215,9 @@ def check_forced_experts(forced: jax.Array | np.ndarray, expected: tuple[int, ..
     bad = np.argwhere((ids < -1) | (ids >= num_experts))
     if bad.size:
         where = tuple(int(i) for i in bad[0])
-        raise ValueError(f"forced_experts{list(where)} = {ids[where]} is outside [-1, num_experts={num_experts})")
+        raise ValueError(
+            f"forced_experts{list(where)} = {ids[where]} is outside [-1, num_experts={num_experts})"
+        )
     mixed = np.argwhere((ids == -1).any(axis=-1) & (ids >= 0).any(axis=-1))
     if mixed.size:
         where = tuple(int(i) for i in mixed[0])

@@ -145,7 +145,9 @@ class Policy(nnx.Module):
         positions = positions_from_segments(segment_ids) if positions is None else positions
         positions = self._check_like(positions, input_ids, "positions")
         self._check_forced(forced_experts, input_ids.shape)
-        ctx = LayerContext(positions=positions, token_mask=segment_ids > 0, segment_ids=segment_ids, slots=None)
+        ctx = LayerContext(
+            positions=positions, token_mask=segment_ids > 0, segment_ids=segment_ids, slots=None
+        )
         hidden, routed, stats, _ = self._trunk(input_ids, ctx, forced_experts, None)
         return self._output(hidden, routed, stats, ctx, compute_logits)
 
@@ -153,7 +155,9 @@ class Policy(nnx.Module):
         """An empty cache for `num_slots` sequences of up to `max_len` positions (compute dtype by default)."""
         c = self.config
         cache_dtype = as_dtype(dtype or self.compute_dtype, "cache dtype")
-        return kv.init_kv_cache(c.num_hidden_layers, num_slots, max_len, c.num_key_value_heads, c.head_dim, cache_dtype)
+        return kv.init_kv_cache(
+            c.num_hidden_layers, num_slots, max_len, c.num_key_value_heads, c.head_dim, cache_dtype
+        )
 
     def forward_cached(
         self,
@@ -170,7 +174,9 @@ class Policy(nnx.Module):
         positions, slots = jnp.asarray(positions), jnp.asarray(slots)
         kv.check_cached_inputs(cache, input_ids, positions, slots)
         if cache.num_layers != self.config.num_hidden_layers:
-            raise ValueError(f"cache has {cache.num_layers} layers, the policy {self.config.num_hidden_layers}")
+            raise ValueError(
+                f"cache has {cache.num_layers} layers, the policy {self.config.num_hidden_layers}"
+            )
         self._check_forced(forced_experts, input_ids.shape)
         ctx = LayerContext(positions=positions, token_mask=positions >= 0, segment_ids=None, slots=slots)
         hidden, routed, stats, cache = self._trunk(input_ids, ctx, forced_experts, cache)
@@ -195,13 +201,21 @@ class Policy(nnx.Module):
         """log_softmax(logits / temperature)[targets] per position, without materialising the logits."""
         targets = jnp.asarray(targets)
         if tuple(targets.shape) != tuple(jnp.shape(input_ids)):
-            raise ValueError(f"targets has shape {tuple(targets.shape)}, input_ids has {tuple(jnp.shape(input_ids))}")
+            raise ValueError(
+                f"targets has shape {tuple(targets.shape)}, input_ids has {tuple(jnp.shape(input_ids))}"
+            )
         out = self(
-            input_ids, positions=positions, segment_ids=segment_ids, forced_experts=forced_experts, compute_logits=False
+            input_ids,
+            positions=positions,
+            segment_ids=segment_ids,
+            forced_experts=forced_experts,
+            compute_logits=False,
         )
         b, t, d = out.hidden.shape
         head = self.lm_head_weight().astype(out.hidden.dtype)
-        flat = fused_token_logprobs(out.hidden.reshape(b * t, d), head, targets.reshape(-1), temperature=temperature)
+        flat = fused_token_logprobs(
+            out.hidden.reshape(b * t, d), head, targets.reshape(-1), temperature=temperature
+        )
         return flat.reshape(b, t)
 
     # ------------------------------------------------------------------------------------------------
@@ -218,7 +232,9 @@ class Policy(nnx.Module):
             run_forced = None
             if is_moe and forced is not None:
                 run_forced = forced[moe_seen : moe_seen + count]
-            run_cache = None if cache is None else (cache.k[first : first + count], cache.v[first : first + count])
+            run_cache = (
+                None if cache is None else (cache.k[first : first + count], cache.v[first : first + count])
+            )
             h, ids, run_stats, run_cache = run(h, ctx, run_forced, run_cache)
             if is_moe:
                 routed.append(ids)
@@ -229,7 +245,9 @@ class Policy(nnx.Module):
                 new_k.append(run_cache[0])
                 new_v.append(run_cache[1])
         if moe_seen != self.config.num_moe_layers:
-            raise RuntimeError(f"{moe_seen} MoE layers consumed routing, the config has {self.config.num_moe_layers}")
+            raise RuntimeError(
+                f"{moe_seen} MoE layers consumed routing, the config has {self.config.num_moe_layers}"
+            )
         if cache is not None:
             cache = kv.KVCache(k=jnp.concatenate(new_k, axis=0), v=jnp.concatenate(new_v, axis=0))
         routed_experts = jnp.concatenate(routed, axis=0) if routed else None
@@ -266,7 +284,9 @@ class Policy(nnx.Module):
             bad = np.argwhere((ids < 0) | (ids >= self.config.vocab_size))
             if bad.size:
                 b, t = bad[0]
-                raise ValueError(f"input_ids[{b}, {t}] = {ids[b, t]} is outside [0, vocab_size={self.config.vocab_size})")
+                raise ValueError(
+                    f"input_ids[{b}, {t}] = {ids[b, t]} is outside [0, vocab_size={self.config.vocab_size})"
+                )
         return input_ids
 
     @staticmethod
@@ -283,6 +303,7 @@ class Policy(nnx.Module):
             return
         c = self.config
         if not c.is_moe:
-            raise ValueError(f"forced_experts was given (shape {tuple(forced.shape)}) but {c.architectures[0]} has no MoE layers")
+            raise ValueError(
+                f"forced_experts was given (shape {tuple(forced.shape)}) but {c.architectures[0]} has no MoE layers"
+            )
         check_forced_experts(forced, (c.num_moe_layers, *token_shape, c.num_experts_per_tok), c.num_experts)
-

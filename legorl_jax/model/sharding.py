@@ -36,9 +36,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from legorl_jax.config import MESH_AXES, MeshConfig
-
-LOGICAL_AXES = ("batch", "seq", "embed", "heads", "kv_heads", "head_dim", "mlp", "experts", "vocab", "layers")
+from legorl_jax.config import LOGICAL_AXES, MESH_AXES, MeshConfig
 
 Rules = tuple[tuple[str, tuple[str, ...]], ...]
 
@@ -58,7 +56,9 @@ DEFAULT_RULES: Rules = (
     ("layers", ()),
 )
 
-_ACTIVE_RULES: contextvars.ContextVar[Rules] = contextvars.ContextVar("legorl_sharding_rules", default=DEFAULT_RULES)
+_ACTIVE_RULES: contextvars.ContextVar[Rules] = contextvars.ContextVar(
+    "legorl_sharding_rules", default=DEFAULT_RULES
+)
 
 
 def _as_mesh_axes(logical: str, value: Any) -> tuple[str, ...]:
@@ -67,7 +67,9 @@ def _as_mesh_axes(logical: str, value: Any) -> tuple[str, ...]:
     axes = (value,) if isinstance(value, str) else tuple(value)
     for axis in axes:
         if axis not in MESH_AXES:
-            raise ValueError(f"mesh rule for logical axis {logical!r} names mesh axis {axis!r}, not one of {MESH_AXES}")
+            raise ValueError(
+                f"mesh rule for logical axis {logical!r} names mesh axis {axis!r}, not one of {MESH_AXES}"
+            )
     if len(set(axes)) != len(axes):
         raise ValueError(f"mesh rule for logical axis {logical!r} repeats a mesh axis: {axes!r}")
     return axes
@@ -190,7 +192,9 @@ def mesh_axes_of(logical: str, size: int, mesh: Any) -> tuple[str, ...]:
 def _logical_axes_of(variable: nnx.Variable) -> tuple[str | None, ...]:
     axes = variable.get_metadata().get("out_sharding")
     if axes is None:
-        raise ValueError(f"parameter of shape {variable.shape} has no logical axes (created outside layers.param)")
+        raise ValueError(
+            f"parameter of shape {variable.shape} has no logical axes (created outside layers.param)"
+        )
     return tuple(axes)
 
 

@@ -33,7 +33,14 @@ MOE_RAW = dict(
 DENSE_RAW = {
     k: v
     for k, v in MOE_RAW.items()
-    if k not in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob", "mlp_only_layers")
+    if k
+    not in (
+        "num_experts",
+        "num_experts_per_tok",
+        "moe_intermediate_size",
+        "norm_topk_prob",
+        "mlp_only_layers",
+    )
 } | {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2}
 TEST_STD = 0.2
 

@@ -26,7 +26,9 @@ def test_hub_and_transformers5_dialects_parse_to_the_same_config(moe_raw):
 
 
 def test_layer_kinds_follow_hf_sparse_step_and_mlp_only_rules(moe_raw, dense_raw):
-    cfg = ArchConfig.from_hf_dict(moe_raw | {"num_hidden_layers": 6, "decoder_sparse_step": 2, "mlp_only_layers": [3]})
+    cfg = ArchConfig.from_hf_dict(
+        moe_raw | {"num_hidden_layers": 6, "decoder_sparse_step": 2, "mlp_only_layers": [3]}
+    )
     # HF: MoE iff i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0.
     assert cfg.layer_is_moe == (False, True, False, False, False, True)
     assert cfg.num_moe_layers == 2
@@ -34,7 +36,9 @@ def test_layer_kinds_follow_hf_sparse_step_and_mlp_only_rules(moe_raw, dense_raw
 
 
 def test_optional_fields_take_hf_defaults(moe_raw, dense_raw):
-    minimal = {k: v for k, v in moe_raw.items() if k not in ("head_dim", "num_key_value_heads", "norm_topk_prob")}
+    minimal = {
+        k: v for k, v in moe_raw.items() if k not in ("head_dim", "num_key_value_heads", "norm_topk_prob")
+    }
     cfg = ArchConfig.from_hf_dict(minimal)
     assert cfg.head_dim == 32 // 4  # Qwen3-MoE attention: hidden_size // num_attention_heads
     assert cfg.num_key_value_heads == 4
@@ -46,9 +50,18 @@ def test_optional_fields_take_hf_defaults(moe_raw, dense_raw):
 
 def test_yarn_original_positions_default_like_transformers(moe_raw):
     rope = {"rope_type": "yarn", "factor": 2.0}
-    assert ArchConfig.from_hf_dict(moe_raw | {"rope_scaling": rope}).rope_scaling.original_max_position_embeddings == 256
+    assert (
+        ArchConfig.from_hf_dict(
+            moe_raw | {"rope_scaling": rope}
+        ).rope_scaling.original_max_position_embeddings
+        == 256
+    )
     top_level = ArchConfig.from_hf_dict(
-        moe_raw | {"rope_scaling": rope | {"original_max_position_embeddings": 32}, "original_max_position_embeddings": 64}
+        moe_raw
+        | {
+            "rope_scaling": rope | {"original_max_position_embeddings": 32},
+            "original_max_position_embeddings": 64,
+        }
     )
     assert top_level.rope_scaling.original_max_position_embeddings == 64  # the top-level field wins, as in HF
     implicit = ArchConfig.from_hf_dict(moe_raw | {"rope_scaling": {"rope_type": "yarn", "factor": None,
@@ -62,7 +75,11 @@ def test_to_hf_dict_round_trips_and_keeps_unknown_fields(moe_raw, dense_raw):
     written = cfg.to_hf_dict(torch_dtype="bfloat16")
     assert written["initializer_range"] == 0.02 and written["use_cache"] is True
     assert written["eos_token_id"] == [1, 2] and written["torch_dtype"] == "bfloat16"
-    assert written["num_experts"] == 8 and written["model_type"] == "qwen3_moe" and "rope_parameters" not in written
+    assert (
+        written["num_experts"] == 8
+        and written["model_type"] == "qwen3_moe"
+        and "rope_parameters" not in written
+    )
     assert ArchConfig.from_hf_dict(json.loads(json.dumps(written))) == cfg.__class__(
         **{**cfg.__dict__, "torch_dtype": "bfloat16"}
     )
@@ -72,7 +89,9 @@ def test_to_hf_dict_round_trips_and_keeps_unknown_fields(moe_raw, dense_raw):
 
 def test_config_is_hashable_so_it_can_live_in_a_graphdef(moe_raw):
     cfg = ArchConfig.from_hf_dict(moe_raw | {"rope_scaling": {"rope_type": "linear", "factor": 2.0}})
-    assert hash(cfg) == hash(ArchConfig.from_hf_dict(moe_raw | {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}))
+    assert hash(cfg) == hash(
+        ArchConfig.from_hf_dict(moe_raw | {"rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+    )
 
 
 @pytest.mark.parametrize(
@@ -82,7 +101,10 @@ def test_config_is_hashable_so_it_can_live_in_a_graphdef(moe_raw):
         ({"architectures": ["Qwen3ForCausalLM", "Qwen3MoeForCausalLM"]}, "architectures"),
         ({"use_sliding_window": True}, "use_sliding_window.*True"),
         ({"hidden_act": "gelu"}, "hidden_act.*gelu"),
-        ({"layer_types": ["full_attention", "sliding_attention", "full_attention"]}, r"layer_types\[1\].*sliding"),
+        (
+            {"layer_types": ["full_attention", "sliding_attention", "full_attention"]},
+            r"layer_types\[1\].*sliding",
+        ),
         ({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, "rope_type.*dynamic"),
         ({"rope_scaling": {"rope_type": "yarn", "factor": 2.0, "low_freq": 1}}, "unknown keys.*low_freq"),
         ({"partial_rotary_factor": 0.5}, "partial_rotary_factor.*0.5"),

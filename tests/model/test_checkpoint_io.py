@@ -48,7 +48,10 @@ def test_saved_files_have_hf_names_shapes_and_config(saved, moe_policy):
     assert sorted(p.name for p in saved.iterdir()) == ["config.json", "model.safetensors"]
     tensors = _tensors(saved)
     assert {k: v.shape for k, v in tensors.items()} == hf_shapes(moe_policy.config)
-    assert "model.layers.0.mlp.experts.7.down_proj.weight" in tensors and "model.layers.1.mlp.gate_proj.weight" in tensors
+    assert (
+        "model.layers.0.mlp.experts.7.down_proj.weight" in tensors
+        and "model.layers.1.mlp.gate_proj.weight" in tensors
+    )
     with safe_open(str(saved / "model.safetensors"), framework="numpy") as f:
         assert f.metadata() == {"format": "pt"}
     config = json.loads((saved / "config.json").read_text())
@@ -101,7 +104,13 @@ def test_save_copies_tokenizer_files_and_keeps_what_is_there(moe_policy, saved, 
     (target / "README.md").write_text("kept")
     save_hf(moe_policy, target, dtype="float32", source_dir=source)
     names = sorted(p.name for p in target.iterdir())
-    assert names == ["README.md", "config.json", "generation_config.json", "model.safetensors", "tokenizer.json"]
+    assert names == [
+        "README.md",
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
     assert _tensors(target).keys() == _tensors(saved).keys()
 
 
@@ -122,7 +131,9 @@ def test_missing_tensor_is_named(saved, tmp_path):
 
 
 def test_unexpected_tensor_is_named(saved, tmp_path):
-    path = _corrupt(saved, tmp_path, lambda t: t.update({"model.layers.9.extra.weight": np.zeros(2, np.float32)}))
+    path = _corrupt(
+        saved, tmp_path, lambda t: t.update({"model.layers.9.extra.weight": np.zeros(2, np.float32)})
+    )
     with pytest.raises(ValueError, match=r"unexpected tensor 'model.layers.9.extra.weight'"):
         load_hf(path)
 
@@ -135,9 +146,13 @@ def test_misshaped_tensor_is_named_with_both_shapes(saved, tmp_path):
 
 def test_directory_without_weights_or_with_a_broken_index_is_refused(saved, tmp_path):
     (tmp_path / "config.json").write_text((saved / "config.json").read_text())
-    with pytest.raises(ValueError, match="has neither 'model.safetensors' nor 'model.safetensors.index.json'"):
+    with pytest.raises(
+        ValueError, match="has neither 'model.safetensors' nor 'model.safetensors.index.json'"
+    ):
         load_hf(tmp_path)
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"lm_head.weight": "x.safetensors"}}))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"lm_head.weight": "x.safetensors"}})
+    )
     with pytest.raises(ValueError, match="names shard 'x.safetensors'"):
         load_hf(tmp_path)
     with pytest.raises(ValueError, match="dtype must be one of"):

@@ -27,7 +27,9 @@ def _fixture(fixtures_dir, name):
     needed = ("config.json", "config.transformers5.json", "model.safetensors", "reference.npz")
     missing = [f for f in needed if not (path / f).exists()]
     if missing:
-        pytest.fail(f"HF fixture {name} lacks {missing} in {path}; run `make fixtures` (tools/make_hf_fixtures.py)")
+        pytest.fail(
+            f"HF fixture {name} lacks {missing} in {path}; run `make fixtures` (tools/make_hf_fixtures.py)"
+        )
     return path, dict(np.load(path / "reference.npz"))
 
 
@@ -35,7 +37,9 @@ def _forward(policy, reference):
     ids, mask = reference["input_ids"], reference["attention_mask"]
     positions = np.broadcast_to(np.arange(ids.shape[1], dtype=np.int32), ids.shape)
     graphdef, state = nnx.split(policy)
-    run = jax.jit(lambda state, ids, pos, seg: nnx.merge(graphdef, state)(ids, positions=pos, segment_ids=seg))
+    run = jax.jit(
+        lambda state, ids, pos, seg: nnx.merge(graphdef, state)(ids, positions=pos, segment_ids=seg)
+    )
     return run(state, ids, positions, mask.astype(np.int32))
 
 
@@ -77,6 +81,13 @@ def test_save_hf_writes_the_tensor_names_and_shapes_hf_wrote(fixtures_dir, tmp_p
     assert layout(tmp_path / "model.safetensors") == layout(path / "model.safetensors")
     ours = json.loads((tmp_path / "config.json").read_text())
     theirs = json.loads((path / "config.json").read_text())
-    for key in ("architectures", "model_type", "num_hidden_layers", "head_dim", "rope_scaling", "tie_word_embeddings"):
+    for key in (
+        "architectures",
+        "model_type",
+        "num_hidden_layers",
+        "head_dim",
+        "rope_scaling",
+        "tie_word_embeddings",
+    ):
         assert ours[key] == theirs[key], key
     assert (tmp_path / "generation_config.json").exists()  # copied from source_dir

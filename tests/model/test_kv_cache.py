@@ -22,7 +22,9 @@ def cached_step(moe_policy):
     return lambda cache, ids, positions, slots: step(state, cache, ids, positions, slots)
 
 
-def test_prefill_then_decode_matches_the_full_forward_in_several_slots(moe_policy, jit_forward, cached_step, tokens):
+def test_prefill_then_decode_matches_the_full_forward_in_several_slots(
+    moe_policy, jit_forward, cached_step, tokens
+):
     lengths, prompts, slots = [6, 10, 8], [3, 5, 4], np.array([2, 0, 3], np.int32)
     seqs = [tokens(1, n, seed=10 + i)[0] for i, n in enumerate(lengths)]
     cache = moe_policy.init_cache(num_slots=4, max_len=16)
@@ -54,8 +56,12 @@ def test_prefill_then_decode_matches_the_full_forward_in_several_slots(moe_polic
         full[b, : len(seq)] = seq
     reference = jit_forward(moe_policy)(full)
     for b, n in enumerate(lengths):
-        np.testing.assert_allclose(np.stack(logits[b]), np.asarray(reference.logits[b, :n]), atol=1e-4, rtol=0)
-        np.testing.assert_array_equal(np.stack(routed[b], axis=1), np.asarray(reference.routed_experts[:, b, :n]))
+        np.testing.assert_allclose(
+            np.stack(logits[b]), np.asarray(reference.logits[b, :n]), atol=1e-4, rtol=0
+        )
+        np.testing.assert_array_equal(
+            np.stack(routed[b], axis=1), np.asarray(reference.routed_experts[:, b, :n])
+        )
 
 
 def test_padding_writes_nothing_and_other_slots_stay_untouched(moe_policy, cached_step, tokens):
@@ -90,12 +96,16 @@ def test_cache_shape_and_dtype_follow_the_policy(moe_policy):
 def test_bad_cached_inputs_raise_naming_the_value(moe_policy, ids, positions, slots, message):
     cache = moe_policy.init_cache(num_slots=4, max_len=8)
     with pytest.raises(ValueError, match=message):
-        moe_policy.forward_cached(ids.astype(np.int32), np.array(positions, np.int32), cache, np.array(slots, np.int32))
+        moe_policy.forward_cached(
+            ids.astype(np.int32), np.array(positions, np.int32), cache, np.array(slots, np.int32)
+        )
 
 
 def test_padding_rows_may_share_a_slot_with_a_real_row(moe_policy, cached_step):
     cache = moe_policy.init_cache(num_slots=4, max_len=16)
     ids = np.array([[5], [9], [11]], np.int32)
     out, cache = cached_step(cache, ids, np.array([[0], [-1], [-1]], np.int32), np.array([1, 1, 1], np.int32))
-    alone, _ = cached_step(moe_policy.init_cache(4, 16), ids, np.array([[0], [-1], [-1]], np.int32), np.array([1, 2, 3]))
+    alone, _ = cached_step(
+        moe_policy.init_cache(4, 16), ids, np.array([[0], [-1], [-1]], np.int32), np.array([1, 2, 3])
+    )
     np.testing.assert_array_equal(np.asarray(out.logits[0]), np.asarray(alone.logits[0]))

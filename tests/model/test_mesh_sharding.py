@@ -8,8 +8,7 @@ from flax import nnx
 from jax.sharding import PartitionSpec as P
 
 from legorl_jax.config import MeshConfig
-from legorl_jax.model import init_policy
-from legorl_jax.model import sharding
+from legorl_jax.model import init_policy, sharding
 
 CPU8 = MeshConfig(data=1, fsdp=2, tensor=2, expert=2)  # conf/mesh/cpu8.yaml
 
@@ -32,7 +31,9 @@ def test_make_mesh_rejects_sizes_that_do_not_match_the_devices(config, message):
 
 
 def test_mesh_config_rules_override_the_defaults():
-    rules = dict(sharding.rules_from_config(MeshConfig(rules=[["vocab", None], ["mlp", ["tensor", "expert"]]])))
+    rules = dict(
+        sharding.rules_from_config(MeshConfig(rules=[["vocab", None], ["mlp", ["tensor", "expert"]]]))
+    )
     assert rules["vocab"] == () and rules["mlp"] == ("tensor", "expert") and rules["experts"] == ("expert",)
     with pytest.raises(ValueError, match="logical axis 'hidden'"):
         sharding.make_rules([["hidden", "fsdp"]])
@@ -43,10 +44,14 @@ def test_mesh_config_rules_override_the_defaults():
 def test_logical_specs_skip_used_size_one_and_non_dividing_mesh_axes():
     mesh = sharding.make_mesh(CPU8)
     # Activations: batch takes fsdp and expert, so embed (fsdp in the rules) stays whole.
-    assert sharding.logical_to_spec(("batch", "seq", "embed"), (4, 8, 32), mesh=mesh) == P(("fsdp", "expert"), None, None)
+    assert sharding.logical_to_spec(("batch", "seq", "embed"), (4, 8, 32), mesh=mesh) == P(
+        ("fsdp", "expert"), None, None
+    )
     # A batch of 2 cannot take both: expert is dropped rather than failing.
     assert sharding.logical_to_spec(("batch", "seq", "embed"), (2, 8, 32), mesh=mesh) == P("fsdp", None, None)
-    assert sharding.logical_to_spec(("experts", "embed", "mlp"), (8, 32, 16), mesh=mesh) == P("expert", "fsdp", "tensor")
+    assert sharding.logical_to_spec(("experts", "embed", "mlp"), (8, 32, 16), mesh=mesh) == P(
+        "expert", "fsdp", "tensor"
+    )
     assert sharding.logical_to_spec(("kv_heads",), (1,), mesh=mesh) == P(None)
 
 
@@ -72,7 +77,9 @@ def _sharded_forward(policy, mesh, ids):
 
 
 @pytest.mark.parametrize("batch", [4, 2])  # 4: experts gather tokens and reduce-scatter; 2: a psum
-def test_moe_forward_on_the_8_device_mesh_matches_unsharded(moe_config, moe_policy, jit_forward, tokens, batch):
+def test_moe_forward_on_the_8_device_mesh_matches_unsharded(
+    moe_config, moe_policy, jit_forward, tokens, batch
+):
     ids = tokens(batch, 12, seed=3)
     expected = jit_forward(moe_policy)(ids)
     got = _sharded_forward(init_policy(moe_config, seed=1, init_std=0.2), sharding.make_mesh(CPU8), ids)
@@ -81,7 +88,9 @@ def test_moe_forward_on_the_8_device_mesh_matches_unsharded(moe_config, moe_poli
     assert float(got.aux_loss) == pytest.approx(float(expected.aux_loss), abs=1e-6)
 
 
-def test_dense_forward_on_the_8_device_mesh_matches_unsharded(dense_config, dense_policy, jit_forward, tokens):
+def test_dense_forward_on_the_8_device_mesh_matches_unsharded(
+    dense_config, dense_policy, jit_forward, tokens
+):
     ids = tokens(4, 12, seed=4)
     expected = jit_forward(dense_policy)(ids)
     got = _sharded_forward(init_policy(dense_config, seed=2, init_std=0.2), sharding.make_mesh(CPU8), ids)
@@ -123,3 +132,16 @@ def test_experts_run_expert_parallel_with_the_documented_collectives(batch, coll
         sharded = jax.jit(expert_ffn)(*args)
     assert "shard_map" in jaxpr and all(c in jaxpr for c in collectives)
     np.testing.assert_allclose(np.asarray(sharded), np.asarray(expert_ffn(*args)), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "rules, message",
+    [
+        ([["hidden", "fsdp"]], "logical_axis in"),
+        ([["mlp", ["tensor", "model"]]], "names a mesh axis outside"),
+        (["mlp"], "entries must be"),
+    ],
+)
+def test_mesh_config_validates_its_rules_when_built(rules, message):
+    with pytest.raises(ValueError, match=message):
+        MeshConfig(rules=rules)

@@ -67,7 +67,9 @@ def test_forcing_a_different_routing_changes_outputs_and_the_router_still_gets_g
     grads = jax.jit(jax.grad(objective))(params)
     for run in (0, 2):  # the two MoE runs (layer 1 is dense)
         router_grad = np.asarray(grads["runs"][run]["layers"]["mlp"]["gate"][...])
-        assert np.all(np.abs(router_grad).sum(axis=(-2,)) > 0), "every expert's router column must get gradient"
+        assert np.all(np.abs(router_grad).sum(axis=(-2,)) > 0), (
+            "every expert's router column must get gradient"
+        )
 
 
 def test_gate_weights_of_forced_rows_are_the_current_softmax_at_the_forced_ids():
@@ -92,7 +94,10 @@ def test_grouped_experts_match_a_per_expert_loop():
     x = rng.standard_normal((n, d)).astype(np.float32)
     ids = np.stack([rng.choice(e, k, replace=False) for _ in range(n)]).astype(np.int32)
     w = rng.random((n, k)).astype(np.float32)
-    wg, wu = rng.standard_normal((e, d, f)).astype(np.float32), rng.standard_normal((e, d, f)).astype(np.float32)
+    wg, wu = (
+        rng.standard_normal((e, d, f)).astype(np.float32),
+        rng.standard_normal((e, d, f)).astype(np.float32),
+    )
     wd = rng.standard_normal((e, f, d)).astype(np.float32)
 
     def expert(j, v):
@@ -105,7 +110,10 @@ def test_grouped_experts_match_a_per_expert_loop():
     # A device holding experts 3..5 only (expert parallelism) adds exactly their share.
     held = ids >= 3
     partial = np.stack(
-        [sum((w[i, s] * expert(ids[i, s], x[i]) for s in range(k) if held[i, s]), np.zeros(d)) for i in range(n)]
+        [
+            sum((w[i, s] * expert(ids[i, s], x[i]) for s in range(k) if held[i, s]), np.zeros(d))
+            for i in range(n)
+        ]
     )
     got = grouped_experts(*(jnp.asarray(a) for a in (x, ids, w, wg[3:], wu[3:], wd[3:])), first_expert=3)
     np.testing.assert_allclose(np.asarray(got), partial, rtol=1e-4, atol=1e-4)
@@ -118,7 +126,9 @@ def _hf_load_balancing_loss(layer_logits, top_k, attention_mask):
     routing = _softmax(concatenated.astype(np.float64))
     selected = np.argsort(-routing, axis=-1, kind="stable")[:, :top_k]
     expert_mask = np.eye(e)[selected]  # [L*B*T, K, E]
-    mask = np.broadcast_to(attention_mask[None, :, :, None, None], (num_layers, b, t, top_k, e)).reshape(-1, top_k, e)
+    mask = np.broadcast_to(attention_mask[None, :, :, None, None], (num_layers, b, t, top_k, e)).reshape(
+        -1, top_k, e
+    )
     tokens_per_expert = (expert_mask * mask).sum(0) / mask.sum(0)
     router_mask = np.broadcast_to(attention_mask[None, :, :, None], (num_layers, b, t, e)).reshape(-1, e)
     router_prob = (routing * router_mask).sum(0) / router_mask.sum(0)

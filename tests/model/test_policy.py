@@ -27,12 +27,16 @@ def test_attention_never_crosses_segments(moe_policy, jit_forward, tokens):
     changed_b = row.copy()
     changed_b[0, 5:11] = (changed_b[0, 5:11] + 7) % 256
     out = forward(changed_b, segment_ids=seg)
-    np.testing.assert_allclose(np.asarray(out.logits[0, :5]), np.asarray(base.logits[0, :5]), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(
+        np.asarray(out.logits[0, :5]), np.asarray(base.logits[0, :5]), atol=1e-6, rtol=0
+    )
     # The later segment must not see the earlier one either (causality alone would let it).
     changed_a = row.copy()
     changed_a[0, :5] = (changed_a[0, :5] + 7) % 256
     out = forward(changed_a, segment_ids=seg)
-    np.testing.assert_allclose(np.asarray(out.logits[0, 5:11]), np.asarray(base.logits[0, 5:11]), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(
+        np.asarray(out.logits[0, 5:11]), np.asarray(base.logits[0, 5:11]), atol=1e-6, rtol=0
+    )
     assert float(jnp.max(jnp.abs(out.logits[0, :5] - base.logits[0, :5]))) > 1e-3
 
 
@@ -44,16 +48,24 @@ def test_packed_rows_equal_unpacked_sequences(moe_policy, jit_forward, tokens):
     alone = np.zeros((2, 12), np.int32)
     alone[0, :5], alone[1, :6] = a, b
     single = forward(alone)
-    np.testing.assert_allclose(np.asarray(packed.logits[0, :5]), np.asarray(single.logits[0, :5]), atol=1e-5, rtol=0)
-    np.testing.assert_allclose(np.asarray(packed.logits[0, 5:11]), np.asarray(single.logits[1, :6]), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        np.asarray(packed.logits[0, :5]), np.asarray(single.logits[0, :5]), atol=1e-5, rtol=0
+    )
+    np.testing.assert_allclose(
+        np.asarray(packed.logits[0, 5:11]), np.asarray(single.logits[1, :6]), atol=1e-5, rtol=0
+    )
     routed_packed, routed_single = np.asarray(packed.routed_experts), np.asarray(single.routed_experts)
     np.testing.assert_array_equal(np.sort(routed_packed[:, 0, :5], -1), np.sort(routed_single[:, 0, :5], -1))
-    np.testing.assert_array_equal(np.sort(routed_packed[:, 0, 5:11], -1), np.sort(routed_single[:, 1, :6], -1))
+    np.testing.assert_array_equal(
+        np.sort(routed_packed[:, 0, 5:11], -1), np.sort(routed_single[:, 1, :6], -1)
+    )
 
 
 def test_default_positions_restart_at_each_segment():
     seg = jnp.array([[1, 1, 1, 2, 2, 0, 0], [3, 3, 3, 3, 3, 3, 3]])
-    np.testing.assert_array_equal(np.asarray(positions_from_segments(seg)), [[0, 1, 2, 0, 1, 0, 1], list(range(7))])
+    np.testing.assert_array_equal(
+        np.asarray(positions_from_segments(seg)), [[0, 1, 2, 0, 1, 0, 1], list(range(7))]
+    )
 
 
 def test_scan_on_and_off_give_identical_outputs(moe_policy, moe_config, jit_forward, tokens):
@@ -81,7 +93,9 @@ def test_remat_changes_neither_outputs_nor_gradients(dense_config, tokens):
         np.testing.assert_allclose(np.asarray(g1), np.asarray(g2), rtol=1e-4, atol=1e-6)
 
 
-def test_bfloat16_compute_with_float32_params_keeps_logits_float32(moe_policy, moe_config, jit_forward, tokens):
+def test_bfloat16_compute_with_float32_params_keeps_logits_float32(
+    moe_policy, moe_config, jit_forward, tokens
+):
     ids = tokens(2, 12, seed=3)
     mixed = init_policy(moe_config, seed=1, init_std=0.2, compute_dtype="bfloat16")  # moe_policy's weights
     out32 = jit_forward(moe_policy)(ids)
@@ -118,7 +132,9 @@ def test_policy_jits_as_pure_function_of_state_and_nnx_update_swaps_weights(moe_
     nnx.update(policy, nnx.state(other))
     swapped = forward(nnx.state(policy), ids)
     assert len(traces) == 1, "swapping weights must not retrace"
-    np.testing.assert_array_equal(np.asarray(swapped.logits), np.asarray(forward(nnx.state(other), ids).logits))
+    np.testing.assert_array_equal(
+        np.asarray(swapped.logits), np.asarray(forward(nnx.state(other), ids).logits)
+    )
     assert float(jnp.max(jnp.abs(swapped.logits - first.logits))) > 1e-3
 
 
@@ -142,7 +158,9 @@ def test_token_logprobs_equal_log_softmax_of_logits_at_temperature(moe_policy, j
         )
     )
     got = token_logprobs(state, ids, targets, segments)
-    expected = jnp.take_along_axis(jax.nn.log_softmax(logits / 0.7, axis=-1), jnp.asarray(targets)[..., None], -1)[..., 0]
+    expected = jnp.take_along_axis(
+        jax.nn.log_softmax(logits / 0.7, axis=-1), jnp.asarray(targets)[..., None], -1
+    )[..., 0]
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match=r"targets has shape \(2, 6\), input_ids has \(2, 12\)"):
         moe_policy.token_logprobs(ids, targets[:, :6])

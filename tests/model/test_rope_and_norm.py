@@ -32,7 +32,9 @@ def test_yarn_matches_a_hand_computation_of_hf_formula():
         dim, base, RopeScaling("yarn", factor, original_max_position_embeddings=original), 512
     )
     # Correction range: dim * ln(orig / (rotations * 2 pi)) / (2 ln base), floored/ceiled, clipped to [0, dim-1].
-    low = math.floor(dim * math.log(original / (32 * 2 * math.pi)) / (2 * math.log(base)))  # floor(-0.39) = -1
+    low = math.floor(
+        dim * math.log(original / (32 * 2 * math.pi)) / (2 * math.log(base))
+    )  # floor(-0.39) = -1
     high = math.ceil(dim * math.log(original / (1 * 2 * math.pi)) / (2 * math.log(base)))  # ceil(2.62) = 3
     low, high = max(low, 0), min(high, dim - 1)
     assert (low, high) == (0, 3)  # pair 0 keeps its frequency, 1-2 blend, 3.. are divided by factor
@@ -90,4 +92,3 @@ def test_param_attaches_logical_axes_and_rejects_unknown_ones():
         param(nnx.Rngs(0), normal_init, (4,), ("hidden",), jnp.float32)
     with pytest.raises(ValueError, match=r"one logical axis per dimension"):
         param(nnx.Rngs(0), normal_init, (4, 2), ("embed",), jnp.float32)
-
