@@ -8,10 +8,11 @@ objects is read too.
 
 - `image`: the row's, else `image_template` formatted with `instance_id` in Docker's spelling (lowercase,
   `__` → `_1776_`, as swebench names its images), e.g. `swebench/sweb.eval.x86_64.{instance_id}:latest`.
-- `test_cmd`: a bash script run in `workdir` whose output the log parser reads. The row's, else derived the
-  way swebench's eval scripts do (its `MAP_REPO_VERSION_TO_SPECS[repo][version]["test_cmd"]` followed by
-  the test files of `test_patch`, inside the image's conda `testbed` env) when swebench is installed;
-  otherwise a missing `test_cmd` is an error.
+- `test_cmd`: a bash script run in `workdir` whose output the log parser reads. The row's; else, for a
+  swebench 5.x row, the set-up lines and the command between the markers of its `eval_script`; else, with
+  swebench 4.x installed, derived as its eval scripts do (`MAP_REPO_VERSION_TO_SPECS[repo][version]
+  ["test_cmd"]` followed by the test files of `test_patch`, in the image's conda `testbed` env). Otherwise a
+  missing `test_cmd` is an error.
 - `log_parser`: the row's, else swebench's parser for the repo, else `pytest` (see `log_parsers`); an
   unknown name is an error at load time.
 
@@ -37,6 +38,8 @@ DEFAULT_VERIFY_S = 1800.0  # swebench's own evaluation timeout
 _REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
              "FAIL_TO_PASS", "PASS_TO_PASS", "version")
 _CONDA = "source /opt/miniconda3/bin/activate && conda activate testbed"
+_START_MARKER, _END_MARKER = ">>>>> Start Test Output", ">>>>> End Test Output"
+_SETUP_PREFIXES = ("source ", "conda activate", "cd ", "export ", ". ")
 _NON_TEST_SUFFIXES = (".json", ".png", ".csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
 
 
@@ -160,14 +163,20 @@ def _test_list(label: str, row: Mapping[str, Any], field: str) -> list[str]:
 
 
 def _derived_test_cmd(label: str, row: Mapping[str, Any], repo: str, version: str, test_patch: str) -> str:
+    eval_script = row.get("eval_script")
+    if eval_script is not None:
+        return command_from_eval_script(label, eval_script)
     try:
         constants = importlib.import_module("swebench.harness.constants")
     except ImportError:
         raise TaskError(
-            label, "test_cmd", "is missing, and deriving it needs the swebench package (not installed); "
-            "add a test_cmd to the row"
+            label, "test_cmd", "is missing, and the row has no eval_script; deriving it from repo/version needs "
+            "swebench 4.x (not installed); add a test_cmd to the row"
         ) from None
-    specs = getattr(constants, "MAP_REPO_VERSION_TO_SPECS", {})
+    specs = getattr(constants, "MAP_REPO_VERSION_TO_SPECS", None)
+    if specs is None:
+        raise TaskError(label, "test_cmd", "is missing and neither the row's eval_script nor this swebench's "
+                        "repo/version specs (swebench 4.x) can provide it; add a test_cmd or an eval_script")
     try:
         base_cmd = specs[repo][version]["test_cmd"]
     except KeyError:
@@ -175,6 +184,22 @@ def _derived_test_cmd(label: str, row: Mapping[str, Any], repo: str, version: st
     if isinstance(base_cmd, list):
         base_cmd = base_cmd[-1]
     return f"{_CONDA} && {base_cmd} {' '.join(directives_from_test_patch(repo, test_patch))}"
+
+
+def command_from_eval_script(label: str, eval_script: Any) -> str:
+    """The test command inside a swebench 5.x `eval_script`: its environment set-up lines (`source`,
+    `conda activate`, `cd`, `export`) followed by what it runs between its start and end markers. The rest
+    (resetting test files, applying the test patch) is the verifier's own job."""
+    if not isinstance(eval_script, str):
+        raise TaskError(label, "eval_script", f"must be a string, got {eval_script!r:.120}")
+    lines = eval_script.split("\n")
+    start = next((i for i, line in enumerate(lines) if _START_MARKER in line), None)
+    end = next((i for i, line in enumerate(lines) if _END_MARKER in line), None)
+    if start is None or end is None or end <= start + 1:
+        raise TaskError(label, "eval_script", f"has no command between {_START_MARKER!r} and {_END_MARKER!r} "
+                        f"markers: {eval_script[:200]!r}")
+    setup = [line for line in lines[:start] if line.strip().startswith(_SETUP_PREFIXES)]
+    return "\n".join(setup + lines[start + 1 : end])
 
 
 def directives_from_test_patch(repo: str, test_patch: str) -> list[str]:

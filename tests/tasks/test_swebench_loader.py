@@ -103,7 +103,7 @@ def test_an_unknown_log_parser_error_lists_the_available_ones(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("swebench") is not None, reason="with swebench the test_cmd is derived")
 def test_a_missing_test_cmd_without_swebench_installed_is_an_error_saying_so(tmp_path):
-    with pytest.raises(TaskError, match="test_cmd.*swebench package"):
+    with pytest.raises(TaskError, match="test_cmd.*no eval_script.*swebench 4.x"):
         load_swebench_file(write_rows(tmp_path / "set.jsonl", row(test_cmd=None)))
 
 
@@ -129,3 +129,20 @@ def test_duplicate_instance_ids_are_an_error(tmp_path):
 def test_an_image_template_without_the_placeholder_is_an_error(tmp_path):
     with pytest.raises(TaskError, match="image_template.*'fixed:latest'"):
         load_swebench_file(write_rows(tmp_path / "set.jsonl", row()), image_template="fixed:latest")
+
+
+def test_a_swebench_5_row_takes_its_test_command_from_the_eval_script(tmp_path):
+    script = "\n".join([
+        "#!/bin/bash", "set -uxo pipefail", "source /opt/miniconda3/bin/activate", "conda activate testbed",
+        "cd /testbed", "git checkout abc tests/test_m.py", "git apply -v - <<'EOF_1'", "diff --git a/x b/x", "EOF_1",
+        ": '>>>>> Start Test Output'", "pytest -rA tests/test_m.py", ": '>>>>> End Test Output'",
+        "git checkout abc tests/test_m.py",
+    ])
+    (task,) = load_swebench_file(write_rows(tmp_path / "set.jsonl", row(test_cmd=None, eval_script=script)))
+    assert task.test_cmd == ("source /opt/miniconda3/bin/activate\nconda activate testbed\ncd /testbed\n"
+                             "pytest -rA tests/test_m.py")
+
+
+def test_an_eval_script_without_markers_is_an_error(tmp_path):
+    with pytest.raises(TaskError, match="eval_script.*no command between"):
+        load_swebench_file(write_rows(tmp_path / "set.jsonl", row(test_cmd=None, eval_script="pytest\n")))
