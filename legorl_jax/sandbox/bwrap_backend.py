@@ -204,7 +204,7 @@ class BwrapSandbox(ExecSandbox):
         args += ["--chdir", workdir, "--clearenv"]
         for key, value in full_env.items():
             args += ["--setenv", key, value]
-        limits = ["prlimit", f"--fsize={self.file_limit}"]
+        limits = ["prlimit", f"--fsize={spec.disk_mb << 20}"]
         if self.limits == "rlimit":
             limits += [f"--as={spec.memory_mb << 20}", f"--nproc={spec.pids + _user_tasks()}"]
         prefix = []

@@ -11,8 +11,8 @@ start) and a `_default_user` attribute. Everything else is here, once:
   so they work on read-only roots and tmpfs mounts, give the agent's user ownership, and never follow a
   symlink on the host side (a path is only ever resolved inside the sandbox);
 - `diff()` runs `gitdiff.SCRIPT` (see there for why it is safe against a hostile repository).
-Relative paths are relative to `spec.workdir`. File reads and diffs are capped at `disk_mb` (no file in
-the sandbox can be larger).
+Relative paths are relative to `spec.workdir`. File reads and diffs are capped at `READ_LIMIT` (64 MiB)
+or `disk_mb` if smaller; past it they raise `SandboxError` rather than hold unbounded bytes in memory.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ from legorl_jax.sandbox.base import ExecResult, SandboxError, SandboxSpec
 
 TIMEOUT_EXIT_CODE = 124
 """Exit code reported for a command killed at its timeout (what coreutils `timeout` uses)."""
+
+READ_LIMIT = 64 << 20
+"""Bytes `read_file` and `diff` hold in memory at most; a bigger file or diff raises `SandboxError`."""
 
 Stdin = bytes | Path | None
 """What a raw run feeds the command: nothing, bytes, or the contents of a host file (streamed)."""
@@ -173,8 +176,8 @@ class ExecSandbox(abc.ABC):
 
     @property
     def file_limit(self) -> int:
-        """Largest file (and diff) the sandbox hands back: no file inside can exceed `disk_mb`."""
-        return self.spec.disk_mb << 20
+        """Largest file (and diff) the sandbox hands back: `READ_LIMIT`, or `disk_mb` when that is smaller."""
+        return min(self.spec.disk_mb << 20, READ_LIMIT)
 
     # -- files ----------------------------------------------------------------------------------------
 

@@ -58,6 +58,13 @@ async def test_files_round_trip_bytes_and_resolve_relative_paths_against_the_wor
         await sb.write_file("/usr/forbidden", b"x")
 
 
+async def test_reading_a_file_past_the_read_limit_raises_instead_of_buffering_it(open_sandbox):
+    sb = await open_sandbox(disk_mb=80)
+    await sb.exec("head -c 70000000 /dev/zero > /tmp/big")
+    with pytest.raises(SandboxError, match="larger than the 67108864 byte read limit"):
+        await sb.read_file("/tmp/big")
+
+
 async def test_upload_copies_a_directory_tree_owned_by_the_sandbox_user(open_sandbox, tmp_path):
     (tmp_path / "pkg" / "sub").mkdir(parents=True)
     (tmp_path / "pkg" / "sub" / "data.bin").write_bytes(b"\x00\xff" * 100)
