@@ -63,7 +63,7 @@ class BlockSizes:
     """Tokens per tile."""
     block_v: int = 128
     """Vocabulary columns per tile (151,936 = 1187 * 128, so 128 never pads a Qwen vocabulary)."""
-    block_d: int = 64
+    block_d: int = 32
     """Hidden-dimension chunk of each tile matmul and of the gradient accumulation; must divide D."""
     forward_split_v: int = 8192
     """Vocabulary columns per forward grid step; splits run in parallel and are merged afterwards."""
@@ -71,8 +71,17 @@ class BlockSizes:
     """Vocabulary columns per d_hidden grid step; None: the whole vocabulary (required on GPU)."""
     backward_split_n: int | None = None
     """Tokens per d_lm_head grid step; None: every token (required on GPU)."""
+    num_warps: int = 8
+    """Triton only: warps per program. With 64 x 128 x 32 tiles, 8 warps is the first count at which
+    ptxas reports no register spills in any of the three kernels, bf16 or fp32 (see BENCHMARKS.md)."""
+    num_stages: int = 3
+    """Triton only: software-pipelining depth of the D-chunk loops."""
 
     def __post_init__(self) -> None:
+        for name in ("num_warps", "num_stages"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"BlockSizes.{name} must be a positive int, got {value!r}")
         for name in ("block_n", "block_v", "block_d"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1 or value & (value - 1):
@@ -107,7 +116,7 @@ class BlockSizes:
             raise ValueError(f"{self.block_d=} must divide the hidden dimension D={hidden_dim}")
         if not compiled_for_gpu:
             return
-        small = {k: v for k, v in dataclasses.asdict(self).items() if k.startswith("block") and v < _MIN_GPU_BLOCK}
+        small = {k: getattr(self, k) for k in ("block_n", "block_v", "block_d") if getattr(self, k) < _MIN_GPU_BLOCK}
         if small:
             raise ValueError(f"Triton matmuls need tiles of at least {_MIN_GPU_BLOCK}, got {small} (D={hidden_dim})")
         if self.backward_split_v is not None or self.backward_split_n is not None:
@@ -263,12 +272,16 @@ def _head_grad_kernel(h_ref, w_ref, *refs, geo: _Geometry, tiles_per_split: int,
     lax.fori_loop(0, count, tile_step, 0)
 
 
-def _compiler_params(platform: str, interpret: bool, semantics: tuple[str, ...]):
-    if interpret or platform != "tpu":
-        return None  # Triton's defaults (4 warps, 3 stages); the interpreter takes none
-    from jax.experimental.pallas import tpu as pltpu
+def _compiler_params(sizes: BlockSizes, platform: str, interpret: bool, semantics: tuple[str, ...]):
+    if interpret:
+        return None
+    if platform == "tpu":
+        from jax.experimental.pallas import tpu as pltpu
 
-    return pltpu.CompilerParams(dimension_semantics=semantics)
+        return pltpu.CompilerParams(dimension_semantics=semantics)
+    from jax.experimental.pallas import triton as pltriton
+
+    return pltriton.CompilerParams(num_warps=sizes.num_warps, num_stages=sizes.num_stages)
 
 
 def _round_up(x: int, multiple: int) -> int:
@@ -332,7 +345,7 @@ def forward(
         # Split-major 1-D [splits * N_pad]: Mosaic rejects a squeezed second-to-last block dimension.
         out_specs=[pl.BlockSpec((bn,), lambda i, k: (k * p.row_tiles + i,))] * stat_count,
         out_shape=[jax.ShapeDtypeStruct((splits * p.row_tiles * bn,), jnp.float32)] * stat_count,
-        compiler_params=_compiler_params(platform, interpret, ("parallel", "parallel")),
+        compiler_params=_compiler_params(sizes, platform, interpret, ("parallel", "parallel")),
         interpret=interpret,
         name="token_logprobs_forward",
     )(p.hidden, p.lm_head, *p.rows)
@@ -373,7 +386,7 @@ def backward(
         ] + [pl.BlockSpec((bn,), lambda i, k: (i,))] * len(rows),
         out_specs=pl.BlockSpec((bn, d), lambda i, k: (i, 0)),
         out_shape=jax.ShapeDtypeStruct(p.hidden.shape, jnp.float32),
-        compiler_params=_compiler_params(platform, interpret, semantics),
+        compiler_params=_compiler_params(sizes, platform, interpret, semantics),
         interpret=interpret,
         name="token_logprobs_d_hidden",
     )(p.hidden, p.lm_head, *p.rows)
@@ -390,7 +403,7 @@ def backward(
         ] + [pl.BlockSpec((n_tiles * bn,), lambda j, k: (k,))] * len(rows),
         out_specs=pl.BlockSpec((d, bv), lambda j, k: (0, j)),
         out_shape=jax.ShapeDtypeStruct(p.lm_head.shape, jnp.float32),
-        compiler_params=_compiler_params(platform, interpret, semantics),
+        compiler_params=_compiler_params(sizes, platform, interpret, semantics),
         interpret=interpret,
         name="token_logprobs_d_lm_head",
     )(p.hidden, p.lm_head, *p.rows)

@@ -161,7 +161,10 @@ def test_pallas_kernels_lower_for_gpu_and_tpu_with_the_default_blocks(platform, 
     target = AbstractDevice(device_kind=device_kind, num_cores=1, platform=backend)
     with use_abstract_mesh(AbstractMesh((1,), ("x",), abstract_device=target)):
         lowered = jax.jit(forward_and_backward).trace(*args).lower(lowering_platforms=(platform,))
-    assert lowered.as_text().count(custom_call) == 3  # forward, d_hidden, d_lm_head
+    text = lowered.as_text()
+    assert text.count(custom_call) == 3  # forward, d_hidden, d_lm_head
+    if platform == "cuda":
+        assert text.count(f"num_warps = {sizes.num_warps}") == 3  # the BlockSizes' Triton knobs reach Triton
 
 
 def test_interpreter_poisons_outputs_so_an_unwritten_element_is_caught():
@@ -332,6 +335,6 @@ def test_gpu_blocks_must_reduce_in_kernel_and_feed_triton_matmuls():
 
 
 def test_default_blocks_fit_any_hidden_size():
-    assert BlockSizes.for_platform("gpu", 1024).block_d == 64
+    assert BlockSizes.for_platform("gpu", 1024).block_d == 32
     assert BlockSizes.for_platform("gpu", 48).block_d == 16
     assert BlockSizes.for_platform("tpu", 4096).block_d == 512
