@@ -1,8 +1,8 @@
 """What every backend shares: the lifecycle, argument checks, and file / diff operations built on exec.
 
-A backend implements four coroutines: `_start()`, `_run(argv, ...)` (one command, raw bytes out, with
-the timeout, output cap and process-tree kill), `_close()` (remove everything; safe after a partial
-start) and a `_default_user` attribute. Everything else is here, once:
+A backend implements three coroutines: `_start()`, `_run(argv, ...)` (one command as the sandbox user,
+raw bytes out, with the timeout, output cap and process-tree kill) and `_close()` (remove everything;
+safe after a partial start). Everything else is here, once:
 - `start()` / `close()` / `async with`: a failed start closes what it created and raises `SandboxError`;
   `close()` is idempotent and runs even when the body raised;
 - `exec()` checks its arguments (`TypeError` / `ValueError` naming the received value) and turns a bash

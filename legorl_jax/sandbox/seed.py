@@ -1,8 +1,8 @@
 """What a sandbox must know about its image before it starts, read once per image and cached on disk.
 
 `ImageFacts`: the image id, the user commands run as (spec.user, else the image's `USER`, else root) with
-its uid, gid and home, the image's environment, and the workdir's git HEAD
-(the `base_commit` diffs default to). A read-only-root sandbox also needs a *seed*: a tarball holding the
+its uid, gid and home, the image's environment, and the workdir's git HEAD (the `base_commit` diffs
+default to). A read-only-root sandbox also needs a *seed*: a tarball holding the
 image's workdir and the user's home, paths relative to `/`, that is unpacked into the tmpfs mounted over
 each (the tmpfs would otherwise hide the image's content; Docker does not copy image content into tmpfs).
 
