@@ -20,8 +20,9 @@ Contract of `pack_trajectories(trajectories, advantages, *, max_tokens, ...)`:
   `batch/overlong_dropped`) and is logged every step, never silent. Advantages were computed from the
   full trial's reward before packing, so an overlong trial still counts in its group's statistics.
 - Shapes are fixed per bucket: the row count is `row_multiple × 2^k`, the smallest such that holds every
-  segment, so the jitted step compiles at most log2(max rows) times. `row_multiple` is the number of
-  micro-batches times the data-parallel shards, so every micro-batch divides evenly over the mesh.
+  segment and at least `min_rows` rows, so the jitted step compiles at most log2(max rows) times (once,
+  when `min_rows` covers every batch). `row_multiple` is the trainer's mini-batches × rows per
+  micro-batch (`Trainer.row_multiple`), so every micro-batch divides evenly over the mesh.
 
 `sequence_from_generation(prompt_ids, generation)` and `trajectories_from_generations(...)` build the
 single-turn case (a prompt and one engine `Generation`), which is all a test or a simple task needs to go
@@ -98,12 +99,15 @@ def pack_trajectories(
     row_multiple: int = 1,
     overflow: str = "truncate",
     routing: RoutingSpec | None = None,
+    min_rows: int = 1,
 ) -> tuple[TrainBatch, PackStats]:
     """Packs trials into a `TrainBatch` of numpy arrays `[B, max_tokens]` (see the module docstring)."""
     if not isinstance(max_tokens, int) or max_tokens < 2:
         raise ValueError(f"max_tokens must be an int >= 2, got {max_tokens!r}")
     if not isinstance(row_multiple, int) or row_multiple < 1:
         raise ValueError(f"row_multiple must be a positive int, got {row_multiple!r}")
+    if not isinstance(min_rows, int) or min_rows < 1:
+        raise ValueError(f"min_rows must be a positive int, got {min_rows!r}")
     if overflow not in OVERFLOW_POLICIES:
         raise ValueError(f"overflow must be one of {OVERFLOW_POLICIES}, got {overflow!r}")
     if len(trajectories) == 0:
@@ -135,7 +139,7 @@ def pack_trajectories(
 
     order, rows_of = _first_fit_decreasing([s.length for s in segments], max_tokens)
     rows_used = max(rows_of, default=-1) + 1
-    rows = row_multiple * _next_power_of_two(max(1, -(-rows_used // row_multiple)))
+    rows = row_multiple * _next_power_of_two(-(-max(rows_used, min_rows) // row_multiple))
     arrays = _empty_arrays(rows, max_tokens, routing)
     fill = np.zeros(rows, dtype=np.int64)
     next_segment_id = np.ones(rows, dtype=np.int32)

@@ -96,7 +96,7 @@ class Trainer:
                     f"of the mesh {dict(zip(mesh.axis_names, mesh.devices.shape))}"
                 )
             with self._context():
-                self.param_shardings = state_shardings(policy, mesh, self.rules).filter(nnx.Param)
+                self.param_shardings = nnx.filter_state(state_shardings(policy, mesh, self.rules), nnx.Param)
         self.reference_params = None if reference_params is None else self._place_params(reference_params)
         self._programs: dict[tuple[Any, ...], Any] = {}
         self._state_shardings = self._init_shardings() if mesh is not None else None
@@ -381,7 +381,7 @@ class Trainer:
                 if minis == 1:
                     mb, mb_old, mb_ref = full, old, ref
                 else:
-                    mb = self.device_batch({k: None if v is None else v[j::minis] for k, v in host.items()})
+                    mb = self.device_batch(_rows_of(host, slice(j, None, minis)))
                     mb_old, mb_ref = (None if x is None else self._put_rows(np.asarray(x)[j::minis]) for x in (old, ref))
                 state, metrics, trained_lp = self.train_step(state, mb, mb_old, mb_ref)
                 history.append(metrics)
@@ -403,6 +403,11 @@ class Trainer:
 
     def _put_rows(self, x: np.ndarray) -> jax.Array:
         return jax.device_put(x, None if self.mesh is None else self._row_sharding("tokens"))
+
+
+def _rows_of(host: dict[str, Any], rows: slice) -> dict[str, Any]:
+    """The given rows of a host batch (the routing's row axis is its second)."""
+    return {k: None if v is None else (v[:, rows] if k == "routed_experts" else v[rows]) for k, v in host.items()}
 
 
 def _batch_dict(batch: TrainBatch) -> dict[str, Any]:

@@ -61,6 +61,9 @@ def test_rows_are_filled_first_fit_longest_first_and_bucketed_to_powers_of_two()
     assert pack_trajectories(trajs, np.zeros(4), max_tokens=5, row_multiple=3)[1].rows == 3
     # width 4 (the 5 is truncated): rows {4}, {4}, {3}, {2} -> 4 used; row_multiple 3 gives 3 × 2^1.
     assert pack_trajectories(trajs, np.zeros(4), max_tokens=4, row_multiple=3)[1].rows == 6
+    # min_rows pins the shape: 3 rows used, at least 5 asked -> 8 (2^3), or 2 × 2^2 with row_multiple 2.
+    assert pack_trajectories(trajs, np.zeros(4), max_tokens=5, min_rows=5)[1].rows == 8
+    assert pack_trajectories(trajs, np.zeros(4), max_tokens=5, min_rows=8, row_multiple=2)[1].rows == 8
 
 
 def test_routed_experts_land_row_for_row_at_the_packed_input_position():

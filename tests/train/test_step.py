@@ -1,0 +1,270 @@
+"""The train step on the tiny MoE: sharded = single device, packing and dropped trials change nothing,
+accumulation, several updates per batch, skipped updates, learning-rate warnings, R3 coverage."""
+
+import dataclasses
+import logging
+import math
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+import tiny_run
+from legorl_jax.config import MeshConfig
+from legorl_jax.model import init_policy
+from legorl_jax.model.sharding import make_mesh, rules_from_config
+from legorl_jax.train.advantages import trajectory_advantages
+from legorl_jax.train.batch import pack_trajectories
+from legorl_jax.train.step import Trainer
+from legorl_jax.types import Outcome, TrainBatch
+
+CPU8 = pathlib.Path(__file__).parents[2] / "conf" / "mesh" / "cpu8.yaml"
+
+
+def cpu8_mesh_config() -> MeshConfig:
+    raw = OmegaConf.to_container(OmegaConf.load(CPU8))
+    raw.pop("defaults", None)
+    return MeshConfig(**raw)
+
+
+def trainer_with(**train_overrides) -> Trainer:
+    algo, train = tiny_run.tiny_configs(**train_overrides)
+    return Trainer(init_policy(tiny_run.TINY_MOE, seed=0), algo, train)
+
+
+def assert_trees_close(a, b, atol):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=atol, rtol=0)
+
+
+def pack(trainer, trajs, advantages=None, min_rows=4):
+    """Packed to at least 4 rows, so most tests share one compiled shape [4, 32]."""
+    adv = trajectory_advantages(trajs) if advantages is None else advantages
+    return pack_trajectories(trajs, adv, max_tokens=tiny_run.MAX_TOKENS, row_multiple=trainer.row_multiple,
+                             routing=trainer.routing, min_rows=min_rows)
+
+
+def concat_rows(batches):
+    fields = {f.name: np.concatenate([getattr(b, f.name) for b in batches], axis=1 if f.name == "routed_experts" else 0)
+              for f in dataclasses.fields(TrainBatch)}
+    return TrainBatch(**fields)
+
+
+@pytest.fixture(scope="module")
+def micro4_trainer():
+    return trainer_with(micro_batch_rows=4, learning_rate=1e-3, routing_agreement_every=1)
+
+
+def test_step_on_the_8_device_mesh_equals_the_single_device_step(micro4_trainer):
+    mesh_config = cpu8_mesh_config()
+    assert (mesh_config.fsdp, mesh_config.expert, mesh_config.tensor) == (2, 2, 2)
+    algo, train = tiny_run.tiny_configs(micro_batch_rows=4, learning_rate=1e-3, routing_agreement_every=1)
+    sharded = Trainer(init_policy(tiny_run.TINY_MOE, seed=0), algo, train, mesh=make_mesh(mesh_config),
+                      rules=rules_from_config(mesh_config))
+    trajs = tiny_run.make_trajectories(7, n=12, routing=sharded.routing)
+    batch, stats = pack(sharded, trajs, min_rows=8)
+    assert batch.tokens.shape[0] == 8  # two micro-batches of 4 rows, each split over 4 batch shards
+
+    state8, metrics8 = sharded.update(sharded.init_state(seed=0), batch, stats)
+    state1, metrics1 = micro4_trainer.update(micro4_trainer.init_state(seed=0), batch, stats)
+    w = state8.params["runs"][0]["layers"]["mlp"]["gate_proj"][...]
+    assert len({s.device for s in w.addressable_shards}) == 8 and w.sharding.spec != (None,) * w.ndim
+    assert_trees_close(state8.params, state1.params, atol=1e-5)
+    assert_trees_close(state8.opt_state, state1.opt_state, atol=1e-5)
+    assert metrics8.keys() == metrics1.keys()
+    for key, value in metrics1.items():
+        assert metrics8[key] == pytest.approx(value, abs=1e-5, nan_ok=True), key
+    assert metrics1["align/routing_coverage"] > 0.9 and 0.0 < metrics1["align/routing_agreement"] < 1.0
+
+
+def test_gradient_accumulation_over_micro_batches_equals_one_big_micro_batch(tiny_trainer, micro4_trainer):
+    trajs = tiny_run.make_trajectories(3, n=6, routing=tiny_trainer.routing)
+    batch, _ = pack(micro4_trainer, trajs)  # 4 rows: one micro-batch of 4, or two of 2
+    state = micro4_trainer.init_state(seed=0)
+    one, m_one, _ = micro4_trainer.train_step(state, micro4_trainer.device_batch(batch))
+    two, m_two, _ = tiny_trainer.train_step(tiny_trainer.init_state(seed=0), tiny_trainer.device_batch(batch))
+    # Same loss and gradient: averaging the two micro-batch means instead would change both.
+    assert float(m_two["train/loss"]) == pytest.approx(float(m_one["train/loss"]), abs=1e-6)
+    assert float(m_two["train/grad_norm"]) == pytest.approx(float(m_one["train/grad_norm"]), rel=1e-5)
+
+
+def test_a_packed_batch_gives_the_same_update_as_one_sequence_per_row(tiny_trainer):
+    trajs = tiny_run.make_trajectories(11, n=4, routing=tiny_trainer.routing)
+    adv = trajectory_advantages(trajs)
+    packed, stats = pack(tiny_trainer, trajs, adv)
+    assert stats.rows_used < len(trajs) and packed.tokens.shape == (4, tiny_run.MAX_TOKENS)
+    unpacked = concat_rows([pack_trajectories([t], adv[i : i + 1], max_tokens=tiny_run.MAX_TOKENS,
+                                              routing=tiny_trainer.routing)[0] for i, t in enumerate(trajs)])
+    state = tiny_trainer.init_state(seed=0)
+    lp_packed = np.asarray(tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(packed)))
+    lp_unpacked = np.asarray(tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(unpacked)))
+    # The same sampled token's log-prob, wherever packing put its sequence.
+    for b in (packed, unpacked):
+        assert b.loss_mask.sum() == stats.sampled_tokens
+
+    def by_token(batch, lp):
+        sel = batch.loss_mask > 0
+        keys = list(zip(batch.tokens[sel], batch.targets[sel], batch.positions[sel]))
+        return dict(zip(keys, lp[sel]))
+
+    a, b = by_token(packed, lp_packed), by_token(unpacked, lp_unpacked)
+    assert a.keys() == b.keys()
+    np.testing.assert_allclose([a[k] for k in a], [b[k] for k in a], atol=1e-5)
+    s_packed, m_packed = tiny_trainer.update(state, packed)
+    s_unpacked, m_unpacked = tiny_trainer.update(tiny_trainer.init_state(seed=0), unpacked)
+    assert m_packed["train/pg_loss"] == pytest.approx(m_unpacked["train/pg_loss"], abs=1e-6)
+    assert_trees_close(s_packed.params, s_unpacked.params, atol=1e-5)
+
+
+def test_dropped_trials_contribute_exactly_zero_gradient_to_the_step(tiny_trainer):
+    trajs = tiny_run.make_trajectories(5, n=4, routing=tiny_trainer.routing)
+    failed = [dataclasses.replace(t, trial_id=f"failed{i}", outcome=Outcome.SANDBOX_FAILED)
+              for i, t in enumerate(tiny_run.make_trajectories(6, n=2, routing=tiny_trainer.routing))]
+    with_failed, stats = pack(tiny_trainer, trajs + failed)
+    without, _ = pack(tiny_trainer, trajs)
+    assert stats.dropped_trials == 2 and with_failed.tokens.shape == without.tokens.shape
+    s_with, m_with = tiny_trainer.update(tiny_trainer.init_state(seed=0), with_failed)
+    s_without, m_without = tiny_trainer.update(tiny_trainer.init_state(seed=0), without)
+    assert m_with["train/pg_loss"] == pytest.approx(m_without["train/pg_loss"], abs=1e-7)
+    assert m_with["train/grad_norm"] == pytest.approx(m_without["train/grad_norm"], rel=1e-6)
+    assert_trees_close(s_with.params, s_without.params, atol=1e-7)
+
+
+def test_repeated_steps_on_a_fixed_batch_raise_the_logprobs_of_positive_advantage_tokens(tiny_trainer):
+    trajs = tiny_run.make_trajectories(21, n=6, routing=tiny_trainer.routing)
+    batch, _ = pack(tiny_trainer, trajs)
+    state = tiny_trainer.init_state(seed=0)
+    # Behaviour log-probs = the policy's own, as if the engine had sampled them (IS weights 1).
+    first = np.asarray(tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(batch)))
+    batch = dataclasses.replace(batch, behaviour_logprobs=np.where(batch.loss_mask > 0, first, 0.0).astype(np.float32))
+    positive = (batch.loss_mask > 0) & (batch.advantages > 0)
+    negative = (batch.loss_mask > 0) & (batch.advantages < 0)
+    assert positive.any() and negative.any()
+    for _ in range(5):
+        state, metrics = tiny_trainer.update(state, batch)
+    last = np.asarray(tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(batch)))
+    # Sign errors in the loss would lower the positive tokens and raise the negative ones.
+    assert last[positive].mean() > first[positive].mean() + 0.1
+    assert last[negative].mean() < first[negative].mean() - 0.1
+    assert metrics["train/step"] == 5.0 and metrics["train/skipped_total"] == 0.0
+
+
+def test_replaying_the_trainers_own_routing_reproduces_its_logprobs_and_agrees_fully(tiny_trainer):
+    trajs = tiny_run.make_trajectories(9, n=6, routing=tiny_trainer.routing)
+    batch, _ = pack(tiny_trainer, trajs)
+    state = tiny_trainer.init_state(seed=0)
+    native = np.asarray(tiny_trainer.native_routing(state.params, tiny_trainer.device_batch(batch)))
+    own = dataclasses.replace(batch, routed_experts=native)
+    native_lp = tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(dataclasses.replace(batch, routed_experts=None)))
+    replayed_lp = tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(own))
+    np.testing.assert_allclose(np.asarray(replayed_lp), np.asarray(native_lp), atol=1e-6)
+    dev = tiny_trainer.device_batch(own)
+    metrics = tiny_trainer.alignment(replayed_lp, dev, jnp.asarray(native))
+    assert metrics["align/routing_agreement"] == 1.0 and metrics["align/routing_coverage"] == 1.0
+    random_routing = tiny_trainer.alignment(replayed_lp, tiny_trainer.device_batch(batch), jnp.asarray(native))
+    assert random_routing["align/routing_agreement"] < 0.8
+
+
+def test_replay_coverage_counts_the_sequences_without_recorded_routing(tiny_trainer):
+    trajs = tiny_run.make_trajectories(13, n=6, routing=tiny_trainer.routing)
+    stripped = [dataclasses.replace(t, sequences=(dataclasses.replace(t.sequences[0], routed_experts=None),))
+                if i % 2 else t for i, t in enumerate(trajs)]
+    batch, stats = pack(tiny_trainer, stripped)
+    recorded = sum(int(t.sequences[0].loss_mask[1:].sum()) for t in stripped if t.sequences[0].routed_experts is not None)
+    _, metrics = tiny_trainer.update(tiny_trainer.init_state(seed=0), batch, stats)
+    assert metrics["align/routing_coverage"] == pytest.approx(recorded / stats.sampled_tokens, abs=1e-6)
+    assert metrics["batch/sampled_tokens"] == stats.sampled_tokens
+
+
+def test_several_updates_per_batch_anchor_their_ratios_to_pi_old_from_before_the_first():
+    trainer = trainer_with(mini_batches=2, micro_batch_rows=2)
+    trajs = tiny_run.make_trajectories(17, n=12, routing=trainer.routing)
+    batch, _ = pack(trainer, trajs)
+    assert batch.tokens.shape[0] % 4 == 0
+    state, metrics = trainer.update(trainer.init_state(seed=0), batch)
+    assert metrics["train/updates"] == 2.0 and metrics["train/step"] == 2.0
+    # The second mini-batch is scored against π_old from before the first update, which moved the
+    # weights: its ratio is no longer 1. Re-anchoring on the current weights would give exactly 0.
+    assert abs(metrics["train/ppo_kl"]) > 1e-6
+    # ... and the update is exactly the manual sequence with π_old computed once on the whole batch.
+    fresh = trainer.init_state(seed=0)
+    old = np.asarray(trainer.old_logprobs(fresh.params, trainer.device_batch(batch)))
+    manual = fresh
+    for j in range(2):
+        rows = {f.name: getattr(batch, f.name) for f in dataclasses.fields(TrainBatch)}
+        mini = {k: None if v is None else (v[:, j::2] if k == "routed_experts" else v[j::2]) for k, v in rows.items()}
+        manual, _, _ = trainer.train_step(manual, trainer.device_batch(mini), jnp.asarray(old[j::2]))
+    assert_trees_close(state.params, manual.params, atol=1e-7)
+
+
+def test_a_non_finite_gradient_skips_the_update_and_counts_it(tiny_trainer):
+    batch, _ = pack(tiny_trainer, tiny_run.make_trajectories(4, n=6, routing=tiny_trainer.routing))
+    poisoned = dataclasses.replace(batch, advantages=np.where(batch.loss_mask > 0, np.nan, 0.0).astype(np.float32))
+    state = tiny_trainer.init_state(seed=0)
+    before = jax.device_get(state.params)
+    new, metrics, _ = tiny_trainer.train_step(state, tiny_trainer.device_batch(poisoned))
+    assert not math.isfinite(float(metrics["train/grad_norm"]))
+    assert int(new.step) == 1 and int(new.skipped) == 1 and float(metrics["train/update_applied"]) == 0.0
+    assert_trees_close(new.params, before, atol=0)
+
+
+@pytest.fixture(scope="module")
+def variant_trainer():
+    """fp32 master weights with bf16 compute, lr 0 on the first update (warm-up from 0), aux loss 0.01."""
+    algo, train = tiny_run.tiny_configs(warmup_steps=1)
+    policy = init_policy(tiny_run.TINY_MOE, seed=0, dtype="float32", compute_dtype="bfloat16")
+    return Trainer(policy, dataclasses.replace(algo, aux_loss_coef=0.01), train)
+
+
+def test_a_learning_rate_of_zero_is_warned_about_every_step_it_trains_at(variant_trainer, caplog):
+    batch, _ = pack(variant_trainer, tiny_run.make_trajectories(2, n=6, routing=variant_trainer.routing))
+    state = variant_trainer.init_state(seed=0)
+    with caplog.at_level(logging.WARNING, logger="legorl_jax.train.step"):
+        state, m0 = variant_trainer.update(state, batch)
+        assert m0["train/lr"] == 0.0
+        assert [r.getMessage() for r in caplog.records if "learning rate is 0" in r.getMessage()]
+        caplog.clear()
+        state, m1 = variant_trainer.update(state, batch)
+    assert m1["train/lr"] == pytest.approx(1e-2)
+    assert not [r for r in caplog.records if "learning rate is 0" in r.getMessage()]
+
+
+def test_the_moe_auxiliary_loss_enters_with_its_coefficient(variant_trainer):
+    batch, _ = pack(variant_trainer, tiny_run.make_trajectories(2, n=6, routing=variant_trainer.routing))
+    _, metrics, _ = variant_trainer.train_step(variant_trainer.init_state(seed=0), variant_trainer.device_batch(batch))
+    aux, pg, loss = (float(metrics[k]) for k in ("train/aux_loss", "train/pg_loss", "train/loss"))
+    # HF's unscaled load-balancing loss is about top_k = 2 for an untrained router; it must reach the loss.
+    assert aux > 1.0
+    assert loss == pytest.approx(pg + 0.01 * aux, abs=1e-6)
+
+
+def test_fp32_master_weights_train_with_bf16_compute(variant_trainer):
+    batch, _ = pack(variant_trainer, tiny_run.make_trajectories(8, n=6, routing=variant_trainer.routing))
+    state = variant_trainer.init_state(seed=0)
+    before = jax.device_get(state.params)
+    for _ in range(2):  # the first update runs at lr 0 (warm-up)
+        state, metrics = variant_trainer.update(state, batch)
+    assert {x.dtype for x in jax.tree.leaves(state.params)} == {jnp.dtype(jnp.float32)}
+    assert {x.dtype for x in jax.tree.leaves(state.opt_state) if x.ndim} == {jnp.dtype(jnp.float32)}
+    assert math.isfinite(metrics["train/loss"]) and metrics["train/grad_norm"] > 0
+    moved = [float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(jax.tree.leaves(state.params),
+                                                                            jax.tree.leaves(before))]
+    assert max(moved) > 1e-3
+
+
+def test_bad_batches_and_trainer_settings_are_named(tiny_trainer):
+    batch, _ = pack(tiny_trainer, tiny_run.make_trajectories(4, n=6, routing=tiny_trainer.routing))
+    odd = {f.name: getattr(batch, f.name) for f in dataclasses.fields(TrainBatch)}
+    odd = {k: None if v is None else (v[:, :1] if k == "routed_experts" else v[:1]) for k, v in odd.items()}
+    with pytest.raises(ValueError, match="batch has 1 rows, not a multiple of train.micro_batch_rows=2"):
+        tiny_trainer.device_batch(odd)
+    algo, train = tiny_run.tiny_configs(micro_batch_rows=2)
+    mesh_config = cpu8_mesh_config()
+    with pytest.raises(ValueError, match="micro_batch_rows=2 must be a multiple of the 4 batch shards"):
+        Trainer(init_policy(tiny_run.TINY_MOE, seed=0), algo, train, mesh=make_mesh(mesh_config),
+                rules=rules_from_config(mesh_config))
+    with pytest.raises(ValueError, match="kl_coef=0.1 needs reference_params"):
+        Trainer(init_policy(tiny_run.TINY_MOE, seed=0), dataclasses.replace(algo, kl_coef=0.1), train)
