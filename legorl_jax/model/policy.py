@@ -225,7 +225,10 @@ class Policy(nnx.Module):
         self, input_ids: jax.Array, ctx: LayerContext, forced: jax.Array | None, cache: kv.KVCache | None
     ) -> tuple[jax.Array, jax.Array | None, RouterStats | None, kv.KVCache | None]:
         compute = as_dtype(self.compute_dtype)
-        h = constrain(jnp.take(self.embed_tokens[...], input_ids, axis=0).astype(compute), RESIDUAL_AXES)
+        # Gather the table whole along embed first (FSDP-style gather at use): a lookup into an
+        # embed-sharded table cannot be resharded to batch-sharded rows without a full rematerialisation.
+        table = constrain(self.embed_tokens[...], ("vocab", None))
+        h = constrain(jnp.take(table, input_ids, axis=0).astype(compute), RESIDUAL_AXES)
         routed, stats, new_k, new_v = [], None, [], []
         moe_seen = 0
         for run, (is_moe, first, count) in zip(self.runs, self.run_layout):
