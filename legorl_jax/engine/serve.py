@@ -47,6 +47,7 @@ from legorl_jax.engine.wire import (
     CONTEXT_OVERFLOW,
     GenerateRequest,
     WireError,
+    check_prompt_fields,
     error_json,
     generation_json,
     logprob_entries,
@@ -122,8 +123,6 @@ def _output_text(engine: JaxEngine, ids: Any, sampling: SamplingParams, matched:
 
 
 async def _input_logprobs(engine: JaxEngine, ids: Any, start: int, sampling: SamplingParams) -> list[list[Any]]:
-    if start >= len(ids):
-        raise WireError(f"logprob_start_len={start} must be < the prompt's {len(ids)} tokens (or -1)", "logprob_start_len")
     temperature = sampling.temperature if sampling.temperature > 0 else 1.0
     scored = await engine.prompt_logprobs(ids, max(start, 1), temperature=temperature) if len(ids) > 1 else []
     values = ([math.nan] if start == 0 else []) + [float(v) for v in scored]
@@ -133,8 +132,9 @@ async def _input_logprobs(engine: JaxEngine, ids: Any, start: int, sampling: Sam
 async def generate(request: web.Request) -> web.Response:
     engine = request.app[ENGINE_KEY]
     began = time.monotonic()
-    req = parse_generate(await _json_body(request))
+    req = parse_generate(await _json_body(request), engine.config.vocab_size)
     ids = _prompt_ids(engine, req)
+    check_prompt_fields(req, len(ids))
     rid = req.rid or uuid.uuid4().hex
     input_logprobs = None
     if req.return_logprob and req.logprob_start_len >= 0:

@@ -140,11 +140,13 @@ def parse_sampling(params: Any) -> SamplingParams:
     try:
         return SamplingParams(**kwargs)
     except ValueError as exc:
-        field = str(exc).split(" ", 1)[0]
-        raise WireError(str(exc), field if field.startswith("sampling_params.") else "sampling_params") from None
+        ours = str(exc).split(" ", 1)[0].removeprefix("sampling_params.")
+        wire = {v: k for k, v in _SAMPLING_FIELDS.items()}.get(ours)
+        message = str(exc).replace(f"sampling_params.{ours} ", f"sampling_params.{wire} ", 1) if wire else str(exc)
+        raise WireError(message, f"sampling_params.{wire}" if wire else "sampling_params") from None
 
 
-def parse_generate(body: Any) -> GenerateRequest:
+def parse_generate(body: Any, vocab_size: int | None = None) -> GenerateRequest:
     """A `/generate` body as a GenerateRequest (module docstring); WireError on anything malformed."""
     if not isinstance(body, dict):
         raise WireError(f"the request body must be a JSON object, got {type(body).__name__}", "body")
@@ -161,7 +163,7 @@ def parse_generate(body: Any) -> GenerateRequest:
         if isinstance(ids, list) and ids and isinstance(ids[0], list):
             raise WireError("input_ids must be a flat list of ints: batched requests are not supported", "input_ids")
         try:
-            ids = check_input_ids(ids)
+            ids = check_input_ids(ids, vocab_size)
         except (TypeError, ValueError) as exc:
             raise WireError(str(exc), "input_ids") from None
     if text is not None and (not isinstance(text, str) or not text):
@@ -186,6 +188,19 @@ def parse_generate(body: Any) -> GenerateRequest:
         input_ids=ids, text=text, sampling=parse_sampling(body.get("sampling_params")),
         logprob_start_len=start, routed_experts_start_len=routed_start, rid=rid, **flags,
     )
+
+
+def check_prompt_fields(req: GenerateRequest, prompt_tokens: int) -> None:
+    """The fields whose range depends on the prompt's length (known after tokenizing `text`)."""
+    if req.return_logprob and req.logprob_start_len >= prompt_tokens:
+        raise WireError(
+            f"logprob_start_len={req.logprob_start_len} must be < the prompt's {prompt_tokens} tokens (or -1)", "logprob_start_len"
+        )
+    if req.routed_experts_start_len > prompt_tokens:
+        raise WireError(
+            f"routed_experts_start_len={req.routed_experts_start_len} must lie in [0, prompt_tokens={prompt_tokens}]",
+            "routed_experts_start_len",
+        )
 
 
 def sampling_json(sampling: SamplingParams) -> dict[str, Any]:

@@ -1,0 +1,202 @@
+"""`SGLangEngine` against our server (same results as the engine in process) and against small fake
+servers standing in for real SGLang's replies and for broken networks (the outside boundary)."""
+
+import asyncio
+import base64
+import json
+
+import numpy as np
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from legorl_jax.engine import (
+    BadRequestError,
+    ContextOverflowError,
+    Engine,
+    EngineError,
+    EngineTimeoutError,
+    EngineUnavailableError,
+    SamplingParams,
+)
+from legorl_jax.engine.serve import make_app
+from legorl_jax.engine.sglang_client import SGLangEngine
+
+PROMPT = [5, 17, 230, 901, 44, 12, 9]
+
+
+@pytest.fixture
+async def ours(engine):
+    async with TestServer(make_app(engine)) as server:
+        async with SGLangEngine(str(server.make_url("")), retries=0) as client:
+            yield client
+
+
+async def test_the_client_returns_what_the_engine_returns_in_process(ours, engine):
+    assert isinstance(ours, Engine)
+    sampling = SamplingParams(max_new_tokens=12, seed=21, temperature=0.8, top_p=0.95, ignore_eos=True)
+    remote = await ours.generate(PROMPT, sampling, return_routed_experts=True, routed_experts_start_len=2, rid="c-1")
+    local = await engine.generate(PROMPT, sampling, return_routed_experts=True, routed_experts_start_len=2)
+    np.testing.assert_array_equal(remote.output_ids, local.output_ids)
+    np.testing.assert_allclose(remote.output_logprobs, local.output_logprobs, atol=1e-6)
+    assert remote.routed_experts.dtype == np.uint8 and remote.routed_experts_start == 2
+    np.testing.assert_array_equal(remote.routed_experts, local.routed_experts)
+    assert (remote.finish_reason, remote.weight_version, remote.prompt_tokens) == ("length", engine.weight_version, len(PROMPT))
+    lp = await ours.prompt_logprobs(PROMPT, 2)
+    np.testing.assert_allclose(lp, await engine.prompt_logprobs(PROMPT, 2), atol=1e-6)
+    assert await ours.health()
+
+
+async def test_server_rejections_become_clear_exceptions(ours):
+    with pytest.raises(ContextOverflowError, match="max_len=64"):
+        await ours.generate(list(range(64)), SamplingParams())
+    with pytest.raises(BadRequestError, match="99999") as err:
+        await ours.generate([1, 99999], SamplingParams())
+    assert err.value.field == "input_ids"
+    with pytest.raises(TypeError, match="save_hf"):
+        await ours.update_weights({"params": 1}, "v")
+    with pytest.raises(BadRequestError, match="/no/such/dir"):
+        await ours.update_weights("/no/such/dir", "v")
+
+
+async def test_weight_updates_and_aborts_go_through_the_server(ours, engine, other_model_dir, engine_model_dir):
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=6, ignore_eos=True)
+    before = await ours.generate(PROMPT, greedy)
+    await ours.update_weights(str(other_model_dir), "cli-1")
+    try:
+        after = await ours.generate(PROMPT, greedy)
+        assert after.weight_version == "cli-1" and not np.array_equal(after.output_ids, before.output_ids)
+    finally:
+        await ours.update_weights(str(engine_model_dir), "cli-2")
+    task = asyncio.ensure_future(ours.generate(PROMPT, SamplingParams(max_new_tokens=50, ignore_eos=True, seed=1), rid="c-abort"))
+    while "c-abort" not in engine.scheduler.by_rid:
+        await asyncio.sleep(0.002)
+    await ours.abort("c-abort")
+    gen = await task
+    assert gen.finish_reason == "abort" and len(gen.output_ids) < 50
+
+
+async def test_connection_refused_is_retried_with_backoff_then_unavailable():
+    client = SGLangEngine("http://127.0.0.1:9", retries=2, backoff_s=0.05)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(EngineUnavailableError, match="after 3 attempts"):
+        await client.generate(PROMPT, SamplingParams())
+    assert asyncio.get_running_loop().time() - started >= 0.05 + 0.1
+    assert not await client.health()
+    await client.close()
+
+
+# ----------------------------------------------------------------------------------------------------
+# fake servers: what real SGLang sends, and networks that fail
+
+
+class Fake:
+    """A tiny HTTP server whose /generate behaviour the test chooses; records every request."""
+
+    def __init__(self, generate):
+        self.seen: list[tuple[str, dict]] = []
+        self.app = web.Application()
+        self.app.router.add_post("/generate", self._record(generate))
+        self.app.router.add_post("/abort_request", self._record(lambda req, body: web.Response()))
+        self.app.router.add_get("/get_model_info", self._record(lambda req, body: web.json_response(self.info)))
+        self.info = {}
+
+    def _record(self, handler):
+        async def wrapped(request):
+            body = await request.json() if request.can_read_body else {}
+            self.seen.append((request.path, body))
+            result = handler(request, body)
+            return await result if asyncio.iscoroutine(result) else result
+
+        return wrapped
+
+    def paths(self):
+        return [p for p, _ in self.seen]
+
+
+async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_config(engine_model_dir):
+    routed = np.arange(4 * 2 * 2, dtype="<i4").reshape(4, 2, 2) % 8
+    reply = {
+        "text": "hi", "output_ids": [11, 2],
+        "meta_info": {
+            "id": "r", "finish_reason": {"type": "stop", "matched": 2}, "prompt_tokens": 3, "completion_tokens": 2,
+            "cached_tokens": 0, "weight_version": "7", "e2e_latency": 0.1,
+            "output_token_logprobs": [[-0.5, 11, None], [-1.25, 2, None]],
+            "routed_experts": base64.b64encode(routed.tobytes()).decode(),
+        },
+    }  # fmt: skip
+    fake = Fake(lambda req, body: web.json_response(reply))
+    fake.info = {"model_path": str(engine_model_dir), "is_generation": True}  # SGLang reports no routing
+    async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
+        gen = await client.generate([1, 2, 3], SamplingParams(max_new_tokens=4), return_routed_experts=True, rid="r")
+    sent = fake.seen[-1][1]
+    assert sent["input_ids"] == [1, 2, 3] and sent["return_logprob"] and sent["return_routed_experts"]
+    assert sent["sampling_params"]["max_new_tokens"] == 4 and sent["rid"] == "r"
+    assert gen.output_ids.tolist() == [11, 2] and gen.output_logprobs.tolist() == [-0.5, -1.25]
+    assert (gen.finish_reason, gen.matched_stop, gen.weight_version) == ("stop", 2, "7")
+    assert gen.routed_experts.dtype == np.uint8
+    np.testing.assert_array_equal(gen.routed_experts, routed)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "error", "match"),
+    [
+        (400, {"error": {"message": "The input (5000 tokens) is longer than the model's context length (4096 tokens)."}},
+         ContextOverflowError, "5000 tokens"),
+        (400, {"object": "error", "message": "top_k must be -1 or >= 1", "type": "BadRequestError"}, BadRequestError, "top_k"),
+        (500, {"error": {"message": "CUDA error: out of memory"}}, EngineError, "HTTP 500: CUDA error"),
+    ],
+    ids=["overflow", "bad_request", "server_error"],
+)
+async def test_sglang_error_replies_map_to_exceptions_and_are_not_retried(status, body, error, match):
+    fake = Fake(lambda req, b: web.Response(status=status, text=json.dumps(body), content_type="application/json"))
+    async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url("")), retries=3, backoff_s=0) as client:
+        with pytest.raises(error, match=match):
+            await client.generate([1, 2], SamplingParams())
+    assert fake.paths() == ["/generate"]
+
+
+async def test_a_connection_lost_after_sending_is_not_resent():
+    async def drop(request, body):
+        request.transport.close()
+        await asyncio.sleep(1)
+
+    fake = Fake(drop)
+    async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url("")), retries=3, backoff_s=0) as client:
+        with pytest.raises(EngineError, match="not re-sent"):
+            await client.generate([1, 2], SamplingParams())
+    assert fake.paths() == ["/generate"]
+
+
+async def test_a_timeout_or_a_cancel_aborts_the_request_on_the_server():
+    async def hang(request, body):
+        await asyncio.sleep(30)
+
+    fake = Fake(hang)
+    async with TestServer(fake.app) as server:
+        async with SGLangEngine(str(server.make_url("")), timeout_s=0.3, retries=0) as client:
+            with pytest.raises(EngineTimeoutError, match="longer than"):
+                await client.generate([1, 2], SamplingParams(), rid="slow")
+            task = asyncio.ensure_future(client.generate([1, 2], SamplingParams(), rid="cancelled"))
+            await asyncio.sleep(0.1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        aborted = [body["rid"] for path, body in fake.seen if path == "/abort_request"]
+    assert aborted == ["slow", "cancelled"]
+
+
+async def test_a_malformed_reply_is_an_engine_error_naming_what_is_wrong():
+    fake = Fake(lambda req, body: web.json_response({"output_ids": [1], "meta_info": {"output_token_logprobs": []}}))
+    async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
+        with pytest.raises(EngineError, match="output_token_logprobs has 0 entries, output_ids 1"):
+            await client.generate([1, 2], SamplingParams())
+
+
+def test_client_arguments_are_validated():
+    with pytest.raises(ValueError, match="base_url must be an http"):
+        SGLangEngine("localhost:30000")
+    with pytest.raises(ValueError, match="retries must be an int >= 0, got -1"):
+        SGLangEngine("http://x", retries=-1)
+    with pytest.raises(ValueError, match=r"routing must be .* got \(2, 0, 8\)"):
+        SGLangEngine("http://x", routing=(2, 0, 8))
