@@ -9,7 +9,11 @@ A missing fixture is a failure, not a skip: the comparison is the point.
 """
 
 import dataclasses
+import hashlib
+import importlib.util
 import json
+import pathlib
+import sys
 
 import jax
 import numpy as np
@@ -91,3 +95,34 @@ def test_save_hf_writes_the_tensor_names_and_shapes_hf_wrote(fixtures_dir, tmp_p
     ):
         assert ours[key] == theirs[key], key
     assert (tmp_path / "generation_config.json").exists()  # copied from source_dir
+
+
+def _make_tiny_model_tool():
+    path = pathlib.Path(__file__).resolve().parents[2] / "tools" / "make_tiny_model.py"
+    if "make_tiny_model" not in sys.modules:  # a sibling tool, not a package; dataclasses need it registered
+        spec = importlib.util.spec_from_file_location("make_tiny_model", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["make_tiny_model"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["make_tiny_model"]
+
+
+def test_the_tiny_model_the_tools_write_gives_hf_logits(fixtures_dir, tmp_path):
+    """The checkpoint the rest of the system runs (tools/make_tiny_model.py) against HF's forward of it."""
+    meta_path = fixtures_dir / "tiny_model_hf" / "reference.json"
+    if not meta_path.exists():
+        pytest.fail(f"{meta_path} is missing; run `make fixtures` (tools/make_hf_fixtures.py)")
+    meta = json.loads(meta_path.read_text())
+    _make_tiny_model_tool().main([*meta["make_tiny_model_argv"], "--out", str(tmp_path)])
+    digest = hashlib.sha256((tmp_path / "model.safetensors").read_bytes()).hexdigest()
+    assert digest == meta["sha256"]["model.safetensors"], (
+        "make_tiny_model no longer writes the fixture's weights"
+    )
+    reference = dict(np.load(fixtures_dir / "tiny_model_hf" / "reference.npz"))
+    out = _forward(load_hf(tmp_path), reference)
+    real = reference["attention_mask"].astype(bool)
+    assert np.abs(np.asarray(out.logits) - reference["logits"])[real].max() <= 1e-4
+    np.testing.assert_array_equal(
+        np.sort(np.asarray(out.routed_experts), -1)[:, real], np.sort(reference["router_topk"], -1)[:, real]
+    )
+    assert float(out.aux_loss) == pytest.approx(float(reference["aux_loss"]), abs=1e-5)
