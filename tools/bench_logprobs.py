@@ -21,6 +21,12 @@ worker the forward is measured before forward + backward, so the second peak cov
 
 Before running a case it checks that the compiled program's arguments + temp fit in 80% of the memory
 available (/proc/meminfo MemAvailable, or the device's free bytes) and reports it as skipped otherwise.
+
+Without a GPU, `--ptxas-report PYTHON` checks the Pallas kernels' register and shared-memory fit on an
+H200: it lowers the three kernels (default GPU BlockSizes, bf16 and fp32, with and without entropy) to
+Triton IR through an abstract H200 device, then has PYTHON (any interpreter with the `triton` package)
+compile that IR for sm_90 and run the bundled `ptxas -v`. It reads the IR through a private JAX hook
+(`pallas_call_registration.lowering`), so it may need adjusting when JAX moves it.
 """
 
 from __future__ import annotations
@@ -174,6 +180,78 @@ def _table(n: int, d: int, v: int, rate: float, records: list[dict]) -> list[str
     return lines + [""]
 
 
+_PTXAS_SCRIPT = """
+import glob, json, os, re, subprocess, sys
+import triton
+from triton.backends.compiler import GPUTarget
+folder, warps, stages = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+for path in sorted(glob.glob(os.path.join(folder, "*.ttir"))):
+    kernel = triton.compile(path, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+    with open(path + ".ptx", "w") as f:
+        f.write(kernel.asm["ptx"])
+    log = subprocess.run([ptxas, "-arch=sm_90a", "-v", path + ".ptx", "-o", os.devnull], capture_output=True,
+                         text=True).stderr
+    spills = re.search(r"(\\d+) bytes spill stores, (\\d+) bytes spill loads", log)
+    print(json.dumps({"name": os.path.basename(path)[:-5], "shared": kernel.metadata.shared,
+                      "registers": int(re.search(r"Used (\\d+) registers", log).group(1)),
+                      "spill_bytes": sum(map(int, spills.groups())) if spills else None}))
+"""
+
+
+def ptxas_report(triton_python: str, hidden_dim: int) -> list[str]:
+    """Registers, spills and shared memory per kernel on an H200, compiled here from the kernels' Triton IR."""
+    import tempfile
+
+    import jax
+    import jax.numpy as jnp
+    from jax._src.pallas.triton import pallas_call_registration
+    from jax.sharding import AbstractDevice, AbstractMesh, use_abstract_mesh
+
+    from legorl_jax.kernels.logprobs import BlockSizes, kernel, online_softmax
+
+    sizes = BlockSizes.for_platform("gpu", hidden_dim)
+    common = {"inv_temperature": 1.0, "sizes": sizes, "platform": "gpu", "interpret": False}
+    lower_to_triton = pallas_call_registration.lowering.lower_jaxpr_to_triton_module
+    modules = []
+
+    def capture(*args, **kwargs):
+        result = lower_to_triton(*args, **kwargs)
+        modules.append(result.module.operation.get_asm())
+        return result
+
+    h200 = AbstractMesh((1,), ("x",), abstract_device=AbstractDevice(device_kind="NVIDIA H200", num_cores=132,
+                                                                      platform="gpu"))
+    folder = tempfile.mkdtemp(prefix="ttir_")
+    pallas_call_registration.lowering.lower_jaxpr_to_triton_module = capture
+    try:
+        for dtype in (jnp.bfloat16, jnp.float32):
+            for with_entropy in (False, True):
+                def forward_backward(h, w, t, with_entropy=with_entropy):
+                    r = kernel.forward(h, w, t, with_entropy=with_entropy, **common)
+                    rows = online_softmax.BackwardRows(t, r.lse, r.mean_logit, r.lse, r.entropy)
+                    return kernel.backward(h, w, rows, **common)
+
+                args = (jax.ShapeDtypeStruct((8192, hidden_dim), dtype),
+                        jax.ShapeDtypeStruct((hidden_dim, 151_936), dtype), jax.ShapeDtypeStruct((8192,), jnp.int32))
+                modules.clear()
+                with use_abstract_mesh(h200):
+                    jax.jit(forward_backward).trace(*args).lower(lowering_platforms=("cuda",))
+                tag = f"{jnp.dtype(dtype).name}{'_entropy' if with_entropy else ''}"
+                for name, text in zip(("forward", "d_hidden", "d_lm_head"), modules, strict=True):
+                    with open(os.path.join(folder, f"{name}_{tag}.ttir"), "w") as f:
+                        f.write(text)
+    finally:
+        pallas_call_registration.lowering.lower_jaxpr_to_triton_module = lower_to_triton
+    done = subprocess.run([triton_python, "-c", _PTXAS_SCRIPT, folder, str(sizes.num_warps), str(sizes.num_stages)],
+                          capture_output=True, text=True, check=True)
+    lines = [f"Triton sm_90 compile of the Pallas kernels (D={hidden_dim}, {sizes}); IR in {folder}", "",
+             "| kernel | registers / thread | spill bytes | shared memory (KiB) |", "|---|---|---|---|"]
+    for row in map(json.loads, done.stdout.splitlines()):
+        lines.append(f"| {row['name']} | {row['registers']} | {row['spill_bytes']} | {row['shared'] / 1024:.0f} |")
+    return lines + [""]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=list(DEFAULT_SIZES), help="N,D,V triples")
@@ -183,8 +261,14 @@ def main() -> None:
     parser.add_argument("--chunk-n", type=int, default=None, help="xla path ChunkSizes.chunk_n override")
     parser.add_argument("--chunk-v", type=int, default=None, help="xla path ChunkSizes.chunk_v override")
     parser.add_argument("--markdown", default=None, help="also write the tables to this file")
+    parser.add_argument("--ptxas-report", default=None, metavar="PYTHON",
+                        help="instead of timing: compile the kernels for an H200 with PYTHON's triton; print ptxas figures")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+
+    if args.ptxas_report:
+        print("\n".join(ptxas_report(args.ptxas_report, hidden_dim=int(args.sizes[0].split(",")[1]))))
+        return
 
     if args.worker:
         (n, d, v), = [tuple(int(x) for x in s.split(",")) for s in args.sizes]
