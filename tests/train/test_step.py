@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 from omegaconf import OmegaConf
 
 import tiny_run
@@ -213,10 +214,13 @@ def test_a_non_finite_gradient_skips_the_update_and_counts_it(tiny_trainer):
 
 @pytest.fixture(scope="module")
 def variant_trainer():
-    """fp32 master weights with bf16 compute, lr 0 on the first update (warm-up from 0), aux loss 0.01."""
+    """fp32 master weights with bf16 compute, lr 0 on the first update (warm-up from 0), aux loss 0.01,
+    k3 KL 0.1 to the initial weights."""
     algo, train = tiny_run.tiny_configs(warmup_steps=1)
     policy = init_policy(tiny_run.TINY_MOE, seed=0, dtype="float32", compute_dtype="bfloat16")
-    return Trainer(policy, dataclasses.replace(algo, aux_loss_coef=0.01), train)
+    reference = nnx.state(policy, nnx.Param)
+    return Trainer(policy, dataclasses.replace(algo, aux_loss_coef=0.01, kl_coef=0.1), train,
+                   reference_params=reference)
 
 
 def test_a_learning_rate_of_zero_is_warned_about_every_step_it_trains_at(variant_trainer, caplog):
@@ -232,13 +236,21 @@ def test_a_learning_rate_of_zero_is_warned_about_every_step_it_trains_at(variant
     assert not [r for r in caplog.records if "learning rate is 0" in r.getMessage()]
 
 
-def test_the_moe_auxiliary_loss_enters_with_its_coefficient(variant_trainer):
-    batch, _ = pack(variant_trainer, tiny_run.make_trajectories(2, n=6, routing=variant_trainer.routing))
-    _, metrics, _ = variant_trainer.train_step(variant_trainer.init_state(seed=0), variant_trainer.device_batch(batch))
-    aux, pg, loss = (float(metrics[k]) for k in ("train/aux_loss", "train/pg_loss", "train/loss"))
-    # HF's unscaled load-balancing loss is about top_k = 2 for an untrained router; it must reach the loss.
-    assert aux > 1.0
-    assert loss == pytest.approx(pg + 0.01 * aux, abs=1e-6)
+def test_the_moe_aux_loss_and_the_reference_kl_enter_with_their_coefficients(variant_trainer):
+    # No recorded routing: the reference is routed natively, so replaying a foreign routing on the policy
+    # would make the KL nonzero even at the reference weights.
+    batch, _ = pack(variant_trainer, tiny_run.make_trajectories(2, n=6))
+    state = variant_trainer.init_state(seed=0)
+    kls = []
+    for _ in range(3):  # lr 0, then lr 1e-2 from the reference, then away from it
+        state, metrics = variant_trainer.update(state, batch)
+        kls.append(metrics["train/kl_ref"])
+        aux, pg, kl, loss = (metrics[k] for k in ("train/aux_loss", "train/pg_loss", "train/kl_ref", "train/loss"))
+        # HF's unscaled load-balancing loss is about top_k = 2 for an untrained router.
+        assert aux > 1.0
+        assert loss == pytest.approx(pg + 0.01 * aux + 0.1 * kl, abs=1e-6)
+    # At the reference weights the k3 KL is exactly 0; once the policy moved it is positive.
+    assert kls[0] == kls[1] == 0.0 and kls[2] > 0.0
 
 
 def test_fp32_master_weights_train_with_bf16_compute(variant_trainer):
