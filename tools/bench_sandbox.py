@@ -13,8 +13,9 @@ patch, run `git apply` + the repository's pytest suite, close. Reported per syst
 The raw peer runs with the same resource flags (--network none, --cpus, --memory/--memory-swap,
 --pids-limit) but none of our isolation work (read-only root, tmpfs workspace seeded from the image,
 supervisor, owner labels, reaper pass). When the tasks engineer's verifier exists
-(`legorl_jax.tasks.verifier.grade`), `--verifier` adds verified trials per minute: agent sandbox ->
-gold patch -> `diff()` -> `grade()` in a fresh grading sandbox.
+(`legorl_jax.tasks.verifier.grade`), `--verifier` adds verified trials per minute: the agent sandbox
+(`tasks.agent_sandbox`, history stripped) -> the gold patch as the agent's edit -> `diff()` -> `grade()`
+in a fresh grading sandbox, per backend; its "start" column is the agent sandbox's start + preparation.
 """
 
 from __future__ import annotations
@@ -110,18 +111,24 @@ async def raw_cycle(image: str, stats: dict[str, list[float]]) -> None:
         await cli("docker", "rm", "-f", cid)
 
 
-async def verified_cycle(task: object, stats: dict[str, list[float]]) -> None:
+async def verified_cycle(task: object, backend: str, stats: dict[str, list[float]]) -> None:
+    """A whole trial without the model: agent sandbox (history stripped), the gold patch applied as the
+    agent's edit, `diff()`, then the verifier grades it in a fresh sandbox."""
     from legorl_jax.tasks import verifier
+    from legorl_jax.tasks.agent_sandbox import agent_sandbox
 
-    async with make_sandbox(SandboxSpec(image=task.image, workdir=task.workdir, **LIMITS)) as sb:
+    factory = lambda spec: make_sandbox(spec, backend=backend)  # noqa: E731
+    started = time.perf_counter()
+    async with agent_sandbox(task, sandbox_factory=factory) as (sb, workspace):
+        stats["start"].append(time.perf_counter() - started)
         await sb.write_file("/tmp/gold.patch", task.patch)
         applied = await sb.exec(["git", "apply", "/tmp/gold.patch"])
         if applied.exit_code != 0:
             raise RuntimeError(f"gold patch did not apply: {applied.stderr}")
-        diff = await sb.diff()
-    report = await verifier.grade(task, diff)
+        diff = await sb.diff(workspace.base_commit)
+    report = await verifier.grade(task, diff, sandbox_factory=factory)
     if report.reward != 1.0:
-        raise RuntimeError(f"gold patch graded {report.reward} for {task.instance_id}")
+        raise RuntimeError(f"gold patch graded {report.reward} for {task.instance_id}: {report.failed_tests}")
 
 
 async def measure(cycle, concurrency: int, cycles: int) -> dict[str, object]:
@@ -181,9 +188,9 @@ async def main(args: argparse.Namespace) -> None:
         if not args.no_bwrap:
             bw = await measure(lambda st: ours_cycle("bwrap", image, st), c, cycles)
             print(row("legorl bwrap", c, bw, raw), flush=True)
-        if tasks:
-            ver = await measure(lambda st: verified_cycle(tasks[0], st), c, cycles)
-            print(row(f"verified trial ({tasks[0].instance_id})", c, ver, None), flush=True)
+        for backend in ("docker",) + (() if args.no_bwrap else ("bwrap",)) if tasks else ():
+            ver = await measure(lambda st: verified_cycle(tasks[0], backend, st), c, cycles)
+            print(row(f"verified trial, {backend} ({tasks[0].instance_id})", c, ver, None), flush=True)
 
 
 if __name__ == "__main__":
