@@ -156,15 +156,16 @@ def _mib(x) -> str:
     return "-" if x is None else f"{x / 2**20:,.0f}"
 
 
-def _table(n: int, d: int, v: int, rate: float, records: list[dict]) -> list[str]:
+def _table(n: int, d: int, v: int, rate: float | None, records: list[dict]) -> list[str]:
+    measured = f"matmul {rate / 1e12:.3f} TFLOP/s measured" if rate else "matmul rate not measured (worker failed)"
     lines = [
-        f"N={n} D={d} V={v}: matmul {rate / 1e12:.3f} TFLOP/s measured; fp32 logits would be {n * v * 4 / 2**30:.2f} GiB",
+        f"N={n} D={d} V={v}: {measured}; fp32 logits would be {n * v * 4 / 2**30:.2f} GiB",
         "",
         "| mode | impl | time (ms) | × reference | of matmul floor | XLA temp (MiB) | temp ÷ reference | peak (MiB) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for mode, multiple in FLOOR_FLOPS.items():
-        floor = multiple * n * d * v / rate
+        floor = multiple * n * d * v / rate if rate else float("nan")
         rows = [r for r in records if r.get("mode") == mode]
         ref = next((r for r in rows if r["impl"] == "reference"), {})
         for r in rows:
@@ -286,9 +287,12 @@ def main() -> None:
     out = list(header)
     for size in args.sizes:
         n, d, v = (int(x) for x in size.split(","))
-        (matmul,) = _run_worker(args, "matmul", n, d, v)
-        records = [r for impl in impls for r in _run_worker(args, impl, n, d, v)]
-        lines = _table(n, d, v, matmul["rate"], records)
+        rate = _run_worker(args, "matmul", n, d, v)[0].get("rate")
+        records = []
+        for impl in impls:
+            records += _run_worker(args, impl, n, d, v)
+            print(f"# N={n} D={d} V={v} {impl}: {json.dumps(records[-2:])}", file=sys.stderr, flush=True)
+        lines = _table(n, d, v, rate, records)
         print("\n".join(lines), flush=True)
         out += lines
     if args.markdown:
