@@ -5,8 +5,9 @@ Names resolve in this order:
 - `junit` and `harbor_reward` are the verifier's own modes (built-in tasks read a JUnit report, Harbor tasks a
   reward file); they are valid names but parse no log.
 - When the `swebench` package is installed, every parser it ships is available under its own name
-  (`parse_log_pytest`, `parse_log_django`, `parse_log_sympy`, ...), found through its parser registry, and a
-  task without a `log_parser` gets the one swebench maps its repository to.
+  (`parse_log_pytest`, `parse_log_django`, `parse_log_sympy`, ...), found through its parser registry
+  (5.x `PARSER_REGISTRY`, or the `parse_log_*` functions of 4.x); with 4.x, a task without a `log_parser`
+  gets the one swebench maps its repository to (5.x rows name theirs).
 - Without swebench, `pytest` (alias `parse_log_pytest`, `parse_log_pytest_v2`) is ours: the `-rA`
   short-summary parser of `pytest_report`, which reads the same lines swebench's pytest parser reads.
 
