@@ -355,8 +355,6 @@ class SandboxConfig:
     """Only the workdir, home and /tmp are writable (False: the image's root is writable, unbounded)."""
     output_limit_bytes: int = 1 << 20
     """Cap on each of stdout / stderr of one exec; longer output is cut and flagged `truncated`."""
-    base_from_registry: str | None = None
-    """Build the base image FROM this registry image (e.g. python:3.12-slim) instead of debootstrap."""
 
     def __post_init__(self) -> None:
         if self.backend not in SANDBOX_BACKENDS:
@@ -372,9 +370,6 @@ class SandboxConfig:
                 raise ValueError(f"sandbox.{name} must be an int, got {getattr(self, name)!r}")
         if not isinstance(self.read_only_root, bool):
             raise ValueError(f"sandbox.read_only_root must be a bool, got {self.read_only_root!r}")
-        if self.base_from_registry is not None and (not isinstance(self.base_from_registry, str)
-                                                    or not self.base_from_registry.strip()):
-            raise ValueError(f"sandbox.base_from_registry must be an image reference or null, got {self.base_from_registry!r}")
 
 
 # ----------------------------------------------------------------------------------------------------
