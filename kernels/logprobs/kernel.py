@@ -31,11 +31,12 @@ lm_head once); padded columns are masked to `MASK_VALUE` and padded rows are sli
 multiply at HIGHEST precision (never tf32); bf16 inputs multiply in bf16 with float32 accumulation, and
 d(logits) is cast to bf16 before its matmuls.
 
-Verified without an accelerator: the interpreter's numerics, and that all three kernels lower through
-Pallas to Triton IR for an H200 and to Mosaic for a TPU v5e (tests/kernels, via an abstract device).
-Unverified (no accelerator in the task that wrote this): compiling that IR (Triton to PTX: register and
-shared-memory fit of the tiles; Mosaic's layout passes, e.g. its handling of the 1-D per-token blocks),
-results on the devices, and speed.
+Verified without an accelerator: the interpreter's numerics; that all three kernels lower through
+Pallas to Triton IR for an H200 and to Mosaic for a TPU v5e (tests/kernels, via an abstract device); and
+that the Triton IR of the default GPU blocks compiles for sm_90 with no register spills
+(`tools/bench_logprobs.py --ptxas-report`, with the standalone triton 3.6 package). Unverified (no
+accelerator in the task that wrote this): compiling through jaxlib's own Triton and Mosaic's TPU passes
+(e.g. its handling of the 1-D per-token blocks), results on the devices, and speed.
 """
 
 from __future__ import annotations
@@ -298,9 +299,12 @@ class _Padded:
     col_tiles: int
 
 
-def _pad(hidden, lm_head, rows, sizes: BlockSizes, inv_temperature: float) -> _Padded:
+def _pad(hidden, lm_head, rows, sizes: BlockSizes, inv_temperature: float, compiled_for_gpu: bool) -> _Padded:
     (n, d), v = hidden.shape, lm_head.shape[1]
     n_pad, v_pad = _round_up(n, sizes.block_n), _round_up(v, sizes.block_v)
+    if compiled_for_gpu and max(n_pad * d, d * v_pad) >= 2**31:
+        # Pallas' Triton lowering computes element offsets in int32.
+        raise ValueError(f"on GPU each operand must hold < 2**31 elements, got {hidden.shape=}, {lm_head.shape=}")
     if v_pad != v:
         lm_head = jnp.pad(lm_head, ((0, 0), (0, v_pad - v)))
     geo = _Geometry(sizes.block_n, sizes.block_v, sizes.block_d, d, v, inv_temperature)
@@ -327,7 +331,7 @@ def forward(
 ) -> online_softmax.RowResult:
     """Log-probs (and entropy) of `targets` under softmax(hidden @ lm_head * inv_temperature)."""
     n, d = hidden.shape
-    p = _pad(hidden, lm_head, (targets,), sizes, inv_temperature)
+    p = _pad(hidden, lm_head, (targets,), sizes, inv_temperature, not interpret and platform == "gpu")
     bn = sizes.block_n
     tiles_per_split = min(sizes.forward_split_v // sizes.block_v, p.col_tiles)
     splits = -(-p.col_tiles // tiles_per_split)
@@ -370,7 +374,7 @@ def backward(
     (n, d), v = hidden.shape, lm_head.shape[1]
     with_entropy = rows.g_entropy is not None
     rows = tuple(x for x in rows if x is not None)
-    p = _pad(hidden, lm_head, rows, sizes, inv_temperature)
+    p = _pad(hidden, lm_head, rows, sizes, inv_temperature, not interpret and platform == "gpu")
     bn, bv = sizes.block_n, sizes.block_v
     semantics = ("parallel", "arbitrary")
 
