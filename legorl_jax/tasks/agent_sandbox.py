@@ -122,6 +122,9 @@ async def prepare_agent_sandbox(task: Task, sandbox: Sandbox) -> AgentWorkspace:
     problems += await _present_hidden_files(task, sandbox)
     if problems:
         raise SandboxError(f"task {task.instance_id!r}: the agent's sandbox is not clean: {problems}")
+    if hasattr(sandbox, "base_commit"):
+        # The backend recorded HEAD at start as `diff()`'s default base; that commit no longer exists here.
+        sandbox.base_commit = commit
     return AgentWorkspace(base_commit=commit, workdir=task.workdir)
 
 

@@ -63,6 +63,7 @@ async def test_every_way_of_reading_the_fix_from_history_finds_nothing(leaky_tas
         assert workspace.base_commit == await _sh(sandbox, "git rev-parse HEAD")
         await sandbox.write_file("calc/ops.py", "def add(a, b):\n    return a + b\n")
         assert "+    return a + b" in await sandbox.diff(workspace.base_commit)
+        assert await sandbox.diff() == await sandbox.diff(workspace.base_commit)  # the default base follows
 
 
 async def test_a_builtin_task_keeps_its_base_commit_and_has_no_hidden_tests():

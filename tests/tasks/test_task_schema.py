@@ -75,3 +75,15 @@ def test_timeouts_from_a_table_reject_unknown_keys_and_non_tables():
         Timeouts.from_mapping("t", {"verify": 5})
     with pytest.raises(TaskError, match="table of seconds, got 5"):
         Timeouts.from_mapping("t", 5)
+
+
+def test_importing_every_tasks_module_starts_nothing():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, legorl_jax.tasks.cli, legorl_jax.tasks.agent_sandbox, legorl_jax.tasks.task_image;"
+        "print(sorted(m for m in ('jax', 'docker', 'swebench') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
