@@ -11,9 +11,10 @@ the code is dropped whole, file by file, and reported with the rule that caught 
   `noxfile.py` and `pyproject.toml` (its `[tool.pytest.ini_options]` table can add `-p`/`--deselect`/plugins;
   we drop the whole file change rather than parse TOML out of a diff).
 - `interpreter start-up hook`: `sitecustomize.py`, `usercustomize.py`, `*.pth` anywhere.
-- `shadows the test runner`: a new top-level module or package named like the runner (`pytest`, `_pytest`,
-  `pluggy`, `py`, `iniconfig`) or like a standard-library module, which the test process would import
-  instead of the real one because the repository root is first on `sys.path`.
+- `shadows the test runner`: any top-level module or package named like the runner (`pytest`, `_pytest`,
+  `pluggy`, `py`, `iniconfig`, `conftest`), or a *new* top-level module (`x.py`, `x.so`, or `x/__init__.py`)
+  named like a standard-library module, which the test process would import instead of the real one because
+  the repository root is first on `sys.path` (a directory without `__init__.py` shadows nothing).
 - `symbolic link` / `submodule`: a symlink can redirect a later write into a protected file, a gitlink
   points at code outside the diff; fixes need neither.
 - `protected by the task`: a glob from `Task.protected_paths` (`fnmatch` on the repo-relative path; a
