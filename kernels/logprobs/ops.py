@@ -25,6 +25,11 @@ and targets outside [0, V) when they are concrete. Under `jax.jit` the targets a
 checked; an out-of-range target then yields a NaN log-prob (never a silently wrapped index).
 
 `temperature`, `return_entropy`, `impl`, `block_sizes` and `interpret` are static (Python values).
+
+Sharding: on a mesh with Auto axes (what `legorl_jax.model.sharding.make_mesh` builds) any input sharding
+works and gives the unsharded result; GSPMD gathers what the scans and the Pallas calls need, so the op
+itself is not split across devices. With Explicit axes the XLA path's scans reject a sharded token axis;
+run it under Auto axes or per shard inside `shard_map`.
 """
 
 from __future__ import annotations

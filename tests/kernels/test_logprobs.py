@@ -203,6 +203,31 @@ def test_xla_path_bf16_on_sizes_off_the_chunks():
                           with_entropy=False, impl="xla", block_sizes=ChunkSizes(chunk_n=8, chunk_v=64))
 
 
+def test_xla_path_on_an_auto_sharded_mesh_matches_the_unsharded_result():
+    """The project's meshes use Auto axes (legorl_jax.model.sharding): tokens on data, vocabulary on tensor."""
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+    seed = fresh_seed()
+    hidden, lm_head, targets = random_inputs(seed, 64, 16, 1000, jnp.float32)
+    mesh = jax.make_mesh((4, 2), ("data", "tensor"), axis_types=(AxisType.Auto,) * 2)
+    placed = [jax.device_put(x, NamedSharding(mesh, spec)) for x, spec in
+              ((hidden, PartitionSpec("data", None)), (lm_head, PartitionSpec(None, "tensor")),
+               (targets, PartitionSpec("data")))]
+
+    @jax.jit
+    def value_and_grads(h, w, t):
+        def loss(h, w):
+            logprobs, entropy = token_logprobs(h, w, t, return_entropy=True, impl="xla",
+                                               block_sizes=ChunkSizes(chunk_n=16, chunk_v=128))
+            return jnp.sum(logprobs) + jnp.sum(entropy)
+
+        return jax.value_and_grad(loss, argnums=(0, 1))(h, w)
+
+    single, sharded = value_and_grads(hidden, lm_head, targets), value_and_grads(*placed)
+    for name, got, want in zip(("loss", "d_hidden", "d_lm_head"), jax.tree.leaves(sharded), jax.tree.leaves(single)):
+        assert_close(got, want, jnp.float32, seed, name)
+
+
 def compiled(fn, n, d, v):
     args = (jax.ShapeDtypeStruct((n, d), jnp.float32), jax.ShapeDtypeStruct((d, v), jnp.float32),
             jax.ShapeDtypeStruct((n,), jnp.int32))
