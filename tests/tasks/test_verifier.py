@@ -122,7 +122,7 @@ def _daemon():
             _devnull = _os.open(_os.devnull, _os.O_RDWR)
             for _fd in (0, 1, 2):
                 _os.dup2(_devnull, _fd)
-            __import__("time").sleep(3.0)
+            __import__("time").sleep(10.0)
             _forge_junit()
         _os._exit(0)
 
@@ -193,8 +193,8 @@ def test_a_rewritten_junit_report_earns_nothing_and_is_reported(hack_reports, ha
     assert not isinstance(report, VerifierError), report
     assert report.reward == 0.0 and report.removed_changes == ()
     assert report.tampering or report.leftover_processes, report.to_dict()
-    if hack == "daemon_rewrites_the_report_after_pytest_exits":  # killed before it could write
-        assert any("sleep" in p or "python" in p for p in report.leftover_processes), report.leftover_processes
+    if hack == "daemon_rewrites_the_report_after_pytest_exits":  # normally killed before it writes
+        assert any("python" in p for p in report.leftover_processes) or report.tampering, report.to_dict()
     else:
         assert any("JUnit report says passed" in t or "exited 0" in t for t in report.tampering), report.tampering
 
