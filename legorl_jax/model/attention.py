@@ -4,8 +4,8 @@ Two ways to see keys:
 - packed (`segment_ids` given): a token attends to earlier-or-equal tokens of its own row with the same
   segment id; segment 0 is padding and attends to nothing useful (its outputs are finite and unspecified).
   Attention never crosses a segment boundary.
-- cached (`cache_kv` given): the call's K/V are written into the cache (cache.py) first, then each token
-  attends to its slot's entries at indices <= its position.
+- cached (`cache` given): the call's K/V are written into the cache (cache.py) at this layer's index
+  first, then each token attends to its slot's entries at indices <= its position.
 
 Scores and softmax are float32 (HF eager casts the softmax to float32 too); masked scores take the
 float32 minimum rather than -inf so a fully masked (padding) row stays finite.
@@ -89,23 +89,24 @@ class Attention(nnx.Module):
         x: Float[Array, "b t d"],
         positions: Int[Array, "b t"],
         segment_ids: Int[Array, "b t"] | None,
-        cache_kv: tuple[jax.Array, jax.Array] | None = None,
+        cache: kv.KVCache | None = None,
+        layer: Int[Array, ""] | int | None = None,
         slots: Int[Array, " b"] | None = None,
-    ) -> tuple[Float[Array, "b t d"], tuple[jax.Array, jax.Array] | None]:
+    ) -> tuple[Float[Array, "b t d"], kv.KVCache | None]:
+        """Packed attention, or (with `cache`, this decoder `layer`'s index and `slots`) cached attention."""
         inv_freq, attention_factor = rope_for(self.config)
         q = apply_rope(self.q_norm(self._project(x, "q")), positions, inv_freq, attention_factor)
         k = apply_rope(self.k_norm(self._project(x, "k")), positions, inv_freq, attention_factor)
         v = self._project(x, "v")
-        if cache_kv is None:
+        if cache is None:
             keys, values, mask = k, v, segment_mask(segment_ids)
         else:
-            k_cache = kv.write(cache_kv[0], k, positions, slots)
-            v_cache = kv.write(cache_kv[1], v, positions, slots)
-            cache_kv = (k_cache, v_cache)
-            keys, values = k_cache[slots].astype(x.dtype), v_cache[slots].astype(x.dtype)  # [B, M, K, H]
-            mask = kv.visible(positions, k_cache.shape[1])
+            cache = kv.write(cache, layer, k, v, positions, slots)
+            keys, values = kv.read(cache, layer, slots)  # [B, M, K, H]
+            keys, values = keys.astype(x.dtype), values.astype(x.dtype)
+            mask = kv.visible(positions, cache.max_len)
         out = attend(q, keys, values, mask, self.config.head_dim**-0.5)
         out = jnp.einsum("btnh,nhd->btd", out, self.o_proj[...].astype(x.dtype))
         if self.config.attention_bias:
             out = out + self.o_bias[...].astype(x.dtype)
-        return out, cache_kv
+        return out, cache

@@ -52,17 +52,30 @@ def init_kv_cache(
 
 
 def write(
-    layer_cache: Float[Array, "s m k h"],
-    new: Float[Array, "b t k h"],
+    cache: KVCache,
+    layer: Int[Array, ""] | int,
+    k: Float[Array, "b t k h"],
+    v: Float[Array, "b t k h"],
     positions: Int[Array, "b t"],
     slots: Int[Array, " b"],
-) -> Float[Array, "s m k h"]:
-    """Scatters each token's K (or V) to (its row's slot, its position); padding (p < 0) is dropped."""
-    max_len = layer_cache.shape[1]
+) -> KVCache:
+    """Scatters each token's K/V to (layer, its row's slot, its position); padding (p < 0) is dropped.
+
+    Only the B*T new entries are written: with the cache donated (or carried through a layer scan) the
+    update happens in place, never as a copy of the whole cache.
+    """
     # An out-of-range index plus mode="drop" is how a padding token writes nothing.
-    where = jnp.where(positions >= 0, positions, max_len)
+    where = jnp.where(positions >= 0, positions, cache.max_len)
     rows = jnp.broadcast_to(slots[:, None], positions.shape)
-    return layer_cache.at[rows, where].set(new.astype(layer_cache.dtype), mode="drop")
+    return KVCache(
+        k=cache.k.at[layer, rows, where].set(k.astype(cache.k.dtype), mode="drop"),
+        v=cache.v.at[layer, rows, where].set(v.astype(cache.v.dtype), mode="drop"),
+    )
+
+
+def read(cache: KVCache, layer: Int[Array, ""] | int, slots: Int[Array, " b"]) -> tuple[jax.Array, jax.Array]:
+    """The K and V of `layer` for each row's slot: two [B, M, K, H] arrays."""
+    return cache.k[layer, slots], cache.v[layer, slots]
 
 
 def visible(positions: Int[Array, "b t"], max_len: int) -> Bool[Array, "b t m"]:

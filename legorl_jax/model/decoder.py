@@ -10,8 +10,9 @@ of a run is initialised from `fold_in(key, i)` in both layouts, so the flag chan
 nor the results. With `remat=True` that function is wrapped in `jax.checkpoint`, so the backward pass
 recomputes each layer's activations instead of storing them.
 
-Per layer a run returns (stacked on a leading axis): the routed expert ids and the router statistics
-(MoE runs) and the updated cache entries (cached calls).
+Per layer a run returns (stacked on a leading axis) the routed expert ids and the router statistics
+(MoE runs). A cached call's KVCache (all decoder layers) rides in the scan carry and each layer writes
+only its new entries at its own layer index, so a donated cache is updated in place.
 
 Einsum legend: B batch, T positions, D model dim, K experts per token.
 """
@@ -29,6 +30,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from legorl_jax.model.architecture import ArchConfig
 from legorl_jax.model.attention import Attention
+from legorl_jax.model.cache import KVCache
 from legorl_jax.model.layers import DenseMLP, RMSNorm
 from legorl_jax.model.moe import MoEBlock, RouterStats
 from legorl_jax.model.sharding import constrain
@@ -66,18 +68,18 @@ class DecoderLayer(nnx.Module):
         h: Float[Array, "b t d"],
         ctx: LayerContext,
         forced: Int[Array, "b t k"] | None,
-        cache_kv: tuple[jax.Array, jax.Array] | None,
-    ) -> tuple[Float[Array, "b t d"], Int[Array, "b t k"] | None, RouterStats | None, Any]:
-        attn, cache_kv = self.self_attn(
-            self.input_layernorm(h), ctx.positions, ctx.segment_ids, cache_kv, ctx.slots
-        )
+        cache: KVCache | None,
+        layer: Int[Array, ""] | int,
+    ) -> tuple[Float[Array, "b t d"], Int[Array, "b t k"] | None, RouterStats | None, KVCache | None]:
+        normed = self.input_layernorm(h)
+        attn, cache = self.self_attn(normed, ctx.positions, ctx.segment_ids, cache, layer, ctx.slots)
         h = h + attn
         x = self.post_attention_layernorm(h)
         if self.is_moe:
             out, ids, stats = self.mlp(x, forced, ctx.token_mask)
         else:
             out, ids, stats = self.mlp(x), None, None
-        return constrain(h + out, RESIDUAL_AXES), ids, stats, cache_kv
+        return constrain(h + out, RESIDUAL_AXES), ids, stats, cache
 
 
 class LayerRun(nnx.Module):
@@ -108,9 +110,9 @@ class LayerRun(nnx.Module):
             self.layers = nnx.List([make(keys[i]) for i in range(self.count)])
 
     def _step(self, graphdef: nnx.GraphDef, ctx: LayerContext) -> Callable:
-        def step(state: nnx.State, h: jax.Array, forced: jax.Array | None, cache_kv: Any):
-            h, ids, stats, cache_kv = nnx.merge(graphdef, state)(h, ctx, forced, cache_kv)
-            return h, (ids, stats, cache_kv)
+        def step(state: nnx.State, h: jax.Array, cache: KVCache | None, forced: jax.Array | None, layer: Any):
+            h, ids, stats, cache = nnx.merge(graphdef, state)(h, ctx, forced, cache, layer)
+            return (h, cache), (ids, stats)
 
         # Inside scan, CSE across iterations cannot happen, and preventing it would block optimisations.
         return jax.checkpoint(step, prevent_cse=not self.scan) if self.remat else step
@@ -120,25 +122,27 @@ class LayerRun(nnx.Module):
         h: Float[Array, "b t d"],
         ctx: LayerContext,
         forced: Int[Array, "n b t k"] | None,
-        cache_kv: tuple[jax.Array, jax.Array] | None,
-    ) -> tuple[Float[Array, "b t d"], Int[Array, "n b t k"] | None, RouterStats | None, Any]:
-        """Applies the run; `forced` and `cache_kv` carry one entry per layer on their leading axis."""
+        cache: KVCache | None,
+        first_layer: int,
+    ) -> tuple[Float[Array, "b t d"], Int[Array, "n b t k"] | None, RouterStats | None, KVCache | None]:
+        """Applies the run; `forced` has one entry per layer of the run, `cache` holds every decoder layer
+        (this run's are `first_layer` onwards) and travels in the scan carry, so it is updated in place."""
+        layers = jnp.arange(first_layer, first_layer + self.count, dtype=jnp.int32)
         if self.scan:
             graphdef, state = nnx.split(self.layers)
             step = self._step(graphdef, ctx)
 
-            def body(h: jax.Array, xs: tuple) -> tuple:
-                layer_state, layer_forced, layer_cache = xs
-                return step(layer_state, h, layer_forced, layer_cache)
+            def body(carry: tuple, xs: tuple) -> tuple:
+                layer_state, layer_forced, layer = xs
+                return step(layer_state, *carry, layer_forced, layer)
 
-            h, (ids, stats, cache_kv) = jax.lax.scan(body, h, (state, forced, cache_kv))
-            return h, ids, stats, cache_kv
+            (h, cache), (ids, stats) = jax.lax.scan(body, (h, cache), (state, forced, layers))
+            return h, ids, stats, cache
         step = self._step(nnx.graphdef(self.layers[0]), ctx)
         outputs = []
         for i, layer in enumerate(self.layers):
             layer_forced = None if forced is None else forced[i]
-            layer_cache = None if cache_kv is None else (cache_kv[0][i], cache_kv[1][i])
-            h, out = step(nnx.state(layer), h, layer_forced, layer_cache)
+            (h, cache), out = step(nnx.state(layer), h, cache, layer_forced, layers[i])
             outputs.append(out)
-        ids, stats, cache_kv = jax.tree.map(lambda *xs: jnp.stack(xs), *outputs)
-        return h, ids, stats, cache_kv
+        ids, stats = jax.tree.map(lambda *xs: jnp.stack(xs), *outputs)
+        return h, ids, stats, cache

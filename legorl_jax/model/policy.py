@@ -229,30 +229,22 @@ class Policy(nnx.Module):
         # embed-sharded table cannot be resharded to batch-sharded rows without a full rematerialisation.
         table = constrain(self.embed_tokens[...], ("vocab", None))
         h = constrain(jnp.take(table, input_ids, axis=0).astype(compute), RESIDUAL_AXES)
-        routed, stats, new_k, new_v = [], None, [], []
+        routed, stats = [], None
         moe_seen = 0
-        for run, (is_moe, first, count) in zip(self.runs, self.run_layout):
+        for run, (is_moe, first, count) in zip(self.runs, self.run_layout, strict=True):
             run_forced = None
             if is_moe and forced is not None:
                 run_forced = forced[moe_seen : moe_seen + count]
-            run_cache = (
-                None if cache is None else (cache.k[first : first + count], cache.v[first : first + count])
-            )
-            h, ids, run_stats, run_cache = run(h, ctx, run_forced, run_cache)
+            h, ids, run_stats, cache = run(h, ctx, run_forced, cache, first)
             if is_moe:
                 routed.append(ids)
                 summed = jax.tree.map(lambda x: jnp.sum(x, axis=0), run_stats)
                 stats = summed if stats is None else stats + summed
                 moe_seen += count
-            if cache is not None:
-                new_k.append(run_cache[0])
-                new_v.append(run_cache[1])
         if moe_seen != self.config.num_moe_layers:
             raise RuntimeError(
                 f"{moe_seen} MoE layers consumed routing, the config has {self.config.num_moe_layers}"
             )
-        if cache is not None:
-            cache = kv.KVCache(k=jnp.concatenate(new_k, axis=0), v=jnp.concatenate(new_v, axis=0))
         routed_experts = jnp.concatenate(routed, axis=0) if routed else None
         return self.norm(h), routed_experts, stats, cache
 
