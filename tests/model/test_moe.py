@@ -18,6 +18,7 @@ def test_replayed_routing_reproduces_logits(moe_policy, jit_forward, tokens):
     forward = jit_forward(moe_policy)
     ids = tokens(2, 12, seed=3)
     first = forward(ids)
+    assert first.routed_experts.dtype == np.int32 and first.routed_experts.shape == (2, 2, 12, 2)  # [L_moe, B, T, K]
     replayed = forward(ids, forced_experts=first.routed_experts)
     # Same ids -> the same gathered gate weights and the same expert matmuls: bitwise, not merely close.
     np.testing.assert_array_equal(np.asarray(replayed.logits), np.asarray(first.logits))
