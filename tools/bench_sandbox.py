@@ -3,8 +3,8 @@
     python tools/bench_sandbox.py                      # concurrency 1, 4, 16; Docker, raw CLI, bubblewrap
     python tools/bench_sandbox.py --concurrency 1 4 --cycles 8 --no-bwrap
 
-For each concurrency c, c workers run trial cycles back to back until `--cycles` (per worker, at least 2)
-are done. A cycle is what a trial costs the sandbox layer: start the task sandbox, write the agent's
+For each concurrency c, the systems take turns (rounds of c concurrent cycles, the order rotating each
+round, `--cycles` / c rounds, at least 2) so that a change in the shared host's load hits all alike. A cycle is what a trial costs the sandbox layer: start the task sandbox, write the agent's
 patch, run `git apply` + the repository's pytest suite, close. Reported per system and c:
 - start: start-to-ready latency (ours: `start()` returned; raw: `docker run -d` returned), p50 / p99;
 - exec: round trip of a no-op command (ours: `exec(["true"])`; raw: `docker exec <id> true`), p50 / p99;
@@ -131,19 +131,23 @@ async def verified_cycle(task: object, backend: str, stats: dict[str, list[float
         raise RuntimeError(f"gold patch graded {report.reward} for {task.instance_id}: {report.failed_tests}")
 
 
-async def measure(cycle, concurrency: int, cycles: int) -> dict[str, object]:
-    stats: dict[str, list[float]] = {"start": [], "exec": []}
-
-    async def worker() -> None:
-        for _ in range(cycles):
-            await cycle(stats)
-
-    await cycle(stats)  # warm-up: image facts, rootfs export, Python imports
-    stats = {"start": [], "exec": []}
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    wall = time.perf_counter() - started
-    return {"stats": stats, "per_min": concurrency * cycles / wall * 60}
+async def measure(systems: dict[str, object], concurrency: int, rounds: int) -> dict[str, dict]:
+    """Runs every system's cycles in interleaved rounds (c concurrent cycles per round, the order rotating),
+    so a change in the host's load during the run hits all systems alike."""
+    results = {name: {"stats": {"start": [], "exec": []}, "wall": 0.0, "cycles": 0} for name in systems}
+    for cycle in systems.values():
+        await cycle({"start": [], "exec": []})  # warm-up: image facts, rootfs export, Python imports
+    names = list(systems)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            result = results[name]
+            started = time.perf_counter()
+            await asyncio.gather(*(systems[name](result["stats"]) for _ in range(concurrency)))
+            result["wall"] += time.perf_counter() - started
+            result["cycles"] += concurrency
+    for result in results.values():
+        result["per_min"] = result["cycles"] / result["wall"] * 60
+    return results
 
 
 def row(name: str, c: int, m: dict, raw: dict | None) -> str:
@@ -180,23 +184,23 @@ async def main(args: argparse.Namespace) -> None:
           "| start ratio | exec ratio | time/cycle ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for c in args.concurrency:
-        cycles = max(2, args.cycles // c) if c > 1 else args.cycles
-        raw = await measure(lambda st: raw_cycle(image, st), c, cycles)
-        print(row("raw docker CLI", c, raw, None), flush=True)
-        ours = await measure(lambda st: ours_cycle("docker", image, st), c, cycles)
-        print(row("legorl docker", c, ours, raw), flush=True)
+        systems = {"raw docker CLI": lambda st: raw_cycle(image, st),
+                   "legorl docker": lambda st: ours_cycle("docker", image, st)}
         if not args.no_bwrap:
-            bw = await measure(lambda st: ours_cycle("bwrap", image, st), c, cycles)
-            print(row("legorl bwrap", c, bw, raw), flush=True)
+            systems["legorl bwrap"] = lambda st: ours_cycle("bwrap", image, st)
         for backend in ("docker",) + (() if args.no_bwrap else ("bwrap",)) if tasks else ():
-            ver = await measure(lambda st: verified_cycle(tasks[0], backend, st), c, cycles)
-            print(row(f"verified trial, {backend} ({tasks[0].instance_id})", c, ver, None), flush=True)
-
+            systems[f"verified trial, {backend} ({tasks[0].instance_id})"] = (
+                lambda st, b=backend: verified_cycle(tasks[0], b, st))
+        results = await measure(systems, c, max(2, args.cycles // c))
+        raw = results["raw docker CLI"]
+        for name, result in results.items():
+            peer = raw if name.startswith("legorl") else None
+            print(row(name, c, result, peer), flush=True)
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--cycles", type=int, default=12, help="cycles per concurrency level (split over workers)")
+    parser.add_argument("--cycles", type=int, default=12, help="cycles per system and level (rounds = cycles / c)")
     parser.add_argument("--no-bwrap", action="store_true", help="skip the bubblewrap rows")
     parser.add_argument("--verifier", action="store_true", help="add verified trials per minute (tasks verifier)")
     asyncio.run(main(parser.parse_args()))
