@@ -142,13 +142,14 @@ class Trainer:
         return jax.device_put(params, self.param_shardings)
 
     def device_batch(self, batch: TrainBatch | dict[str, Any]) -> dict[str, jax.Array]:
-        """The batch's arrays on the mesh (routing left out when absent or replay is off)."""
+        """The batch's arrays on the mesh (the recorded routing too: replayed only when train.routing_replay,
+        compared with the trainer's own routing either way)."""
         host = batch if isinstance(batch, dict) else _batch_dict(batch)
         rows = host["tokens"].shape[0]
         if rows % self.train.micro_batch_rows:
             raise ValueError(f"batch has {rows} rows, not a multiple of train.micro_batch_rows={self.train.micro_batch_rows}")
         arrays = {k: v for k, v in host.items() if v is not None}
-        if not self.train.routing_replay or self.routing is None:
+        if self.routing is None:
             arrays.pop("routed_experts", None)
         return jax.device_put(arrays, self._shardings_of(arrays))
 
@@ -178,7 +179,7 @@ class Trainer:
 
     def _forward(self, params: Any, mb: dict[str, jax.Array], *, replay: bool) -> tuple[jax.Array, jax.Array, Any]:
         model = nnx.merge(self.graphdef, params, self.rest)
-        forced = mb.get("routed_experts") if replay else None
+        forced = mb.get("routed_experts") if replay and self.train.routing_replay else None
         out = model(mb["tokens"], positions=mb["positions"], segment_ids=mb["segment_ids"], forced_experts=forced,
                     compute_logits=False)
         b, t, d = out.hidden.shape
@@ -275,9 +276,11 @@ class Trainer:
         metrics = logprob_alignment(train_lp, batch["behaviour_logprobs"], batch["loss_mask"])
         if self.routing is not None:
             recorded = batch.get("routed_experts")
-            if recorded is None:  # replay off: nothing was replayed
+            if recorded is None:
                 recorded = jnp.full((self.routing.num_layers, *batch["tokens"].shape, self.routing.top_k), -1, jnp.int32)
             metrics.update(routing_alignment(recorded, native, batch["loss_mask"], input_mask=batch["segment_ids"]))
+            if not self.train.routing_replay:  # recorded, compared, but not replayed
+                metrics["align/routing_coverage"] = metrics["align/routing_coverage_all"] = jnp.zeros((), jnp.float32)
         return metrics
 
     # ------------------------------------------------------------------------------------------------

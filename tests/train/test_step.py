@@ -215,8 +215,8 @@ def test_a_non_finite_gradient_skips_the_update_and_counts_it(tiny_trainer):
 @pytest.fixture(scope="module")
 def variant_trainer():
     """fp32 master weights with bf16 compute, lr 0 on the first update (warm-up from 0), aux loss 0.01,
-    k3 KL 0.1 to the initial weights."""
-    algo, train = tiny_run.tiny_configs(warmup_steps=1)
+    k3 KL 0.1 to the initial weights, routing replay off (agreement still measured)."""
+    algo, train = tiny_run.tiny_configs(warmup_steps=1, routing_replay=False, routing_agreement_every=1)
     policy = init_policy(tiny_run.TINY_MOE, seed=0, dtype="float32", compute_dtype="bfloat16")
     reference = nnx.state(policy, nnx.Param)
     return Trainer(policy, dataclasses.replace(algo, aux_loss_coef=0.01, kl_coef=0.1), train,
@@ -251,6 +251,18 @@ def test_the_moe_aux_loss_and_the_reference_kl_enter_with_their_coefficients(var
         assert loss == pytest.approx(pg + 0.01 * aux + 0.1 * kl, abs=1e-6)
     # At the reference weights the k3 KL is exactly 0; once the policy moved it is positive.
     assert kls[0] == kls[1] == 0.0 and kls[2] > 0.0
+
+
+def test_with_replay_off_the_recorded_routing_is_compared_but_not_replayed(variant_trainer):
+    recorded, _ = pack(variant_trainer, tiny_run.make_trajectories(2, n=6, routing=variant_trainer.routing))
+    unrecorded = dataclasses.replace(recorded, routed_experts=None)
+    params = variant_trainer.init_state(seed=0).params
+    with_routing = variant_trainer.old_logprobs(params, variant_trainer.device_batch(recorded))
+    without = variant_trainer.old_logprobs(params, variant_trainer.device_batch(unrecorded))
+    np.testing.assert_array_equal(np.asarray(with_routing), np.asarray(without))
+    _, metrics = variant_trainer.update(variant_trainer.init_state(seed=0), recorded)
+    assert metrics["align/routing_coverage"] == 0.0
+    assert 0.0 < metrics["align/routing_agreement"] < 1.0  # random recorded routing vs the trainer's own
 
 
 def test_fp32_master_weights_train_with_bf16_compute(variant_trainer):
