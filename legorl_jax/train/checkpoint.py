@@ -1,8 +1,9 @@
 """Orbax checkpoints of the trainer (the only module that imports orbax; STYLE rule 19).
 
 Contract of `Checkpointer(config, run_config=...)`:
-- `maybe_save(state, cursor=..., weights_version=...)` saves when `state.step` is a multiple of
-  `config.every` (or `force=True`), asynchronously when `config.async_save`: the arrays are copied off
+- `maybe_save(state, cursor=..., weights_version=...)` saves when `state.step` has reached the next
+  multiple of `config.every` since the last save (a batch with several updates may step over the exact
+  multiple), or when `force=True`; asynchronously when `config.async_save`: the arrays are copied off
   the device before it returns and written by a background thread while training continues. One
   checkpoint holds two items: `state` (the `TrainState` pytree: step, skipped count, params, optimiser
   state, RNG) and `meta` (JSON: the loop cursor, an opaque dict from the loop; the weights version; the
@@ -103,9 +104,11 @@ class Checkpointer:
             create=True,
         )
         self._manager = ocp.CheckpointManager(self.directory, options=options, item_names=("state", "meta"))
+        self._last_saved = self._manager.latest_step() or 0
 
     def should_save(self, step: int) -> bool:
-        return self.config.every > 0 and step > 0 and step % self.config.every == 0
+        every = self.config.every
+        return every > 0 and step // every > self._last_saved // every
 
     def maybe_save(
         self, state: TrainState, *, cursor: dict[str, Any], weights_version: str, force: bool = False
@@ -119,6 +122,7 @@ class Checkpointer:
             step,
             args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
         )
+        self._last_saved = step
         return True
 
     def latest_step(self) -> int | None:

@@ -50,6 +50,16 @@ def test_a_saved_state_restores_exactly_with_cursor_version_and_keeps_the_last_k
     assert_states_equal(restored.state, make_state(6, 6))
 
 
+def test_a_save_is_due_whenever_a_multiple_of_every_was_reached_even_stepping_over_it(tmp_path):
+    config = CheckpointConfig(directory=str(tmp_path), every=5, keep=5, async_save=False)
+    with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
+        # two updates per batch: steps 2, 4, 6, ...; multiples of 5 are stepped over, saves land at 6 and 10.
+        saved = [s for s in range(2, 13, 2) if ckpt.maybe_save(make_state(0, s), cursor={}, weights_version="v")]
+        assert saved == [6, 10]
+    with Checkpointer(config, run_config=RUN_CONFIG) as resumed:  # a new process knows the last save
+        assert not resumed.should_save(12) and resumed.should_save(15)
+
+
 def test_restore_places_arrays_on_the_target_shardings(tmp_path):
     config = CheckpointConfig(directory=str(tmp_path), every=1, keep=1, async_save=False)
     with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
