@@ -1,8 +1,9 @@
 """Reading and writing HF checkpoint directories (config.json + safetensors, single or sharded).
 
-`load_hf(path, dtype="float32", *, compute_dtype=None, scan_layers=True, remat=False) -> Policy` reads
-`config.json` (either dialect, architecture.py) and `model.safetensors` or, when present,
-`model.safetensors.index.json` and the shards it names. Every tensor is checked against the layout
+`load_hf(path, dtype="float32", *, compute_dtype=None, scan_layers=True, remat=False, mesh=None,
+rules=None) -> Policy` reads `config.json` (either dialect, architecture.py) and `model.safetensors` or,
+when present, `model.safetensors.index.json` and the shards it names; with `mesh` each parameter is
+created directly with its sharding (a 30B model never lands whole on one device). Every tensor is checked against the layout
 `hf_layout.hf_shapes(config)` before anything is built: a missing, unexpected or mis-shaped tensor is a
 ValueError naming it (with expected and received shape). Stored dtypes (F32, BF16, F16) are converted
 to `dtype`.
@@ -25,12 +26,14 @@ import shutil
 from collections.abc import Callable
 
 import numpy as np
+from jax.sharding import Mesh
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from legorl_jax.model.architecture import ArchConfig
 from legorl_jax.model.hf_layout import NUMPY_DTYPES, hf_shapes, policy_from_tensors, policy_tensors
 from legorl_jax.model.policy import Policy
+from legorl_jax.model.sharding import Rules
 
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -107,8 +110,13 @@ def load_hf(
     compute_dtype: str | None = None,
     scan_layers: bool = True,
     remat: bool = False,
+    mesh: Mesh | None = None,
+    rules: Rules | None = None,
 ) -> Policy:
-    """The policy stored in the HF checkpoint directory `path` (module docstring)."""
+    """The policy stored in the HF checkpoint directory `path` (module docstring).
+
+    With `mesh` (and optionally `rules`), every parameter is created directly with its sharding there.
+    """
     path = pathlib.Path(path)
     if not path.is_dir():
         raise ValueError(f"load_hf: {str(path)!r} is not a directory")
@@ -118,7 +126,14 @@ def load_hf(
     reader = _Reader(path, hf_shapes(config))
     try:
         return policy_from_tensors(
-            config, reader, dtype=dtype, compute_dtype=compute_dtype, scan_layers=scan_layers, remat=remat
+            config,
+            reader,
+            dtype=dtype,
+            compute_dtype=compute_dtype,
+            scan_layers=scan_layers,
+            remat=remat,
+            mesh=mesh,
+            rules=rules,
         )
     finally:
         reader.close()

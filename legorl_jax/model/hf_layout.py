@@ -23,11 +23,14 @@ import dataclasses
 import zlib
 from collections.abc import Callable, Iterator
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 from flax import nnx
+from jax.sharding import Mesh
 
+from legorl_jax.model import sharding
 from legorl_jax.model.architecture import ArchConfig
 from legorl_jax.model.layers import INIT_STD
 from legorl_jax.model.policy import Policy, as_dtype, layer_runs
@@ -180,8 +183,15 @@ def policy_from_tensors(
     compute_dtype: str | None = None,
     scan_layers: bool = True,
     remat: bool = False,
+    mesh: Mesh | None = None,
+    rules: sharding.Rules | None = None,
 ) -> Policy:
-    """A policy whose parameters are the HF tensors `read(name)` returns (already shape-checked)."""
+    """A policy whose parameters are the HF tensors `read(name)` returns (already shape-checked).
+
+    With `mesh`, each parameter goes straight to its sharding (`sharding.state_shardings`), so no device
+    ever holds more than its shards; without, to the default device. One parameter (for scanned runs:
+    one stack of layers) is on the host at a time.
+    """
     as_dtype(dtype)
     target = NUMPY_DTYPES[dtype]
 
@@ -189,21 +199,26 @@ def policy_from_tensors(
         return Policy(config, rngs=nnx.Rngs(params=0), dtype=dtype, compute_dtype=compute_dtype,
                       scan_layers=scan_layers, remat=remat)  # fmt: skip
 
-    graphdef, state = nnx.split(nnx.eval_shape(build))
+    abstract = nnx.eval_shape(build)
+    graphdef, state = nnx.split(abstract)
     pure = nnx.to_pure_dict(state)
+    placement = None if mesh is None else nnx.to_pure_dict(sharding.state_shardings(abstract, mesh, rules))
+
+    def put(path: tuple, value: np.ndarray) -> None:
+        array = jnp.asarray(value) if placement is None else jax.device_put(value, _get(placement, path))
+        _set(pure, path, array)
+
     for entry in top_entries(config):
-        _set(pure, entry.path, jnp.asarray(_from_hf(entry, read).astype(target)))
-    layout = layer_runs(config)
-    per_run: dict[tuple[int, tuple[str, ...]], list[np.ndarray]] = {}
-    for layer, run, j in _layer_slots(layout):
-        for entry in layer_entries(config, layer):
-            value = _from_hf(entry, read).astype(target)
+        put(entry.path, _from_hf(entry, read).astype(target))
+    for run, (_, first, count) in enumerate(layer_runs(config)):
+        per_layer = [layer_entries(config, first + j) for j in range(count)]
+        for k, entry in enumerate(per_layer[0]):
+            values = [_from_hf(entries[k], read).astype(target) for entries in per_layer]
             if scan_layers:
-                per_run.setdefault((run, entry.path), []).append(value)
+                put(("runs", run, "layers", *entry.path), np.stack(values))
             else:
-                _set(pure, ("runs", run, "layers", j, *entry.path), jnp.asarray(value))
-    for (run, path), values in per_run.items():
-        _set(pure, ("runs", run, "layers", *path), jnp.asarray(np.stack(values)))
+                for j, value in enumerate(values):
+                    put(("runs", run, "layers", j, *entry.path), value)
     nnx.replace_by_pure_dict(state, pure)
     return nnx.merge(graphdef, state)
 

@@ -147,3 +147,17 @@ def test_experts_run_expert_parallel_with_the_documented_collectives(batch, coll
 def test_mesh_config_validates_its_rules_when_built(rules, message):
     with pytest.raises(ValueError, match=message):
         MeshConfig(rules=rules)
+
+
+def test_load_hf_onto_a_mesh_creates_each_parameter_with_its_sharding(moe_policy, tmp_path):
+    from legorl_jax.model import load_hf, save_hf
+
+    save_hf(moe_policy, tmp_path, dtype="float32")
+    mesh = sharding.make_mesh(CPU8)
+    loaded = load_hf(tmp_path, mesh=mesh)
+    expected = sharding.state_shardings(loaded, mesh)
+    for (path, value), (_, target) in zip(nnx.to_flat_state(nnx.state(loaded)), nnx.to_flat_state(expected)):
+        assert value[...].sharding == target.get_value(), path
+    np.testing.assert_array_equal(
+        np.asarray(loaded.embed_tokens[...]), np.asarray(moe_policy.embed_tokens[...])
+    )
