@@ -1,12 +1,20 @@
 """Rollout engines: the `Engine` protocol, the embedded JAX engine, its SGLang-compatible server, the
 SGLang client and launcher (ARCHITECTURE §4-6).
 
-    from legorl_jax.engine import Engine, SamplingParams
-    from legorl_jax.engine.jax_engine import JaxEngine          # in process
-    from legorl_jax.engine.sglang_client import SGLangEngine    # over HTTP (real SGLang or ours)
+    from legorl_jax.engine import SamplingParams, open_engine
+    async with open_engine(cfg.engine, cfg.model.path) as engine:      # JaxEngine or SGLangEngine
+        gen = await engine.generate(prompt_ids, SamplingParams(max_new_tokens=256), return_routed_experts=True)
 
-Importing this package loads the protocol only (no jax, no device).
+Importing this package loads the protocol only (no jax, no device); `open_engine` imports the backend
+it needs when called.
 """
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from typing import Any
 
 from legorl_jax.engine.base import (
     BadRequestError,
@@ -26,4 +34,41 @@ __all__ = [
     "EngineTimeoutError",
     "EngineUnavailableError",
     "SamplingParams",
+    "open_engine",
 ]
+
+
+@contextlib.asynccontextmanager
+async def open_engine(config: Any, model_path: str | os.PathLike, *, policy: Any = None) -> AsyncIterator[Engine]:
+    """The engine `config` (an `EngineConfig`) describes, closed (and its server stopped) on exit.
+
+    jax: a `JaxEngine` on `policy` when given (the trainer's own module; only the tokenizer is read from
+    `model_path`), else on the HF directory `model_path`. sglang: an `SGLangEngine` on `config.url`, or on a server that
+    `SGLangLauncher` starts from `config.sglang` on `model_path` and stops afterwards.
+    """
+    from legorl_jax.config import EngineConfig
+
+    if not isinstance(config, EngineConfig):
+        raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
+    if config.backend == "jax":
+        from legorl_jax.engine.jax_engine import JaxEngine, tokenizer_of
+
+        options = dict(max_running=config.max_running, max_len=config.max_len, min_bucket=config.min_prefill_bucket,
+                       dtype=config.dtype, weight_version=config.weight_version)  # fmt: skip
+        if policy is None:
+            engine = JaxEngine.from_dir(model_path, **options)
+        else:
+            engine = JaxEngine(policy, tokenizer=tokenizer_of(model_path), model_path=str(model_path), **options)
+        try:
+            yield engine
+        finally:
+            engine.close()
+        return
+    from legorl_jax.engine.sglang_client import SGLangEngine
+    from legorl_jax.engine.sglang_launcher import SGLangLauncher
+
+    client_options = dict(timeout_s=config.request_timeout_s, retries=config.connect_retries,
+                          backoff_s=config.retry_backoff_s)  # fmt: skip
+    async with contextlib.AsyncExitStack() as stack:
+        url = config.url or await stack.enter_async_context(SGLangLauncher(config.sglang, model_path))
+        yield await stack.enter_async_context(SGLangEngine(url, **client_options))

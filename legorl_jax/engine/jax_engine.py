@@ -21,8 +21,9 @@ thread (`load_hf`), then swapped in like an in-process state, so decoding contin
 
 Pausing: `pause("in_place")` stops scheduling (requests keep their slots; new ones queue), `pause("abort")`
 also finishes every request in flight with reason "abort"; `resume()` continues. A cancelled `generate`
-aborts its request. If the engine thread fails, every pending call gets an `EngineError` and `health()`
-turns False.
+aborts its request; `close()` finishes requests in flight with reason "abort". If the engine thread
+fails (a device error), every request in flight and every queued call gets an `EngineError`, later
+calls raise it at once, and `health()` turns False.
 
 Not done here: prefix caching (every request is prefilled in full; `flush_cache` has nothing to flush and
 only reports whether the engine is idle, as SGLang's refuses to flush while requests run), sharding the
@@ -127,14 +128,15 @@ class JaxEngine:
         self._thread.start()
 
     @classmethod
-    def from_dir(cls, path: str | os.PathLike, *, dtype: str = "float32", **options: Any) -> JaxEngine:
-        """An engine on the HF checkpoint directory `path` (weights, tokenizer, eos ids from generation_config)."""
+    def from_dir(cls, path: str | os.PathLike, *, dtype: str | None = None, **options: Any) -> JaxEngine:
+        """An engine on the HF checkpoint directory `path` (weights, tokenizer, eos ids from generation_config).
+
+        `dtype` is the engine's weight and KV dtype (None: float32).
+        """
         from legorl_jax.model.checkpoint_io import load_hf
 
-        directory = pathlib.Path(path)
-        policy = load_hf(directory, dtype)
-        tokenizer = Tokenizer.from_dir(directory) if (directory / "tokenizer.json").is_file() else None
-        return cls(policy, tokenizer=tokenizer, model_path=str(directory), **options)
+        policy = load_hf(path, dtype or "float32")
+        return cls(policy, tokenizer=tokenizer_of(path), model_path=str(path), dtype=dtype, **options)
 
     # ------------------------------------------------------------------------------------------------
     # properties
@@ -187,6 +189,7 @@ class JaxEngine:
             return_routed_experts=return_routed_experts and self.config.is_moe,
             routed_start=routed_experts_start_len,
             on_done=reply.set,
+            on_error=reply.fail,
         )
         self._send("submit", req, reply)
         try:
@@ -270,6 +273,8 @@ class JaxEngine:
         if self._closed:
             raise EngineError("the engine is closed")
         self._commands.put((kind, payload, reply))
+        if not self._thread.is_alive():  # it ended between the checks above and the put: nobody would answer
+            self._fail_queued(EngineError("the engine is closed" if self._error is None else f"the engine thread failed: {self._error!r}"))
 
     async def _call(self, kind: str, payload: Any) -> Any:
         reply = _Reply()
@@ -285,7 +290,8 @@ class JaxEngine:
                 block = self._paused or self.scheduler.idle
                 for kind, payload, reply in self._take(block):
                     if kind is _STOP:
-                        self._shutdown(EngineError("the engine is closed"))
+                        self.scheduler.abort_all()
+                        self._fail_queued(EngineError("the engine is closed"))
                         return
                     self._handle(kind, payload, reply)
                 if not self._paused:
@@ -293,7 +299,9 @@ class JaxEngine:
         except BaseException as exc:  # noqa: BLE001 - every caller must hear about it
             log.exception("the engine thread failed")
             self._error = exc
-            self._shutdown(EngineError(f"the engine thread failed: {exc!r}"))
+            error = EngineError(f"the engine thread failed: {exc!r}")
+            self.scheduler.fail_all(error)
+            self._fail_queued(error)
 
     def _take(self, block: bool) -> list[tuple]:
         commands = [self._commands.get()] if block else []
@@ -345,14 +353,19 @@ class JaxEngine:
             out = self.runner.decode(tokens, positions, rows, want_routing=self.scheduler.wants_routing)
             self.scheduler.on_decode(*out)
 
-    def _shutdown(self, error: EngineError) -> None:
-        """Finishes requests in flight (abort) and fails every command still queued."""
-        try:
-            self.scheduler.abort_all()
-        finally:
-            for _, _, reply in self._take(block=False):
-                if isinstance(reply, _Reply):
-                    reply.fail(error)
+    def _fail_queued(self, error: EngineError) -> None:
+        """Fails every command still queued (requests submitted after the end included)."""
+        for kind, payload, reply in self._take(block=False):
+            if kind == "submit" and payload.on_error is not None:
+                payload.on_error(error)
+            elif isinstance(reply, _Reply):
+                reply.fail(error)
+
+
+def tokenizer_of(path: str | os.PathLike) -> Tokenizer | None:
+    """The tokenizer of an HF directory, or None when it ships none (stop strings and text need one)."""
+    directory = pathlib.Path(path)
+    return Tokenizer.from_dir(directory) if (directory / "tokenizer.json").is_file() else None
 
 
 def _check_version(version: Any) -> str:

@@ -120,7 +120,8 @@ class ModelRunner:
         with jax.default_device(self.device):
             self.cache = policy.init_cache(num_slots, max_len, dtype=None if dtype is None else dtype)
         self.cache = jax.device_put(self.cache, self._sharding)
-        self.compiled: set[tuple[str, int]] = set()
+        # Replaced, never mutated, so another thread can read it while the engine thread runs.
+        self.compiled: frozenset[tuple[str, int]] = frozenset()
 
     # ------------------------------------------------------------------------------------------------
     # weights
@@ -176,7 +177,7 @@ class ModelRunner:
         ids[0, :p] = prompt
         positions = np.full((1, width), -1, np.int32)
         positions[0, :p] = np.arange(p, dtype=np.int32)
-        self.compiled.add(("prefill", width))
+        self.compiled = self.compiled | {("prefill", width)}
         token, logprob, routed, self.cache = _prefill(
             self.graphdef, self.params, self.rest, self.cache, ids, positions, np.array([slot], np.int32),
             np.array([p - 1], np.int32), rows, np.array([p], np.int32),
@@ -188,7 +189,7 @@ class ModelRunner:
         self, tokens: np.ndarray, positions: np.ndarray, rows: SamplingRows, *, want_routing: bool
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """One step over all slots: int32[S] next tokens, float32[S] log-probs, int32[S, L, K] routing or None."""
-        self.compiled.add(("decode", self.num_slots))
+        self.compiled = self.compiled | {("decode", self.num_slots)}
         token, logprob, routed, self.cache = _decode(
             self.graphdef, self.params, self.rest, self.cache, tokens, positions, rows
         )
@@ -205,7 +206,7 @@ class ModelRunner:
         targets[0, : p - 1] = ids[1:]
         segments = np.zeros((1, width), np.int32)
         segments[0, :p] = 1
-        self.compiled.add(("prompt_logprobs", width))
+        self.compiled = self.compiled | {("prompt_logprobs", width)}
         lp = _prompt_logprobs(self.graphdef, self.params, self.rest, tokens, targets, segments, float(temperature))
         # lp[t] scores token t + 1 given tokens <= t.
         return np.asarray(lp)[0, start - 1 : p - 1].astype(np.float32)

@@ -57,6 +57,7 @@ class Request:
     return_routed_experts: bool
     routed_start: int
     on_done: Callable[[Generation], None]
+    on_error: Callable[[BaseException], None] | None = None  # the engine failed before the request finished
     stop_ids: frozenset[int] = frozenset()
     slot: int | None = None
     output_ids: list[int] = dataclasses.field(default_factory=list)
@@ -146,6 +147,16 @@ class Scheduler:
         for req in reqs:
             self.abort(req.rid)
         return len(reqs)
+
+    def fail_all(self, error: BaseException) -> None:
+        """Drops every request in flight, handing each `error` (the engine can no longer serve them)."""
+        reqs = list(self.by_rid.values())
+        self.waiting.clear()
+        self.slots = [None] * self.num_slots
+        self.by_rid.clear()
+        for req in reqs:
+            if req.on_error is not None:
+                req.on_error(error)
 
     # ------------------------------------------------------------------------------------------------
     # steps

@@ -8,8 +8,10 @@ import pytest
 from flax import nnx
 
 from engine_reference import MAX_LEN, SLOTS, Reference
-from legorl_jax.engine import ContextOverflowError, SamplingParams
+from legorl_jax.config import EngineConfig
+from legorl_jax.engine import ContextOverflowError, EngineError, SamplingParams, open_engine
 from legorl_jax.engine import runner as runner_module
+from legorl_jax.engine.jax_engine import JaxEngine
 from legorl_jax.model import load_hf
 
 PROMPTS = [
@@ -346,3 +348,39 @@ async def test_weight_updates_reject_mismatched_sources(engine, tmp_path, tiny_m
     with pytest.raises(ValueError, match="does not have the engine policy's structure"):
         await engine.update_weights(nnx.state(load_hf(small), nnx.Param), "x")
     assert await engine.health()
+
+
+# ----------------------------------------------------------------------------------------------------
+# construction and failure
+
+
+async def test_open_engine_builds_the_configured_engine_and_shares_compiled_programs(engine, engine_model_dir):
+    config = EngineConfig(max_running=SLOTS, max_len=MAX_LEN, min_prefill_bucket=16, weight_version="cfg-0")
+    sampling = SamplingParams(max_new_tokens=5, seed=8, ignore_eos=True)
+    expected = await engine.generate(PROMPTS[0], sampling)  # the shared engine has compiled these shapes
+    decode_programs = runner_module._decode._cache_size()
+    async with open_engine(config, engine_model_dir) as built:
+        assert isinstance(built, JaxEngine) and built.tokenizer is not None
+        gen = await built.generate(PROMPTS[0], sampling)
+    assert gen.weight_version == "cfg-0"
+    np.testing.assert_array_equal(gen.output_ids, expected.output_ids)
+    assert runner_module._decode._cache_size() == decode_programs  # same model and shapes: no new compile
+    assert not await built.health()  # closed on exit
+    with pytest.raises(TypeError, match="EngineConfig"):
+        async with open_engine({"backend": "jax"}, engine_model_dir):
+            pass
+
+
+async def test_a_failed_engine_thread_fails_requests_in_flight_and_every_later_call(engine_model_dir):
+    broken = JaxEngine.from_dir(engine_model_dir, max_running=SLOTS, max_len=MAX_LEN, min_bucket=16)
+    try:
+        task = asyncio.ensure_future(broken.generate(PROMPTS[0], SamplingParams(max_new_tokens=50, ignore_eos=True, seed=0), rid="doomed"))
+        await wait_for_tokens(broken, "doomed", 1)
+        broken.runner.params = None  # the next decode step cannot run
+        with pytest.raises(EngineError, match="engine thread failed"):
+            await task
+        assert not await broken.health()
+        with pytest.raises(EngineError, match="engine thread failed"):
+            await broken.generate(PROMPTS[0], SamplingParams())
+    finally:
+        broken.close()

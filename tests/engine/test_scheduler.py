@@ -157,3 +157,16 @@ def test_a_duplicate_rid_and_stop_strings_without_a_tokenizer_are_rejected():
         s.submit(request("x"))
     with pytest.raises(ValueError, match="needs a tokenizer"):
         s.submit(request("y", stop=["\n"]))
+
+
+def test_fail_all_hands_every_request_in_flight_the_error_and_frees_the_slots():
+    s, errors = make(num_slots=1), []
+    reqs = [request("run"), request("wait")]
+    for r in reqs:
+        r.on_error = lambda exc, rid=r.rid: errors.append((rid, str(exc)))
+        s.submit(r)
+    s.admit()
+    prefill(s, reqs[0], 3)
+    s.fail_all(RuntimeError("device lost"))
+    assert sorted(errors) == [("run", "device lost"), ("wait", "device lost")]
+    assert s.idle and s.slots == [None]

@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from legorl_jax.config import EngineConfig
 from legorl_jax.engine import (
     BadRequestError,
     ContextOverflowError,
@@ -18,6 +19,7 @@ from legorl_jax.engine import (
     EngineTimeoutError,
     EngineUnavailableError,
     SamplingParams,
+    open_engine,
 )
 from legorl_jax.engine.serve import make_app
 from legorl_jax.engine.sglang_client import SGLangEngine
@@ -200,3 +202,12 @@ def test_client_arguments_are_validated():
         SGLangEngine("http://x", retries=-1)
     with pytest.raises(ValueError, match=r"routing must be .* got \(2, 0, 8\)"):
         SGLangEngine("http://x", routing=(2, 0, 8))
+
+
+async def test_open_engine_with_a_url_connects_to_that_server(engine):
+    async with TestServer(make_app(engine)) as server:
+        config = EngineConfig(backend="sglang", url=str(server.make_url("")), connect_retries=0)
+        async with open_engine(config, "/not/read/when/a/url/is/given") as client:
+            assert isinstance(client, SGLangEngine) and client.retries == 0
+            gen = await client.generate(PROMPT, SamplingParams(max_new_tokens=3, seed=0))
+    assert len(gen.output_ids) == 3
