@@ -175,3 +175,15 @@ def test_auto_backend_falls_back_to_bubblewrap_when_no_daemon_answers(monkeypatc
 def test_auto_backend_picks_docker_when_a_daemon_answers(docker_available):
     assert docker_available, "no Docker daemon answers (make system starts one)"
     assert resolve_backend("auto") == "docker"
+
+
+async def test_bubblewrap_without_a_docker_daemon_runs_the_base_image_from_its_debootstrap_tree(monkeypatch, tmp_path):
+    import shutil
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed on this host")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    async with make_sandbox(SandboxSpec(image="legorl-base:latest"), backend="auto") as sb:
+        assert sb.backend == "bwrap"
+        probe = await sb.exec("id -un; python3 -m pytest --version 2>&1; git --version")
+    assert probe.stdout.startswith("agent\npytest 7.") and "git version" in probe.stdout
