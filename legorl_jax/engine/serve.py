@@ -259,6 +259,15 @@ def make_app(engine: JaxEngine) -> web.Application:
     return app
 
 
+async def start_site(engine: JaxEngine, host: str, port: int) -> web.AppRunner:
+    """Serves `engine` on host:port until the returned runner is cleaned up."""
+    # A client that hangs up cancels its handler, and so aborts its request (SGLang does the same).
+    runner = web.AppRunner(make_app(engine), access_log=None, handler_cancellation=True)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
+
+
 # ----------------------------------------------------------------------------------------------------
 # command line
 
@@ -288,9 +297,7 @@ async def _serve(args: argparse.Namespace) -> None:
     try:
         if not args.no_warmup:
             await engine.generate([0], SamplingParams(max_new_tokens=2, temperature=0.0), rid="warmup")
-        runner = web.AppRunner(make_app(engine), access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, args.host, args.port).start()
+        runner = await start_site(engine, args.host, args.port)
         print(f"legorl_jax.engine.serve: ready on http://{args.host}:{args.port} ({engine.max_running} slots, "
               f"max_len {engine.max_len})", file=sys.stderr, flush=True)
         stop = asyncio.Event()

@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from engine_reference import MAX_LEN
 from legorl_jax.engine import SamplingParams
-from legorl_jax.engine.serve import make_app
+from legorl_jax.engine.serve import make_app, start_site
 
 PROMPT = [5, 17, 230, 901, 44, 12, 9]
 
@@ -206,3 +206,42 @@ async def test_control_routes_answer_json_errors(client, path, body, status, fie
     assert resp.status == status and "Traceback" not in await resp.text()
     assert (await resp.json())["error"]["field"] == field
     assert (await client.get("/generate")).status == 405
+
+
+async def test_a_client_that_hangs_up_aborts_its_request(engine):
+    import socket
+
+    import aiohttp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    runner = await start_site(engine, "127.0.0.1", port)  # as `python -m legorl_jax.engine.serve` serves
+    try:
+        body = {"input_ids": PROMPT, "rid": "hang-up", "sampling_params": {"max_new_tokens": 50, "ignore_eos": True}}
+        async with aiohttp.ClientSession() as session:
+            post = asyncio.ensure_future(
+                session.post(f"http://127.0.0.1:{port}/generate", json=body, timeout=aiohttp.ClientTimeout(total=1.0))
+            )
+            while "hang-up" not in engine.scheduler.by_rid:
+                await asyncio.sleep(0.002)
+            await engine.pause("in_place")  # frozen in its slot until the client gives up
+            try:
+                with pytest.raises(TimeoutError):
+                    await post
+                for _ in range(1000):
+                    if "hang-up" not in engine.scheduler.by_rid:
+                        break
+                    await asyncio.sleep(0.01)
+                assert "hang-up" not in engine.scheduler.by_rid  # aborted while still paused
+            finally:
+                await engine.resume()
+    finally:
+        await runner.cleanup()
+
+
+def test_the_command_line_refuses_tensor_parallelism(capsys):
+    from legorl_jax.engine.serve import main
+
+    assert main(["--model", "/unused", "--tp", "2"]) == 2
+    assert "--tp must be 1" in capsys.readouterr().err
