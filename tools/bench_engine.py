@@ -66,11 +66,21 @@ def hf_worker(args: argparse.Namespace) -> None:
         start = time.perf_counter()
         with torch.no_grad():
             out = model.generate(
-                ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n, do_sample=True,
-                top_k=0, top_p=1.0, temperature=1.0, pad_token_id=0,
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=n,
+                min_new_tokens=n,
+                do_sample=True,
+                top_k=0,
+                top_p=1.0,
+                temperature=1.0,
+                pad_token_id=0,
             )
         elapsed = time.perf_counter() - start
-        print(json.dumps({"elapsed": elapsed, "tokens": int(out.shape[0] * (out.shape[1] - ids.shape[1]))}), flush=True)
+        print(
+            json.dumps({"elapsed": elapsed, "tokens": int(out.shape[0] * (out.shape[1] - ids.shape[1]))}),
+            flush=True,
+        )
 
 
 class HFWorker:
@@ -79,8 +89,18 @@ class HFWorker:
     def __init__(self, args: argparse.Namespace, model_dir: pathlib.Path):
         python = ROOT / ".venv-ref" / "bin" / "python"
         if not python.exists():
-            raise SystemExit(f"{python} is missing: run tools/make_ref_venv.sh (HF transformers + CPU torch) first")
-        cmd = [str(python), __file__, "--hf-worker", "--model", str(model_dir), "--prompt-len", str(args.prompt_len)]
+            raise SystemExit(
+                f"{python} is missing: run tools/make_ref_venv.sh (HF transformers + CPU torch) first"
+            )
+        cmd = [
+            str(python),
+            __file__,
+            "--hf-worker",
+            "--model",
+            str(model_dir),
+            "--prompt-len",
+            str(args.prompt_len),
+        ]
         env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.info = self._read()
@@ -165,7 +185,10 @@ async def measure(args: argparse.Namespace, model_dir: pathlib.Path) -> dict:
 
 
 def table(args: argparse.Namespace, result: dict) -> str:
-    rows = ["| concurrent requests | ours (tokens/s) | HF generate (tokens/s) | ours / HF |", "|---:|---:|---:|---:|"]
+    rows = [
+        "| concurrent requests | ours (tokens/s) | HF generate (tokens/s) | ours / HF |",
+        "|---:|---:|---:|---:|",
+    ]
     for c in args.concurrency:
         o, h = result["ours"][c], result["hf"][c]
         rows.append(f"| {c} | {o:,.0f} | {h:,.0f} | {o / h:.2f}x |")
@@ -183,7 +206,9 @@ def table(args: argparse.Namespace, result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", type=pathlib.Path, default=None, help="HF dir (default: a fresh default tiny MoE)")
+    parser.add_argument(
+        "--model", type=pathlib.Path, default=None, help="HF dir (default: a fresh default tiny MoE)"
+    )
     parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32])
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
@@ -197,7 +222,9 @@ def main(argv: list[str] | None = None) -> None:
         hf_worker(args)
         return
     if max(args.concurrency) > args.max_running:
-        raise SystemExit(f"--max-running {args.max_running} must cover the largest --concurrency {max(args.concurrency)}")
+        raise SystemExit(
+            f"--max-running {args.max_running} must cover the largest --concurrency {max(args.concurrency)}"
+        )
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.model

@@ -39,7 +39,9 @@ __all__ = [
 
 
 @contextlib.asynccontextmanager
-async def open_engine(config: Any, model_path: str | os.PathLike, *, policy: Any = None) -> AsyncIterator[Engine]:
+async def open_engine(
+    config: Any, model_path: str | os.PathLike, *, policy: Any = None
+) -> AsyncIterator[Engine]:
     """The engine `config` (an `EngineConfig`) describes, closed (and its server stopped) on exit.
 
     jax: a `JaxEngine` on `policy` when given (the trainer's own module; only the tokenizer is read from
@@ -58,7 +60,9 @@ async def open_engine(config: Any, model_path: str | os.PathLike, *, policy: Any
         if policy is None:
             engine = JaxEngine.from_dir(model_path, **options)
         else:
-            engine = JaxEngine(policy, tokenizer=tokenizer_of(model_path), model_path=str(model_path), **options)
+            engine = JaxEngine(
+                policy, tokenizer=tokenizer_of(model_path), model_path=str(model_path), **options
+            )
         try:
             yield engine
         finally:

@@ -107,9 +107,13 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_new_tokens) or self.max_new_tokens < 0:
-            raise ValueError(f"sampling_params.max_new_tokens must be an int >= 0, got {self.max_new_tokens!r}")
+            raise ValueError(
+                f"sampling_params.max_new_tokens must be an int >= 0, got {self.max_new_tokens!r}"
+            )
         if not _is_number(self.temperature) or self.temperature < 0:
-            raise ValueError(f"sampling_params.temperature must be a finite number >= 0, got {self.temperature!r}")
+            raise ValueError(
+                f"sampling_params.temperature must be a finite number >= 0, got {self.temperature!r}"
+            )
         if not _is_number(self.top_p) or not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"sampling_params.top_p must lie in (0, 1], got {self.top_p!r}")
         if not _is_int(self.top_k) or not (self.top_k == -1 or self.top_k >= 1):
@@ -118,7 +122,9 @@ class SamplingParams:
             raise ValueError(f"sampling_params.min_p must lie in [0, 1], got {self.min_p!r}")
         stop = (self.stop,) if isinstance(self.stop, str) else self.stop
         if not isinstance(stop, (tuple, list)) or not all(isinstance(s, str) and s for s in stop):
-            raise ValueError(f"sampling_params.stop must be a non-empty string or a list of them, got {self.stop!r}")
+            raise ValueError(
+                f"sampling_params.stop must be a non-empty string or a list of them, got {self.stop!r}"
+            )
         object.__setattr__(self, "stop", tuple(stop))
         ids = self.stop_token_ids
         if not isinstance(ids, (tuple, list)) or not all(_is_int(i) and i >= 0 for i in ids):
@@ -151,15 +157,23 @@ WeightSource = str | os.PathLike | Any
 def check_input_ids(input_ids: Any, vocab_size: int | None = None, field: str = "input_ids") -> np.ndarray:
     """`input_ids` as int32[P] (P >= 1), or a ValueError/TypeError naming the field and the bad value."""
     if isinstance(input_ids, (str, bytes)):
-        raise TypeError(f"{field} must be a list of token ids, got a {type(input_ids).__name__}: {input_ids[:40]!r}")
+        raise TypeError(
+            f"{field} must be a list of token ids, got a {type(input_ids).__name__}: {input_ids[:40]!r}"
+        )
     array = np.asarray(input_ids)
-    if array.dtype == object or (array.size and not np.issubdtype(array.dtype, np.integer)) or array.dtype == bool:
+    if (
+        array.dtype == object
+        or (array.size and not np.issubdtype(array.dtype, np.integer))
+        or array.dtype == bool
+    ):
         raise TypeError(f"{field} must be a list of ints, got {_preview(input_ids)}")
     if array.ndim != 1:
         raise ValueError(f"{field} must be a flat list of token ids, got shape {array.shape}")
     if array.size == 0:
         raise ValueError(f"{field} is empty: generation needs at least one prompt token")
-    bad = np.flatnonzero((array < 0) | (array >= (vocab_size if vocab_size is not None else np.iinfo(np.int32).max)))
+    bad = np.flatnonzero(
+        (array < 0) | (array >= (vocab_size if vocab_size is not None else np.iinfo(np.int32).max))
+    )
     if bad.size:
         limit = f"[0, vocab_size={vocab_size})" if vocab_size is not None else "[0, 2**31)"
         raise ValueError(f"{field}[{bad[0]}] = {int(array[bad[0]])} is outside {limit}")
@@ -176,7 +190,9 @@ def check_generate_args(
         raise TypeError(f"return_routed_experts must be a bool, got {return_routed_experts!r}")
     start = routed_experts_start_len
     if not _is_int(start) or not 0 <= start <= len(prompt):
-        raise ValueError(f"routed_experts_start_len must be an int in [0, prompt_tokens={len(prompt)}], got {start!r}")
+        raise ValueError(
+            f"routed_experts_start_len must be an int in [0, prompt_tokens={len(prompt)}], got {start!r}"
+        )
     if rid is not None and (not isinstance(rid, str) or not rid):
         raise ValueError(f"rid must be a non-empty string or None, got {rid!r}")
     return rid or uuid.uuid4().hex
@@ -185,7 +201,9 @@ def check_generate_args(
 def check_logprob_args(ids: np.ndarray, start: Any, temperature: Any) -> None:
     """Checks `Engine.prompt_logprobs`'s `start` (in [1, P]) and `temperature` (finite, > 0)."""
     if not _is_int(start) or not 1 <= start <= len(ids):
-        raise ValueError(f"start must be an int in [1, {len(ids)}] (the first token has no context), got {start!r}")
+        raise ValueError(
+            f"start must be an int in [1, {len(ids)}] (the first token has no context), got {start!r}"
+        )
     if not _is_number(temperature) or not temperature > 0:
         raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
 

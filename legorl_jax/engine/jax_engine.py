@@ -111,7 +111,11 @@ class JaxEngine:
         self.model_path = model_path
         if eos_token_ids is None:
             eos_token_ids = tokenizer.eos_token_ids if tokenizer is not None else ()
-        routing = (self.config.num_moe_layers, self.config.num_experts_per_tok, self.config.num_experts) if self.config.is_moe else None
+        routing = (
+            (self.config.num_moe_layers, self.config.num_experts_per_tok, self.config.num_experts)
+            if self.config.is_moe
+            else None
+        )
         self.scheduler = Scheduler(
             max_running,
             max_len,
@@ -203,7 +207,8 @@ class JaxEngine:
         if len(ids) > self.max_len:
             raise ContextOverflowError(
                 f"input_ids has {len(ids)} tokens, more than the engine's context of max_len={self.max_len} tokens",
-                prompt_tokens=len(ids), limit=self.max_len,
+                prompt_tokens=len(ids),
+                limit=self.max_len,
             )
         check_logprob_args(ids, start, temperature)
         return await self._call("logprobs", (ids, start, float(temperature)))
@@ -263,7 +268,8 @@ class JaxEngine:
             raise ContextOverflowError(
                 f"input_ids has {len(prompt)} tokens; the engine's context is max_len={self.max_len} tokens, so a "
                 f"prompt may have at most {self.max_len - 1} (one position is left for the first generated token)",
-                prompt_tokens=len(prompt), limit=self.max_len,
+                prompt_tokens=len(prompt),
+                limit=self.max_len,
             )
         return prompt
 
@@ -274,7 +280,13 @@ class JaxEngine:
             raise EngineError("the engine is closed")
         self._commands.put((kind, payload, reply))
         if not self._thread.is_alive():  # it ended between the checks above and the put: nobody would answer
-            self._fail_queued(EngineError("the engine is closed" if self._error is None else f"the engine thread failed: {self._error!r}"))
+            self._fail_queued(
+                EngineError(
+                    "the engine is closed"
+                    if self._error is None
+                    else f"the engine thread failed: {self._error!r}"
+                )
+            )
 
     async def _call(self, kind: str, payload: Any) -> Any:
         reply = _Reply()
@@ -372,4 +384,3 @@ def _check_version(version: Any) -> str:
     if not isinstance(version, str) or not version:
         raise ValueError(f"weight_version must be a non-empty string, got {version!r}")
     return version
-

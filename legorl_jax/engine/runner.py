@@ -57,7 +57,9 @@ def prefill_buckets(max_len: int, min_bucket: int) -> tuple[int, ...]:
 
 def _logits_at(model: Policy, hidden: jax.Array) -> jax.Array:
     head = model.lm_head_weight().astype(hidden.dtype)
-    return jnp.einsum("btd,dv->btv", hidden, head, preferred_element_type=jnp.float32)[:, 0].astype(jnp.float32)
+    return jnp.einsum("btd,dv->btv", hidden, head, preferred_element_type=jnp.float32)[:, 0].astype(
+        jnp.float32
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef",), donate_argnames=("cache",))
@@ -104,7 +106,9 @@ class ModelRunner:
             raise ValueError(f"max_running (slots) must be a positive int, got {num_slots!r}")
         limit = policy.config.max_position_embeddings
         if not isinstance(max_len, int) or isinstance(max_len, bool) or not 2 <= max_len <= limit:
-            raise ValueError(f"max_len must be an int in [2, max_position_embeddings={limit}], got {max_len!r}")
+            raise ValueError(
+                f"max_len must be an int in [2, max_position_embeddings={limit}], got {max_len!r}"
+            )
         self.config = policy.config
         self.num_slots, self.max_len = num_slots, max_len
         self.buckets = prefill_buckets(max_len, min_bucket)
@@ -134,7 +138,9 @@ class ModelRunner:
         """The `nnx.Param` state of `source` (a state or a Policy), or a ValueError naming the mismatch."""
         if isinstance(source, Policy):
             if source.config != self.config:
-                raise ValueError(f"update_weights: the policy's config differs from the engine's ({source.config} vs {self.config})")
+                raise ValueError(
+                    f"update_weights: the policy's config differs from the engine's ({source.config} vs {self.config})"
+                )
             source = nnx.state(source, nnx.Param)
         if not isinstance(source, nnx.State):
             raise TypeError(
@@ -179,8 +185,16 @@ class ModelRunner:
         positions[0, :p] = np.arange(p, dtype=np.int32)
         self.compiled = self.compiled | {("prefill", width)}
         token, logprob, routed, self.cache = _prefill(
-            self.graphdef, self.params, self.rest, self.cache, ids, positions, np.array([slot], np.int32),
-            np.array([p - 1], np.int32), rows, np.array([p], np.int32),
+            self.graphdef,
+            self.params,
+            self.rest,
+            self.cache,
+            ids,
+            positions,
+            np.array([slot], np.int32),
+            np.array([p - 1], np.int32),
+            rows,
+            np.array([p], np.int32),
         )
         routed_host = None if routed is None else np.asarray(routed)[:, 0, :p].transpose(1, 0, 2)
         return int(token[0]), float(logprob[0]), routed_host
@@ -207,7 +221,9 @@ class ModelRunner:
         segments = np.zeros((1, width), np.int32)
         segments[0, :p] = 1
         self.compiled = self.compiled | {("prompt_logprobs", width)}
-        lp = _prompt_logprobs(self.graphdef, self.params, self.rest, tokens, targets, segments, float(temperature))
+        lp = _prompt_logprobs(
+            self.graphdef, self.params, self.rest, tokens, targets, segments, float(temperature)
+        )
         # lp[t] scores token t + 1 given tokens <= t.
         return np.asarray(lp)[0, start - 1 : p - 1].astype(np.float32)
 
@@ -215,4 +231,3 @@ class ModelRunner:
     def num_programs_bound(self) -> int:
         """The most programs one temperature can compile: a prefill and a log-prob one per bucket, one decode."""
         return 2 * len(self.buckets) + 1
-

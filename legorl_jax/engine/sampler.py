@@ -66,7 +66,9 @@ class SamplingRows:
         return (self.top_k > 0) | (self.top_p < 1.0) | (self.min_p > 0.0)
 
 
-def token_keys(seed_lo: UInt32[Array, " b"], seed_hi: UInt32[Array, " b"], positions: Int[Array, " b"]) -> jax.Array:
+def token_keys(
+    seed_lo: UInt32[Array, " b"], seed_hi: UInt32[Array, " b"], positions: Int[Array, " b"]
+) -> jax.Array:
     """One PRNG key per row from (seed, position) alone."""
 
     def key(lo: jax.Array, hi: jax.Array, pos: jax.Array) -> jax.Array:
@@ -81,7 +83,7 @@ def keep_mask(logp: Float[Array, "b v"], rows: SamplingRows) -> jax.Array:
     probs = jnp.exp(jnp.take_along_axis(logp, order, axis=-1))
     mass_before = jnp.cumsum(probs, axis=-1) - probs
     rank = jnp.arange(logp.shape[-1], dtype=jnp.int32)[None, :]
-    keep = (rank < jnp.where(rows.top_k > 0, rows.top_k, logp.shape[-1])[:, None])
+    keep = rank < jnp.where(rows.top_k > 0, rows.top_k, logp.shape[-1])[:, None]
     keep &= (mass_before <= rows.top_p[:, None]) | (rows.top_p[:, None] >= 1.0)
     keep &= probs >= rows.min_p[:, None] * probs[:, :1]
     keep = keep.at[:, 0].set(True)

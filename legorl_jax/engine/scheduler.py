@@ -117,7 +117,9 @@ class Scheduler:
             frozenset() if req.sampling.ignore_eos else frozenset(self.eos_ids)
         )
         if req.sampling.stop and self.detokenize is None:
-            raise ValueError(f"sampling_params.stop={list(req.sampling.stop)!r} needs a tokenizer; the engine has none")
+            raise ValueError(
+                f"sampling_params.stop={list(req.sampling.stop)!r} needs a tokenizer; the engine has none"
+            )
         self.by_rid[req.rid] = req
         self.waiting.append(req)
 
@@ -213,7 +215,10 @@ class Scheduler:
             self._finish(req, "stop", token)
         elif (matched := self._stop_string(req)) is not None:
             self._finish(req, "stop", matched)
-        elif len(req.output_ids) >= req.sampling.max_new_tokens or req.prompt_len + len(req.output_ids) >= self.max_len:
+        elif (
+            len(req.output_ids) >= req.sampling.max_new_tokens
+            or req.prompt_len + len(req.output_ids) >= self.max_len
+        ):
             self._finish(req, "length", None)
 
     def _stop_string(self, req: Request) -> str | None:
@@ -237,7 +242,11 @@ class Scheduler:
         routed = None
         if req.return_routed_experts and self.routing is not None:
             layers, top_k, _ = self.routing
-            rows = np.concatenate(req.routing, axis=0) if req.routing else np.zeros((0, layers, top_k), self.routing_dtype)
+            rows = (
+                np.concatenate(req.routing, axis=0)
+                if req.routing
+                else np.zeros((0, layers, top_k), self.routing_dtype)
+            )
             expected = max(req.prompt_len + n - 1 - req.routed_start, 0)
             if len(rows) == expected:
                 routed = rows

@@ -94,10 +94,14 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return web.json_response(error_json(f"{exc.reason}: {request.method} {request.path}", None, "http"), status=exc.status)
+        return web.json_response(
+            error_json(f"{exc.reason}: {request.method} {request.path}", None, "http"), status=exc.status
+        )
     except Exception as exc:  # noqa: BLE001 - log the trace, answer one line
         log.exception("unexpected failure on %s", request.path)
-        return web.json_response(error_json(f"internal error: {type(exc).__name__}", None, "internal"), status=500)
+        return web.json_response(
+            error_json(f"internal error: {type(exc).__name__}", None, "internal"), status=500
+        )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -122,7 +126,9 @@ def _output_text(engine: JaxEngine, ids: Any, sampling: SamplingParams, matched:
     return text
 
 
-async def _input_logprobs(engine: JaxEngine, ids: Any, start: int, sampling: SamplingParams) -> list[list[Any]]:
+async def _input_logprobs(
+    engine: JaxEngine, ids: Any, start: int, sampling: SamplingParams
+) -> list[list[Any]]:
     temperature = sampling.temperature if sampling.temperature > 0 else 1.0
     scored = await engine.prompt_logprobs(ids, max(start, 1), temperature=temperature) if len(ids) > 1 else []
     values = ([math.nan] if start == 0 else []) + [float(v) for v in scored]
@@ -140,13 +146,20 @@ async def generate(request: web.Request) -> web.Response:
     if req.return_logprob and req.logprob_start_len >= 0:
         input_logprobs = await _input_logprobs(engine, ids, req.logprob_start_len, req.sampling)
     gen = await engine.generate(
-        ids, req.sampling, return_routed_experts=req.return_routed_experts,
-        routed_experts_start_len=req.routed_experts_start_len, rid=rid,
+        ids,
+        req.sampling,
+        return_routed_experts=req.return_routed_experts,
+        routed_experts_start_len=req.routed_experts_start_len,
+        rid=rid,
     )
     body = generation_json(
-        gen, rid=rid, text=_output_text(engine, gen.output_ids, req.sampling, gen.matched_stop),
-        return_logprob=req.return_logprob, input_logprobs=input_logprobs,
-        return_routed_experts=req.return_routed_experts, e2e_latency=time.monotonic() - began,
+        gen,
+        rid=rid,
+        text=_output_text(engine, gen.output_ids, req.sampling, gen.matched_stop),
+        return_logprob=req.return_logprob,
+        input_logprobs=input_logprobs,
+        return_routed_experts=req.return_routed_experts,
+        e2e_latency=time.monotonic() - began,
     )
     return web.json_response(body)
 
@@ -165,17 +178,23 @@ async def model_info(request: web.Request) -> web.Response:
     c = engine.config
     routing = None
     if c.is_moe:
-        routing = {"num_layers": c.num_moe_layers, "top_k": c.num_experts_per_tok, "num_experts": c.num_experts}
-    return web.json_response({
-        "model_path": engine.model_path,
-        "tokenizer_path": engine.model_path if engine.tokenizer is not None else None,
-        "is_generation": True,
-        "architectures": list(c.architectures),
-        "weight_version": engine.weight_version,
-        "context_length": engine.max_len,
-        "vocab_size": c.vocab_size,
-        "routing": routing,
-    })
+        routing = {
+            "num_layers": c.num_moe_layers,
+            "top_k": c.num_experts_per_tok,
+            "num_experts": c.num_experts,
+        }
+    return web.json_response(
+        {
+            "model_path": engine.model_path,
+            "tokenizer_path": engine.model_path if engine.tokenizer is not None else None,
+            "is_generation": True,
+            "architectures": list(c.architectures),
+            "weight_version": engine.weight_version,
+            "context_length": engine.max_len,
+            "vocab_size": c.vocab_size,
+            "routing": routing,
+        }
+    )
 
 
 async def server_info(request: web.Request) -> web.Response:
@@ -197,17 +216,23 @@ async def update_weights_from_disk(request: web.Request) -> web.Response:
         raise WireError(f"model_path must be a directory path, got {path!r}", "model_path")
     version = body.get("weight_version")
     if version is not None and (not isinstance(version, str) or not version):
-        raise WireError(f"weight_version must be a non-empty string or null, got {version!r}", "weight_version")
+        raise WireError(
+            f"weight_version must be a non-empty string or null, got {version!r}", "weight_version"
+        )
     aborted = await engine.abort_all() if _bool_field(body, "abort_all_requests", False) else 0
     try:
         await engine.update_weights(path, version or engine.weight_version)
     except (ValueError, TypeError, OSError) as exc:
-        return web.json_response({"success": False, "message": str(exc), "num_paused_requests": 0}, status=400)
-    return web.json_response({
-        "success": True,
-        "message": f"Succeeded to update model weights (weight_version={engine.weight_version}, aborted={aborted}).",
-        "num_paused_requests": 0,
-    })
+        return web.json_response(
+            {"success": False, "message": str(exc), "num_paused_requests": 0}, status=400
+        )
+    return web.json_response(
+        {
+            "success": True,
+            "message": f"Succeeded to update model weights (weight_version={engine.weight_version}, aborted={aborted}).",
+            "num_paused_requests": 0,
+        }
+    )
 
 
 async def flush_cache(request: web.Request) -> web.Response:
@@ -233,7 +258,9 @@ async def pause_generation(request: web.Request) -> web.Response:
     body = await _json_body(request, optional=True)
     mode = body.get("mode", "abort")
     if mode not in ("abort", "in_place"):
-        raise WireError(f"mode must be 'abort' or 'in_place' (retract is not supported), got {mode!r}", "mode")
+        raise WireError(
+            f"mode must be 'abort' or 'in_place' (retract is not supported), got {mode!r}", "mode"
+        )
     affected = await request.app[ENGINE_KEY].pause(mode)
     return web.json_response({"message": f"Generation paused ({mode}, {affected} requests).", "status": "ok"})
 
@@ -273,7 +300,9 @@ async def start_site(engine: JaxEngine, host: str, port: int) -> web.AppRunner:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m legorl_jax.engine.serve", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m legorl_jax.engine.serve", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--model", "--model-path", dest="model", required=True, help="HF model directory")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
@@ -284,22 +313,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weight-version", default="default")
     p.add_argument("--no-warmup", action="store_true", help="open the port before compiling anything")
     # SGLang's flags, so the launcher can start this server like SGLang.
-    p.add_argument("--tp", "--tp-size", dest="tp", type=int, default=1, help="must be 1 (the engine runs on one device)")
-    p.add_argument("--enable-return-routed-experts", action="store_true", help="accepted; routing is always available")
+    p.add_argument(
+        "--tp", "--tp-size", dest="tp", type=int, default=1, help="must be 1 (the engine runs on one device)"
+    )
+    p.add_argument(
+        "--enable-return-routed-experts", action="store_true", help="accepted; routing is always available"
+    )
     return p
 
 
 async def _serve(args: argparse.Namespace) -> None:
     engine = JaxEngine.from_dir(
-        args.model, dtype=args.dtype, max_running=args.max_running, max_len=args.max_len,
-        min_bucket=args.min_bucket, weight_version=args.weight_version,
+        args.model,
+        dtype=args.dtype,
+        max_running=args.max_running,
+        max_len=args.max_len,
+        min_bucket=args.min_bucket,
+        weight_version=args.weight_version,
     )
     try:
         if not args.no_warmup:
             await engine.generate([0], SamplingParams(max_new_tokens=2, temperature=0.0), rid="warmup")
         runner = await start_site(engine, args.host, args.port)
-        print(f"legorl_jax.engine.serve: ready on http://{args.host}:{args.port} ({engine.max_running} slots, "
-              f"max_len {engine.max_len})", file=sys.stderr, flush=True)
+        print(
+            f"legorl_jax.engine.serve: ready on http://{args.host}:{args.port} ({engine.max_running} slots, "
+            f"max_len {engine.max_len})",
+            file=sys.stderr,
+            flush=True,
+        )
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
@@ -314,7 +355,10 @@ async def _serve(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.tp != 1:
-        print(f"legorl_jax.engine.serve: --tp must be 1 (the embedded engine runs on one device), got {args.tp}", file=sys.stderr)
+        print(
+            f"legorl_jax.engine.serve: --tp must be 1 (the embedded engine runs on one device), got {args.tp}",
+            file=sys.stderr,
+        )
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     asyncio.run(_serve(args))

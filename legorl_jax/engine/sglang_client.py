@@ -51,7 +51,13 @@ from legorl_jax.engine.base import (
     check_input_ids,
     check_logprob_args,
 )
-from legorl_jax.engine.wire import CONTEXT_OVERFLOW, WireError, generate_request_json, generation_from_json, sampling_json
+from legorl_jax.engine.wire import (
+    CONTEXT_OVERFLOW,
+    WireError,
+    generate_request_json,
+    generation_from_json,
+    sampling_json,
+)
 from legorl_jax.types import Generation
 
 log = logging.getLogger(__name__)
@@ -90,13 +96,21 @@ class SGLangEngine:
     ):
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
-        for name, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s), ("backoff_s", backoff_s)):
+        for name, value in (
+            ("timeout_s", timeout_s),
+            ("connect_timeout_s", connect_timeout_s),
+            ("backoff_s", backoff_s),
+        ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ValueError(f"{name} must be a number >= 0, got {value!r}")
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise ValueError(f"retries must be an int >= 0, got {retries!r}")
-        if routing is not None and (len(routing) != 3 or not all(isinstance(v, int) and v > 0 for v in routing)):
-            raise ValueError(f"routing must be (num_moe_layers, top_k, num_experts) of positive ints, got {routing!r}")
+        if routing is not None and (
+            len(routing) != 3 or not all(isinstance(v, int) and v > 0 for v in routing)
+        ):
+            raise ValueError(
+                f"routing must be (num_moe_layers, top_k, num_experts) of positive ints, got {routing!r}"
+            )
         self.base_url = base_url.rstrip("/")
         self.routing = routing
         self.timeout_s, self.connect_timeout_s = float(timeout_s), float(connect_timeout_s)
@@ -128,7 +142,13 @@ class SGLangEngine:
         return self._session
 
     async def _request(
-        self, method: str, path: str, body: dict[str, Any] | None = None, *, idempotent: bool, timeout_s: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        idempotent: bool,
+        timeout_s: float | None = None,
     ) -> tuple[int, str]:
         """(status, text) of one call, retried as the module docstring says; raises on 4xx/5xx."""
         url = self.base_url + path
@@ -141,10 +161,17 @@ class SGLangEngine:
                 async with self._client().request(method, url, json=body, timeout=timeout) as resp:
                     text = await resp.text()
                     status = resp.status
-            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:  # never sent: safe to resend
+            except (
+                aiohttp.ClientConnectorError,
+                aiohttp.ConnectionTimeoutError,
+            ) as exc:  # never sent: safe to resend
                 last = exc
                 continue
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientPayloadError) as exc:
+            except (
+                aiohttp.ServerDisconnectedError,
+                aiohttp.ClientOSError,
+                aiohttp.ClientPayloadError,
+            ) as exc:
                 if not idempotent:
                     raise EngineError(
                         f"{method} {url}: connection lost after the request was sent ({exc!r}); not re-sent, "
@@ -156,7 +183,9 @@ class SGLangEngine:
                 raise EngineTimeoutError(f"{method} {url} took longer than {timeout.total:.0f} s") from exc
             self._raise_for(status, text, method, url)
             return status, text
-        raise EngineUnavailableError(f"{method} {url}: cannot connect after {self.retries + 1} attempts ({last!r})") from last
+        raise EngineUnavailableError(
+            f"{method} {url}: cannot connect after {self.retries + 1} attempts ({last!r})"
+        ) from last
 
     @staticmethod
     def _raise_for(status: int, text: str, method: str, url: str) -> None:
@@ -204,7 +233,9 @@ class SGLangEngine:
         from legorl_jax.model.architecture import ArchConfig
 
         arch = ArchConfig.from_json_file(config)
-        self.routing = (arch.num_moe_layers, arch.num_experts_per_tok, arch.num_experts) if arch.is_moe else None
+        self.routing = (
+            (arch.num_moe_layers, arch.num_experts_per_tok, arch.num_experts) if arch.is_moe else None
+        )
         return self.routing
 
     # ------------------------------------------------------------------------------------------------
@@ -224,7 +255,11 @@ class SGLangEngine:
         start = routed_experts_start_len
         routing = await self._routing() if return_routed_experts else None
         body = generate_request_json(
-            ids, sampling, rid=rid, return_routed_experts=return_routed_experts, routed_experts_start_len=start
+            ids,
+            sampling,
+            rid=rid,
+            return_routed_experts=return_routed_experts,
+            routed_experts_start_len=start,
         )
         try:
             reply = await self._json("POST", "/generate", body, idempotent=False)
@@ -238,7 +273,10 @@ class SGLangEngine:
             raise
         try:
             return generation_from_json(
-                reply, prompt_tokens=len(ids), routing=routing, routed_experts_start_len=start,
+                reply,
+                prompt_tokens=len(ids),
+                routing=routing,
+                routed_experts_start_len=start,
                 return_routed_experts=return_routed_experts,
             )
         except WireError as exc:
@@ -259,7 +297,9 @@ class SGLangEngine:
         entries = reply.get("meta_info", {}).get("input_token_logprobs")
         if not isinstance(entries, list) or len(entries) != len(ids) - start:
             got = len(entries) if isinstance(entries, list) else entries
-            raise EngineError(f"/generate returned input_token_logprobs of {got!r} entries, expected {len(ids) - start}")
+            raise EngineError(
+                f"/generate returned input_token_logprobs of {got!r} entries, expected {len(ids) - start}"
+            )
         values = [e[0] if isinstance(e, list) and e else None for e in entries]
         if any(not isinstance(v, (int, float)) for v in values):
             raise EngineError(f"/generate returned non-numeric input_token_logprobs: {values[:4]!r}...")
@@ -277,9 +317,13 @@ class SGLangEngine:
         try:
             reply = await self._json("POST", "/update_weights_from_disk", body, idempotent=False)
         except BadRequestError as exc:
-            raise BadRequestError(f"update_weights_from_disk({os.fspath(source)!r}) failed: {exc}", "model_path") from None
+            raise BadRequestError(
+                f"update_weights_from_disk({os.fspath(source)!r}) failed: {exc}", "model_path"
+            ) from None
         if not reply.get("success", False):
-            raise EngineError(f"update_weights_from_disk({os.fspath(source)!r}) failed: {reply.get('message')!r}")
+            raise EngineError(
+                f"update_weights_from_disk({os.fspath(source)!r}) failed: {reply.get('message')!r}"
+            )
 
     async def health(self) -> bool:
         try:

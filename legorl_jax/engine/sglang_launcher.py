@@ -68,9 +68,13 @@ def check_module(python: str, module: str) -> None:
     except FileNotFoundError:
         raise SGLangNotInstalledError(f"the interpreter {python!r} does not exist; {INSTALL_HINT}") from None
     if done.returncode == 3:
-        raise SGLangNotInstalledError(f"{package!r} is not installed for {python!r} (needed to run -m {module}); {INSTALL_HINT}")
+        raise SGLangNotInstalledError(
+            f"{package!r} is not installed for {python!r} (needed to run -m {module}); {INSTALL_HINT}"
+        )
     if done.returncode != 0:
-        raise SGLangNotInstalledError(f"{python!r} failed to probe for {package!r}: {done.stderr.strip()[-500:]}")
+        raise SGLangNotInstalledError(
+            f"{python!r} failed to probe for {package!r}: {done.stderr.strip()[-500:]}"
+        )
 
 
 def _tail(path: pathlib.Path, lines: int = 30) -> str:
@@ -89,7 +93,11 @@ class ServerProcess:
             raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
         self.argv, self.base_url = list(argv), base_url.rstrip("/")
         self.env = env
-        self.log_path = pathlib.Path(log_file) if log_file else pathlib.Path(tempfile.mkstemp(prefix="engine-", suffix=".log")[1])
+        self.log_path = (
+            pathlib.Path(log_file)
+            if log_file
+            else pathlib.Path(tempfile.mkstemp(prefix="engine-", suffix=".log")[1])
+        )
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -98,8 +106,12 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env=None if self.env is None else {**os.environ, **self.env},
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=None if self.env is None else {**os.environ, **self.env},
             )
 
     @property
@@ -120,7 +132,9 @@ class ServerProcess:
                         f"last lines of {self.log_path}:\n{_tail(self.log_path)}"
                     )
                 try:
-                    async with session.get(self.base_url + "/health", timeout=aiohttp.ClientTimeout(total=5)) as r:
+                    async with session.get(
+                        self.base_url + "/health", timeout=aiohttp.ClientTimeout(total=5)
+                    ) as r:
                         if r.status == 200:
                             return
                 except (aiohttp.ClientError, TimeoutError):
@@ -157,7 +171,9 @@ class ServerProcess:
 class SGLangLauncher:
     """Starts the server of `config` on `model_path`, waits for it, stops it (an async context manager)."""
 
-    def __init__(self, config: SGLangConfig, model_path: str | os.PathLike, *, env: dict[str, str] | None = None):
+    def __init__(
+        self, config: SGLangConfig, model_path: str | os.PathLike, *, env: dict[str, str] | None = None
+    ):
         self.config = config
         self.argv = sglang_argv(config, model_path)
         self.base_url = f"http://{config.host}:{config.port}"
@@ -182,4 +198,3 @@ class SGLangLauncher:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.stop()
-

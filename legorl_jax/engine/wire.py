@@ -75,7 +75,14 @@ _NEUTRAL_REQUEST = {
     "custom_logit_processor": None,
     "return_sampling_mask": False,
 }
-_IGNORED_REQUEST = ("session_id", "priority", "extra_key", "routed_dp_rank", "data_parallel_rank", "bootstrap_host")
+_IGNORED_REQUEST = (
+    "session_id",
+    "priority",
+    "extra_key",
+    "routed_dp_rank",
+    "data_parallel_rank",
+    "bootstrap_host",
+)
 _REQUEST_FIELDS = ("input_ids", "text", "sampling_params", "return_logprob", "logprob_start_len",
                    "return_routed_experts", "routed_experts_start_len", "rid")  # fmt: skip
 
@@ -133,16 +140,22 @@ def parse_sampling(params: Any) -> SamplingParams:
             if not _neutral(value, _NEUTRAL_SAMPLING[key]):
                 raise WireError(
                     f"sampling_params.{key}={value!r} is not supported by this engine "
-                    f"(only {_NEUTRAL_SAMPLING[key]!r} or null)", f"sampling_params.{key}",
+                    f"(only {_NEUTRAL_SAMPLING[key]!r} or null)",
+                    f"sampling_params.{key}",
                 )
         else:
-            raise WireError(f"sampling_params.{key} is not a known sampling parameter (value {value!r})", f"sampling_params.{key}")
+            raise WireError(
+                f"sampling_params.{key} is not a known sampling parameter (value {value!r})",
+                f"sampling_params.{key}",
+            )
     try:
         return SamplingParams(**kwargs)
     except ValueError as exc:
         ours = str(exc).split(" ", 1)[0].removeprefix("sampling_params.")
         wire = {v: k for k, v in _SAMPLING_FIELDS.items()}.get(ours)
-        message = str(exc).replace(f"sampling_params.{ours} ", f"sampling_params.{wire} ", 1) if wire else str(exc)
+        message = (
+            str(exc).replace(f"sampling_params.{ours} ", f"sampling_params.{wire} ", 1) if wire else str(exc)
+        )
         raise WireError(message, f"sampling_params.{wire}" if wire else "sampling_params") from None
 
 
@@ -153,7 +166,9 @@ def parse_generate(body: Any, vocab_size: int | None = None) -> GenerateRequest:
     for key, value in body.items():
         if key in _NEUTRAL_REQUEST:
             if not _neutral(value, _NEUTRAL_REQUEST[key]):
-                raise WireError(f"{key}={value!r} is not supported by this engine (only {_NEUTRAL_REQUEST[key]!r})", key)
+                raise WireError(
+                    f"{key}={value!r} is not supported by this engine (only {_NEUTRAL_REQUEST[key]!r})", key
+                )
         elif key not in _REQUEST_FIELDS and key not in _IGNORED_REQUEST:
             raise WireError(f"{key} is not a /generate field (value {str(value)[:60]!r})", key)
     ids, text = body.get("input_ids"), body.get("text")
@@ -161,13 +176,17 @@ def parse_generate(body: Any, vocab_size: int | None = None) -> GenerateRequest:
         raise WireError("send exactly one of input_ids and text", "input_ids")
     if ids is not None:
         if isinstance(ids, list) and ids and isinstance(ids[0], list):
-            raise WireError("input_ids must be a flat list of ints: batched requests are not supported", "input_ids")
+            raise WireError(
+                "input_ids must be a flat list of ints: batched requests are not supported", "input_ids"
+            )
         try:
             ids = check_input_ids(ids, vocab_size)
         except (TypeError, ValueError) as exc:
             raise WireError(str(exc), "input_ids") from None
     if text is not None and (not isinstance(text, str) or not text):
-        raise WireError(f"text must be a non-empty string (batched requests are not supported), got {text!r}", "text")
+        raise WireError(
+            f"text must be a non-empty string (batched requests are not supported), got {text!r}", "text"
+        )
     flags = {}
     for key in ("return_logprob", "return_routed_experts"):
         flags[key] = body.get(key) if body.get(key) is not None else False
@@ -180,13 +199,20 @@ def parse_generate(body: Any, vocab_size: int | None = None) -> GenerateRequest:
     routed_start = body.get("routed_experts_start_len", 0)
     routed_start = 0 if routed_start is None else routed_start
     if not _is_int(routed_start) or routed_start < 0:
-        raise WireError(f"routed_experts_start_len must be an int >= 0, got {routed_start!r}", "routed_experts_start_len")
+        raise WireError(
+            f"routed_experts_start_len must be an int >= 0, got {routed_start!r}", "routed_experts_start_len"
+        )
     rid = body.get("rid")
     if rid is not None and (not isinstance(rid, str) or not rid):
         raise WireError(f"rid must be a non-empty string, got {rid!r}", "rid")
     return GenerateRequest(
-        input_ids=ids, text=text, sampling=parse_sampling(body.get("sampling_params")),
-        logprob_start_len=start, routed_experts_start_len=routed_start, rid=rid, **flags,
+        input_ids=ids,
+        text=text,
+        sampling=parse_sampling(body.get("sampling_params")),
+        logprob_start_len=start,
+        routed_experts_start_len=routed_start,
+        rid=rid,
+        **flags,
     )
 
 
@@ -194,7 +220,8 @@ def check_prompt_fields(req: GenerateRequest, prompt_tokens: int) -> None:
     """The fields whose range depends on the prompt's length (known after tokenizing `text`)."""
     if req.return_logprob and req.logprob_start_len >= prompt_tokens:
         raise WireError(
-            f"logprob_start_len={req.logprob_start_len} must be < the prompt's {prompt_tokens} tokens (or -1)", "logprob_start_len"
+            f"logprob_start_len={req.logprob_start_len} must be < the prompt's {prompt_tokens} tokens (or -1)",
+            "logprob_start_len",
         )
     if req.routed_experts_start_len > prompt_tokens:
         raise WireError(
@@ -213,7 +240,12 @@ def sampling_json(sampling: SamplingParams) -> dict[str, Any]:
 
 
 def generate_request_json(
-    input_ids: np.ndarray, sampling: SamplingParams, *, rid: str, return_routed_experts: bool, routed_experts_start_len: int
+    input_ids: np.ndarray,
+    sampling: SamplingParams,
+    *,
+    rid: str,
+    return_routed_experts: bool,
+    routed_experts_start_len: int,
 ) -> dict[str, Any]:
     """The `/generate` body the client sends (token in, log-probs always on)."""
     body = {
@@ -246,7 +278,9 @@ def encode_routed_experts(routed: np.ndarray) -> str:
 def decode_routed_experts(text: Any, num_layers: int, top_k: int) -> np.ndarray:
     """int32[R, L, K] from SGLang's base64 string; WireError when the bytes do not fit [*, L, K]."""
     if not isinstance(text, str):
-        raise WireError(f"meta_info.routed_experts must be a base64 string, got {type(text).__name__}", "routed_experts")
+        raise WireError(
+            f"meta_info.routed_experts must be a base64 string, got {type(text).__name__}", "routed_experts"
+        )
     try:
         raw = base64.b64decode(text, validate=True)
     except ValueError as exc:
@@ -254,7 +288,8 @@ def decode_routed_experts(text: Any, num_layers: int, top_k: int) -> np.ndarray:
     row = 4 * num_layers * top_k
     if len(raw) % row:
         raise WireError(
-            f"meta_info.routed_experts has {len(raw)} bytes, not a multiple of 4 * L={num_layers} * K={top_k}", "routed_experts"
+            f"meta_info.routed_experts has {len(raw)} bytes, not a multiple of 4 * L={num_layers} * K={top_k}",
+            "routed_experts",
         )
     return np.frombuffer(raw, dtype="<i4").reshape(-1, num_layers, top_k).astype(np.int32)
 
@@ -326,23 +361,41 @@ def generation_from_json(
     meta = _field(body, "meta_info", dict, "")
     entries = _field(meta, "output_token_logprobs", list, "meta_info.")
     if len(entries) != len(output_ids):
-        raise WireError(f"meta_info.output_token_logprobs has {len(entries)} entries, output_ids {len(output_ids)}", "output_token_logprobs")
+        raise WireError(
+            f"meta_info.output_token_logprobs has {len(entries)} entries, output_ids {len(output_ids)}",
+            "output_token_logprobs",
+        )
     for i, (entry, token) in enumerate(zip(entries, output_ids)):
-        if not isinstance(entry, list) or len(entry) < 2 or entry[1] != token or not isinstance(entry[0], (int, float)):
-            raise WireError(f"meta_info.output_token_logprobs[{i}] = {entry!r} does not score output_ids[{i}] = {token!r}", "output_token_logprobs")
+        if (
+            not isinstance(entry, list)
+            or len(entry) < 2
+            or entry[1] != token
+            or not isinstance(entry[0], (int, float))
+        ):
+            raise WireError(
+                f"meta_info.output_token_logprobs[{i}] = {entry!r} does not score output_ids[{i}] = {token!r}",
+                "output_token_logprobs",
+            )
     finish = _field(meta, "finish_reason", dict, "meta_info.")
     reason = finish.get("type")
     if reason not in FINISH_REASONS:
-        raise WireError(f"meta_info.finish_reason.type must be one of {FINISH_REASONS}, got {reason!r}", "finish_reason")
+        raise WireError(
+            f"meta_info.finish_reason.type must be one of {FINISH_REASONS}, got {reason!r}", "finish_reason"
+        )
     routed = None
-    if return_routed_experts and routing is not None and not (reason == "abort" and "routed_experts" not in meta):
+    if (
+        return_routed_experts
+        and routing is not None
+        and not (reason == "abort" and "routed_experts" not in meta)
+    ):
         layers, top_k, experts = routing
         rows = decode_routed_experts(_field(meta, "routed_experts", str, "meta_info."), layers, top_k)
         expected = max(prompt_tokens + len(output_ids) - 1 - routed_experts_start_len, 0)
         if len(rows) != expected and reason != "abort":
             raise WireError(
                 f"meta_info.routed_experts has {len(rows)} rows; expected P={prompt_tokens} + N={len(output_ids)} - 1 - "
-                f"routed_experts_start_len={routed_experts_start_len} = {expected}", "routed_experts",
+                f"routed_experts_start_len={routed_experts_start_len} = {expected}",
+                "routed_experts",
             )
         routed = rows.astype(routing_dtype(experts) if rows.size == 0 or rows.min() >= 0 else np.int16)
     versions = meta.get("token_weight_versions")
@@ -361,4 +414,3 @@ def generation_from_json(
 
 def error_json(message: str, field: str | None = None, kind: str = "bad_request") -> dict[str, Any]:
     return {"error": {"message": message, "field": field, "type": kind}}
-

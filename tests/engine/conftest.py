@@ -8,15 +8,17 @@ changes its weights puts the originals back.
 """
 
 import pytest
-
 from engine_reference import MAX_LEN, SLOTS, Reference
+
 from legorl_jax.engine.jax_engine import JaxEngine
 from legorl_jax.model import load_hf
 
 
 @pytest.fixture(scope="session")
 def engine_spec(tiny_model_tool):
-    return tiny_model_tool.TinyModelSpec(num_layers=3, mlp_only_layers=(1,), initializer_range=0.1, max_positions=256)
+    return tiny_model_tool.TinyModelSpec(
+        num_layers=3, mlp_only_layers=(1,), initializer_range=0.1, max_positions=256
+    )
 
 
 @pytest.fixture(scope="session")
@@ -45,4 +47,3 @@ def policy(engine_model_dir):
 @pytest.fixture(scope="session")
 def reference(policy):
     return Reference(policy)
-

@@ -19,7 +19,9 @@ def _forward(graphdef, state, ids, segments, forced):
 @functools.partial(jax.jit, static_argnames=("graphdef", "temperature"))
 def _logprobs(graphdef, state, ids, targets, segments, forced, temperature):
     model = nnx.merge(graphdef, state)
-    return model.token_logprobs(ids, targets, segment_ids=segments, forced_experts=forced, temperature=temperature)
+    return model.token_logprobs(
+        ids, targets, segment_ids=segments, forced_experts=forced, temperature=temperature
+    )
 
 
 class Reference:

@@ -67,7 +67,10 @@ def test_routed_experts_round_trip_through_sglangs_base64_int32():
         (lambda: EngineConfig(dtype="int8"), "engine.dtype must be one of .* got 'int8'"),
         (lambda: EngineConfig(url="localhost:1"), "engine.url must be an http"),
         (lambda: SGLangConfig(port=70000), "engine.sglang.port must be .* got 70000"),
-        (lambda: SGLangConfig(extra_args=[1]), r"engine.sglang.extra_args must be a list of strings, got \[1\]"),
+        (
+            lambda: SGLangConfig(extra_args=[1]),
+            r"engine.sglang.extra_args must be a list of strings, got \[1\]",
+        ),
     ],
 )
 def test_bad_engine_config_names_the_field_and_value(make, message):

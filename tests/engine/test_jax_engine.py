@@ -5,9 +5,9 @@ import asyncio
 
 import numpy as np
 import pytest
+from engine_reference import MAX_LEN, SLOTS, Reference
 from flax import nnx
 
-from engine_reference import MAX_LEN, SLOTS, Reference
 from legorl_jax.config import EngineConfig
 from legorl_jax.engine import ContextOverflowError, EngineError, SamplingParams, open_engine
 from legorl_jax.engine import runner as runner_module
@@ -61,7 +61,9 @@ async def test_greedy_decoding_equals_a_stepwise_argmax_over_the_full_forward(en
     ],
     ids=["plain", "filtered"],
 )
-async def test_behaviour_logprobs_match_the_trainer_recompute_with_routing_replayed(engine, reference, sampling):
+async def test_behaviour_logprobs_match_the_trainer_recompute_with_routing_replayed(
+    engine, reference, sampling
+):
     engine_lp, trainer_lp = [], []
     gens = await asyncio.gather(*[engine.generate(p, sampling, return_routed_experts=True) for p in PROMPTS])
     for prompt, gen in zip(PROMPTS, gens):
@@ -134,7 +136,9 @@ async def test_programs_compile_once_per_bucket_and_once_for_decode(engine):
     lengths = [1, 2, 7, 15, 16, 17, 30, 33, 40]
     rng = np.random.default_rng(0)
     prompts = [rng.integers(0, 4096, n).tolist() for n in lengths]
-    await asyncio.gather(*[engine.generate(p, SamplingParams(max_new_tokens=3, seed=i)) for i, p in enumerate(prompts)])
+    await asyncio.gather(
+        *[engine.generate(p, SamplingParams(max_new_tokens=3, seed=i)) for i, p in enumerate(prompts)]
+    )
     assert engine.runner.buckets == (16, 32, 64)
     assert runner_module._prefill._cache_size() - prefill_before <= len(engine.runner.buckets)
     assert runner_module._decode._cache_size() - decode_before <= 1
@@ -161,7 +165,9 @@ async def test_a_stop_string_ends_the_generation_at_the_token_that_completes_it(
     tok = engine.tokenizer
     text = tok.decode(free.output_ids[:8])
     stop = text[-3:]
-    gen = await engine.generate(PROMPTS[2], SamplingParams(temperature=0.0, max_new_tokens=24, ignore_eos=True, stop=[stop]))
+    gen = await engine.generate(
+        PROMPTS[2], SamplingParams(temperature=0.0, max_new_tokens=24, ignore_eos=True, stop=[stop])
+    )
     assert gen.finish_reason == "stop" and gen.matched_stop == stop
     assert stop in tok.decode(gen.output_ids) and stop not in tok.decode(gen.output_ids[:-1])
     np.testing.assert_array_equal(gen.output_ids, free.output_ids[: len(gen.output_ids)])
@@ -171,7 +177,9 @@ async def test_max_new_tokens_and_a_full_context_finish_with_length(engine):
     short = await engine.generate(PROMPTS[0], SamplingParams(max_new_tokens=5, seed=0, ignore_eos=True))
     assert short.finish_reason == "length" and len(short.output_ids) == 5
     prompt = list(range(100, 100 + MAX_LEN - 4))
-    full = await engine.generate(prompt, SamplingParams(max_new_tokens=50, seed=0, ignore_eos=True), return_routed_experts=True)
+    full = await engine.generate(
+        prompt, SamplingParams(max_new_tokens=50, seed=0, ignore_eos=True), return_routed_experts=True
+    )
     assert full.finish_reason == "length" and len(full.output_ids) == 4
     assert full.routed_experts.shape[0] == MAX_LEN - 1
 
@@ -223,23 +231,31 @@ async def test_duplicate_request_ids_in_flight_are_rejected(engine):
 
 async def test_abort_mid_flight_returns_the_tokens_so_far_and_frees_the_slot(engine):
     long = SamplingParams(max_new_tokens=55, seed=1, ignore_eos=True)
-    task = asyncio.ensure_future(engine.generate(PROMPTS[2], long, rid="to-abort", return_routed_experts=True))
+    task = asyncio.ensure_future(
+        engine.generate(PROMPTS[2], long, rid="to-abort", return_routed_experts=True)
+    )
     await wait_for_tokens(engine, "to-abort", 3)
     await engine.abort("to-abort")
     gen = await task
     assert gen.finish_reason == "abort" and 3 <= len(gen.output_ids) < 55
     assert gen.routed_experts.shape[0] == len(PROMPTS[2]) + len(gen.output_ids) - 1
     await engine.abort("no-such-request")  # ignored
-    after = await asyncio.gather(*[engine.generate(p, SamplingParams(max_new_tokens=4, seed=2)) for p in PROMPTS])
+    after = await asyncio.gather(
+        *[engine.generate(p, SamplingParams(max_new_tokens=4, seed=2)) for p in PROMPTS]
+    )
     assert all(len(g.output_ids) >= 1 for g in after)
 
 
 async def test_aborting_a_queued_request_returns_it_empty(engine):
     long = SamplingParams(max_new_tokens=50, seed=3, ignore_eos=True)
-    running = [asyncio.ensure_future(engine.generate(PROMPTS[0], long, rid=f"busy-{i}")) for i in range(SLOTS)]
+    running = [
+        asyncio.ensure_future(engine.generate(PROMPTS[0], long, rid=f"busy-{i}")) for i in range(SLOTS)
+    ]
     for i in range(SLOTS):
         await wait_for_tokens(engine, f"busy-{i}", 1)
-    queued = asyncio.ensure_future(engine.generate(PROMPTS[1], long, rid="queued", return_routed_experts=True))
+    queued = asyncio.ensure_future(
+        engine.generate(PROMPTS[1], long, rid="queued", return_routed_experts=True)
+    )
     while "queued" not in engine.scheduler.by_rid:
         await asyncio.sleep(0.002)
     await engine.abort("queued")
@@ -250,7 +266,11 @@ async def test_aborting_a_queued_request_returns_it_empty(engine):
 
 
 async def test_a_cancelled_generate_aborts_its_request(engine):
-    task = asyncio.ensure_future(engine.generate(PROMPTS[0], SamplingParams(max_new_tokens=60, seed=4, ignore_eos=True), rid="cancel-me"))
+    task = asyncio.ensure_future(
+        engine.generate(
+            PROMPTS[0], SamplingParams(max_new_tokens=60, seed=4, ignore_eos=True), rid="cancel-me"
+        )
+    )
     await wait_for_tokens(engine, "cancel-me", 2)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -264,7 +284,9 @@ async def test_a_cancelled_generate_aborts_its_request(engine):
 
 async def test_pause_abort_finishes_every_request_in_flight(engine):
     long = SamplingParams(max_new_tokens=60, seed=5, ignore_eos=True)
-    tasks = [asyncio.ensure_future(engine.generate(p, long, rid=f"pa-{i}")) for i, p in enumerate(PROMPTS[:2])]
+    tasks = [
+        asyncio.ensure_future(engine.generate(p, long, rid=f"pa-{i}")) for i, p in enumerate(PROMPTS[:2])
+    ]
     await wait_for_tokens(engine, "pa-1", 1)
     assert await engine.pause("abort") == 2
     gens = await asyncio.gather(*tasks)
@@ -290,7 +312,9 @@ async def test_a_weight_update_mid_flight_continues_the_request_on_the_new_weigh
     other = Reference(load_hf(other_model_dir))
     long = SamplingParams(temperature=0.0, max_new_tokens=40, ignore_eos=True)
     old_version = engine.weight_version
-    task = asyncio.ensure_future(engine.generate(PROMPTS[0], long, rid="in-flight", return_routed_experts=True))
+    task = asyncio.ensure_future(
+        engine.generate(PROMPTS[0], long, rid="in-flight", return_routed_experts=True)
+    )
     await wait_for_tokens(engine, "in-flight", 3)
     await engine.pause("in_place")
     switch = len(engine.scheduler.by_rid["in-flight"].output_ids)
@@ -305,7 +329,9 @@ async def test_a_weight_update_mid_flight_continues_the_request_on_the_new_weigh
         old_logits, _ = reference.logits_and_routing(seq)
         p = len(PROMPTS[0])
         # Tokens sampled before the update are the old weights' greedy choices.
-        np.testing.assert_array_equal(gen.output_ids[:switch], np.argmax(old_logits[p - 1 : p - 1 + switch], axis=-1))
+        np.testing.assert_array_equal(
+            gen.output_ids[:switch], np.argmax(old_logits[p - 1 : p - 1 + switch], axis=-1)
+        )
         # A request started after the update runs wholly on the new weights.
         fresh = await engine.generate(PROMPTS[0], GREEDY)
         assert fresh.token_weight_versions is None and fresh.weight_version == "v-other"
@@ -342,7 +368,9 @@ async def test_weight_updates_reject_mismatched_sources(engine, tmp_path, tiny_m
         await engine.update_weights(engine.runner.params, "")
     with pytest.raises(TypeError, match="nnx.State of params or a Policy, got dict"):
         await engine.update_weights({"w": np.zeros(3)}, "x")
-    small = tiny_model_tool.make_tiny_model(tmp_path / "small", tiny_model_tool.TinyModelSpec(num_layers=1), seed=0)
+    small = tiny_model_tool.make_tiny_model(
+        tmp_path / "small", tiny_model_tool.TinyModelSpec(num_layers=1), seed=0
+    )
     with pytest.raises(ValueError, match="config differs"):
         await engine.update_weights(load_hf(small), "x")
     with pytest.raises(ValueError, match="does not have the engine policy's structure"):
@@ -354,7 +382,9 @@ async def test_weight_updates_reject_mismatched_sources(engine, tmp_path, tiny_m
 # construction and failure
 
 
-async def test_open_engine_builds_the_configured_engine_and_shares_compiled_programs(engine, engine_model_dir):
+async def test_open_engine_builds_the_configured_engine_and_shares_compiled_programs(
+    engine, engine_model_dir
+):
     config = EngineConfig(max_running=SLOTS, max_len=MAX_LEN, min_prefill_bucket=16, weight_version="cfg-0")
     sampling = SamplingParams(max_new_tokens=5, seed=8, ignore_eos=True)
     expected = await engine.generate(PROMPTS[0], sampling)  # the shared engine has compiled these shapes
@@ -374,7 +404,11 @@ async def test_open_engine_builds_the_configured_engine_and_shares_compiled_prog
 async def test_a_failed_engine_thread_fails_requests_in_flight_and_every_later_call(engine_model_dir):
     broken = JaxEngine.from_dir(engine_model_dir, max_running=SLOTS, max_len=MAX_LEN, min_bucket=16)
     try:
-        task = asyncio.ensure_future(broken.generate(PROMPTS[0], SamplingParams(max_new_tokens=50, ignore_eos=True, seed=0), rid="doomed"))
+        task = asyncio.ensure_future(
+            broken.generate(
+                PROMPTS[0], SamplingParams(max_new_tokens=50, ignore_eos=True, seed=0), rid="doomed"
+            )
+        )
         await wait_for_tokens(broken, "doomed", 1)
         broken.runner.params = None  # the next decode step cannot run
         with pytest.raises(EngineError, match="engine thread failed"):

@@ -34,7 +34,11 @@ def test_greedy_rows_take_the_argmax_and_report_the_untempered_logprob():
 
 @pytest.mark.parametrize(
     "params",
-    [SamplingParams(temperature=0.7), SamplingParams(temperature=0.7, top_k=2), SamplingParams(temperature=0.7, top_p=0.6)],
+    [
+        SamplingParams(temperature=0.7),
+        SamplingParams(temperature=0.7, top_k=2),
+        SamplingParams(temperature=0.7, top_p=0.6),
+    ],
     ids=["unfiltered", "top_k", "top_p"],
 )
 def test_the_logprob_is_log_softmax_of_logits_over_temperature_before_any_filter(params):
@@ -75,9 +79,15 @@ def test_a_rows_token_depends_on_its_seed_and_position_only():
     mine = SamplingParams(temperature=1.0)
     row_logits = rng.normal(size=(1, 64)).astype(np.float32)
     alone = sample_jit(row_logits, SamplingRows.host([mine], [99]), np.array([5], np.int32))
-    neighbours = [SamplingParams(top_k=2), SamplingParams(temperature=0.0), SamplingParams(top_p=0.3, temperature=0.5)]
+    neighbours = [
+        SamplingParams(top_k=2),
+        SamplingParams(temperature=0.0),
+        SamplingParams(top_p=0.3, temperature=0.5),
+    ]
     logits = np.concatenate([rng.normal(size=(3, 64)).astype(np.float32), row_logits])
-    together = sample_jit(logits, SamplingRows.host([*neighbours, mine], [1, 2, 3, 99]), np.array([0, 9, 5, 5], np.int32))
+    together = sample_jit(
+        logits, SamplingRows.host([*neighbours, mine], [1, 2, 3, 99]), np.array([0, 9, 5, 5], np.int32)
+    )
     assert int(together[0][3]) == int(alone[0][0])
     assert float(together[1][3]) == float(alone[1][0])
 

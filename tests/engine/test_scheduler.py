@@ -16,8 +16,12 @@ def make(num_slots=2, max_len=32, **kw):
 def request(rid, prompt_len=4, results=None, routed_start=0, **sampling):
     sampling.setdefault("max_new_tokens", 8)
     return Request(
-        rid=rid, prompt=np.arange(prompt_len, dtype=np.int32), sampling=SamplingParams(**sampling), seed=0,
-        return_routed_experts=True, routed_start=routed_start,
+        rid=rid,
+        prompt=np.arange(prompt_len, dtype=np.int32),
+        sampling=SamplingParams(**sampling),
+        seed=0,
+        return_routed_experts=True,
+        routed_start=routed_start,
         on_done=(results.append if results is not None else (lambda g: None)),
     )
 
@@ -96,7 +100,9 @@ def test_eos_stops_unless_ignore_eos_while_stop_token_ids_always_stop():
     prefill(s, plain, 5)
     prefill(s, ignoring, 5)
     step(s, [99, 99])
-    assert out[0].finish_reason == "stop" and out[0].matched_stop == 99 and out[0].output_ids.tolist() == [5, 99]
+    assert (
+        out[0].finish_reason == "stop" and out[0].matched_stop == 99 and out[0].output_ids.tolist() == [5, 99]
+    )
     step(s, [None, 42])
     assert out[1].output_ids.tolist() == [5, 99, 42] and out[1].matched_stop == 42
 

@@ -7,8 +7,8 @@ import base64
 import numpy as np
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-
 from engine_reference import MAX_LEN
+
 from legorl_jax.engine import SamplingParams
 from legorl_jax.engine.serve import make_app, start_site
 
@@ -33,7 +33,9 @@ async def test_generate_answers_in_sglangs_format_with_what_the_engine_computes(
         "return_routed_experts": True, "rid": "http-1",
     })  # fmt: skip
     assert status == 200
-    direct = await engine.generate(PROMPT, SamplingParams(max_new_tokens=10, seed=3, ignore_eos=True), return_routed_experts=True)
+    direct = await engine.generate(
+        PROMPT, SamplingParams(max_new_tokens=10, seed=3, ignore_eos=True), return_routed_experts=True
+    )
     meta = body["meta_info"]
     assert body["output_ids"] == direct.output_ids.tolist()
     assert body["text"] == engine.tokenizer.decode(direct.output_ids, skip_special_tokens=True)
@@ -42,7 +44,9 @@ async def test_generate_answers_in_sglangs_format_with_what_the_engine_computes(
     assert meta["weight_version"] == engine.weight_version
     assert [e[1] for e in meta["output_token_logprobs"]] == body["output_ids"]
     assert all(e[2] is None for e in meta["output_token_logprobs"])
-    np.testing.assert_allclose([e[0] for e in meta["output_token_logprobs"]], direct.output_logprobs, atol=1e-6)
+    np.testing.assert_allclose(
+        [e[0] for e in meta["output_token_logprobs"]], direct.output_logprobs, atol=1e-6
+    )
     routed = np.frombuffer(base64.b64decode(meta["routed_experts"]), dtype="<i4").reshape(-1, 2, 2)
     assert routed.shape[0] == len(PROMPT) + 10 - 1
     np.testing.assert_array_equal(routed, direct.routed_experts)
@@ -54,7 +58,10 @@ async def test_text_prompts_are_tokenized_and_stop_strings_trimmed_unless_asked(
     ids = engine.tokenizer.encode(text)
     free = await engine.generate(ids, SamplingParams(temperature=0.0, max_new_tokens=12, ignore_eos=True))
     stop = engine.tokenizer.decode(free.output_ids[:6])[-2:]
-    base = {"text": text, "sampling_params": {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True, "stop": stop}}
+    base = {
+        "text": text,
+        "sampling_params": {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True, "stop": stop},
+    }
     _, trimmed = await post(client, "/generate", base)
     assert trimmed["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop}
     assert trimmed["output_ids"] == free.output_ids[: len(trimmed["output_ids"])].tolist()
@@ -89,10 +96,17 @@ async def test_status_routes_report_health_the_model_and_the_load(client, engine
     assert load["max_running"] == engine.max_running and load["prefill_buckets"] == [16, 32, 64]
 
 
-async def test_update_weights_from_disk_swaps_the_weights_and_tags_results(client, engine, other_model_dir, engine_model_dir):
-    greedy = {"input_ids": PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}}
+async def test_update_weights_from_disk_swaps_the_weights_and_tags_results(
+    client, engine, other_model_dir, engine_model_dir
+):
+    greedy = {
+        "input_ids": PROMPT,
+        "sampling_params": {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True},
+    }
     _, before = await post(client, "/generate", greedy)
-    status, reply = await post(client, "/update_weights_from_disk", {"model_path": str(other_model_dir), "weight_version": "srv-1"})
+    status, reply = await post(
+        client, "/update_weights_from_disk", {"model_path": str(other_model_dir), "weight_version": "srv-1"}
+    )
     try:
         assert status == 200 and reply["success"] is True
         _, after = await post(client, "/generate", greedy)
@@ -102,12 +116,17 @@ async def test_update_weights_from_disk_swaps_the_weights_and_tags_results(clien
     assert status == 200 and engine.weight_version == "srv-1"  # a null weight_version keeps the version
     _, again = await post(client, "/generate", greedy)
     assert again["output_ids"] == before["output_ids"]
-    status, reply = await post(client, "/update_weights_from_disk", {"model_path": "/no/such/dir", "weight_version": "x"})
+    status, reply = await post(
+        client, "/update_weights_from_disk", {"model_path": "/no/such/dir", "weight_version": "x"}
+    )
     assert status == 400 and reply["success"] is False and "/no/such/dir" in reply["message"]
 
 
 async def test_abort_pause_continue_and_flush_cache_control_requests_in_flight(client, engine):
-    long = {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 50, "ignore_eos": True, "sampling_seed": 1}}
+    long = {
+        "input_ids": PROMPT,
+        "sampling_params": {"max_new_tokens": 50, "ignore_eos": True, "sampling_seed": 1},
+    }
     assert (await client.post("/flush_cache")).status == 200
     task = asyncio.ensure_future(post(client, "/generate", {**long, "rid": "ctl-1"}))
     while "ctl-1" not in engine.scheduler.by_rid:
@@ -128,7 +147,9 @@ async def test_abort_pause_continue_and_flush_cache_control_requests_in_flight(c
     _, body = await task
     assert body["meta_info"]["finish_reason"]["type"] == "abort"
     await post(client, "/continue_generation", {})
-    status, body = await post(client, "/generate", {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 2}})
+    status, body = await post(
+        client, "/generate", {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 2}}
+    )
     assert status == 200 and len(body["output_ids"]) == 2
 
 
@@ -218,10 +239,16 @@ async def test_a_client_that_hangs_up_aborts_its_request(engine):
         port = s.getsockname()[1]
     runner = await start_site(engine, "127.0.0.1", port)  # as `python -m legorl_jax.engine.serve` serves
     try:
-        body = {"input_ids": PROMPT, "rid": "hang-up", "sampling_params": {"max_new_tokens": 50, "ignore_eos": True}}
+        body = {
+            "input_ids": PROMPT,
+            "rid": "hang-up",
+            "sampling_params": {"max_new_tokens": 50, "ignore_eos": True},
+        }
         async with aiohttp.ClientSession() as session:
             post = asyncio.ensure_future(
-                session.post(f"http://127.0.0.1:{port}/generate", json=body, timeout=aiohttp.ClientTimeout(total=1.0))
+                session.post(
+                    f"http://127.0.0.1:{port}/generate", json=body, timeout=aiohttp.ClientTimeout(total=1.0)
+                )
             )
             while "hang-up" not in engine.scheduler.by_rid:
                 await asyncio.sleep(0.002)

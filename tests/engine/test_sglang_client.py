@@ -37,13 +37,19 @@ async def ours(engine):
 async def test_the_client_returns_what_the_engine_returns_in_process(ours, engine):
     assert isinstance(ours, Engine)
     sampling = SamplingParams(max_new_tokens=12, seed=21, temperature=0.8, top_p=0.95, ignore_eos=True)
-    remote = await ours.generate(PROMPT, sampling, return_routed_experts=True, routed_experts_start_len=2, rid="c-1")
+    remote = await ours.generate(
+        PROMPT, sampling, return_routed_experts=True, routed_experts_start_len=2, rid="c-1"
+    )
     local = await engine.generate(PROMPT, sampling, return_routed_experts=True, routed_experts_start_len=2)
     np.testing.assert_array_equal(remote.output_ids, local.output_ids)
     np.testing.assert_allclose(remote.output_logprobs, local.output_logprobs, atol=1e-6)
     assert remote.routed_experts.dtype == np.uint8 and remote.routed_experts_start == 2
     np.testing.assert_array_equal(remote.routed_experts, local.routed_experts)
-    assert (remote.finish_reason, remote.weight_version, remote.prompt_tokens) == ("length", engine.weight_version, len(PROMPT))
+    assert (remote.finish_reason, remote.weight_version, remote.prompt_tokens) == (
+        "length",
+        engine.weight_version,
+        len(PROMPT),
+    )
     lp = await ours.prompt_logprobs(PROMPT, 2)
     np.testing.assert_allclose(lp, await engine.prompt_logprobs(PROMPT, 2), atol=1e-6)
     assert await ours.health()
@@ -61,7 +67,9 @@ async def test_server_rejections_become_clear_exceptions(ours):
         await ours.update_weights("/no/such/dir", "v")
 
 
-async def test_weight_updates_and_aborts_go_through_the_server(ours, engine, other_model_dir, engine_model_dir):
+async def test_weight_updates_and_aborts_go_through_the_server(
+    ours, engine, other_model_dir, engine_model_dir
+):
     greedy = SamplingParams(temperature=0.0, max_new_tokens=6, ignore_eos=True)
     before = await ours.generate(PROMPT, greedy)
     await ours.update_weights(str(other_model_dir), "cli-1")
@@ -70,7 +78,9 @@ async def test_weight_updates_and_aborts_go_through_the_server(ours, engine, oth
         assert after.weight_version == "cli-1" and not np.array_equal(after.output_ids, before.output_ids)
     finally:
         await ours.update_weights(str(engine_model_dir), "cli-2")
-    task = asyncio.ensure_future(ours.generate(PROMPT, SamplingParams(max_new_tokens=50, ignore_eos=True, seed=1), rid="c-abort"))
+    task = asyncio.ensure_future(
+        ours.generate(PROMPT, SamplingParams(max_new_tokens=50, ignore_eos=True, seed=1), rid="c-abort")
+    )
     while "c-abort" not in engine.scheduler.by_rid:
         await asyncio.sleep(0.002)
     await ours.abort("c-abort")
@@ -100,7 +110,9 @@ class Fake:
         self.app = web.Application()
         self.app.router.add_post("/generate", self._record(generate))
         self.app.router.add_post("/abort_request", self._record(lambda req, body: web.Response()))
-        self.app.router.add_get("/get_model_info", self._record(lambda req, body: web.json_response(self.info)))
+        self.app.router.add_get(
+            "/get_model_info", self._record(lambda req, body: web.json_response(self.info))
+        )
         self.info = {}
 
     def _record(self, handler):
@@ -130,7 +142,9 @@ async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_confi
     fake = Fake(lambda req, body: web.json_response(reply))
     fake.info = {"model_path": str(engine_model_dir), "is_generation": True}  # SGLang reports no routing
     async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
-        gen = await client.generate([1, 2, 3], SamplingParams(max_new_tokens=4), return_routed_experts=True, rid="r")
+        gen = await client.generate(
+            [1, 2, 3], SamplingParams(max_new_tokens=4), return_routed_experts=True, rid="r"
+        )
     sent = fake.seen[-1][1]
     assert sent["input_ids"] == [1, 2, 3] and sent["return_logprob"] and sent["return_routed_experts"]
     assert sent["sampling_params"]["max_new_tokens"] == 4 and sent["rid"] == "r"
@@ -143,16 +157,34 @@ async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_confi
 @pytest.mark.parametrize(
     ("status", "body", "error", "match"),
     [
-        (400, {"error": {"message": "The input (5000 tokens) is longer than the model's context length (4096 tokens)."}},
-         ContextOverflowError, "5000 tokens"),
-        (400, {"object": "error", "message": "top_k must be -1 or >= 1", "type": "BadRequestError"}, BadRequestError, "top_k"),
+        (
+            400,
+            {
+                "error": {
+                    "message": "The input (5000 tokens) is longer than the model's context length (4096 tokens)."
+                }
+            },
+            ContextOverflowError,
+            "5000 tokens",
+        ),
+        (
+            400,
+            {"object": "error", "message": "top_k must be -1 or >= 1", "type": "BadRequestError"},
+            BadRequestError,
+            "top_k",
+        ),
         (500, {"error": {"message": "CUDA error: out of memory"}}, EngineError, "HTTP 500: CUDA error"),
     ],
     ids=["overflow", "bad_request", "server_error"],
 )
 async def test_sglang_error_replies_map_to_exceptions_and_are_not_retried(status, body, error, match):
-    fake = Fake(lambda req, b: web.Response(status=status, text=json.dumps(body), content_type="application/json"))
-    async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url("")), retries=3, backoff_s=0) as client:
+    fake = Fake(
+        lambda req, b: web.Response(status=status, text=json.dumps(body), content_type="application/json")
+    )
+    async with (
+        TestServer(fake.app) as server,
+        SGLangEngine(str(server.make_url("")), retries=3, backoff_s=0) as client,
+    ):
         with pytest.raises(error, match=match):
             await client.generate([1, 2], SamplingParams())
     assert fake.paths() == ["/generate"]
@@ -164,7 +196,10 @@ async def test_a_connection_lost_after_sending_is_not_resent():
         await asyncio.sleep(1)
 
     fake = Fake(drop)
-    async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url("")), retries=3, backoff_s=0) as client:
+    async with (
+        TestServer(fake.app) as server,
+        SGLangEngine(str(server.make_url("")), retries=3, backoff_s=0) as client,
+    ):
         with pytest.raises(EngineError, match="not re-sent"):
             await client.generate([1, 2], SamplingParams())
     assert fake.paths() == ["/generate"]
@@ -189,7 +224,9 @@ async def test_a_timeout_or_a_cancel_aborts_the_request_on_the_server():
 
 
 async def test_a_malformed_reply_is_an_engine_error_naming_what_is_wrong():
-    fake = Fake(lambda req, body: web.json_response({"output_ids": [1], "meta_info": {"output_token_logprobs": []}}))
+    fake = Fake(
+        lambda req, body: web.json_response({"output_ids": [1], "meta_info": {"output_token_logprobs": []}})
+    )
     async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
         with pytest.raises(EngineError, match="output_token_logprobs has 0 entries, output_ids 1"):
             await client.generate([1, 2], SamplingParams())

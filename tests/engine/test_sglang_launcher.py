@@ -27,7 +27,9 @@ def free_port():
 
 
 def test_the_command_is_sglangs_launch_server_with_routed_experts_on():
-    cfg = SGLangConfig(python="/opt/py/bin/python", port=31000, tp=2, extra_args=["--mem-fraction-static", "0.8"])
+    cfg = SGLangConfig(
+        python="/opt/py/bin/python", port=31000, tp=2, extra_args=["--mem-fraction-static", "0.8"]
+    )
     assert sglang_argv(cfg, "/models/qwen3-30b-a3b") == [
         "/opt/py/bin/python", "-m", "sglang.launch_server", "--model-path", "/models/qwen3-30b-a3b",
         "--host", "127.0.0.1", "--port", "31000", "--tp", "2", "--enable-return-routed-experts",
@@ -55,14 +57,21 @@ async def test_start_refuses_before_spawning_when_sglang_is_missing(tmp_path):
 async def test_the_launcher_starts_waits_for_and_stops_our_own_server(engine_model_dir, tmp_path):
     port = free_port()
     cfg = SGLangConfig(
-        python=sys.executable, module="legorl_jax.engine.serve", port=port, startup_timeout_s=600, stop_grace_s=30,
-        extra_args=["--max-len", "32", "--max-running", "2", "--min-bucket", "16"], log_file=str(tmp_path / "server.log"),
+        python=sys.executable,
+        module="legorl_jax.engine.serve",
+        port=port,
+        startup_timeout_s=600,
+        stop_grace_s=30,
+        extra_args=["--max-len", "32", "--max-running", "2", "--min-bucket", "16"],
+        log_file=str(tmp_path / "server.log"),
     )
     launcher = SGLangLauncher(cfg, engine_model_dir, env={"JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""})
     async with launcher as url:
         assert url == f"http://127.0.0.1:{port}"
         async with SGLangEngine(url) as client:
-            gen = await client.generate([1, 2, 3], SamplingParams(max_new_tokens=3, seed=0), return_routed_experts=True)
+            gen = await client.generate(
+                [1, 2, 3], SamplingParams(max_new_tokens=3, seed=0), return_routed_experts=True
+            )
         assert len(gen.output_ids) == 3 and gen.routed_experts.shape == (5, 2, 2)
     assert launcher.server.process.returncode == 0  # SIGTERM: a clean exit, no SIGKILL needed
     assert "ready on" in (tmp_path / "server.log").read_text()

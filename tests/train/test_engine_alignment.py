@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny_run import MAX_TOKENS, TINY_MOE
 
 from legorl_jax.config import AlgoConfig, TrainConfig
 from legorl_jax.engine import SamplingParams
@@ -22,7 +23,6 @@ from legorl_jax.model import init_policy
 from legorl_jax.train.advantages import trajectory_advantages
 from legorl_jax.train.batch import pack_trajectories, trajectories_from_generations
 from legorl_jax.train.step import Trainer
-from tiny_run import MAX_TOKENS, TINY_MOE
 
 PROMPTS = [[1, 2, 3, 4], [10, 20, 30, 40], [5, 6, 7], [100, 50, 25, 12, 6]]
 
@@ -34,7 +34,9 @@ def policy():
 
 @pytest.fixture(scope="module")
 def trainer(policy):
-    train = TrainConfig(learning_rate=1e-2, max_tokens=MAX_TOKENS, micro_batch_rows=2, routing_agreement_every=0)
+    train = TrainConfig(
+        learning_rate=1e-2, max_tokens=MAX_TOKENS, micro_batch_rows=2, routing_agreement_every=0
+    )
     return Trainer(policy, AlgoConfig(), train)
 
 
@@ -53,11 +55,22 @@ async def test_engine_routing_replay_alignment(policy, trainer):
     engine = make_engine(policy)
     try:
         prompts = [p for p in PROMPTS for _ in range(2)]
-        sampling = [SamplingParams(max_new_tokens=10, seed=i, temperature=trainer.algo.temperature) for i in range(len(prompts))]
-        gens = await asyncio.gather(*[engine.generate(p, s, return_routed_experts=True) for p, s in zip(prompts, sampling)])
+        sampling = [
+            SamplingParams(max_new_tokens=10, seed=i, temperature=trainer.algo.temperature)
+            for i in range(len(prompts))
+        ]
+        gens = await asyncio.gather(
+            *[engine.generate(p, s, return_routed_experts=True) for p, s in zip(prompts, sampling)]
+        )
     finally:
         engine.close()
-    batch, _ = pack(trainer, prompts, gens, [float(i % 2) for i in range(len(gens))], [f"g{i // 2}" for i in range(len(gens))])
+    batch, _ = pack(
+        trainer,
+        prompts,
+        gens,
+        [float(i % 2) for i in range(len(gens))],
+        [f"g{i // 2}" for i in range(len(gens))],
+    )
     assert batch.tokens.shape == (4, MAX_TOKENS)
     device = trainer.device_batch(batch)
     recomputed = np.asarray(trainer.old_logprobs(state.params, device))
@@ -76,7 +89,9 @@ async def test_engine_routing_replay_alignment(policy, trainer):
 async def test_a_single_turn_task_learns_on_the_engine_with_weights_published_each_step(policy, trainer):
     """Reward 1 when the completion begins with `target`, a token the initial policy rarely starts with."""
     prompts = PROMPTS[:2]
-    first = np.stack([np.asarray(jax.nn.softmax(policy(jnp.asarray([p])).logits[0, -1])) for p in prompts]).mean(0)
+    first = np.stack(
+        [np.asarray(jax.nn.softmax(policy(jnp.asarray([p])).logits[0, -1])) for p in prompts]
+    ).mean(0)
     target = int(np.argmin(np.abs(first - 0.06)))  # about 6% of first tokens at the start
     state = trainer.init_state()
     engine = make_engine(policy)
@@ -91,7 +106,9 @@ async def test_a_single_turn_task_learns_on_the_engine_with_weights_published_ea
             assert {g.weight_version for g in gens} == {"default" if step == 0 else str(step)}
             reward = [float(g.output_ids[0] == target) for g in gens]
             rewards.append(float(np.mean(reward)))
-            batch, stats = pack(trainer, reqs, gens, reward, [f"{step}/{i // group}" for i in range(len(reqs))])
+            batch, stats = pack(
+                trainer, reqs, gens, reward, [f"{step}/{i // group}" for i in range(len(reqs))]
+            )
             assert batch.tokens.shape == (4, MAX_TOKENS)
             state, _ = trainer.update(state, batch, stats)
             await engine.update_weights(state.params, str(step + 1))
