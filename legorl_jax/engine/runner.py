@@ -62,6 +62,11 @@ def _logits_at(model: Policy, hidden: jax.Array) -> jax.Array:
     )
 
 
+@functools.partial(jax.jit, static_argnames=("dtype",))
+def _copy_as(tree: Any, dtype: jnp.dtype) -> Any:
+    return jax.tree.map(lambda x: jnp.copy(x).astype(dtype), tree)
+
+
 @functools.partial(jax.jit, static_argnames=("graphdef",), donate_argnames=("cache",))
 def _prefill(graphdef, params, rest, cache, ids, positions, slot, last, rows, sample_pos):
     model = nnx.merge(graphdef, params, rest)
@@ -131,8 +136,9 @@ class ModelRunner:
     # weights
 
     def _place(self, params: Any) -> Any:
-        copy = jax.device_put(params, self._sharding, may_alias=False)
-        return jax.tree.map(lambda x: x if x.dtype == self.dtype else x.astype(self.dtype), copy)
+        # device_put alone may hand back a buffer of the source (it does for an array replicated over a
+        # mesh, even with may_alias=False), so the copy is a program of its own: its outputs are new buffers.
+        return _copy_as(jax.device_put(params, self._sharding), self.dtype)
 
     def check_params(self, source: Any) -> Any:
         """The `nnx.Param` state of `source` (a state or a Policy), or a ValueError naming the mismatch."""

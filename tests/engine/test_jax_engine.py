@@ -418,3 +418,24 @@ async def test_a_failed_engine_thread_fails_requests_in_flight_and_every_later_c
             await broken.generate(PROMPTS[0], SamplingParams())
     finally:
         broken.close()
+
+
+async def test_weights_sharded_over_a_mesh_are_copied_in_and_may_be_deleted_after(engine, policy):
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()), ("fsdp",))
+
+    def spread(x):  # the trainer's layout: split over every device where the shape allows, else replicated
+        spec = PartitionSpec("fsdp") if x.shape and x.shape[0] % len(jax.devices()) == 0 else PartitionSpec()
+        return jax.device_put(x, NamedSharding(mesh, spec))
+
+    expected = await engine.generate(PROMPTS[1], GREEDY)
+    params = jax.tree.map(spread, nnx.state(policy, nnx.Param))
+    assert any(len(leaf.sharding.device_set) > 1 for leaf in jax.tree.leaves(params))
+    await engine.update_weights(params, "sharded")
+    for leaf in jax.tree.leaves(params):
+        leaf.delete()  # what donating the trainer state to its next step does to these buffers
+    gen = await engine.generate(PROMPTS[1], GREEDY)
+    np.testing.assert_array_equal(gen.output_ids, expected.output_ids)
+    assert gen.weight_version == "sharded"
