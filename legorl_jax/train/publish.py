@@ -11,10 +11,10 @@ Two routes, one call: `await Publisher(engine, ...).publish(params, version)`.
   by an earlier process of a resumed run are pruned too; never the one just served).
   Re-publishing an existing version (a resumed run re-reaching a step) replaces it the same way.
 - `mode="in_process"` (the embedded JAX engine): `await engine.update_weights(params, version)` hands
-  over an `nnx.Param` state; nothing touches the disk. It is a device-side copy of the trainer's
-  (same dtype, same shardings), because the train step donates its state's buffers to the next update:
-  the engine may keep what it receives without it being invalidated under it. The engine decides how
-  it swaps them in between its decode steps (legorl_jax/engine).
+  over the trainer's `nnx.Param` state itself; nothing touches the disk and nothing is copied here. The
+  train step donates its state's buffers to the next update, so the engine must have taken its own copy
+  by the time `update_weights` returns (`JaxEngine` does: it copies into its own dtype and placement,
+  then blocks until the copy is done). It decides how it swaps them in between its decode steps.
 
 `version_of(step)` is the version string the loop uses: `step-000042`.
 """
@@ -27,9 +27,6 @@ import shutil
 import uuid
 from collections.abc import Callable
 from typing import Any
-
-import jax
-import jax.numpy as jnp
 
 from legorl_jax.model import Policy, save_hf
 
@@ -105,7 +102,7 @@ class Publisher:
     async def publish(self, params: Any, version: str) -> str | pathlib.Path:
         """Makes the engine serve `params` as `version`; returns the directory written (disk) or the version."""
         if self.mode == "in_process":
-            await self.engine.update_weights(jax.tree.map(jnp.copy, params), version)
+            await self.engine.update_weights(params, version)
             self.published.append(version)
             return version
         path = export_hf(self.to_policy(params), self.directory, version, dtype=self.dtype, source_dir=self.source_dir)

@@ -18,7 +18,9 @@
   no extra forward).
 - `ref_logprobs(batch)`: the frozen reference for the k3 KL (`algo.kl_coef > 0`), routed natively: the
   recorded routing belongs to the rollout policy, not to the reference (verl runs its reference the same
-  way). The reference params are not checkpointed: they are the initial weights, reloaded on resume.
+  way). The reference is `reference_params`, by default the weights of the policy the trainer was built
+  from (the initial checkpoint); it is not checkpointed, a resumed run rebuilds it from that checkpoint.
+  The trainer keeps those initial weights (`initial_params`, the default start of `init_state`).
 - `update(state, batch, pack_stats=None) -> (state, metrics)`: everything one `TrainBatch` gets, in order;
   metrics are host floats: `train/*` (loss terms, clip fraction, KL, entropy, grad norm, learning rate,
   skipped updates), `align/*` (monitor/alignment.py: π_old vs behaviour log-probs, replay coverage, routing
@@ -85,8 +87,6 @@ class Trainer:
         self.optimizer = make_optimizer(train)
         self.schedule = make_schedule(train)
         self.norm_length = float(algo.agg_norm_length or train.max_tokens)
-        if algo.kl_coef > 0 and reference_params is None:
-            raise ValueError(f"algo.kl_coef={algo.kl_coef} needs reference_params (the frozen initial weights)")
         self.param_shardings = None
         if mesh is not None:
             shards = math.prod(dict(zip(mesh.axis_names, mesh.devices.shape))[a] for a in dict(self.rules)["batch"])
@@ -97,7 +97,9 @@ class Trainer:
                 )
             with self._context():
                 self.param_shardings = nnx.filter_state(state_shardings(policy, mesh, self.rules), nnx.Param)
-        self.reference_params = None if reference_params is None else self._place_params(reference_params)
+        self.reference_params = None
+        if algo.kl_coef > 0:
+            self.reference_params = self._place_params(self.initial_params if reference_params is None else reference_params)
         self._programs: dict[tuple[Any, ...], Any] = {}
         self._state_shardings = self._init_shardings() if mesh is not None else None
 
@@ -175,7 +177,7 @@ class Trainer:
             yield
 
     # ------------------------------------------------------------------------------------------------
-    # the computations (pure functions of arrays, jitted by _program)
+    # the computations (pure functions of arrays, jitted by _jit)
 
     def _forward(self, params: Any, mb: dict[str, jax.Array], *, replay: bool) -> tuple[jax.Array, jax.Array, Any]:
         model = nnx.merge(self.graphdef, params, self.rest)
@@ -286,39 +288,21 @@ class Trainer:
     # ------------------------------------------------------------------------------------------------
     # jitted entry points
 
-    def _program(self, name: str, keys: tuple[str, ...], extra: tuple[bool, ...] = ()) -> Any:
-        cache_key = (name, keys, extra)
-        if cache_key in self._programs:
-            return self._programs[cache_key]
-        if self.mesh is None:
-            shard = lambda *_: None  # noqa: E731
-        else:
-            replicated = NamedSharding(self.mesh, PartitionSpec())
-            batch_sh = {k: self._row_sharding(k) for k in keys}
-            row = self._row_sharding("tokens")
-            params_sh = self.param_shardings
-            shard = {
-                "step": lambda: ((self._state_shardings, batch_sh, *(row if e else None for e in extra)),
-                                 (self._state_shardings, replicated, row)),
-                "logprobs": lambda: ((params_sh, batch_sh), row),
-                "native": lambda: ((params_sh, batch_sh), self._row_sharding("routed_experts")),
-                "align": lambda: ((row, batch_sh, self._row_sharding("routed_experts") if extra[0] else None),
-                                  replicated),
-            }[name]
-        fns = {
-            "step": (self._step_fn, (0,)),
-            "logprobs": (lambda p, b: self._logprob_fn(p, b, replay=extra[0]), ()),
-            "native": (self._native_routing_fn, ()),
-            "align": (self._alignment_fn, ()),
-        }
-        fn, donate = fns[name]
-        shardings = shard()
-        if shardings is None:
-            program = jax.jit(fn, donate_argnums=donate)
-        else:
-            program = jax.jit(fn, in_shardings=shardings[0], out_shardings=shardings[1], donate_argnums=donate)
-        self._programs[cache_key] = program
-        return program
+    def _jit(self, key: tuple[Any, ...], fn: Any, shardings: Any, donate: tuple[int, ...] = ()) -> Any:
+        """`fn` jitted once per key; with a mesh, `shardings()` gives its (in, out) shardings."""
+        if key not in self._programs:
+            if self.mesh is None:
+                self._programs[key] = jax.jit(fn, donate_argnums=donate)
+            else:
+                ins, outs = shardings()
+                self._programs[key] = jax.jit(fn, in_shardings=ins, out_shardings=outs, donate_argnums=donate)
+        return self._programs[key]
+
+    def _batch_shardings(self, batch: dict[str, Any]) -> dict[str, NamedSharding]:
+        return {k: self._row_sharding(k) for k in batch}
+
+    def _replicated(self) -> NamedSharding:
+        return NamedSharding(self.mesh, PartitionSpec())
 
     def train_step(
         self, state: TrainState, batch: dict[str, jax.Array], old_logprobs: jax.Array | None = None,
@@ -329,30 +313,54 @@ class Trainer:
             raise ValueError(f"algo.mis={self.algo.mis!r} needs old_logprobs before the update (Trainer.old_logprobs)")
         if (ref_logprobs is None) != (self.algo.kl_coef == 0):
             raise ValueError(f"ref_logprobs must be given exactly when algo.kl_coef > 0 (kl_coef={self.algo.kl_coef})")
-        program = self._program("step", tuple(batch), (old_logprobs is not None, ref_logprobs is not None))
+        given = (old_logprobs is not None, ref_logprobs is not None)
+
+        def shardings() -> tuple[Any, Any]:
+            row = self._row_sharding("tokens")
+            ins = (self._state_shardings, self._batch_shardings(batch), *(row if g else None for g in given))
+            return ins, (self._state_shardings, self._replicated(), row)
+
+        program = self._jit(("step", tuple(batch), given), self._step_fn, shardings, donate=(0,))
         with self._context():
             return program(state, batch, old_logprobs, ref_logprobs)
 
+    def _logprobs(self, params: Any, batch: dict[str, jax.Array], *, replay: bool) -> jax.Array:
+        program = self._jit(
+            ("logprobs", tuple(batch), replay),
+            lambda p, b: self._logprob_fn(p, b, replay=replay),
+            lambda: ((self.param_shardings, self._batch_shardings(batch)), self._row_sharding("tokens")),
+        )
+        with self._context():
+            return program(params, batch)
+
     def old_logprobs(self, params: Any, batch: dict[str, jax.Array]) -> jax.Array:
         """π_old: log-probs of the batch's targets with the recorded routing replayed, no gradient."""
-        with self._context():
-            return self._program("logprobs", tuple(batch), (True,))(params, batch)
+        return self._logprobs(params, batch, replay=True)
 
     def ref_logprobs(self, batch: dict[str, jax.Array]) -> jax.Array:
         """The frozen reference's log-probs, routed natively."""
-        if self.reference_params is None:
-            raise ValueError("ref_logprobs needs reference_params (pass them to Trainer)")
-        with self._context():
-            return self._program("logprobs", tuple(batch), (False,))(self.reference_params, batch)
+        return self._logprobs(self.reference_params, batch, replay=False)
 
     def native_routing(self, params: Any, batch: dict[str, jax.Array]) -> jax.Array:
         """The trainer's own top-k routing of the batch (no replay), int32[L, B, T, K]."""
+        program = self._jit(
+            ("native", tuple(batch)),
+            self._native_routing_fn,
+            lambda: ((self.param_shardings, self._batch_shardings(batch)), self._row_sharding("routed_experts")),
+        )
         with self._context():
-            return self._program("native", tuple(batch))(params, batch)
+            return program(params, batch)
 
     def alignment(self, train_lp: jax.Array, batch: dict[str, jax.Array], native: jax.Array | None) -> dict[str, float]:
+        """The `align/*` figures of `train_lp` (π_old) against the batch's behaviour log-probs and routing."""
+
+        def shardings() -> tuple[Any, Any]:
+            routing = self._row_sharding("routed_experts") if native is not None else None
+            return (self._row_sharding("tokens"), self._batch_shardings(batch), routing), self._replicated()
+
+        program = self._jit(("align", tuple(batch), native is not None), self._alignment_fn, shardings)
         with self._context():
-            out = self._program("align", tuple(batch), (native is not None,))(train_lp, batch, native)
+            out = program(train_lp, batch, native)
         return {k: float(v) for k, v in jax.device_get(out).items()}
 
     # ------------------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 from omegaconf import OmegaConf
 
 import tiny_run
@@ -218,9 +217,7 @@ def variant_trainer():
     k3 KL 0.1 to the initial weights, routing replay off (agreement still measured)."""
     algo, train = tiny_run.tiny_configs(warmup_steps=1, routing_replay=False, routing_agreement_every=1)
     policy = init_policy(tiny_run.TINY_MOE, seed=0, dtype="float32", compute_dtype="bfloat16")
-    reference = nnx.state(policy, nnx.Param)
-    return Trainer(policy, dataclasses.replace(algo, aux_loss_coef=0.01, kl_coef=0.1), train,
-                   reference_params=reference)
+    return Trainer(policy, dataclasses.replace(algo, aux_loss_coef=0.01, kl_coef=0.1), train)  # reference: these weights
 
 
 def test_a_learning_rate_of_zero_is_warned_about_every_step_it_trains_at(variant_trainer, caplog):
@@ -290,5 +287,3 @@ def test_bad_batches_and_trainer_settings_are_named(tiny_trainer):
     with pytest.raises(ValueError, match="micro_batch_rows=2 must be a multiple of the 4 batch shards"):
         Trainer(init_policy(tiny_run.TINY_MOE, seed=0), algo, train, mesh=make_mesh(mesh_config),
                 rules=rules_from_config(mesh_config))
-    with pytest.raises(ValueError, match="kl_coef=0.1 needs reference_params"):
-        Trainer(init_policy(tiny_run.TINY_MOE, seed=0), dataclasses.replace(algo, kl_coef=0.1), train)
