@@ -428,9 +428,11 @@ class EngineConfig:
     max_len: int = 4096
     """jax: context length of a request, prompt plus output (KV cache positions per slot)."""
     min_prefill_bucket: int = 64
-    """jax: smallest prompt-length bucket; buckets double up to max_len (one prefill program each)."""
+    """jax: smallest prompt-length bucket; buckets double up to the chunk size (one prefill program each)."""
+    chunked_prefill_size: int | None = 4096
+    """jax: longest prompt chunk prefilled at once (bounds attention memory); None: max_len in one piece."""
     dtype: str | None = None
-    """jax: weight and KV dtype of the engine (None: model.dtype)."""
+    """jax: weight and KV dtype of the engine (None: the given policy's, or float32 when loading a directory)."""
     weight_version: str = "default"
     """Version reported until the first update (SGLang's default is "default")."""
     url: str | None = None
@@ -447,6 +449,10 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.backend not in ENGINE_BACKENDS:
             raise ValueError(f"engine.backend must be one of {ENGINE_BACKENDS}, got {self.backend!r}")
+        if self.chunked_prefill_size is not None and (
+            not isinstance(self.chunked_prefill_size, int) or self.chunked_prefill_size < 1
+        ):
+            raise ValueError(f"engine.chunked_prefill_size must be a positive int or null, got {self.chunked_prefill_size!r}")
         for name in ("max_running", "max_len", "min_prefill_bucket"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -56,7 +56,8 @@ async def open_engine(
         from legorl_jax.engine.jax_engine import JaxEngine, tokenizer_of
 
         options = dict(max_running=config.max_running, max_len=config.max_len, min_bucket=config.min_prefill_bucket,
-                       dtype=config.dtype, weight_version=config.weight_version)  # fmt: skip
+                       prefill_chunk=config.chunked_prefill_size, dtype=config.dtype,
+                       weight_version=config.weight_version)  # fmt: skip
         if policy is None:
             engine = JaxEngine.from_dir(model_path, **options)
         else:

@@ -99,13 +99,16 @@ class JaxEngine:
         max_running: int = 8,
         max_len: int | None = None,
         min_bucket: int = 16,
+        prefill_chunk: int | None = None,
         dtype: str | None = None,
         weight_version: str = "default",
         eos_token_ids: tuple[int, ...] | None = None,
         model_path: str | None = None,
     ):
         max_len = policy.config.max_position_embeddings if max_len is None else max_len
-        self.runner = ModelRunner(policy, max_running, max_len, min_bucket=min_bucket, dtype=dtype)
+        self.runner = ModelRunner(
+            policy, max_running, max_len, min_bucket=min_bucket, prefill_chunk=prefill_chunk, dtype=dtype
+        )
         self.config = policy.config
         self.tokenizer = tokenizer
         self.model_path = model_path
@@ -167,6 +170,7 @@ class JaxEngine:
             "paused": self._paused,
             "weight_version": self.weight_version,
             "prefill_buckets": list(self.runner.buckets),
+            "chunked_prefill_size": self.runner.prefill_chunk,
             "compiled_programs": sorted(self.runner.compiled),
         }
 

@@ -1,21 +1,25 @@
 """The device side of the embedded engine: the policy's weights, its KV cache and the jitted programs.
 
-`ModelRunner(policy, num_slots, max_len, min_bucket=16, dtype=None, device=None)` owns:
+`ModelRunner(policy, num_slots, max_len, min_bucket=16, prefill_chunk=None, dtype=None, device=None)` owns:
 - the weights as `nnx.split(policy, nnx.Param, ...)`, on one device, in the engine's dtype;
 - a `KVCache` of `num_slots` slots × `max_len` positions (model/cache.py), donated to every program;
 - three programs, all on `Policy.forward_cached` / `Policy.token_logprobs` (never a second forward):
-  * `prefill(prompt, slot, sampling, seed)`: one prompt padded to a length bucket (padding at position -1
-    writes nothing), its K/V written to the slot, the first token sampled from the last prompt position;
-    returns (token, behaviour log-prob, routed experts int32[P, L, K] of the prompt positions);
+  * `prefill(prompt, slot, rows)`: the prompt in chunks of at most `prefill_chunk` tokens (default
+    max_len), each padded to a length bucket (padding at position -1 writes nothing); each chunk's K/V
+    goes to the slot and its tokens attend to the chunks before it through the cache, so the attention
+    scores of one call are [chunk, max_len], never [P, max_len]. The first token is sampled from the
+    last prompt position; returns (token, behaviour log-prob, routed experts int32[P, L, K] of the
+    prompt positions);
   * `decode(tokens, positions, rows)`: one step over every slot at once (T = 1; an idle slot sits at
     position -1 and is ignored); returns per slot (next token, log-prob, routed experts [L, K] of the
     token just forwarded);
   * `prompt_logprobs(ids, start, temperature)`: log-probs of given tokens, on the packed forward.
 
-Compilations are bounded: prompt lengths are padded to buckets `min_bucket · 2^i` capped at `max_len`
-(`len(buckets) = ceil(log2(max_len / min_bucket)) + 1`, e.g. 16..4096 → 9), one prefill program per
-bucket and one prompt-log-prob program per (bucket, temperature) (the fused log-prob op takes its
-temperature as a static number; rollouts use one), compiled on first use, and exactly one decode program. The
+Compilations are bounded: chunk lengths are padded to buckets `min_bucket · 2^i` capped at the chunk
+size (`len(buckets) = ceil(log2(chunk / min_bucket)) + 1`, e.g. 16..4096 → 9), one prefill program per
+bucket; prompt log-probs use the same doubling up to max_len, one program per (bucket, temperature)
+(the fused log-prob op takes its temperature as a static number; rollouts use one); all compiled on
+first use; and exactly one decode program. The
 programs are module-level `jax.jit`s with the graphdef static, so two runners of the same model and
 shapes share compilations.
 
@@ -102,6 +106,7 @@ class ModelRunner:
         max_len: int,
         *,
         min_bucket: int = 16,
+        prefill_chunk: int | None = None,
         dtype: str | None = None,
         device: jax.Device | None = None,
     ):
@@ -116,7 +121,12 @@ class ModelRunner:
             )
         self.config = policy.config
         self.num_slots, self.max_len = num_slots, max_len
-        self.buckets = prefill_buckets(max_len, min_bucket)
+        chunk = max_len if prefill_chunk is None else prefill_chunk
+        if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
+            raise ValueError(f"prefill_chunk must be a positive int or None, got {prefill_chunk!r}")
+        self.prefill_chunk = min(chunk, max_len)
+        self.buckets = prefill_buckets(self.prefill_chunk, min_bucket)
+        self.logprob_buckets = prefill_buckets(max_len, min_bucket)
         self.dtype_name = dtype or policy.dtype
         self.dtype = as_dtype(self.dtype_name, "engine dtype")
         self.device = device or jax.devices()[0]
@@ -173,36 +183,37 @@ class ModelRunner:
     # ------------------------------------------------------------------------------------------------
     # programs
 
-    def bucket(self, length: int) -> int:
-        for b in self.buckets:
+    @staticmethod
+    def _bucket(length: int, buckets: tuple[int, ...]) -> int:
+        for b in buckets:
             if length <= b:
                 return b
-        raise ValueError(f"a prompt of {length} tokens exceeds max_len={self.max_len}")
+        raise ValueError(f"{length} tokens exceed the largest bucket ({buckets[-1]})")
 
     def prefill(
         self, prompt: np.ndarray, slot: int, rows: SamplingRows
     ) -> tuple[int, float, np.ndarray | None]:
         """Writes `prompt` into `slot`; (first token, its log-prob, routed experts int32[P, L, K] or None)."""
-        p = len(prompt)
-        width = self.bucket(p)
-        ids = np.zeros((1, width), np.int32)
-        ids[0, :p] = prompt
-        positions = np.full((1, width), -1, np.int32)
-        positions[0, :p] = np.arange(p, dtype=np.int32)
-        self.compiled = self.compiled | {("prefill", width)}
-        token, logprob, routed, self.cache = _prefill(
-            self.graphdef,
-            self.params,
-            self.rest,
-            self.cache,
-            ids,
-            positions,
-            np.array([slot], np.int32),
-            np.array([p - 1], np.int32),
-            rows,
-            np.array([p], np.int32),
-        )
-        routed_host = None if routed is None else np.asarray(routed)[:, 0, :p].transpose(1, 0, 2)
+        if len(prompt) > self.max_len:
+            raise ValueError(f"a prompt of {len(prompt)} tokens exceeds max_len={self.max_len}")
+        routed_parts = []
+        for start in range(0, len(prompt), self.prefill_chunk):
+            piece = prompt[start : start + self.prefill_chunk]
+            n = len(piece)
+            width = self._bucket(n, self.buckets)
+            ids = np.zeros((1, width), np.int32)
+            ids[0, :n] = piece
+            positions = np.full((1, width), -1, np.int32)
+            positions[0, :n] = np.arange(start, start + n, dtype=np.int32)
+            self.compiled = self.compiled | {("prefill", width)}
+            # Every chunk samples (one program for all); only the last chunk's token is the request's.
+            token, logprob, routed, self.cache = _prefill(
+                self.graphdef, self.params, self.rest, self.cache, ids, positions, np.array([slot], np.int32),
+                np.array([n - 1], np.int32), rows, np.array([start + n], np.int32),
+            )  # fmt: skip
+            if routed is not None:
+                routed_parts.append(np.asarray(routed)[:, 0, :n].transpose(1, 0, 2))
+        routed_host = np.concatenate(routed_parts, axis=0) if routed_parts else None
         return int(token[0]), float(logprob[0]), routed_host
 
     def decode(
@@ -219,7 +230,7 @@ class ModelRunner:
     def prompt_logprobs(self, ids: np.ndarray, start: int, temperature: float) -> np.ndarray:
         """float32[P - start]: log_softmax(logits / T) of ids[start:], each given the tokens before it."""
         p = len(ids)
-        width = self.bucket(p)
+        width = self._bucket(p, self.logprob_buckets)
         tokens = np.zeros((1, width), np.int32)
         tokens[0, :p] = ids
         targets = np.zeros((1, width), np.int32)
@@ -235,5 +246,5 @@ class ModelRunner:
 
     @property
     def num_programs_bound(self) -> int:
-        """The most programs one temperature can compile: a prefill and a log-prob one per bucket, one decode."""
-        return 2 * len(self.buckets) + 1
+        """The most programs one temperature can compile: one per prefill and log-prob bucket, one decode."""
+        return len(self.buckets) + len(self.logprob_buckets) + 1

@@ -309,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-running", type=int, default=32, help="decode slots (concurrent requests)")
     p.add_argument("--max-len", type=int, default=None, help="context length (default: the model's)")
     p.add_argument("--min-bucket", type=int, default=16, help="smallest prefill length bucket")
+    p.add_argument(
+        "--chunked-prefill-size", type=int, default=None, help="longest prefill chunk (default: max-len)"
+    )
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     p.add_argument("--weight-version", default="default")
     p.add_argument("--no-warmup", action="store_true", help="open the port before compiling anything")
@@ -329,6 +332,7 @@ async def _serve(args: argparse.Namespace) -> None:
         max_running=args.max_running,
         max_len=args.max_len,
         min_bucket=args.min_bucket,
+        prefill_chunk=args.chunked_prefill_size,
         weight_version=args.weight_version,
     )
     try:

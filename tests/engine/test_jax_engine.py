@@ -439,3 +439,20 @@ async def test_weights_sharded_over_a_mesh_are_copied_in_and_may_be_deleted_afte
     gen = await engine.generate(PROMPTS[1], GREEDY)
     np.testing.assert_array_equal(gen.output_ids, expected.output_ids)
     assert gen.weight_version == "sharded"
+
+
+async def test_a_prompt_prefilled_in_chunks_gives_what_one_piece_gives(engine, engine_model_dir):
+    chunked = JaxEngine.from_dir(
+        engine_model_dir, max_running=SLOTS, max_len=MAX_LEN, min_bucket=16, prefill_chunk=16
+    )
+    try:
+        assert chunked.runner.buckets == (16,)  # 40 tokens go in as 16 + 16 + 8
+        prompt = list(range(200, 240))
+        sampling = SamplingParams(max_new_tokens=10, seed=17, ignore_eos=True)
+        whole = await engine.generate(prompt, sampling, return_routed_experts=True)
+        pieces = await chunked.generate(prompt, sampling, return_routed_experts=True)
+    finally:
+        chunked.close()
+    np.testing.assert_array_equal(pieces.output_ids, whole.output_ids)
+    np.testing.assert_allclose(pieces.output_logprobs, whole.output_logprobs, atol=1e-5)
+    np.testing.assert_array_equal(pieces.routed_experts, whole.routed_experts)
