@@ -91,3 +91,16 @@ def test_the_engine_presets_compose_into_the_root_config():
         sglang_cfg = OmegaConf.to_object(compose("config", overrides=["engine=sglang", "engine.sglang.tp=2"]))
     assert isinstance(jax_cfg, Config) and jax_cfg.engine.backend == "jax"
     assert sglang_cfg.engine.backend == "sglang" and sglang_cfg.engine.sglang.tp == 2
+
+
+def test_importing_the_engine_modules_starts_no_jax_backend():
+    import subprocess
+    import sys
+
+    code = (
+        "import legorl_jax.engine, sys; assert 'jax' not in sys.modules; "
+        "import legorl_jax.engine.jax_engine, legorl_jax.engine.serve, legorl_jax.engine.sglang_client, "
+        "legorl_jax.engine.sglang_launcher; from jax._src import xla_bridge; print(bool(xla_bridge._backends))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
