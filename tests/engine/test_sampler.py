@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from legorl_jax.engine.base import SamplingParams
-from legorl_jax.engine.sampler import SamplingRows, sample
+from legorl_jax.engine.sampler import SamplingRows, block_size, gumbel_max, sample, token_keys
 
 sample_jit = jax.jit(sample)
 # probabilities 0.5, 0.3, 0.1, 0.05, 0.05 (and nothing else) at temperature 1
@@ -99,3 +99,18 @@ def test_seeds_and_positions_give_different_draws_and_the_same_ones_again():
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     assert len(set(a.tolist())) > 1  # positions are different draws
+
+
+def test_the_two_stage_draw_follows_the_softmax_across_uneven_blocks():
+    """V = 37: blocks of 8, the last one padded; every token's frequency matches its probability."""
+    assert block_size(37) == 8
+    rng = np.random.default_rng(3)
+    logits = rng.normal(scale=1.5, size=(1, 37)).astype(np.float32)
+    logits[0, 5] = -np.inf  # a filtered token is never drawn
+    n = 20000
+    keys = token_keys(np.full(n, 11, np.uint32), np.zeros(n, np.uint32), np.arange(n, dtype=np.int32))
+    tokens = np.asarray(jax.jit(gumbel_max)(np.repeat(logits, n, axis=0), keys))
+    expected = np.exp(log_softmax(np.where(np.isinf(logits[0]), -1e30, logits[0])))
+    freq = np.bincount(tokens, minlength=37) / n
+    assert freq[5] == 0 and tokens.max() < 37
+    np.testing.assert_array_less(np.abs(freq - expected), 4 * np.sqrt(expected * (1 - expected) / n) + 1e-9)
