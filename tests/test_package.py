@@ -1,11 +1,14 @@
 """The package imports without side effects and the config schemas validate their input."""
 
+import pathlib
 import subprocess
 import sys
 
 import pytest
 
 from legorl_jax.config import MeshConfig, ModelConfig
+
+CONF = pathlib.Path(__file__).parents[1] / "conf"
 
 
 def test_importing_the_package_initialises_no_jax_backend():
@@ -30,17 +33,42 @@ def test_mesh_config_names_a_bad_axis_size():
         MeshConfig(tensor=0)
 
 
-def test_root_config_composes_every_mesh_preset():
+def _compose(*overrides: str):
+    """The root config composed from conf/ with `overrides`, as the typed `Config`."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from legorl_jax.config import Config, register_configs
-
-    import pathlib
+    from legorl_jax.config import register_configs
 
     register_configs()
-    conf = pathlib.Path(__file__).parents[1] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        for preset in sorted(p.stem for p in (conf / "mesh").glob("*.yaml")):
-            cfg = OmegaConf.to_object(compose("config", overrides=[f"mesh={preset}"]))
-            assert isinstance(cfg, Config)
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return OmegaConf.to_object(compose("config", overrides=list(overrides)))
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "mesh").glob("*.yaml")))
+def test_root_config_composes_every_mesh_preset(preset):
+    assert isinstance(_compose(f"mesh={preset}").mesh, MeshConfig)
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "model").glob("*.yaml")))
+def test_root_config_composes_every_model_preset_into_its_schema(preset):
+    cfg = _compose(f"model={preset}")
+    assert isinstance(cfg.model, ModelConfig) and cfg.model.path
+
+
+def test_a_bad_model_dtype_override_names_the_value():
+    with pytest.raises(ValueError, match="model.dtype must be one of .* got 'int8'"):
+        _compose("model.dtype=int8")
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: MeshConfig(tensor=True), "mesh.tensor.*True"),
+        (lambda: ModelConfig(scan_layers="yes"), "model.scan_layers must be true or false, got 'yes'"),
+        (lambda: ModelConfig(path=""), "model.path must be an HF model directory, got ''"),
+    ],
+)
+def test_model_and_mesh_configs_name_a_wrongly_typed_value(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

@@ -18,9 +18,11 @@ computes it), `tie_word_embeddings` (false), `attention_bias` (false), `hidden_a
 `mlp_only_layers` ([]), `router_aux_loss_coef` (0.001), `bos/eos/pad_token_id` (none). YaRN fields
 follow transformers' `standardize_rope_params`: a top-level `original_max_position_embeddings` wins
 over the RoPE dict's, which defaults to `max_position_embeddings`; `factor` None means
-`max_position_embeddings / original_max_position_embeddings`.
+`max_position_embeddings / original_max_position_embeddings`. A default applies only when the field is
+absent or null; a value that is given (0 included) is validated as given, never replaced.
 
-Rejected with a ValueError naming field and value: other architectures, `hidden_act != "silu"`,
+Rejected with a ValueError naming field and value: other architectures, a `model_type` that is not the
+architecture's (`qwen3` / `qwen3_moe`), a RoPE dict that is not an object, `hidden_act != "silu"`,
 `use_sliding_window: true`, a `layer_types` entry other than "full_attention", `partial_rotary_factor
 != 1`, RoPE types other than default / linear / yarn, unknown RoPE keys, per-layer-type RoPE dicts.
 Every other field is kept verbatim (`extra_json`) so a load -> save round trip loses nothing.
@@ -145,7 +147,8 @@ class ArchConfig:
                 f"num_experts_per_tok={self.num_experts_per_tok} exceeds num_experts={self.num_experts}"
             )
         for layer in self.mlp_only_layers:
-            if not isinstance(layer, int) or not 0 <= layer < self.num_hidden_layers:
+            is_index = isinstance(layer, int) and not isinstance(layer, bool)
+            if not is_index or not 0 <= layer < self.num_hidden_layers:
                 raise ValueError(
                     f"mlp_only_layers entry {layer!r} is not a layer index in [0, {self.num_hidden_layers})"
                 )
@@ -277,9 +280,9 @@ def _parse_rope(raw: dict[str, Any]) -> tuple[float, RopeScaling | None]:
         field = "rope_parameters"
     else:
         params, field = raw.get("rope_scaling"), "rope_scaling"
-    params = dict(params or {})
-    if not isinstance(params, dict):
+    if params is not None and not isinstance(params, dict):
         raise ValueError(f"config.json field {field!r} must be an object or null, got {params!r}")
+    params = dict(params or {})
     if any(isinstance(v, dict) for v in params.values()):
         raise ValueError(f"per-layer-type RoPE parameters are not supported: {field}={params!r}")
     unknown = sorted(set(params) - _ROPE_KEYS)
@@ -336,6 +339,12 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
             f"config.json field 'architectures' must be [{DENSE!r}] or [{MOE!r}], got {architectures!r}"
         )
     is_moe = architectures[0] == MOE
+    model_type = raw.get("model_type")
+    if model_type is not None and model_type != _MODEL_TYPES[architectures[0]]:
+        raise ValueError(
+            f"config.json field 'model_type' must be {_MODEL_TYPES[architectures[0]]!r} for "
+            f"{architectures[0]}, got {model_type!r}"
+        )
     if raw.get("use_sliding_window", False) is not False:
         raise ValueError(
             f"use_sliding_window must be false (sliding-window attention is not supported), got {raw['use_sliding_window']!r}"
@@ -347,6 +356,11 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
         raise ValueError(f"hidden_act must be 'silu', got {raw['hidden_act']!r}")
     heads = _int(raw, "num_attention_heads")
     hidden = _int(raw, "hidden_size")
+    if heads <= 0:  # checked here because the default head_dim divides by it
+        raise ValueError(f"num_attention_heads must be a positive int, got {heads!r}")
+    # An absent or null optional size takes HF's default; any value given (0 included) is validated as given.
+    kv_heads = _int(raw, "num_key_value_heads", None)
+    head_dim = _int(raw, "head_dim", None)
     theta, scaling = _parse_rope(raw)
     fields: dict[str, Any] = dict(
         architectures=tuple(architectures),
@@ -355,9 +369,8 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
         intermediate_size=_int(raw, "intermediate_size"),
         num_hidden_layers=_int(raw, "num_hidden_layers"),
         num_attention_heads=heads,
-        num_key_value_heads=_int(raw, "num_key_value_heads", heads) or heads,
-        head_dim=_int(raw, "head_dim", hidden // heads if is_moe else 128)
-        or (hidden // heads if is_moe else 128),
+        num_key_value_heads=heads if kv_heads is None else kv_heads,
+        head_dim=(hidden // heads if is_moe else 128) if head_dim is None else head_dim,
         rms_norm_eps=_number(raw, "rms_norm_eps"),
         rope_theta=theta,
         rope_scaling=scaling,

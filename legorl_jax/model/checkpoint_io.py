@@ -5,8 +5,10 @@ rules=None) -> Policy` reads `config.json` (either dialect, architecture.py) and
 when present, `model.safetensors.index.json` and the shards it names; with `mesh` each parameter is
 created directly with its sharding (a 30B model never lands whole on one device). Every tensor is checked against the layout
 `hf_layout.hf_shapes(config)` before anything is built: a missing, unexpected or mis-shaped tensor is a
-ValueError naming it (with expected and received shape). Stored dtypes (F32, BF16, F16) are converted
-to `dtype`.
+ValueError naming it (with expected and received shape), and so is a tensor stored in a dtype other than
+F32, BF16 or F16 (those are converted to `dtype`). With an index, its `weight_map` must map names to
+file names, and a shard holding a tensor the index does not assign to it is refused (an unlisted tensor
+would otherwise be ignored); a file that is not safetensors is a ValueError naming the file.
 
 `save_hf(policy, path, dtype="bfloat16", *, source_dir=None, max_shard_bytes=5e9)` writes the Hub layout:
 `config.json` (Hub dialect, `torch_dtype` = dtype) and `model.safetensors`, or, above `max_shard_bytes`,
@@ -24,10 +26,11 @@ import os
 import pathlib
 import shutil
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from jax.sharding import Mesh
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from legorl_jax.model.architecture import ArchConfig
@@ -45,8 +48,19 @@ def _is_weight_file(name: str) -> bool:
     return name.endswith(".safetensors") or name == INDEX
 
 
-def _tensor_files(path: pathlib.Path) -> dict[str, pathlib.Path]:
-    """Tensor name -> the file holding it, from the index when there is one."""
+# Stored dtypes a policy can be built from (safetensors' names); anything else is refused, not cast.
+STORED_DTYPES = ("F32", "BF16", "F16")
+
+
+def _open(file: pathlib.Path) -> Any:
+    try:
+        return safe_open(str(file), framework="numpy")
+    except (SafetensorError, OSError) as err:
+        raise ValueError(f"{str(file)!r} is not a readable safetensors file: {err}") from None
+
+
+def _tensor_files(path: pathlib.Path) -> tuple[dict[str, pathlib.Path], bool]:
+    """(tensor name -> the file holding it, whether an index said so); the index wins when there is one."""
     index = path / INDEX
     if index.exists():
         try:
@@ -55,23 +69,30 @@ def _tensor_files(path: pathlib.Path) -> dict[str, pathlib.Path]:
             raise ValueError(
                 f"{str(index)!r} is not a safetensors index with a 'weight_map': {err!r}"
             ) from None
+        if not isinstance(weight_map, dict):
+            raise ValueError(f"{str(index)!r}: 'weight_map' must be an object, got {weight_map!r}")
+        for name, file in weight_map.items():
+            if not isinstance(file, str) or not file or pathlib.PurePath(file).name != file:
+                raise ValueError(
+                    f"{str(index)!r}: weight_map[{name!r}] must be a file name in the directory, got {file!r}"
+                )
         files = {name: path / file for name, file in weight_map.items()}
         for file in sorted(set(files.values())):
             if not file.exists():
                 raise ValueError(f"{str(index)!r} names shard {file.name!r}, which is not in {str(path)!r}")
-        return files
+        return files, True
     single = path / SINGLE
     if not single.exists():
         raise ValueError(f"{str(path)!r} has neither {SINGLE!r} nor {INDEX!r}")
-    with safe_open(str(single), framework="numpy") as f:
-        return {name: single for name in f.keys()}
+    with _open(single) as f:
+        return {name: single for name in f.keys()}, False
 
 
 class _Reader:
     """Lazy reads from the files holding each tensor, after checking names and shapes against the config."""
 
     def __init__(self, path: pathlib.Path, expected: dict[str, tuple[int, ...]]):
-        self.files = _tensor_files(path)
+        self.files, indexed = _tensor_files(path)
         missing = sorted(set(expected) - set(self.files))
         if missing:
             raise ValueError(
@@ -82,18 +103,38 @@ class _Reader:
             raise ValueError(
                 f"checkpoint {str(path)!r} has unexpected tensor {unexpected[0]!r} ({len(unexpected)} unexpected)"
             )
-        self.handles = {
-            file: safe_open(str(file), framework="numpy") for file in sorted(set(self.files.values()))
-        }
+        self.handles: dict[pathlib.Path, Any] = {}
+        try:
+            for file in sorted(set(self.files.values())):
+                self.handles[file] = _open(file)
+            self._check(expected, indexed)
+        except BaseException:
+            self.close()
+            raise
+
+    def _check(self, expected: dict[str, tuple[int, ...]], indexed: bool) -> None:
+        if indexed:
+            for file, handle in self.handles.items():
+                unlisted = sorted(n for n in handle.keys() if self.files.get(n) != file)
+                if unlisted:
+                    raise ValueError(
+                        f"shard {file.name!r} holds tensor {unlisted[0]!r}, which the index does not assign "
+                        f"to it ({len(unlisted)} such)"
+                    )
         for name, shape in expected.items():
             handle = self.handles[self.files[name]]
             if name not in handle.keys():
                 raise ValueError(
                     f"tensor {name!r} is listed for {self.files[name].name!r} but that file lacks it"
                 )
-            received = tuple(handle.get_slice(name).get_shape())
+            tensor = handle.get_slice(name)
+            received = tuple(tensor.get_shape())
             if received != shape:
                 raise ValueError(f"tensor {name!r} has shape {received}, expected {shape}")
+            if tensor.get_dtype() not in STORED_DTYPES:
+                raise ValueError(
+                    f"tensor {name!r} is stored as {tensor.get_dtype()}, expected one of {STORED_DTYPES}"
+                )
 
     def __call__(self, name: str) -> np.ndarray:
         return self.handles[self.files[name]].get_tensor(name)
@@ -101,6 +142,7 @@ class _Reader:
     def close(self) -> None:
         for handle in self.handles.values():
             handle.__exit__(None, None, None)
+        self.handles = {}
 
 
 def load_hf(

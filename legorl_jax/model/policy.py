@@ -144,7 +144,7 @@ class Policy(nnx.Module):
         segment_ids = self._check_like(segment_ids, input_ids, "segment_ids")
         positions = positions_from_segments(segment_ids) if positions is None else positions
         positions = self._check_like(positions, input_ids, "positions")
-        self._check_forced(forced_experts, input_ids.shape)
+        forced_experts = self._check_forced(forced_experts, input_ids.shape)
         ctx = LayerContext(
             positions=positions, token_mask=segment_ids > 0, segment_ids=segment_ids, slots=None
         )
@@ -177,7 +177,7 @@ class Policy(nnx.Module):
             raise ValueError(
                 f"cache has {cache.num_layers} layers, the policy {self.config.num_hidden_layers}"
             )
-        self._check_forced(forced_experts, input_ids.shape)
+        forced_experts = self._check_forced(forced_experts, input_ids.shape)
         ctx = LayerContext(positions=positions, token_mask=positions >= 0, segment_ids=None, slots=slots)
         hidden, routed, stats, cache = self._trunk(input_ids, ctx, forced_experts, cache)
         return self._output(hidden, routed, stats, ctx, compute_logits), cache
@@ -293,12 +293,15 @@ class Policy(nnx.Module):
             raise TypeError(f"{name} must be an integer array, got dtype {array.dtype}")
         return array
 
-    def _check_forced(self, forced: jax.Array | None, token_shape: tuple[int, ...]) -> None:
+    def _check_forced(self, forced: jax.Array | None, token_shape: tuple[int, ...]) -> jax.Array | None:
         if forced is None:
-            return
+            return None
+        if not isinstance(forced, (jax.Array, np.ndarray)):  # nested lists; checked before any cast
+            forced = np.asarray(forced)
         c = self.config
         if not c.is_moe:
             raise ValueError(
                 f"forced_experts was given (shape {tuple(forced.shape)}) but {c.architectures[0]} has no MoE layers"
             )
         check_forced_experts(forced, (c.num_moe_layers, *token_shape, c.num_experts_per_tok), c.num_experts)
+        return forced

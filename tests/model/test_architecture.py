@@ -113,6 +113,14 @@ def test_config_is_hashable_so_it_can_live_in_a_graphdef(moe_raw):
         ({"num_experts_per_tok": 9}, "num_experts_per_tok=9"),
         ({"mlp_only_layers": [7]}, "mlp_only_layers entry 7"),
         ({"num_local_experts": 4}, "num_experts=8.*num_local_experts=4"),
+        # A given value is validated as given: 0 is an error, never a cue to take the default.
+        ({"num_key_value_heads": 0}, "num_key_value_heads must be a positive int, got 0"),
+        ({"head_dim": 0}, "head_dim must be a positive int, got 0"),
+        ({"num_attention_heads": 0}, "num_attention_heads must be a positive int, got 0"),
+        ({"rope_scaling": "yarn"}, "'rope_scaling' must be an object or null, got 'yarn'"),
+        ({"rope_parameters": 5}, "'rope_parameters' must be an object or null, got 5"),
+        ({"model_type": "llama"}, "'model_type' must be 'qwen3_moe' for Qwen3MoeForCausalLM, got 'llama'"),
+        ({"mlp_only_layers": [True]}, "mlp_only_layers entry True"),
     ],
 )
 def test_bad_configs_raise_naming_field_and_value(moe_raw, change, message):
@@ -120,11 +128,22 @@ def test_bad_configs_raise_naming_field_and_value(moe_raw, change, message):
         ArchConfig.from_hf_dict(moe_raw | change)
 
 
-@pytest.mark.parametrize("field", ["vocab_size", "hidden_size", "num_hidden_layers", "rms_norm_eps", "rope_theta",
-                                   "max_position_embeddings", "num_experts", "moe_intermediate_size"])  # fmt: skip
+@pytest.mark.parametrize("field", ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                   "num_attention_heads", "rms_norm_eps", "rope_theta", "max_position_embeddings",
+                                   "num_experts", "num_experts_per_tok", "moe_intermediate_size"])  # fmt: skip
 def test_missing_required_field_is_named(moe_raw, field):
     with pytest.raises(ValueError, match=f"missing required field '{field}'"):
         ArchConfig.from_hf_dict({k: v for k, v in moe_raw.items() if k != field})
+
+
+def test_missing_architectures_is_named_with_the_received_value(moe_raw):
+    with pytest.raises(ValueError, match=r"'architectures' must be .* got None"):
+        ArchConfig.from_hf_dict({k: v for k, v in moe_raw.items() if k != "architectures"})
+
+
+def test_null_optional_sizes_take_hf_defaults_like_absent_ones(moe_raw):
+    cfg = ArchConfig.from_hf_dict(moe_raw | {"num_key_value_heads": None, "head_dim": None})
+    assert cfg.num_key_value_heads == 4 and cfg.head_dim == 32 // 4
 
 
 def test_config_file_errors_name_the_path(tmp_path):

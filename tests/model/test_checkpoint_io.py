@@ -159,3 +159,45 @@ def test_directory_without_weights_or_with_a_broken_index_is_refused(saved, tmp_
         load_hf(saved, dtype="int8")
     with pytest.raises(ValueError, match="save_hf: dtype must be one of"):
         save_hf(load_hf(saved), tmp_path / "x", dtype="float64")
+
+
+def test_a_tensor_stored_as_integers_is_named_with_its_dtype_instead_of_cast(saved, tmp_path):
+    path = _corrupt(saved, tmp_path, lambda t: t.update({"model.norm.weight": np.ones(32, np.int64)}))
+    with pytest.raises(ValueError, match=r"'model.norm.weight' is stored as I64, expected one of"):
+        load_hf(path)
+
+
+def _sharded(moe_policy, path):
+    save_hf(moe_policy, path, dtype="float32", max_shard_bytes=50_000)
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    return index, sorted(set(index["weight_map"].values()))
+
+
+def test_a_shard_tensor_the_index_does_not_list_is_named(moe_policy, tmp_path):
+    _, shards = _sharded(moe_policy, tmp_path)
+    tensors = load_file(str(tmp_path / shards[0])) | {"model.layers.9.extra.weight": np.zeros(2, np.float32)}
+    save_file(tensors, str(tmp_path / shards[0]))
+    with pytest.raises(ValueError, match=rf"shard '{shards[0]}' holds tensor 'model.layers.9.extra.weight'"):
+        load_hf(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "weight_map, message",
+    [
+        (["lm_head.weight"], r"'weight_map' must be an object, got \['lm_head.weight'\]"),
+        ({"lm_head.weight": 5}, r"weight_map\['lm_head.weight'\] must be a file name in the directory, got 5"),
+        ({"lm_head.weight": "../model.safetensors"}, r"must be a file name in the directory, got '../model"),
+    ],
+)
+def test_a_malformed_index_weight_map_is_named_with_the_received_value(moe_policy, tmp_path, weight_map, message):
+    index, _ = _sharded(moe_policy, tmp_path)
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index | {"weight_map": weight_map}))
+    with pytest.raises(ValueError, match=message):
+        load_hf(tmp_path)
+
+
+def test_a_weights_file_that_is_not_safetensors_is_named(saved, tmp_path):
+    (tmp_path / "config.json").write_text((saved / "config.json").read_text())
+    (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ValueError, match=r"model.safetensors' is not a readable safetensors file"):
+        load_hf(tmp_path)

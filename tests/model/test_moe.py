@@ -183,3 +183,10 @@ def test_bad_forced_experts_raise_naming_shape_value_or_location(moe_policy, edi
 def test_dense_model_refuses_forced_experts(dense_policy):
     with pytest.raises(ValueError, match="has no MoE layers"):
         dense_policy(jnp.zeros((1, 4), jnp.int32), forced_experts=jnp.zeros((1, 1, 4, 2), jnp.int32))
+
+
+def test_forced_experts_given_as_nested_lists_are_checked_like_arrays(moe_policy):
+    forced = np.tile(np.array([0, 1]), (2, 2, 4, 1))
+    forced[1, 1, 3] = [2, 9]
+    with pytest.raises(ValueError, match=r"forced_experts\[1, 1, 3, 1\] = 9 is outside \[-1, num_experts=8\)"):
+        moe_policy(jnp.zeros((2, 4), jnp.int32), forced_experts=forced.tolist())
