@@ -46,7 +46,8 @@ async def open_engine(
 
     jax: a `JaxEngine` on `policy` when given (the trainer's own module; only the tokenizer is read from
     `model_path`), else on the HF directory `model_path`. sglang: an `SGLangEngine` on `config.url`, or on a server that
-    `SGLangLauncher` starts from `config.sglang` on `model_path` and stops afterwards.
+    `SGLangLauncher` starts from `config.sglang` on `model_path` (passing it `config.weight_version`) and
+    stops afterwards; a server at `config.url` reports its own version.
     """
     from legorl_jax.config import EngineConfig
 
@@ -75,5 +76,7 @@ async def open_engine(
     client_options = dict(timeout_s=config.request_timeout_s, retries=config.connect_retries,
                           backoff_s=config.retry_backoff_s)  # fmt: skip
     async with contextlib.AsyncExitStack() as stack:
-        url = config.url or await stack.enter_async_context(SGLangLauncher(config.sglang, model_path))
+        url = config.url or await stack.enter_async_context(
+            SGLangLauncher(config.sglang, model_path, weight_version=config.weight_version)
+        )
         yield await stack.enter_async_context(SGLangEngine(url, **client_options))

@@ -34,6 +34,7 @@ Logits: prefill computes them for the last prompt position only, from the final 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -44,6 +45,10 @@ from flax import nnx
 
 from legorl_jax.engine.sampler import SamplingRows, sample
 from legorl_jax.model.policy import Policy, as_dtype
+
+# ArchConfig fields that do not change what the engine computes: the storage dtype (weights are cast to the
+# engine's own), the training-only aux-loss coefficient, and the fields kept only for the HF round trip.
+_NOT_ARCHITECTURE = frozenset({"torch_dtype", "router_aux_loss_coef", "extra_json"})
 
 
 def prefill_buckets(max_len: int, min_bucket: int) -> tuple[int, ...]:
@@ -153,10 +158,13 @@ class ModelRunner:
     def check_params(self, source: Any) -> Any:
         """The `nnx.Param` state of `source` (a state or a Policy), or a ValueError naming the mismatch."""
         if isinstance(source, Policy):
-            if source.config != self.config:
-                raise ValueError(
-                    f"update_weights: the policy's config differs from the engine's ({source.config} vs {self.config})"
-                )
+            differing = [
+                f"{f.name}={getattr(source.config, f.name)!r} (engine: {getattr(self.config, f.name)!r})"
+                for f in dataclasses.fields(self.config)
+                if f.name not in _NOT_ARCHITECTURE and getattr(source.config, f.name) != getattr(self.config, f.name)
+            ]
+            if differing:
+                raise ValueError(f"update_weights: the policy's config differs from the engine's: {'; '.join(differing)}")
             source = nnx.state(source, nnx.Param)
         if not isinstance(source, nnx.State):
             raise TypeError(

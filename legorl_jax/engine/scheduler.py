@@ -38,7 +38,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from legorl_jax.engine.base import SamplingParams
+from legorl_jax.engine.base import BadRequestError, SamplingParams
 from legorl_jax.engine.sampler import SamplingRows
 from legorl_jax.engine.wire import routing_dtype
 from legorl_jax.types import Generation
@@ -112,13 +112,14 @@ class Scheduler:
 
     def submit(self, req: Request) -> None:
         if req.rid in self.by_rid:
-            raise ValueError(f"rid {req.rid!r} is already in flight; request ids must be unique")
+            raise BadRequestError(f"rid {req.rid!r} is already in flight; request ids must be unique", "rid")
         req.stop_ids = frozenset(req.sampling.stop_token_ids) | (
             frozenset() if req.sampling.ignore_eos else frozenset(self.eos_ids)
         )
         if req.sampling.stop and self.detokenize is None:
-            raise ValueError(
-                f"sampling_params.stop={list(req.sampling.stop)!r} needs a tokenizer; the engine has none"
+            raise BadRequestError(
+                f"sampling_params.stop={list(req.sampling.stop)!r} needs a tokenizer; the engine has none",
+                "sampling_params.stop",
             )
         self.by_rid[req.rid] = req
         self.waiting.append(req)

@@ -41,7 +41,7 @@ from typing import Any
 
 from aiohttp import web
 
-from legorl_jax.engine.base import ContextOverflowError, EngineError, SamplingParams
+from legorl_jax.engine.base import BadRequestError, ContextOverflowError, EngineError, SamplingParams
 from legorl_jax.engine.jax_engine import JaxEngine
 from legorl_jax.engine.wire import (
     CONTEXT_OVERFLOW,
@@ -84,7 +84,7 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return await handler(request)
     except ContextOverflowError as exc:
         return _bad_request(str(exc), "input_ids", CONTEXT_OVERFLOW)
-    except WireError as exc:
+    except (WireError, BadRequestError) as exc:  # before EngineError: a BadRequestError is one too
         return _bad_request(str(exc), exc.field)
     except EngineError as exc:
         log.error("engine failure on %s: %s", request.path, exc)

@@ -23,6 +23,10 @@ Failures and retries:
   rid (every generate has one, generated when not given), so the server does not keep decoding it; a
   cancelled `generate` sends the same abort.
 
+Weight versions: `meta_info.weight_version` is SGLang's; `meta_info.token_weight_versions` (one per output
+token, sent only when an update landed mid-request) is our server's extension. Real SGLang does not send
+it, so there `token_weight_versions` stays None and every token is tagged with the final `weight_version`.
+
 `update_weights` takes an HF directory only (`/update_weights_from_disk`, a path the *server* can read):
 in-process params cannot cross HTTP; save them with `legorl_jax.model.save_hf` first.
 """

@@ -3,9 +3,12 @@
     async with SGLangLauncher(cfg.engine.sglang, model_path=cfg.model.path) as base_url:
         engine = SGLangEngine(base_url)
 
-- `sglang_argv(config, model_path)` is the command: `[python, -m, module, --model-path, PATH, --host, H,
-  --port, P, --tp, N, --enable-return-routed-experts, *extra_args]`. The routed-experts flag is always
-  there: without it SGLang has no capture buffers and `return_routed_experts` silently returns nothing.
+- `sglang_argv(config, model_path, weight_version=None)` is the command: `[python, -m, module,
+  --model-path, PATH, --host, H, --port, P, --tp, N, --enable-return-routed-experts, (--weight-version V,)
+  *extra_args]`. The routed-experts flag is always there: without it SGLang has no capture buffers and
+  `return_routed_experts` silently returns nothing. `--weight-version` (the version the server reports
+  until its first update; SGLang's default is "default") is passed only when a version other than
+  "default" is asked for, so the command stays valid for SGLang builds older than that flag.
 - `check_module(python, module)` runs `python -c` to see whether the module's top-level package is
   importable by that interpreter, and raises `SGLangNotInstalledError` with the install hint when it is
   not (or when the interpreter itself is missing): sglang is an optional extra that needs CUDA.
@@ -41,13 +44,18 @@ class SGLangNotInstalledError(EngineError):
     """The interpreter that should run the server cannot import its module."""
 
 
-def sglang_argv(config: SGLangConfig, model_path: str | os.PathLike) -> list[str]:
+def sglang_argv(
+    config: SGLangConfig, model_path: str | os.PathLike, weight_version: str | None = None
+) -> list[str]:
     """The launch command (module docstring), as an argv list."""
     if not isinstance(config, SGLangConfig):
         raise TypeError(f"config must be an SGLangConfig, got {type(config).__name__}")
     path = os.fspath(model_path)
     if not path:
         raise ValueError(f"model_path must be a directory or a Hub id, got {model_path!r}")
+    if weight_version is not None and (not isinstance(weight_version, str) or not weight_version):
+        raise ValueError(f"weight_version must be a non-empty string or None, got {weight_version!r}")
+    version = [] if weight_version in (None, "default") else ["--weight-version", weight_version]
     return [
         config.python, "-m", config.module,
         "--model-path", path,
@@ -55,6 +63,7 @@ def sglang_argv(config: SGLangConfig, model_path: str | os.PathLike) -> list[str
         "--port", str(config.port),
         "--tp", str(config.tp),
         "--enable-return-routed-experts",
+        *version,
         *config.extra_args,
     ]  # fmt: skip
 
@@ -172,10 +181,15 @@ class SGLangLauncher:
     """Starts the server of `config` on `model_path`, waits for it, stops it (an async context manager)."""
 
     def __init__(
-        self, config: SGLangConfig, model_path: str | os.PathLike, *, env: dict[str, str] | None = None
+        self,
+        config: SGLangConfig,
+        model_path: str | os.PathLike,
+        *,
+        weight_version: str | None = None,
+        env: dict[str, str] | None = None,
     ):
         self.config = config
-        self.argv = sglang_argv(config, model_path)
+        self.argv = sglang_argv(config, model_path, weight_version)
         self.base_url = f"http://{config.host}:{config.port}"
         self.server = ServerProcess(self.argv, self.base_url, log_file=config.log_file, env=env)
 

@@ -12,7 +12,7 @@ from legorl_jax.config import EngineConfig
 from legorl_jax.engine import ContextOverflowError, EngineError, SamplingParams, open_engine
 from legorl_jax.engine import runner as runner_module
 from legorl_jax.engine.jax_engine import JaxEngine
-from legorl_jax.model import load_hf
+from legorl_jax.model import load_hf, save_hf
 
 PROMPTS = [
     [5, 17, 230, 901, 44],
@@ -361,6 +361,16 @@ async def test_an_update_while_decoding_lands_between_steps(engine, policy):
     np.testing.assert_array_equal(gen.output_ids, plain.output_ids)
 
 
+async def test_weights_saved_in_another_storage_dtype_are_accepted(engine, policy, tmp_path):
+    # The checkpoint's torch_dtype only says how it was stored; the engine casts to its own compute dtype.
+    # A bug here refuses every bf16 publish to an fp32-started engine (and vice versa).
+    save_hf(policy, tmp_path / "bf16", dtype="bfloat16")
+    assert load_hf(tmp_path / "bf16").config.torch_dtype != policy.config.torch_dtype
+    await engine.update_weights(tmp_path / "bf16", "v-bf16")
+    assert (await engine.generate(PROMPTS[0], SamplingParams(max_new_tokens=2))).weight_version == "v-bf16"
+    await engine.update_weights(policy, "v-restored")  # back to the session's weights for the other tests
+
+
 async def test_weight_updates_reject_mismatched_sources(engine, tmp_path, tiny_model_tool):
     with pytest.raises(ValueError, match="is not a directory"):
         await engine.update_weights(str(tmp_path / "missing"), "x")
@@ -371,7 +381,7 @@ async def test_weight_updates_reject_mismatched_sources(engine, tmp_path, tiny_m
     small = tiny_model_tool.make_tiny_model(
         tmp_path / "small", tiny_model_tool.TinyModelSpec(num_layers=1), seed=0
     )
-    with pytest.raises(ValueError, match="config differs"):
+    with pytest.raises(ValueError, match=r"config differs from the engine's: num_hidden_layers=1 \(engine: 3\)"):
         await engine.update_weights(load_hf(small), "x")
     with pytest.raises(ValueError, match="does not have the engine policy's structure"):
         await engine.update_weights(nnx.state(load_hf(small), nnx.Param), "x")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from legorl_jax.engine.base import SamplingParams
+from legorl_jax.engine.base import BadRequestError, SamplingParams
 from legorl_jax.engine.scheduler import Request, Scheduler
 
 L, K, E = 2, 2, 8
@@ -159,10 +159,12 @@ def test_aborts_finish_waiting_and_running_requests_and_ignore_unknown_ids():
 def test_a_duplicate_rid_and_stop_strings_without_a_tokenizer_are_rejected():
     s = make()
     s.submit(request("x"))
-    with pytest.raises(ValueError, match="'x' is already in flight"):
+    with pytest.raises(BadRequestError, match="'x' is already in flight") as err:
         s.submit(request("x"))
-    with pytest.raises(ValueError, match="needs a tokenizer"):
+    assert err.value.field == "rid"
+    with pytest.raises(BadRequestError, match="needs a tokenizer") as err:
         s.submit(request("y", stop=["\n"]))
+    assert err.value.field == "sampling_params.stop"
 
 
 def test_fail_all_hands_every_request_in_flight_the_error_and_frees_the_slots():

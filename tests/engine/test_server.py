@@ -196,6 +196,13 @@ def with_(**changes):
         (with_(routed_experts_start_len=-1), "routed_experts_start_len", "-1"),
         (with_(routed_experts_start_len=8), "routed_experts_start_len", "8"),
         (with_(rid=5), "rid", "5"),
+        (with_(input_ids=..., text=5), "text", "5"),
+        (with_(return_routed_experts="yes"), "return_routed_experts", "'yes'"),
+        (with_(sp_top_p=1.5), "sampling_params.top_p", "1.5"),
+        (with_(sp_min_p=2), "sampling_params.min_p", "2"),
+        (with_(sp_stop_token_ids=[3, -1]), "sampling_params.stop_token_ids", "-1"),
+        (with_(sp_ignore_eos="no"), "sampling_params.ignore_eos", "'no'"),
+        (with_(sp_temperature="hot"), "sampling_params.temperature", "'hot'"),
     ],
 )
 async def test_a_malformed_generate_is_a_400_naming_the_field_and_value(client, body, field, shows):
@@ -219,6 +226,12 @@ async def test_a_prompt_longer_than_the_context_is_a_400_that_says_the_limit(cli
         ("/update_weights_from_disk", b"{}", 400, "model_path"),
         ("/abort_request", b"{}", 400, "rid"),
         ("/pause_generation", b'{"mode": "retract"}', 400, "mode"),
+        ("/pause_generation", b"[1]", 400, "body"),
+        ("/update_weights_from_disk", b'{"model_path": "/m", "weight_version": ""}', 400, "weight_version"),
+        ("/update_weights_from_disk", b'{"model_path": "/m", "abort_all_requests": 1}', 400,
+         "abort_all_requests"),  # fmt: skip
+        ("/abort_request", b'{"abort_all": "yes"}', 400, "abort_all"),
+        ("/abort_request", b'{"rid": 7}', 400, "rid"),
         ("/no_such_route", b"{}", 404, None),
     ],
 )
@@ -227,6 +240,20 @@ async def test_control_routes_answer_json_errors(client, path, body, status, fie
     assert resp.status == status and "Traceback" not in await resp.text()
     assert (await resp.json())["error"]["field"] == field
     assert (await client.get("/generate")).status == 405
+
+
+async def test_a_request_id_already_in_flight_is_a_400_naming_rid(client, engine):
+    long = {"input_ids": PROMPT, "rid": "dup", "sampling_params": {"max_new_tokens": 50, "ignore_eos": True}}
+    first = asyncio.ensure_future(post(client, "/generate", long))
+    while "dup" not in engine.scheduler.by_rid:
+        await asyncio.sleep(0.002)
+    try:
+        status, body = await post(client, "/generate", long)
+        assert status == 400 and body["error"]["field"] == "rid"
+        assert "'dup' is already in flight" in body["error"]["message"]
+    finally:
+        await engine.abort("dup")
+    assert (await first)[0] == 200
 
 
 async def test_a_client_that_hangs_up_aborts_its_request(engine):

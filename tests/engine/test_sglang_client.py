@@ -88,6 +88,27 @@ async def test_weight_updates_and_aborts_go_through_the_server(
     assert gen.finish_reason == "abort" and len(gen.output_ids) < 50
 
 
+async def test_a_weight_update_mid_flight_reports_each_tokens_version_through_the_server(
+    ours, engine, other_model_dir, engine_model_dir
+):
+    old = engine.weight_version
+    sampling = SamplingParams(max_new_tokens=50, ignore_eos=True, seed=3)
+    task = asyncio.ensure_future(ours.generate(PROMPT, sampling, rid="c-mid"))
+    while len(getattr(engine.scheduler.by_rid.get("c-mid"), "output_ids", ())) < 1:
+        await asyncio.sleep(0.002)
+    await ours.pause("in_place")  # frozen in its slot, KV kept, while the new weights load
+    try:
+        switch = len(engine.scheduler.by_rid["c-mid"].output_ids)
+        await ours.update_weights(str(other_model_dir), "cli-mid")
+        await ours.resume()
+        gen = await task
+    finally:
+        await ours.resume()
+        await ours.update_weights(str(engine_model_dir), "cli-mid-restored")
+    assert gen.finish_reason == "length" and gen.weight_version == "cli-mid"
+    assert gen.token_weight_versions == (old,) * switch + ("cli-mid",) * (50 - switch)
+
+
 async def test_connection_refused_is_retried_with_backoff_then_unavailable():
     client = SGLangEngine("http://127.0.0.1:9", retries=2, backoff_s=0.05)
     started = asyncio.get_running_loop().time()

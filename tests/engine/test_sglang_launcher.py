@@ -39,6 +39,16 @@ def test_the_command_is_sglangs_launch_server_with_routed_experts_on():
         sglang_argv(cfg, "")
 
 
+def test_a_weight_version_other_than_default_is_passed_to_the_server():
+    cfg = SGLangConfig(extra_args=["--mem-fraction-static", "0.8"])
+    argv = sglang_argv(cfg, "/models/m", "step-12")
+    assert argv[-4:] == ["--weight-version", "step-12", "--mem-fraction-static", "0.8"]
+    assert "--weight-version" not in sglang_argv(cfg, "/models/m", "default")  # SGLang's own default
+    assert "--weight-version" not in sglang_argv(cfg, "/models/m")
+    with pytest.raises(ValueError, match="weight_version must be a non-empty string or None, got ''"):
+        sglang_argv(cfg, "/models/m", "")
+
+
 def test_a_missing_sglang_or_interpreter_fails_with_the_install_hint():
     with pytest.raises(SGLangNotInstalledError, match=r"'sglang' is not installed .*legorl_jax\[sglang\]"):
         check_module(sys.executable, "sglang.launch_server")
@@ -65,7 +75,9 @@ async def test_the_launcher_starts_waits_for_and_stops_our_own_server(engine_mod
         extra_args=["--max-len", "32", "--max-running", "2", "--min-bucket", "16"],
         log_file=str(tmp_path / "server.log"),
     )
-    launcher = SGLangLauncher(cfg, engine_model_dir, env={"JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""})
+    launcher = SGLangLauncher(
+        cfg, engine_model_dir, weight_version="w-0", env={"JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+    )
     async with launcher as url:
         assert url == f"http://127.0.0.1:{port}"
         async with SGLangEngine(url) as client:
@@ -73,6 +85,7 @@ async def test_the_launcher_starts_waits_for_and_stops_our_own_server(engine_mod
                 [1, 2, 3], SamplingParams(max_new_tokens=3, seed=0), return_routed_experts=True
             )
         assert len(gen.output_ids) == 3 and gen.routed_experts.shape == (5, 2, 2)
+        assert gen.weight_version == "w-0"  # --weight-version reached the server
     assert launcher.server.process.returncode == 0  # SIGTERM: a clean exit, no SIGKILL needed
     assert "ready on" in (tmp_path / "server.log").read_text()
 
