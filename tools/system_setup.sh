@@ -64,7 +64,8 @@ if ! docker_up; then
   if ! pgrep -x dockerd >/dev/null 2>&1; then
     log "starting dockerd"
     mkdir -p /var/log
-    nohup dockerd >/var/log/legorl-dockerd.log 2>&1 &
+    # Its own session: the daemon must outlive the process group of whatever shell or job started it.
+    setsid nohup dockerd >/var/log/legorl-dockerd.log 2>&1 < /dev/null &
   fi
 fi
 for _ in $(seq 60); do docker_up && break; sleep 1; done

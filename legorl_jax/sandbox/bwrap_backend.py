@@ -2,10 +2,11 @@
 
 Layout. The image's root filesystem (`rootfs.resolve`: a directory, a cached `docker export`, or the base
 image's debootstrap tree) is bound read-only at /. The sandbox's writable state lives on the host in
-`<state root>/<name>/fs/`: `work` (a copy of the image's workdir, bound at `workdir`), `home` (a copy of
-the user's home) and `tmp` (bound at /tmp). As root, `fs` is a tmpfs of `disk_mb`, so the three together
-hold at most `disk_mb` (and their pages count against the memory cgroup); otherwise it is a plain
-directory and only single files are capped (RLIMIT_FSIZE = disk_mb, always set).
+`<state root>/<name>/fs/`: `work` (a copy of the image's workdir, or of a tree image's workdir tree, bound
+at `workdir`), `home` (a copy of the user's home) and `tmp` (bound at /tmp). As root, `fs` is a tmpfs of
+`disk_mb`, so the three together hold at most `disk_mb` (and their pages count against the memory
+cgroup); otherwise it is a plain directory and only single files are capped (RLIMIT_FSIZE = disk_mb,
+always set).
 
 With `read_only_root=False` (needs root) the root is instead an overlay mounted on the host: the root
 filesystem as its lower layer and `fs/upper` as its upper one, so the whole root is writable, changes
@@ -157,11 +158,14 @@ class BwrapSandbox(ExecSandbox):
             (self.state / "root").mkdir()
             options = f"lowerdir={self._root},upperdir={fs / 'upper'},workdir={fs / 'overlay-work'}"
             _check(["mount", "-t", "overlay", "overlay", "-o", options, str(self.state / "root")], "overlay mount")
+            if facts.workdir_source:
+                target = self.state / "root" / spec.workdir.lstrip("/")
+                shutil.copytree(facts.workdir_source, target, symlinks=True, dirs_exist_ok=True)
             if self.limits == "cgroup":
                 self._cgroup = cgroups.CgroupLimits.create(self.name, memory_mb=spec.memory_mb, pids=spec.pids,
                                                            cpus=spec.cpus)
             return
-        source = self._root / spec.workdir.lstrip("/")
+        source = Path(facts.workdir_source) if facts.workdir_source else self._root / spec.workdir.lstrip("/")
         if source.is_dir():
             shutil.copytree(source, fs / "work", symlinks=True, dirs_exist_ok=True)
         home = self._root / facts.home.lstrip("/")

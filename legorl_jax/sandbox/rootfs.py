@@ -6,7 +6,11 @@
 - a Docker image is exported once (`docker export` of a created, never started container) into
   `<cache>/rootfs/<image id>/root`, with its facts from `seed.image_facts` in `facts.json`;
 - `legorl-base:<tag>` on a host without Docker is the base image's debootstrap tarball
-  (`images.base_rootfs_tarball`) unpacked into `<cache>/rootfs/base-<hash>/root` (`ensure_base_rootfs`).
+  (`images.base_rootfs_tarball`) unpacked into `<cache>/rootfs/base-<hash>/root` (`ensure_base_rootfs`);
+- any other tag on a host without Docker is a *tree image* if one was made for it (`ensure_tree_image`):
+  the base root filesystem plus a host directory that is copied into the workdir at start, which is what
+  a `FROM legorl-base` + `COPY repo/ /testbed` image holds (the built-in suite's task images), built
+  without Docker in `<cache>/rootfs/trees/<tag>-<hash>/`.
 Exports are staged and renamed into place under a lock, so concurrent first uses export once.
 Files unpacked by a non-root user belong to that user; the sandbox only ever sees the tree read-only.
 """
@@ -14,10 +18,12 @@ Files unpacked by a non-root user belong to that user; the sandbox only ever see
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
+import re
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from legorl_jax.sandbox import daemon, images, reaper, seed
@@ -89,11 +95,56 @@ def resolve(image: str, workdir: str, user: str | None) -> tuple[Path, seed.Imag
         return _directory(Path(image), user)
     if daemon.available():
         return _export(image, workdir, user)
+    tree = tree_image_dir(image)
+    if (tree / "facts.json").is_file():
+        return _tree(tree, image, workdir, user)
     if image.split(":")[0] == images.BASE_REPO:
         root = ensure_base_rootfs()
         return _directory(root, user)
-    raise SandboxError(f"image {image!r}: no Docker daemon to export it from, and it is not a directory; "
-                       f"pass a root filesystem directory or {images.BASE_REPO}:latest")
+    raise SandboxError(f"image {image!r}: no Docker daemon to export it from, no tree image made for it "
+                       f"(ensure_tree_image), and it is not a directory; pass a root filesystem directory or "
+                       f"{images.BASE_REPO}:latest")
+
+
+def tree_image_dir(tag: str) -> Path:
+    """Where the tree image named `tag` lives (whether or not it was made)."""
+    digest = hashlib.sha256(tag.encode()).hexdigest()[:12]
+    return cache_dir() / "rootfs" / "trees" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', tag)[:100]}-{digest}"
+
+
+def ensure_tree_image(tag: str, populate: Callable[[Path], object], *, workdir: str,
+                      base_commit: str | None = None) -> Path:
+    """Makes (once) the Docker-less image `tag`: the base root filesystem with `workdir` holding the tree
+    that `populate(directory)` writes into a directory that does not exist yet. Returns the entry directory.
+
+    For bubblewrap on hosts without Docker; `resolve(tag, ...)` finds it there. `base_commit` is recorded as
+    the image's workdir HEAD (what `diff()` defaults to). An existing entry is kept: name tags by content.
+    """
+    if not isinstance(tag, str) or not tag or tag.startswith("/"):
+        raise ValueError(f"tag must be an image name, got {tag!r}")
+    if not isinstance(workdir, str) or not workdir.startswith("/") or workdir == "/":
+        raise ValueError(f"workdir must be an absolute path below /, got {workdir!r}")
+    entry = tree_image_dir(tag)
+    with locked(f"tree-{entry.name[-12:]}"):
+        if not (entry / "facts.json").is_file():
+            ensure_base_rootfs()
+            with staged_dir(entry) as staging:
+                populate(staging / "workdir")
+                if not (staging / "workdir").is_dir():
+                    raise SandboxError(f"tree image {tag!r}: populate wrote no directory")
+                meta = {"tag": tag, "workdir": workdir, "base_commit": base_commit}
+                (staging / "facts.json").write_text(json.dumps(meta))
+    return entry
+
+
+def _tree(entry: Path, image: str, workdir: str, user: str | None) -> tuple[Path, seed.ImageFacts]:
+    meta = json.loads((entry / "facts.json").read_text())
+    if meta.get("workdir") != workdir:
+        raise SandboxError(f"tree image {image!r} holds its tree at {meta.get('workdir')!r}, "
+                           f"not at workdir {workdir!r}")
+    root, facts = _directory(ensure_base_rootfs(), user)
+    return root, dataclasses.replace(facts, image_id=f"tree:{image}", base_commit=meta.get("base_commit"),
+                                     workdir_source=str(entry / "workdir"))
 
 
 def _directory(root: Path, user: str | None) -> tuple[Path, seed.ImageFacts]:

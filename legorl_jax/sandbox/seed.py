@@ -40,6 +40,7 @@ class ImageFacts:
     env: dict[str, str]
     base_commit: str | None
     seed: str | None = None  # host path of the seed tarball (read-only roots only)
+    workdir_source: str | None = None  # host tree copied into the workdir (bubblewrap tree images only)
 
 
 def parse_passwd(passwd: str, group: str, user: str) -> tuple[int, int, str]:

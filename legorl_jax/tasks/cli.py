@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--image-template", default=None, help="SWE-bench image name template with {instance_id}")
 
     def sandbox_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--backend", default="docker", help="sandbox backend passed to make_sandbox")
+        p.add_argument("--backend", default="auto", choices=("auto", "docker", "bwrap"),
+                       help="sandbox backend (auto: Docker when a daemon answers, else bubblewrap)")
         p.add_argument("--no-build", action="store_true", help="do not build missing task images")
 
     p = sub.add_parser("list", help="one line per task")

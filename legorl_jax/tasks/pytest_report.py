@@ -12,6 +12,8 @@ Code that the agent wrote runs inside that process and can overwrite the report 
 `pytest_sessionfinish` hook, a forked writer) or force the exit code, but it cannot make the already
 written stdout say the same thing unless it forges all three consistently. `cross_check` compares them
 and returns every disagreement; the verifier turns any disagreement into reward 0, reported as tampering.
+Forging all three consistently is possible from inside the process (patch pytest's report objects); the
+verifier's canary test, which must come out `failed`, is the check for that.
 
 Statuses use one vocabulary: passed, failed, error, skipped, xfailed, xpassed (and `missing` for a listed
 test nobody reported). Node ids map to JUnit `(classname, name)` the way pytest builds them: the path part

@@ -5,6 +5,9 @@
   `snapshot.write_snapshot_repo`, so its HEAD is the task's `base_commit`. The git index is not copied
   (it records host inode and time stamps, which would change the build's content hash every time); it is
   rebuilt in the image from HEAD. The hidden tests are never part of the build context.
+  On a host where no Docker daemon answers, the same content becomes a bubblewrap *tree image* named
+  `task.image` (`sandbox.rootfs.ensure_tree_image`: the base root filesystem, with that repository copied
+  into the workdir at each start), so the built-in suite runs on bubblewrap alone.
 - Harbor tasks without `docker_image`: `environment/` is the build context and its Dockerfile the recipe.
 - SWE-bench tasks (and Harbor tasks naming a `docker_image`): the image must already be on the daemon;
   nothing is pulled (there is no registry here), and a missing one is an `ImageError`.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from legorl_jax.sandbox import daemon, images
+from legorl_jax.sandbox import daemon, images, rootfs
 from legorl_jax.sandbox.images import ImageError
 from legorl_jax.tasks.schema import Task
 from legorl_jax.tasks.snapshot import write_snapshot_repo
@@ -31,6 +34,9 @@ BUILTIN_IMAGE_REPO = "legorl-task"
 def ensure_task_image(task: Task) -> str:
     """`task.image`, built (or re-tagged) when it is missing or out of date; raises `ImageError`."""
     if task.kind == "builtin":
+        if not daemon.available():
+            _tree_builtin(task)
+            return task.image
         built = _build_builtin(task)
     elif task.image_context:
         context = Path(task.image_context)
@@ -71,6 +77,16 @@ def _build_builtin(task: Task) -> str:
         ])
         return images.ensure_image(Path(tmp), dockerfile, f"{BUILTIN_IMAGE_REPO}-{task.instance_id}",
                                    timeout_s=task.timeouts.build_s)
+
+
+def _tree_builtin(task: Task) -> None:
+    def populate(workdir: Path) -> None:
+        sha = write_snapshot_repo(Path(task.image_context), workdir)
+        if sha != task.base_commit:
+            raise ImageError(f"task {task.instance_id!r}: repo/ now commits as {sha}, the task was loaded at "
+                             f"{task.base_commit}; reload the suite")
+
+    rootfs.ensure_tree_image(task.image, populate, workdir=task.workdir, base_commit=task.base_commit)
 
 
 def _repo_name(image: str) -> str:

@@ -14,7 +14,11 @@ One grade, in a fresh sandbox started from the task's clean image (never the age
 4. The test command runs with the task's timeout, after a snapshot of the running processes:
    - built-in tasks: pytest with `-rA` and a JUnit report at a fresh random path outside the repository;
      the report, the `-rA` lines, the closing count line and the exit code are cross-checked
-     (`pytest_report.cross_check`), and any disagreement is tampering (reward 0);
+     (`pytest_report.cross_check`), and any disagreement is tampering (reward 0). Code of the agent's that
+     runs inside pytest can forge all of those consistently (patching pytest's report objects from the
+     package the tests import), so a *canary* runs in the same session: a test that always fails, under a
+     random name beside the hidden tests, at a random place in the test order, written only now. If it is
+     not reported `failed`, results are being rewritten: tampering (reward 0);
    - SWE-bench tasks: the test script between random start/end markers, read by the task's log parser;
      a non-zero exit with no failing test, or a zero exit with one, is tampering;
    - Harbor tasks: `bash /tests/test.sh`, then `/logs/verifier/reward.txt` (a number) or `reward.json`.
@@ -25,7 +29,8 @@ Reward is 1.0 exactly when every FAIL_TO_PASS test `passed` and every PASS_TO_PA
 tasks also accept `skipped`/`xfailed` for PASS_TO_PASS, as swebench does; an `xfailed` FAIL_TO_PASS test is
 not a fix, which is stricter than swebench) and no tampering was seen. A timeout, a missing image, a
 container that does not start, or a run that left no result raises `VerifierError`; so does a JUnit report
-that is missing while pytest exited non-zero, whereas a missing report after exit 0 is tampering.
+that is missing while pytest exited non-zero before its closing line, whereas a missing report after exit 0
+or after the closing line is tampering (so code of the agent's cannot turn a failing run into a dropped one).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import asyncio
 import functools
 import json
 import math
+import posixpath
 import secrets
 import shlex
 import time
@@ -76,8 +82,8 @@ done
 """
 
 
-def default_sandbox_factory(spec: SandboxSpec, backend: str = "docker") -> Sandbox:
-    """The sandbox layer's factory for `backend`."""
+def default_sandbox_factory(spec: SandboxSpec, backend: str = "auto") -> Sandbox:
+    """The sandbox layer's factory for `backend` (auto: Docker when a daemon answers, else bubblewrap)."""
     from legorl_jax.sandbox import make_sandbox
 
     return make_sandbox(spec, backend=backend)
@@ -250,16 +256,35 @@ async def _kill_leftovers(sandbox: Sandbox, baseline: dict[str, str]) -> tuple[s
     return tuple(f"{pid} {cmd}".strip() for pid, cmd in sorted(extra.items(), key=lambda kv: int(kv[0])))
 
 
+def canary_test(task: Task) -> tuple[str, str]:
+    """(node id, file source) of a fresh canary test `<dir>/test_<hex>.py::test_<hex>` failing an assertion.
+
+    It sits in the directory of the first hidden test file (the repository root when there is none), so
+    neither its place nor its name tells it apart from a hidden test.
+    """
+    hidden = sorted(p for p in hidden_test_paths(task.test_patch) if p.endswith(".py"))
+    folder = posixpath.dirname(hidden[0]) if hidden else ""
+    path, name = posixpath.join(folder, f"test_{secrets.token_hex(6)}.py"), f"test_{secrets.token_hex(5)}"
+    left, right = secrets.randbelow(1000), 1000 + secrets.randbelow(1000)
+    return f"{path}::{name}", f"def {name}():\n    assert {left} == {right}\n"
+
+
 class _BuiltinRun:
-    """pytest with a JUnit report at a random path; three result sources cross-checked."""
+    """pytest with a JUnit report at a random path and a canary test; three result sources cross-checked."""
 
     def __init__(self, task: Task, scratch: str, timeout: float) -> None:
         self.task, self.timeout = task, timeout
         self.junit = f"{scratch}/{secrets.token_hex(16)}.xml"
+        self.canary, self.canary_source = canary_test(task)
 
     async def execute(self, sandbox: Sandbox) -> ExecResult:
+        canary_file = posixpath.join(self.task.workdir, self.canary.split("::")[0])
+        await sandbox.write_file(canary_file, self.canary_source)
+        tests = list(self.task.tests)
+        tests.insert(secrets.randbelow(len(tests) + 1), self.canary)
+        # --maxfail=0 (no limit) overrides a -x in the task's command, which would let the canary end the run.
         argv = [*shlex.split(self.task.test_cmd), "--rootdir", self.task.workdir, "-rA", "-o", "junit_family=xunit2",
-                f"--junitxml={self.junit}", *self.task.tests]
+                "--maxfail=0", f"--junitxml={self.junit}", *tests]
         # Plugins come from the image only when asked for; none is needed and each one is code we would trust.
         env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "", "PYTHONDONTWRITEBYTECODE": "1"}
         return await _exec(sandbox, argv, timeout=self.timeout, workdir=self.task.workdir, env=env)
@@ -269,6 +294,9 @@ class _BuiltinRun:
         if size.exit_code != 0:
             if result.exit_code == 0:
                 return {"tampering": ["pytest exited 0 but wrote no JUnit report"]}
+            if parse_summary(result.stdout) is not None:
+                # pytest reached its closing line, which it prints after writing the report: it was removed.
+                return {"tampering": [f"pytest finished (exit {result.exit_code}) but its JUnit report is gone"]}
             raise VerifierError(f"task {self.task.instance_id!r}: the test run left no JUnit report "
                                 f"(exit {result.exit_code}): {(result.stderr or result.stdout)[-2000:]}")
         if int(size.stdout.strip() or 0) > _MAX_JUNIT_BYTES:
@@ -277,8 +305,13 @@ class _BuiltinRun:
             report = parse_junit(await sandbox.read_file(self.junit))
         except ReportError as err:
             return {"tampering": [str(err)]}
-        problems = cross_check(report, parse_pytest_log(result.stdout, self.task.tests), parse_summary(result.stdout),
-                               result.exit_code, self.task.tests)
+        ran = (*self.task.tests, self.canary)
+        problems = cross_check(report, parse_pytest_log(result.stdout, ran), parse_summary(result.stdout),
+                               result.exit_code, ran)
+        canary = statuses_for(report, [self.canary])[self.canary]
+        if canary != "failed":
+            problems.append(f"the canary test {self.canary}, which always fails, was reported {canary}: "
+                            "something in the test process rewrites results")
         if problems and result.truncated:
             problems.append("the test output hit the capture limit, so its summary could not be checked")
         return {"statuses": statuses_for(report, self.task.tests), "tampering": problems}

@@ -116,3 +116,79 @@ async def test_an_image_with_its_own_entrypoint_and_root_user_still_sandboxes(ba
     async with make_sandbox(SandboxSpec(image=tag), backend=backend) as sb:
         probe = await sb.exec("id -un; touch ~/written && echo $HOME")
     assert probe.stdout.split() == ["root", "/root"]
+
+
+@pytest.fixture
+def no_docker_daemon(monkeypatch, tmp_path):
+    """This process sees no Docker daemon (bubblewrap is what is left)."""
+    import shutil
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed on this host")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+
+
+@pytest.fixture
+def tree_tag():
+    """A tree-image tag unique to this test, whose cache entry is removed afterwards."""
+    import shutil
+    import uuid
+
+    from legorl_jax.sandbox.rootfs import tree_image_dir
+
+    tag = f"legorl-test-tree:{uuid.uuid4().hex[:12]}"
+    yield tag
+    shutil.rmtree(tree_image_dir(tag), ignore_errors=True)
+
+
+@pytest.mark.parametrize("read_only_root", [True, False])
+async def test_without_docker_a_tree_image_starts_with_its_tree_in_the_workdir(no_docker_daemon, tree_tag,
+                                                                               read_only_root):
+    from legorl_jax.sandbox import SandboxSpec, make_sandbox
+    from legorl_jax.sandbox.rootfs import ensure_tree_image
+
+    calls = []
+
+    def populate(workdir):
+        calls.append(workdir)
+        (workdir / "pkg").mkdir(parents=True)
+        (workdir / "pkg" / "mod.py").write_text("VALUE = 1\n")
+
+    ensure_tree_image(tree_tag, populate, workdir="/testbed", base_commit="c" * 40)
+    ensure_tree_image(tree_tag, populate, workdir="/testbed", base_commit="c" * 40)
+    assert len(calls) == 1  # made once, then found in the cache
+    spec = SandboxSpec(image=tree_tag, read_only_root=read_only_root)
+    async with make_sandbox(spec, backend="auto") as sb:
+        assert sb.backend == "bwrap" and sb.base_commit == "c" * 40
+        probe = await sb.exec("id -un; cat pkg/mod.py; echo 'VALUE = 2' > pkg/mod.py && cat pkg/mod.py")
+        assert probe.stdout.split("\n")[:3] == ["agent", "VALUE = 1", "VALUE = 2"], probe
+    async with make_sandbox(spec, backend="bwrap") as fresh:  # the tree itself was not changed
+        assert (await fresh.read_file("pkg/mod.py")) == b"VALUE = 1\n"
+
+
+async def test_a_tree_image_asked_for_at_another_workdir_is_a_sandbox_error_naming_both(no_docker_daemon,
+                                                                                         tree_tag):
+    from legorl_jax.sandbox import SandboxSpec, make_sandbox
+    from legorl_jax.sandbox.rootfs import ensure_tree_image
+
+    ensure_tree_image(tree_tag, lambda d: d.mkdir(), workdir="/testbed")
+    with pytest.raises(SandboxError, match="'/testbed'.*'/srv/app'"):
+        async with make_sandbox(SandboxSpec(image=tree_tag, workdir="/srv/app"), backend="bwrap"):
+            pass
+
+
+def test_a_tree_image_whose_populate_writes_nothing_is_not_cached(no_docker_daemon, tree_tag):
+    from legorl_jax.sandbox.rootfs import ensure_tree_image, tree_image_dir
+
+    with pytest.raises(SandboxError, match="populate wrote no directory"):
+        ensure_tree_image(tree_tag, lambda d: None, workdir="/testbed")
+    assert not tree_image_dir(tree_tag).exists()
+    with pytest.raises(ValueError, match="'relative'"):
+        ensure_tree_image(tree_tag, lambda d: d.mkdir(), workdir="relative")
+
+
+def test_without_docker_an_unknown_image_is_a_sandbox_error_naming_it(no_docker_daemon):
+    from legorl_jax.sandbox.rootfs import resolve
+
+    with pytest.raises(SandboxError, match="'legorl-never-made:1'.*no tree image"):
+        resolve("legorl-never-made:1", "/testbed", None)

@@ -23,6 +23,24 @@ def pytest_runtest_makereport(item, call):
     report.longrepr = None
 '''
 
+# Package code that, when the tests import it inside pytest, makes every report a pass before pytest uses it:
+# the JUnit report, the -rA lines, the closing counts and the exit code then all agree on the forgery.
+PATCH_PYTEST_REPORTS = """
+import sys as _sys
+
+if "_pytest" in _sys.modules:
+    import _pytest.reports as _reports
+
+    _original = _reports.TestReport.from_item_and_call.__func__
+
+    def _always_passed(cls, item, call):
+        report = _original(cls, item, call)
+        report.outcome, report.longrepr = "passed", None
+        return report
+
+    _reports.TestReport.from_item_and_call = classmethod(_always_passed)
+"""
+
 # Package code that, when the tests import it, rewrites pytest's JUnit report after pytest wrote it.
 REWRITE_JUNIT_AT_EXIT = '''
 import atexit as _atexit

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import collections
 import shutil
 import tomllib
@@ -48,6 +49,36 @@ def test_each_task_has_a_reproducible_base_commit_and_hidden_tests_that_apply_to
     for rel in snapshot_files(hidden):
         assert (checkout / rel).read_bytes() == (hidden / rel).read_bytes(), rel
     git(checkout, "apply", "-", stdin=task.patch)  # the gold patch applies on top of the hidden tests
+
+
+def _test_functions(root: Path) -> set[str]:
+    """Node ids (without parameters) of the test functions pytest would collect under `root`/tests."""
+    ids = set()
+    for path in sorted((root / "tests").rglob("*.py")) if (root / "tests").is_dir() else []:
+        rel = path.relative_to(root).as_posix()
+        if not (path.name.startswith("test_") or path.name.endswith("_test.py")):
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
+                ids.add(f"{rel}::{node.name}")
+            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                methods = [f for f in node.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)]
+                ids |= {f"{rel}::{node.name}::{f.name}" for f in methods if f.name.startswith("test")}
+    return ids
+
+
+@pytest.mark.parametrize("task_id", SUITE_TASKS)
+def test_every_test_of_a_task_is_graded_and_every_graded_test_exists(task_id):
+    task = load_builtin_task(SUITE_DIR / task_id)
+    own = _test_functions(SUITE_DIR / task_id / "repo")
+    hidden = _test_functions(SUITE_DIR / task_id / "hidden_tests")
+    assert own, f"{task_id} ships no tests of its own"
+    listed = {t.split("[")[0] for t in task.tests}
+    p2p = {t.split("[")[0] for t in task.PASS_TO_PASS}
+    assert own - hidden <= p2p, f"repo tests never graded: {sorted(own - hidden - p2p)}"
+    assert hidden <= listed, f"hidden tests never graded: {sorted(hidden - listed)}"
+    assert listed <= own | hidden, f"graded tests that do not exist: {sorted(listed - own - hidden)}"
+    assert {t.split("[")[0] for t in task.FAIL_TO_PASS} <= hidden, "a FAIL_TO_PASS test must be a hidden test"
 
 
 def test_a_hidden_file_that_overwrites_a_repo_file_becomes_a_modification_keeping_a_missing_final_newline(tmp_path):

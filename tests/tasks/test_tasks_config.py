@@ -28,7 +28,7 @@ def test_the_default_run_trains_on_the_builtin_train_split():
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = OmegaConf.to_object(compose("config"))
     assert (cfg.tasks.suite, cfg.tasks.split, cfg.tasks.eval_split) == ("builtin", "train", "validation")
-    assert cfg.verifier.backend == "docker" and cfg.verifier.concurrency > 0
+    assert cfg.verifier.backend == "auto" and cfg.verifier.concurrency > 0
 
 
 @pytest.mark.parametrize(
@@ -51,6 +51,7 @@ def test_tasks_config_names_a_bad_value(kwargs, message):
         ({"timeout_multiplier": -1.0}, "verifier.timeout_multiplier.*-1.0"),
         ({"concurrency": 2.5}, "verifier.concurrency.*2.5"),
         ({"backend": ""}, "verifier.backend.*''"),
+        ({"backend": "kvm"}, "verifier.backend.*'kvm'"),
     ],
 )
 def test_verifier_config_names_a_bad_value(kwargs, message):

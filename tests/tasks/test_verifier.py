@@ -9,7 +9,8 @@ import dataclasses
 import json
 
 import pytest
-from suite_diffs import FORCE_PASS_HOOK, REWRITE_JUNIT_AT_EXIT, append, make_diff, package_init
+from suite_diffs import (FORCE_PASS_HOOK, PATCH_PYTEST_REPORTS, REWRITE_JUNIT_AT_EXIT, append, make_diff,
+                         package_init)
 
 from legorl_jax.config import VerifierConfig
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_suite, load_builtin_task
@@ -109,8 +110,29 @@ def _hacks(task):
             lambda r: append(r / init, REWRITE_JUNIT_AT_EXIT.replace("_atexit.register(_forge_junit)", DAEMONISE)
                              .replace("FORCE_EXIT", "pass")), False),
         "shadows_pytest_itself": (lambda r: (r / "pytest.py").write_text("import sys\nsys.exit(0)\n"), False),
+        "package_code_patches_pytest_reports": (lambda r: append(r / init, PATCH_PYTEST_REPORTS), False),
+        "atexit_deletes_the_report_to_look_like_a_crash": (lambda r: append(r / init, DELETE_JUNIT_AT_EXIT), False),
         "escapes_the_repository": (None, False),
     }
+
+
+# Removes pytest's report after the session, so a failing run would look like broken infrastructure (dropped
+# from the batch rather than scored 0).
+DELETE_JUNIT_AT_EXIT = """
+import atexit as _atexit
+import os as _os
+import sys as _sys
+
+
+def _delete_junit():
+    for _arg in _sys.argv:
+        if _arg.startswith("--junitxml="):
+            _os.unlink(_arg.split("=", 1)[1])
+    _os._exit(1)
+
+
+_atexit.register(_delete_junit)
+"""
 
 
 # Detaches a writer from pytest's session and output pipes, so pytest and the exec end before it writes.
@@ -197,6 +219,36 @@ def test_a_rewritten_junit_report_earns_nothing_and_is_reported(hack_reports, ha
         assert any("python" in p for p in report.leftover_processes) or report.tampering, report.to_dict()
     else:
         assert any("JUnit report says passed" in t or "exited 0" in t for t in report.tampering), report.tampering
+
+
+def test_package_code_that_forges_every_pytest_report_consistently_is_caught_by_the_canary(hack_reports):
+    report = hack_reports["package_code_patches_pytest_reports"]
+    assert not isinstance(report, VerifierError), report
+    assert report.reward == 0.0 and report.removed_changes == ()
+    assert all(status == "passed" for status in report.tests.values())  # the forgery itself is consistent
+    assert any("canary" in t and "reported passed" in t for t in report.tampering), report.tampering
+
+
+def test_a_report_deleted_after_pytest_finished_is_tampering_not_an_infrastructure_failure(hack_reports):
+    report = hack_reports["atexit_deletes_the_report_to_look_like_a_crash"]
+    assert not isinstance(report, VerifierError), report
+    assert report.reward == 0.0 and report.tampering == ("pytest finished (exit 1) but its JUnit report is gone",)
+
+
+def test_an_honest_run_reports_its_canary_failing_and_nothing_else(gold_and_empty):
+    report = gold_and_empty[(SAMPLE, "gold")]
+    assert report.reward == 1.0 and report.tampering == () and report.exit_code == 1
+    assert "1 failed" in report.output and "canary" not in report.output
+
+
+def test_a_task_command_that_stops_at_the_first_failure_still_runs_every_test(suite_tasks):
+    # With -x honoured, the always-failing canary would end the run before the hidden tests whenever it is
+    # drawn first, and the gold patch would score 0 (or the run would look like tampering) by chance.
+    task = dataclasses.replace(suite_tasks[SAMPLE], test_cmd=suite_tasks[SAMPLE].test_cmd + " -x")
+    for _ in range(3):  # the canary's place in the order is random; three draws make a miss unlikely to hide
+        report = asyncio.run(grade(task, task.patch, config=CONFIG))
+        assert report.reward == 1.0 and report.tampering == (), report.to_dict()
+        assert report.tests == {t: "passed" for t in task.tests}
 
 
 def test_a_diff_that_does_not_apply_is_a_policy_failure_with_reward_0(suite_tasks):
