@@ -40,6 +40,11 @@ class ModelConfig:
             value = getattr(self, name)
             if value not in _DTYPES:
                 raise ValueError(f"model.{name} must be one of {_DTYPES}, got {value!r}")
+        for name in ("scan_layers", "remat"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"model.{name} must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.path, str) or not self.path:
+            raise ValueError(f"model.path must be an HF model directory, got {self.path!r}")
 
 
 MESH_AXES = ("data", "fsdp", "tensor", "expert")
@@ -66,7 +71,8 @@ class MeshConfig:
     def __post_init__(self) -> None:
         for name in MESH_AXES:
             value = getattr(self, name)
-            if not isinstance(value, int) or (value < 1 and not (name == "fsdp" and value == -1)):
+            sized = isinstance(value, int) and not isinstance(value, bool)
+            if not sized or (value < 1 and not (name == "fsdp" and value == -1)):
                 raise ValueError(f"mesh.{name} must be a positive int (fsdp may be -1), got {value!r}")
         for entry in self.rules or ():
             if not isinstance(entry, (list, tuple)) or len(entry) != 2 or entry[0] not in LOGICAL_AXES:
@@ -301,8 +307,9 @@ class TasksConfig:
 class VerifierConfig:
     """Resources of the grading sandboxes (`legorl_jax.tasks.verifier.grade`)."""
 
-    backend: str = "docker"
-    """Sandbox backend the grading sandboxes use (`legorl_jax.sandbox.make_sandbox`)."""
+    backend: str = "auto"
+    """Sandbox backend of the grading sandboxes: auto (Docker when a daemon answers, else bubblewrap),
+    docker or bwrap (`legorl_jax.sandbox.make_sandbox`)."""
     cpus: float = 1.0
     """CPU quota of one grading sandbox, in cores."""
     memory_mb: int = 2048
@@ -317,8 +324,8 @@ class VerifierConfig:
     """Grading sandboxes alive at once."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.backend, str) or not self.backend:
-            raise ValueError(f"verifier.backend must be a backend name, got {self.backend!r}")
+        if self.backend not in SANDBOX_BACKENDS:
+            raise ValueError(f"verifier.backend must be one of {SANDBOX_BACKENDS}, got {self.backend!r}")
         for name in ("cpus", "memory_mb", "pids", "disk_mb", "timeout_multiplier", "concurrency"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -434,7 +441,7 @@ class EngineConfig:
     dtype: str | None = None
     """jax: weight and KV dtype of the engine (None: the given policy's, or float32 when loading a directory)."""
     weight_version: str = "default"
-    """Version reported until the first update (SGLang's default is "default")."""
+    """Version reported until the first update (as SGLang: "default"); a launched server gets it too."""
     url: str | None = None
     """sglang: base URL of a running server; None launches one with `sglang`."""
     request_timeout_s: float = 1800.0

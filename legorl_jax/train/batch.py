@@ -12,8 +12,12 @@ Contract of `pack_trajectories(trajectories, advantages, *, max_tokens, ...)`:
 - Routed experts are copied row for row, never shifted: `Sequence.routed_experts[i]` (the experts that
   processed input position i) lands at the packed position of token i, transposed to `[L, B, T, K]`.
   Sequences without routing, padding, and rows recorded as -1 stay -1 (route natively).
-- Dropped trials (`not trajectory.valid`, infrastructure failures) are packed with a zero loss mask and
-  advantage 0, so they contribute exactly nothing to the loss or its normalisers.
+- Dropped trials (`not trajectory.valid`, infrastructure failures) are left out of the batch entirely
+  (counted in `batch/dropped_trials`), so they contribute exactly nothing: not to the policy loss or its
+  normalisers, and not to the MoE load-balancing loss either, which the model takes over every real token
+  of the forward, not over the loss mask (a dropped trial packed with a zero mask would still pull the
+  router). Where this departs from verl/lego-rl: they keep such rows with a zeroed advantage to keep the
+  batch shape (spec §5.2 notes their tokens still reach the KL); our shapes are bucketed anyway.
 - Sequences longer than the window follow `overflow`: "truncate" keeps the first `max_tokens` tokens (the
   tail leaves the loss: its targets are not in the batch), "drop" leaves the whole sequence out. Either way
   the count is in `PackStats` (`batch/truncated_sequences`, `batch/truncated_sampled_tokens`,
@@ -121,6 +125,8 @@ def pack_trajectories(
     segments: list[_Segment] = []
     truncated = truncated_sampled = overlong_dropped = 0
     for i, traj in enumerate(trajectories):
+        if not traj.valid:
+            continue  # nothing of a dropped trial is used, so whatever it recorded is not checked either
         for j, seq in enumerate(traj.sequences):
             _check_sequence(seq, routing, where=f"trajectory {traj.trial_id!r} sequence {j}")
             n = len(seq.token_ids)
@@ -146,8 +152,7 @@ def pack_trajectories(
     sampled = zero_lp = 0
     for k in order:  # placement order = packing order, so each row holds its segments longest first
         seg, b = segments[k], rows_of[k]
-        valid = trajectories[seg.trial].valid
-        s_sampled, s_zero = _place(arrays, seg, b, int(fill[b]), int(next_segment_id[b]), adv[seg.trial], valid)
+        s_sampled, s_zero = _place(arrays, seg, b, int(fill[b]), int(next_segment_id[b]), adv[seg.trial])
         sampled += s_sampled
         zero_lp += s_zero
         fill[b] += seg.length
@@ -238,7 +243,7 @@ def _empty_arrays(rows: int, width: int, routing: RoutingSpec | None) -> dict[st
 
 
 def _place(
-    arrays: dict[str, np.ndarray | None], seg: _Segment, b: int, o: int, sid: int, adv: float, valid: bool
+    arrays: dict[str, np.ndarray | None], seg: _Segment, b: int, o: int, sid: int, adv: float
 ) -> tuple[int, int]:
     """Writes one segment at row b, offset o; returns (sampled targets kept, zero behaviour log-probs)."""
     n = seg.length
@@ -249,11 +254,11 @@ def _place(
     arrays["segment_ids"][b, o : o + n] = sid
     # Target-aligned fields: position t describes token t + 1 of the same segment.
     arrays["targets"][b, o : o + n - 1] = ids[1:]
-    mask = np.asarray(seq.loss_mask[1:n], np.float32) * (1.0 if valid else 0.0)
+    mask = np.asarray(seq.loss_mask[1:n], np.float32)
     lp = np.asarray(seq.behaviour_logprobs[1:n], np.float32)
     arrays["loss_mask"][b, o : o + n - 1] = mask
     arrays["behaviour_logprobs"][b, o : o + n - 1] = np.where(mask > 0, lp, 0.0)
-    arrays["advantages"][b, o : o + n - 1] = adv if valid else 0.0
+    arrays["advantages"][b, o : o + n - 1] = adv
     if seq.routed_experts is not None:
         arrays["routed_experts"][:, b, o : o + n, :] = np.asarray(seq.routed_experts[:n], np.int32).transpose(1, 0, 2)
     return int(mask.sum()), int(((mask > 0) & (lp == 0.0)).sum())

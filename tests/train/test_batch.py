@@ -97,16 +97,21 @@ def test_overlong_sequences_are_truncated_or_dropped_and_counted():
     assert stats.as_metrics()["batch/overlong_dropped"] == 1.0
 
 
-def test_dropped_trials_are_packed_with_a_zero_loss_mask_and_no_advantage():
+def test_dropped_trials_are_left_out_of_the_batch_and_counted():
     ok = make_sequence([1, 2, 3], [0, 1, 1])
-    failed = make_sequence([4, 5, 6], [0, 1, 1])
+    # An infrastructure failure may have recorded anything (here a NaN log-prob): it is neither packed
+    # nor checked. Packing it with a zero mask would still feed its tokens to the MoE aux loss.
+    failed = make_sequence([4, 5, 6], [0, 1, 1], [0.0, float("nan"), -0.1])
     batch, stats = pack_trajectories(
         [make_trajectory("ok", ok), make_trajectory("bad", failed, outcome=Outcome.SANDBOX_FAILED)],
         [1.5, 9.0], max_tokens=8,
     )
-    assert stats.dropped_trials == 1 and stats.sampled_tokens == 2
+    assert stats.dropped_trials == 1 and stats.sampled_tokens == 2 and stats.sequences == 1
+    np.testing.assert_array_equal(batch.tokens, [[1, 2, 3, 0, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(batch.segment_ids, [[1, 1, 1, 0, 0, 0, 0, 0]])
     np.testing.assert_array_equal(batch.loss_mask, [[1, 1, 0, 0, 0, 0, 0, 0]])
     np.testing.assert_array_equal(batch.advantages, [[1.5, 1.5, 0, 0, 0, 0, 0, 0]])
+    assert stats.as_metrics()["batch/dropped_trials"] == 1.0
 
 
 def test_packed_rows_give_the_same_loss_as_one_sequence_per_row():

@@ -1,6 +1,7 @@
 """The trainer on the embedded engine's rollouts: (a) with the engine's routing replayed, the train
 step's log-prob path recomputes the engine's behaviour log-probs; (b) a single-turn task learns, with
-weights published to the engine in process after every step.
+weights published to the engine in process after every step; (c) weights published to disk as an HF
+directory are what the engine serves next.
 
 The policy is the trainers' tiny MoE drawn with init_std 0.3 (HF's 0.02 gives a near-uniform
 next-token distribution, under which neither a correlation nor a reward signal means anything). Both
@@ -19,9 +20,10 @@ from tiny_run import MAX_TOKENS, TINY_MOE
 from legorl_jax.config import AlgoConfig, TrainConfig
 from legorl_jax.engine import SamplingParams
 from legorl_jax.engine.jax_engine import JaxEngine
-from legorl_jax.model import init_policy
+from legorl_jax.model import init_policy, load_hf, save_hf
 from legorl_jax.train.advantages import trajectory_advantages
 from legorl_jax.train.batch import pack_trajectories, trajectories_from_generations
+from legorl_jax.train.publish import Publisher, version_of
 from legorl_jax.train.step import Trainer
 
 PROMPTS = [[1, 2, 3, 4], [10, 20, 30, 40], [5, 6, 7], [100, 50, 25, 12, 6]]
@@ -95,6 +97,7 @@ async def test_a_single_turn_task_learns_on_the_engine_with_weights_published_ea
     target = int(np.argmin(np.abs(first - 0.06)))  # about 6% of first tokens at the start
     state = trainer.init_state()
     engine = make_engine(policy)
+    publisher = Publisher(engine, mode="in_process")
     group, steps, rewards = 8, 12, []
     try:
         for step in range(steps):
@@ -111,8 +114,42 @@ async def test_a_single_turn_task_learns_on_the_engine_with_weights_published_ea
             )
             assert batch.tokens.shape == (4, MAX_TOKENS)
             state, _ = trainer.update(state, batch, stats)
-            await engine.update_weights(state.params, str(step + 1))
+            await publisher.publish(state.params, str(step + 1))
     finally:
         engine.close()
     assert rewards[0] < 0.2, rewards
     assert np.mean(rewards[-3:]) > 0.8, rewards
+
+
+async def test_weights_published_to_disk_are_what_the_engine_serves_next(policy, trainer, tmp_path):
+    # The engine starts from an HF directory, as in a run (the same weights as `policy`, saved in fp32:
+    # the engine refuses a checkpoint whose config.json differs from its own, torch_dtype included).
+    save_hf(policy, tmp_path / "initial", "float32")
+    prompts = [p for p in PROMPTS for _ in range(2)]
+    engine = make_engine(load_hf(tmp_path / "initial", dtype="float32"))
+    try:
+        gens = await asyncio.gather(*[
+            engine.generate(p, SamplingParams(max_new_tokens=10, seed=i), return_routed_experts=True)
+            for i, p in enumerate(prompts)
+        ])  # fmt: skip
+        rewards, groups = [float(i % 2) for i in range(8)], [f"g{i // 2}" for i in range(8)]
+        batch, _ = pack(trainer, prompts, gens, rewards, groups)
+        state, _ = trainer.update(trainer.init_state(), batch)
+        ids = np.concatenate([prompts[0], gens[0].output_ids]).astype(np.int32)
+        start = len(prompts[0])
+        before = await engine.prompt_logprobs(ids, start)
+        publisher = Publisher(engine, mode="disk", to_policy=trainer.policy_of, directory=tmp_path / "published",
+                              dtype="float32")
+        path = await publisher.publish(state.params, version_of(1))
+        served = await engine.prompt_logprobs(ids, start)
+        after = await engine.generate(prompts[0], SamplingParams(max_new_tokens=1, seed=0))
+    finally:
+        engine.close()
+    trained = trainer.policy_of(state.params)
+    expected = trained.token_logprobs(jnp.asarray(ids[None, :-1]), jnp.asarray(ids[None, 1:]))
+    expected = np.asarray(expected)[0, start - 1 :]
+    assert path == tmp_path / "published" / "step-000001" and after.weight_version == "step-000001"
+    # The engine now computes the trained policy (fp32 on disk: exact up to float rounding), not the one
+    # it started with: a publish that wrote, or loaded, the old weights would leave `served` == `before`.
+    np.testing.assert_allclose(served, expected, atol=1e-5)
+    assert np.abs(served - before).max() > 1e-3

@@ -6,7 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from legorl_jax.config import AlgoConfig, CheckpointConfig, Config, TrainConfig, register_configs
+from legorl_jax.config import AlgoConfig, CheckpointConfig, Config, MeshConfig, TrainConfig, register_configs
 
 CONF = pathlib.Path(__file__).parents[2] / "conf"
 
@@ -33,6 +33,14 @@ def test_the_default_algorithm_is_gspo_with_lego_rl_clip_range():
 def test_dr_grpo_drops_the_std_and_the_length_normalisation():
     cfg = compose_config(["algo=dr_grpo"])
     assert cfg.algo.advantage_std == "none" and cfg.algo.loss_agg == "seq-mean-token-sum-norm"
+
+
+@pytest.mark.parametrize("preset, devices", [("cpu8", 8), ("gpu1", 1), ("h200x8", 8)])
+def test_every_mesh_preset_composes_and_spans_its_device_count(preset, devices):
+    mesh = compose_config([f"mesh={preset}"]).mesh
+    assert isinstance(mesh, MeshConfig)
+    # A preset whose axes multiply to another count would fail make_mesh on the machine it names.
+    assert mesh.data * mesh.fsdp * mesh.tensor * mesh.expert == devices
 
 
 @pytest.mark.parametrize(
