@@ -17,12 +17,30 @@ import pathlib  # noqa: E402
 import pytest  # noqa: E402
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+CONF = pathlib.Path(__file__).parents[1] / "conf"
 
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> pathlib.Path:
     """Committed independent references (written by tools/make_hf_fixtures.py)."""
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def compose_config():
+    """compose_config(overrides) -> the typed root `Config` Hydra composes from conf/ with those overrides."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from legorl_jax.config import register_configs
+
+    register_configs()
+
+    def compose_root(overrides=()):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            return OmegaConf.to_object(compose("config", overrides=list(overrides)))
+
+    return compose_root
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -33,32 +33,20 @@ def test_mesh_config_names_a_bad_axis_size():
         MeshConfig(tensor=0)
 
 
-def _compose(*overrides: str):
-    """The root config composed from conf/ with `overrides`, as the typed `Config`."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from legorl_jax.config import register_configs
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return OmegaConf.to_object(compose("config", overrides=list(overrides)))
-
-
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "mesh").glob("*.yaml")))
-def test_root_config_composes_every_mesh_preset(preset):
-    assert isinstance(_compose(f"mesh={preset}").mesh, MeshConfig)
+def test_root_config_composes_every_mesh_preset(compose_config, preset):
+    assert isinstance(compose_config([f"mesh={preset}"]).mesh, MeshConfig)
 
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "model").glob("*.yaml")))
-def test_root_config_composes_every_model_preset_into_its_schema(preset):
-    cfg = _compose(f"model={preset}")
+def test_root_config_composes_every_model_preset_into_its_schema(compose_config, preset):
+    cfg = compose_config([f"model={preset}"])
     assert isinstance(cfg.model, ModelConfig) and cfg.model.path
 
 
-def test_a_bad_model_dtype_override_names_the_value():
+def test_a_bad_model_dtype_override_names_the_value(compose_config):
     with pytest.raises(ValueError, match="model.dtype must be one of .* got 'int8'"):
-        _compose("model.dtype=int8")
+        compose_config(["model.dtype=int8"])
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,6 @@
 routed-experts encoding round-trips; the engine's Hydra presets compose."""
 
 import base64
-import pathlib
 
 import numpy as np
 import pytest
@@ -78,17 +77,11 @@ def test_bad_engine_config_names_the_field_and_value(make, message):
         make()
 
 
-def test_the_engine_presets_compose_into_the_root_config():
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+def test_the_engine_presets_compose_into_the_root_config(compose_config):
+    from legorl_jax.config import Config
 
-    from legorl_jax.config import Config, register_configs
-
-    register_configs()
-    conf = pathlib.Path(__file__).parents[2] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        jax_cfg = OmegaConf.to_object(compose("config"))
-        sglang_cfg = OmegaConf.to_object(compose("config", overrides=["engine=sglang", "engine.sglang.tp=2"]))
+    jax_cfg = compose_config()
+    sglang_cfg = compose_config(["engine=sglang", "engine.sglang.tp=2"])
     assert isinstance(jax_cfg, Config) and jax_cfg.engine.backend == "jax"
     assert sglang_cfg.engine.backend == "sglang" and sglang_cfg.engine.sglang.tp == 2
 

@@ -13,16 +13,10 @@ CONF = pathlib.Path(__file__).resolve().parents[2] / "conf"
 
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "sandbox").glob("*.yaml")))
-def test_every_sandbox_preset_composes_into_a_valid_config(preset):
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+def test_every_sandbox_preset_composes_into_a_valid_config(compose_config, preset):
+    from legorl_jax.config import Config
 
-    from legorl_jax.config import Config, register_configs
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        cfg = compose(config_name="config", overrides=[f"sandbox={preset}"])
-    root = OmegaConf.to_object(cfg)
+    root = compose_config([f"sandbox={preset}"])
     assert isinstance(root, Config) and isinstance(root.sandbox, SandboxConfig)
     sandbox = root.sandbox
     assert sandbox.backend == {"docker": "docker", "bwrap": "bwrap"}.get(preset, "auto")

@@ -5,28 +5,21 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
-
-from legorl_jax.config import Config, TasksConfig, VerifierConfig, register_configs
+from legorl_jax.config import Config, TasksConfig, VerifierConfig
 
 CONF = pathlib.Path(__file__).parents[2] / "conf"
 
 
 @pytest.mark.parametrize("group", ["tasks", "verifier"])
-def test_every_preset_of_the_group_composes_into_the_root_config(group):
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        for preset in sorted(p.stem for p in (CONF / group).glob("*.yaml")):
-            cfg = OmegaConf.to_object(compose("config", overrides=[f"{group}={preset}"]))
-            assert isinstance(cfg, Config)
-            assert isinstance(getattr(cfg, group), TasksConfig if group == "tasks" else VerifierConfig)
+def test_every_preset_of_the_group_composes_into_the_root_config(compose_config, group):
+    for preset in sorted(p.stem for p in (CONF / group).glob("*.yaml")):
+        cfg = compose_config([f"{group}={preset}"])
+        assert isinstance(cfg, Config)
+        assert isinstance(getattr(cfg, group), TasksConfig if group == "tasks" else VerifierConfig)
 
 
-def test_the_default_run_trains_on_the_builtin_train_split():
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = OmegaConf.to_object(compose("config"))
+def test_the_default_run_trains_on_the_builtin_train_split(compose_config):
+    cfg = compose_config()
     assert (cfg.tasks.suite, cfg.tasks.split, cfg.tasks.eval_split) == ("builtin", "train", "validation")
     assert cfg.verifier.backend == "auto" and cfg.verifier.concurrency > 0
 

@@ -1,42 +1,29 @@
 """The algo/ and train/ presets compose, and bad values are refused naming field and value."""
 
-import pathlib
-
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
-
-from legorl_jax.config import AlgoConfig, CheckpointConfig, Config, MeshConfig, TrainConfig, register_configs
-
-CONF = pathlib.Path(__file__).parents[2] / "conf"
-
-
-def compose_config(overrides):
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return OmegaConf.to_object(compose("config", overrides=overrides))
+from legorl_jax.config import AlgoConfig, CheckpointConfig, Config, MeshConfig, TrainConfig
 
 
 @pytest.mark.parametrize("preset", ["gspo", "ppo", "cispo", "dr_grpo"])
-def test_every_algo_preset_composes_into_a_valid_config(preset):
+def test_every_algo_preset_composes_into_a_valid_config(compose_config, preset):
     cfg = compose_config([f"algo={preset}", "train=tiny"])
     assert isinstance(cfg, Config) and isinstance(cfg.algo, AlgoConfig) and isinstance(cfg.train, TrainConfig)
     assert isinstance(cfg.train.checkpoint, CheckpointConfig)
 
 
-def test_the_default_algorithm_is_gspo_with_lego_rl_clip_range():
+def test_the_default_algorithm_is_gspo_with_lego_rl_clip_range(compose_config):
     cfg = compose_config([])
     assert (cfg.algo.loss, cfg.algo.clip_low, cfg.algo.clip_high) == ("gspo", 3e-4, 4e-4)
     assert cfg.algo.loss_agg == "seq-mean-token-mean" and cfg.train.schedule == "constant"
 
 
-def test_dr_grpo_drops_the_std_and_the_length_normalisation():
+def test_dr_grpo_drops_the_std_and_the_length_normalisation(compose_config):
     cfg = compose_config(["algo=dr_grpo"])
     assert cfg.algo.advantage_std == "none" and cfg.algo.loss_agg == "seq-mean-token-sum-norm"
 
 
 @pytest.mark.parametrize("preset, devices", [("cpu8", 8), ("gpu1", 1), ("h200x8", 8)])
-def test_every_mesh_preset_composes_and_spans_its_device_count(preset, devices):
+def test_every_mesh_preset_composes_and_spans_its_device_count(compose_config, preset, devices):
     mesh = compose_config([f"mesh={preset}"]).mesh
     assert isinstance(mesh, MeshConfig)
     # A preset whose axes multiply to another count would fail make_mesh on the machine it names.
@@ -54,7 +41,7 @@ def test_every_mesh_preset_composes_and_spans_its_device_count(preset, devices):
         ("train.overflow=wrap", r"train\.overflow .*'wrap'"),
     ],
 )
-def test_bad_config_values_are_named(override, message):
+def test_bad_config_values_are_named(compose_config, override, message):
     with pytest.raises(ValueError, match=message):
         compose_config([override])
 
