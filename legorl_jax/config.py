@@ -481,6 +481,78 @@ class EngineConfig:
 
 
 # ----------------------------------------------------------------------------------------------------
+# proxy/ (capture proxy issue)
+# ----------------------------------------------------------------------------------------------------
+
+PROXY_MODES = ("train", "eval")
+TOOL_PARSERS = ("qwen3", "hermes", "qwen3_coder")
+SHARED_TOKEN_MODES = ("mask", "recompute")
+
+
+@dataclasses.dataclass
+class ProxyConfig:
+    """The capture proxy (legorl_jax.proxy): sampling it enforces, how it parses and records, its limits."""
+
+    mode: str = "train"
+    """train: the proxy enforces `temperature`, top_p 1 and top_k off; eval: the harness's values pass through."""
+    temperature: float = 1.0
+    """Rollout temperature in train mode (the trainer scores with the same value); eval's default."""
+    max_response_tokens: int = 4096
+    """Most tokens one reply may sample (the harness's max_tokens is capped by it and by the context left)."""
+    context_length: int | None = None
+    """Prompt + reply limit; None: the engine's (JaxEngine max_len) or the model's max_position_embeddings."""
+    tool_parser: str = "qwen3"
+    """Tool-call format of the model family: qwen3 (= hermes, JSON) or qwen3_coder (XML)."""
+    chat_template_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Extra chat template variables (e.g. {enable_thinking: false}); the trainer renders nothing itself."""
+    shared_tokens: str = "mask"
+    """A new branch's tokens that an earlier branch sampled: mask (context) or recompute (engine log-probs)."""
+    train_side: bool = False
+    """Train on side conversations (sub-agents, title generators) too."""
+    side_system_prefixes: list[str] = dataclasses.field(
+        default_factory=lambda: ["You are a title generator. You output ONLY a thread title."]
+    )
+    """System prompts starting with one of these are side conversations even on a session's first call."""
+    main_prefix_match: int = 256
+    """A system prompt sharing this many leading characters with the main thread's stays on the main thread."""
+    max_consecutive_no_tool: int = 3
+    """Replies without a tool call in a row (when tools are offered) after which the session ends (0: off)."""
+    max_body_bytes: int = 32 * 2**20
+    """Largest request body accepted (larger: 413)."""
+    archive_dir: str = "runs/proxy"
+    """Where sessions opened without a trial_dir are archived (<archive_dir>/<session_id>/)."""
+    model_name: str = "legorl-policy"
+    """The model id /v1/models lists (any name a harness sends is accepted)."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in PROXY_MODES:
+            raise ValueError(f"proxy.mode must be one of {PROXY_MODES}, got {self.mode!r}")
+        if self.tool_parser not in TOOL_PARSERS:
+            raise ValueError(f"proxy.tool_parser must be one of {TOOL_PARSERS}, got {self.tool_parser!r}")
+        if self.shared_tokens not in SHARED_TOKEN_MODES:
+            raise ValueError(f"proxy.shared_tokens must be one of {SHARED_TOKEN_MODES}, got {self.shared_tokens!r}")
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) or not self.temperature > 0:
+            raise ValueError(f"proxy.temperature must be a number > 0, got {self.temperature!r}")
+        for name in ("max_response_tokens", "main_prefix_match", "max_body_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"proxy.{name} must be a positive int, got {value!r}")
+        ctx = self.context_length
+        if ctx is not None and (not isinstance(ctx, int) or isinstance(ctx, bool) or ctx < 2):
+            raise ValueError(f"proxy.context_length must be an int >= 2 or null, got {ctx!r}")
+        limit = self.max_consecutive_no_tool
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise ValueError(f"proxy.max_consecutive_no_tool must be an int >= 0, got {limit!r}")
+        if not all(isinstance(p, str) and p for p in self.side_system_prefixes):
+            raise ValueError(f"proxy.side_system_prefixes must be non-empty strings, got {self.side_system_prefixes!r}")
+        if not isinstance(self.chat_template_kwargs, dict):
+            raise ValueError(f"proxy.chat_template_kwargs must be a mapping, got {self.chat_template_kwargs!r}")
+        for name in ("archive_dir", "model_name"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"proxy.{name} must be a non-empty string, got {getattr(self, name)!r}")
+
+
+# ----------------------------------------------------------------------------------------------------
 # Root
 # ----------------------------------------------------------------------------------------------------
 
@@ -505,6 +577,8 @@ class Config:
     """Agent sandbox backend and limits (conf/sandbox/)."""
     engine: EngineConfig = dataclasses.field(default_factory=EngineConfig)
     """The rollout engine (conf/engine/)."""
+    proxy: ProxyConfig = dataclasses.field(default_factory=ProxyConfig)
+    """The capture proxy between harnesses and the engine (conf/proxy/)."""
     seed: int = 0
     """Seed of every random stream in the run."""
 
@@ -523,3 +597,4 @@ def register_configs() -> None:
     cs.store(group="verifier", name="schema", node=VerifierConfig)
     cs.store(group="sandbox", name="schema", node=SandboxConfig)
     cs.store(group="engine", name="schema", node=EngineConfig)
+    cs.store(group="proxy", name="schema", node=ProxyConfig)

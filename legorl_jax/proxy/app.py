@@ -1,0 +1,337 @@
+"""The capture proxy's HTTP app (aiohttp): an admin API and, per session, the OpenAI and Anthropic model APIs.
+
+    proxy = CaptureProxy(engine, tokenizer, ProxyConfig(), context_length=4096)   # any `Engine`
+    base = await proxy.start("127.0.0.1", 0)              # in process, on the running event loop
+    info = proxy.open_session(task_id="t1", trial_id="t1-0", trial_dir="runs/x/trials/step_0/t1-0")
+    ... the harness uses info.openai_base_url (ends in /v1) or info.anthropic_base_url ...
+    closed = await proxy.close_session(info.session_id)  # archives; closed.sequences for the trainer
+    await proxy.stop()
+
+Routes (ARCHITECTURE §8: the admin API needs the bearer token, the model API only the unguessable 128-bit
+session id in its path):
+- `POST /admin/sessions` `{task_id, trial_id, metadata, trial_dir}` -> `{session_id, openai_base_url,
+  anthropic_base_url}`; `GET /admin/sessions/{id}/trajectory`; `DELETE /admin/sessions/{id}` (closes and
+  archives; returns the archive folder and the branch summaries). A wrong or missing token: 401, nothing done.
+- `POST /s/{id}/v1/chat/completions`, `GET /s/{id}/v1/models` (OpenAI); `POST /s/{id}/v1/messages` (also
+  `?beta=true`), `POST /s/{id}/v1/messages/count_tokens` (Anthropic); `GET`/`HEAD /` and `/s/{id}` (probes).
+Errors are in the surface's own format (openai_api.error_json, anthropic_api.error_json) and name the field
+and the received value: unknown session 404, malformed body 400, body over `max_body_bytes` 413, prompt over
+the context 400 (`context_length_exceeded`; Anthropic: "prompt is too long"), engine failure 502; the client
+never sees a stack trace (it is logged here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import pathlib
+import secrets
+from typing import Any
+
+from aiohttp import web
+
+from legorl_jax.config import ProxyConfig
+from legorl_jax.proxy import anthropic_api, openai_api
+from legorl_jax.proxy.archive import write_archive
+from legorl_jax.proxy.chat import ProxyError, bad_request, preview
+from legorl_jax.proxy.recorder import Renderer
+from legorl_jax.proxy.session import Session
+from legorl_jax.proxy.toolcalls import check_template, get_parser
+from legorl_jax.types import Sequence
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionInfo:
+    """What a harness needs to reach its session."""
+
+    session_id: str
+    openai_base_url: str
+    anthropic_base_url: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ClosedSession:
+    """A closed session: its archive folder, its JSON record, the sequences to train on."""
+
+    trial_dir: pathlib.Path
+    trajectory: dict[str, Any]
+    sequences: tuple[Sequence, ...]
+
+    @property
+    def flags(self) -> dict[str, bool]:
+        return self.trajectory["flags"]
+
+
+class CaptureProxy:
+    """Sessions over one engine, served over HTTP (module docstring)."""
+
+    def __init__(
+        self,
+        engine: Any,
+        tokenizer: Any,
+        config: ProxyConfig | None = None,
+        *,
+        context_length: int | None = None,
+        admin_token: str | None = None,
+    ):
+        self.config = config or ProxyConfig()
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.parser = get_parser(self.config.tool_parser)
+        check_template(self.parser, tokenizer, **self.config.chat_template_kwargs)
+        self.renderer = Renderer(tokenizer, self.config.chat_template_kwargs)
+        limit = self.config.context_length or context_length or getattr(engine, "max_len", None)
+        if not isinstance(limit, int) or limit < 2:
+            raise ValueError(
+                f"the proxy needs a context length (proxy.context_length, or an engine with max_len), got {limit!r}"
+            )
+        self.context_length = limit
+        if admin_token is not None and (not isinstance(admin_token, str) or len(admin_token) < 8):
+            raise ValueError(f"admin_token must be a string of at least 8 characters, got {preview(admin_token)}")
+        self.admin_token = admin_token or secrets.token_urlsafe(32)
+        self.sessions: dict[str, Session] = {}
+        self.base_url: str | None = None
+        self._runner: web.AppRunner | None = None
+
+    @classmethod
+    def from_model_dir(cls, engine: Any, model_dir: str | os.PathLike, config: ProxyConfig | None = None, **kw: Any):
+        """A proxy with the tokenizer, chat template and context length of the HF directory `model_dir`."""
+        from legorl_jax.model.tokenizer import load_tokenizer
+
+        path = pathlib.Path(model_dir)
+        try:
+            model_config = json.loads((path / "config.json").read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}/config.json cannot be read: {exc}") from None
+        kw.setdefault("context_length", model_config.get("max_position_embeddings"))
+        return cls(engine, load_tokenizer(path), config, **kw)
+
+    # ------------------------------------------------------------------------------------------------
+    # in-process API
+
+    def open_session(
+        self,
+        task_id: str = "",
+        trial_id: str = "",
+        metadata: dict[str, Any] | None = None,
+        trial_dir: str | os.PathLike | None = None,
+        *,
+        host: str | None = None,
+    ) -> SessionInfo:
+        """A new session; `host` replaces the served host in its URLs (e.g. the sandbox bridge's address)."""
+        for name, value in (("task_id", task_id), ("trial_id", trial_id)):
+            if not isinstance(value, str):
+                raise ValueError(f"{name} must be a string, got {preview(value)}")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise ValueError(f"metadata must be an object, got {preview(metadata)}")
+        if trial_dir is not None and not isinstance(trial_dir, (str, os.PathLike)):
+            raise ValueError(f"trial_dir must be a path string, got {preview(trial_dir)}")
+        sid = secrets.token_hex(16)
+        self.sessions[sid] = Session(
+            sid,
+            engine=self.engine,
+            tokenizer=self.tokenizer,
+            parser=self.parser,
+            renderer=self.renderer,
+            config=self.config,
+            context_length=self.context_length,
+            task_id=task_id,
+            trial_id=trial_id,
+            metadata=metadata,
+            trial_dir=None if trial_dir is None else str(trial_dir),
+        )
+        base = self.base_url or "http://127.0.0.1"
+        if host is not None:
+            scheme, _, rest = base.partition("://")
+            port = rest.rsplit(":", 1)[1] if ":" in rest else ""
+            base = f"{scheme}://{host}" + (f":{port}" if port else "")
+        return SessionInfo(sid, f"{base}/s/{sid}/v1", f"{base}/s/{sid}")
+
+    def session(self, sid: str) -> Session:
+        session = self.sessions.get(sid)
+        if session is None:
+            raise ProxyError(404, "not_found", f"unknown session {preview(sid, 48)}")
+        return session
+
+    async def close_session(self, sid: str) -> ClosedSession:
+        """Closes `sid` once its request in flight (if any) is done, archives it, returns its sequences."""
+        session = self.session(sid)
+        async with session._lock:
+            session.close()
+            self.sessions.pop(sid, None)
+        trajectory = session.trajectory()
+        folder = pathlib.Path(session.trial_dir or pathlib.Path(self.config.archive_dir) / sid)
+        await asyncio.to_thread(write_archive, folder, trajectory, session.recorder.branches)
+        kinds = ("main", "side") if self.config.train_side else ("main",)
+        return ClosedSession(folder, trajectory, tuple(session.recorder.sequences(kinds)))
+
+    # ------------------------------------------------------------------------------------------------
+    # serving
+
+    def make_app(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors], client_max_size=self.config.max_body_bytes)
+        r = app.router
+        r.add_route("GET", "/", _probe)
+        r.add_post("/admin/sessions", self._admin_open)
+        r.add_get("/admin/sessions/{sid}/trajectory", self._admin_trajectory)
+        r.add_delete("/admin/sessions/{sid}", self._admin_close)
+        r.add_get("/v1/models", self._models)
+        r.add_get("/s/{sid}", self._session_probe)
+        r.add_get("/s/{sid}/", self._session_probe)
+        r.add_get("/s/{sid}/v1/models", self._models)
+        r.add_post("/s/{sid}/v1/chat/completions", self._chat_completions)
+        r.add_post("/s/{sid}/v1/messages", self._messages)
+        r.add_post("/s/{sid}/v1/messages/count_tokens", self._count_tokens)
+        return app
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serves on host:port (0: any free port) on the running loop; returns the base URL."""
+        self._runner = web.AppRunner(self.make_app(), access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        bound = self._runner.addresses[0][1]
+        self.base_url = f"http://{host}:{bound}"
+        return self.base_url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> CaptureProxy:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------------------------------------
+    # handlers
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        surface = anthropic_api if "/v1/messages" in request.path else openai_api
+        try:
+            return await handler(request)
+        except ProxyError as err:
+            if err.status >= 500:
+                log.error("%s %s: %s", request.method, request.path, err.message)
+            return web.json_response(surface.error_json(err), status=err.status)
+        except web.HTTPRequestEntityTooLarge as exc:
+            err = ProxyError(
+                413, "too_large", f"the request body is larger than {self.config.max_body_bytes} bytes: {exc.text}"
+            )
+            return web.json_response(surface.error_json(err), status=413)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            err = ProxyError(exc.status, "not_found", f"{exc.reason}: {request.method} {request.path}")
+            return web.json_response(surface.error_json(err), status=exc.status)
+        except Exception as exc:  # noqa: BLE001 - log the trace, answer one line
+            log.exception("unexpected failure on %s", request.path)
+            err = ProxyError(500, "internal", f"internal error: {type(exc).__name__}")
+            return web.json_response(surface.error_json(err), status=500)
+
+    def _check_admin(self, request: web.Request) -> None:
+        header = request.headers.get("Authorization", "")
+        token = header[7:] if header.startswith("Bearer ") else ""
+        if not token or not secrets.compare_digest(token.encode(), self.admin_token.encode()):
+            raise ProxyError(401, "auth", "the admin API needs the proxy's admin token as a Bearer token")
+
+    async def _admin_open(self, request: web.Request) -> web.Response:
+        self._check_admin(request)
+        body = await _json_body(request)
+        known = {"task_id", "trial_id", "metadata", "trial_dir", "host"}
+        unknown = sorted(set(body) - known)
+        if unknown:
+            raise bad_request(f"unknown fields {unknown}; expected some of {sorted(known)}", unknown[0])
+        try:
+            info = self.open_session(
+                body.get("task_id", ""), body.get("trial_id", ""), body.get("metadata"), body.get("trial_dir"),
+                host=body.get("host"),
+            )  # fmt: skip
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
+        return web.json_response(dataclasses.asdict(info), status=201)
+
+    async def _admin_trajectory(self, request: web.Request) -> web.Response:
+        self._check_admin(request)
+        session = self.session(request.match_info["sid"])
+        return web.json_response(session.trajectory())
+
+    async def _admin_close(self, request: web.Request) -> web.Response:
+        self._check_admin(request)
+        closed = await self.close_session(request.match_info["sid"])
+        return web.json_response(
+            {"trial_dir": str(closed.trial_dir), "branches": closed.trajectory["branches"], "flags": closed.flags,
+             "sequences": len(closed.sequences)}
+        )  # fmt: skip
+
+    async def _session_probe(self, request: web.Request) -> web.Response:
+        self.session(request.match_info["sid"])
+        return web.json_response({"status": "ok"})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        if "sid" in request.match_info:
+            self.session(request.match_info["sid"])
+        model = {"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "legorl_jax"}
+        return web.json_response({"object": "list", "data": [model]})
+
+    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        session = self.session(request.match_info["sid"])
+        req = openai_api.parse_request(await _json_body(request))
+        completion = await session.complete(req)
+        if req.stream:
+            return await _stream(request, openai_api.stream_events(req, completion))
+        return web.json_response(openai_api.response_json(req, completion))
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        session = self.session(request.match_info["sid"])
+        req = anthropic_api.parse_request(await _json_body(request))
+        completion = await session.complete(req)
+        if req.stream:
+            return await _stream(request, anthropic_api.stream_events(req, completion))
+        return web.json_response(anthropic_api.response_json(req, completion))
+
+    async def _count_tokens(self, request: web.Request) -> web.Response:
+        self.session(request.match_info["sid"])
+        req = anthropic_api.parse_request(await _json_body(request))
+        try:
+            count = self.renderer.count_tokens(list(req.messages), list(req.tools or ()) or None)
+        except (ValueError, TypeError) as exc:
+            raise bad_request(f"the conversation cannot be rendered: {exc}", "messages") from None
+        return web.json_response({"input_tokens": count})
+
+
+async def _probe(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise bad_request(f"the request body is not valid JSON: {exc} (got {preview(raw[:60])})", "body") from None
+    if not isinstance(body, dict):
+        raise bad_request(f"the request body must be a JSON object, got {type(body).__name__}", "body")
+    return body
+
+
+async def _stream(request: web.Request, events: Any) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    try:
+        for event in events:
+            await response.write(event)
+        await response.write_eof()
+    except (ConnectionError, asyncio.CancelledError) as exc:
+        log.warning("client left during the stream on %s: %s", request.path, type(exc).__name__)
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+    return response

@@ -1,0 +1,372 @@
+"""The token record of one proxy session: branches of the conversation, verbatim sampled ids, masks, routing.
+
+Owns the prefix check and the incremental prompt (ARCHITECTURE §5, lego-rl-spec §2.3), with no I/O:
+
+    rec = Recorder(renderer, shared_tokens="mask")
+    plan = rec.plan(messages, tools, kind="main")        # which branch, the prompt ids, what to recompute
+    ... engine.generate(plan.prompt_ids, ..., routed_experts_start_len=plan.routing_start) ...
+    rec.commit(plan, generation, assistant_message, recomputed=None)
+    rec.sequences()                                       # one `types.Sequence` per branch
+
+A request *extends* a branch when the branch's messages are a message-wise prefix of the request (equal
+messages; an assistant message the proxy returned matches by tool-call ids, since harnesses re-serialise
+arguments, or by its visible text) and the tools are the same. Its prompt is then the branch's ids (every
+earlier prompt token and every sampled token, verbatim) followed by the new messages rendered as the chat
+template renders them at that point, generation prompt included: a sampled token is never re-tokenised.
+Where the delta starts is found by counting the template's end-of-turn marker (`<|im_end|>` for ChatML):
+the branch's render holds n markers, the request's render ends its branch part at the n-th, and the delta is
+the text after it (after the marker's start when the sampled output did not end with the marker itself, so
+the template's own end of turn becomes context). Counting, unlike a text prefix test, still holds when the
+template renders earlier turns differently once the conversation moves on (Qwen3 drops `<think>` of turns
+before the last user message): the branch keeps what was sampled, which is what the engine is fed.
+
+Anything else (compaction, an injected reminder, an edited or dropped message, changed tools) opens a new
+branch from the full render. Its tokens shared with an earlier branch:
+- the common token prefix with the closest branch was trained there, so it is mask 0 here (`shared_masked`);
+- beyond that prefix, runs of tokens that an earlier branch sampled verbatim (re-rendered replies) are, with
+  `shared_tokens="recompute"`, mask 1 with log-probs the engine recomputes on this branch (`recomputed`),
+  with `"mask"` mask 0 (`rerendered_masked`). Never a placeholder log-prob on a mask-1 token.
+The end-of-turn tokens the template writes after a sampled stop token are context (mask 0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from legorl_jax.types import Generation
+from legorl_jax.types import Sequence as TrainSequence
+
+SHARED_TOKEN_MODES = ("mask", "recompute")
+# A sampled run shorter than this found again in a new branch is a coincidence (an end-of-turn token, "ok").
+MIN_RERENDERED_RUN = 4
+
+
+def text_of(content: Any) -> str:
+    """The text of a message content: a string, or the `text` of its content parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+
+
+def canonical_tools(tools: Sequence[Mapping[str, Any]] | None) -> str:
+    return json.dumps(list(tools or ()), sort_keys=True, ensure_ascii=False)
+
+
+def same_message(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
+    """Message equivalence of the prefix check (module docstring)."""
+    if ours.get("role") != theirs.get("role"):
+        return False
+    if ours.get("role") == "assistant":
+        a, b = ours.get("tool_calls") or [], theirs.get("tool_calls") or []
+        if a or b:
+            if len(a) != len(b):
+                return False
+            if all(c.get("id") for c in a) and all(c.get("id") for c in b):
+                return [c["id"] for c in a] == [c["id"] for c in b]
+            return [c.get("function", {}).get("name") for c in a] == [c.get("function", {}).get("name") for c in b]
+        return text_of(ours.get("content")).strip() == text_of(theirs.get("content")).strip()
+    keys = ("content", "tool_call_id")
+    return all(
+        (text_of(ours.get(k)) if k == "content" else ours.get(k)) == (text_of(theirs.get(k)) if k == "content" else theirs.get(k))
+        for k in keys
+    )
+
+
+class Renderer:
+    """The model's chat template as the recorder uses it: full renders and end-of-turn aware deltas."""
+
+    def __init__(self, tokenizer: Any, template_kwargs: Mapping[str, Any] | None = None):
+        self.tokenizer = tokenizer
+        self.template_kwargs = dict(template_kwargs or {})
+        probe = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "PROBE-REPLY"}]
+        text = self.render(probe, None, generation_prompt=False)
+        tail = text[text.rfind("PROBE-REPLY") + len("PROBE-REPLY") :]
+        self.end_marker: str | None = None
+        self.end_marker_id: int | None = None
+        for eos in tokenizer.eos_token_ids:
+            marker = tokenizer.decode([eos])
+            if marker and tail.startswith(marker):
+                self.end_marker, self.end_marker_id = marker, int(eos)
+                break
+        if self.end_marker is None:
+            raise ValueError(
+                f"the chat template closes an assistant turn with {tail!r}, which starts with none of the stop "
+                f"tokens {[tokenizer.decode([e]) for e in tokenizer.eos_token_ids]}: the proxy cannot tell where "
+                "a sampled reply ends in the history"
+            )
+
+    def render(self, messages: Sequence[Mapping[str, Any]], tools: Any, *, generation_prompt: bool) -> str:
+        return self.tokenizer.render(
+            messages, tools=tools or None, add_generation_prompt=generation_prompt, **self.template_kwargs
+        )
+
+    def full(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> list[int]:
+        return self.tokenizer.encode(self.render(messages, tools, generation_prompt=True))
+
+    def delta(
+        self, before: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], tools: Any, *, closed: bool
+    ) -> list[int] | None:
+        """Ids of `new` (and the generation prompt) after `before` as the template renders them there.
+
+        `closed`: the sampled reply ended with the end-of-turn marker itself. None when the template does not
+        render `before` as a run of whole turns inside the longer conversation (a new branch is opened).
+        """
+        marker = self.end_marker
+        count = self.render(before, tools, generation_prompt=False).count(marker)
+        full = self.render([*before, *new], tools, generation_prompt=True)
+        at, seen = -1, 0
+        while seen < count:
+            at = full.find(marker, at + 1)
+            if at < 0:
+                return None
+            seen += 1
+        if count == 0:
+            return None
+        return self.tokenizer.encode(full[at + len(marker) if closed else at :])
+
+    def count_tokens(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> int:
+        return len(self.full(messages, tools))
+
+
+@dataclasses.dataclass
+class Branch:
+    """One line of the conversation: the messages as they stand and its verbatim token record."""
+
+    index: int
+    kind: str  # "main" | "side"
+    tools_key: str
+    messages: list[dict[str, Any]]
+    opened_by: str  # "first" | "rewrite" | "side"
+    parent: int | None = None
+    ids: list[int] = dataclasses.field(default_factory=list)
+    mask: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[float] = dataclasses.field(default_factory=list)
+    routing: np.ndarray | None = None  # int16[T, L, K], -1 = not recorded
+    versions: list[str] = dataclasses.field(default_factory=list)
+    turns: list[int] = dataclasses.field(default_factory=list)
+    closed: bool = True  # the last sampled reply ended with the end-of-turn marker
+    shared_masked: int = 0
+    recomputed: int = 0
+    rerendered_masked: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "kind": self.kind,
+            "opened_by": self.opened_by,
+            "parent": self.parent,
+            "turns": list(self.turns),
+            "tokens": len(self.ids),
+            "sampled": int(sum(self.mask)),
+            "shared_masked": self.shared_masked,
+            "recomputed": self.recomputed,
+            "rerendered_masked": self.rerendered_masked,
+            "weight_versions": list(dict.fromkeys(self.versions)),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What one request will do to the record: extend `branch` or open a new one with these prompt ids."""
+
+    branch: int | None  # None: a new branch
+    kind: str
+    messages: tuple[dict[str, Any], ...]
+    tools_key: str
+    prompt_ids: tuple[int, ...]
+    routing_start: int  # first input position whose routing is not recorded yet
+    parent: int | None = None
+    shared_prefix: int = 0  # new branch: tokens shared with `parent`'s record
+    rerendered: tuple[int, ...] = ()  # new branch: prompt positions an earlier branch sampled verbatim
+
+
+class Recorder:
+    """Branches of one session (module docstring)."""
+
+    def __init__(self, renderer: Renderer, *, shared_tokens: str = "mask"):
+        if shared_tokens not in SHARED_TOKEN_MODES:
+            raise ValueError(f"shared_tokens must be one of {SHARED_TOKEN_MODES}, got {shared_tokens!r}")
+        self.renderer = renderer
+        self.shared_tokens = shared_tokens
+        self.branches: list[Branch] = []
+
+    def _extends(self, branch: Branch, messages: Sequence[Mapping[str, Any]]) -> bool:
+        n = len(branch.messages)
+        return n < len(messages) and all(same_message(a, b) for a, b in zip(branch.messages, messages, strict=False))
+
+    def plan(self, messages: Sequence[Mapping[str, Any]], tools: Any, *, kind: str) -> Plan:
+        """Where the request goes and its prompt ids (module docstring)."""
+        key = canonical_tools(tools)
+        candidates = [b for b in self.branches if b.kind == kind and b.tools_key == key and self._extends(b, messages)]
+        if candidates:
+            branch = max(candidates, key=lambda b: (len(b.messages), b.index))
+            delta = self.renderer.delta(branch.messages, messages[len(branch.messages) :], tools, closed=branch.closed)
+            if delta is not None:
+                return Plan(
+                    branch=branch.index,
+                    kind=kind,
+                    messages=tuple(messages),
+                    tools_key=key,
+                    prompt_ids=tuple(branch.ids + delta),
+                    routing_start=max(len(branch.ids) - 1, 0),
+                )
+        prompt = self.renderer.full(messages, tools)
+        parent, shared = None, 0
+        for b in self.branches:
+            n = _common_prefix(b.ids, prompt)
+            if n > shared:
+                parent, shared = b.index, n
+        rerendered = self._rerendered(prompt, shared) if self.branches else ()
+        return Plan(
+            branch=None,
+            kind=kind,
+            messages=tuple(messages),
+            tools_key=key,
+            prompt_ids=tuple(prompt),
+            routing_start=0,
+            parent=parent,
+            shared_prefix=shared,
+            rerendered=rerendered,
+        )
+
+    def _rerendered(self, prompt: list[int], start: int) -> tuple[int, ...]:
+        """Positions >= start of `prompt` inside a run of tokens some branch sampled (one turn's output)."""
+        hay = np.asarray(prompt, np.int32)
+        hits: set[int] = set()
+        for b in self.branches:
+            mask = np.asarray(b.mask, np.int8)
+            ids = np.asarray(b.ids, np.int32)
+            edges = np.flatnonzero(np.diff(np.concatenate([[0], mask, [0]])))
+            for lo, hi in zip(edges[::2], edges[1::2], strict=True):
+                if hi - lo < MIN_RERENDERED_RUN:
+                    continue
+                for at in _find_all(hay, ids[lo:hi], start):
+                    hits.update(range(at, at + hi - lo))
+        return tuple(sorted(hits))
+
+    def commit(
+        self,
+        plan: Plan,
+        generation: Generation,
+        reply: dict[str, Any],
+        *,
+        turn: int,
+        recomputed: np.ndarray | None = None,
+    ) -> Branch:
+        """Appends the prompt and the sampled tokens of `plan` to its branch (opened here if new).
+
+        `recomputed`: float32[len(plan.rerendered)], the engine's log-probs of those positions on this
+        branch (required with shared_tokens="recompute" when the plan has re-rendered positions).
+        """
+        prompt = list(plan.prompt_ids)
+        if plan.branch is None:
+            opened_by = "first" if not self.branches else ("side" if plan.kind == "side" else "rewrite")
+            branch = Branch(len(self.branches), plan.kind, plan.tools_key, [], opened_by, parent=plan.parent)
+            self.branches.append(branch)
+            mask = [0] * len(prompt)
+            logprobs = [0.0] * len(prompt)
+            if plan.parent is not None:
+                parent = self.branches[plan.parent]
+                branch.shared_masked = int(sum(parent.mask[: plan.shared_prefix]))
+            if plan.rerendered:
+                if self.shared_tokens == "recompute":
+                    if recomputed is None or len(recomputed) != len(plan.rerendered):
+                        raise ValueError(
+                            f"recomputed must hold {len(plan.rerendered)} log-probs for the re-rendered tokens, "
+                            f"got {None if recomputed is None else len(recomputed)}"
+                        )
+                    for pos, lp in zip(plan.rerendered, recomputed, strict=True):
+                        mask[pos], logprobs[pos] = 1, float(lp)
+                    branch.recomputed = len(plan.rerendered)
+                else:
+                    branch.rerendered_masked = len(plan.rerendered)
+            branch.mask, branch.logprobs = mask, logprobs
+        else:
+            branch = self.branches[plan.branch]
+            old = len(branch.ids)
+            branch.mask += [0] * (len(prompt) - old)
+            branch.logprobs += [0.0] * (len(prompt) - old)
+        out = [int(t) for t in np.asarray(generation.output_ids)]
+        branch.ids = prompt + out
+        branch.mask += [1] * len(out)
+        branch.logprobs += [float(x) for x in np.asarray(generation.output_logprobs, np.float32)]
+        branch.versions.append(generation.weight_version)
+        branch.messages = [*plan.messages, reply]
+        branch.turns.append(turn)
+        branch.closed = bool(out) and out[-1] == self.renderer.end_marker_id
+        self._record_routing(branch, generation)
+        return branch
+
+    def _record_routing(self, branch: Branch, generation: Generation) -> None:
+        rows = generation.routed_experts
+        total = len(branch.ids)
+        if rows is None:
+            if branch.routing is not None:
+                branch.routing = _grow(branch.routing, total)
+            return
+        rows = np.asarray(rows)
+        shape = rows.shape[1:]
+        if branch.routing is None:
+            branch.routing = np.full((total, *shape), -1, np.int16)
+        else:
+            if branch.routing.shape[1:] != shape:
+                raise ValueError(f"routed_experts rows changed shape from {branch.routing.shape[1:]} to {shape}")
+            branch.routing = _grow(branch.routing, total)
+        start = generation.routed_experts_start
+        branch.routing[start : start + len(rows)] = rows.astype(np.int16)
+
+    def sequences(self, kinds: Sequence[str] = ("main",)) -> list[TrainSequence]:
+        """One training `Sequence` per branch of the given kinds that sampled anything."""
+        out = []
+        for b in self.branches:
+            if b.kind not in kinds or not any(b.mask):
+                continue
+            out.append(
+                TrainSequence(
+                    token_ids=np.asarray(b.ids, np.int32),
+                    loss_mask=np.asarray(b.mask, np.int8),
+                    behaviour_logprobs=np.asarray(b.logprobs, np.float32),
+                    routed_experts=None if b.routing is None else _grow(b.routing, len(b.ids)),
+                    weight_versions=tuple(dict.fromkeys(b.versions)),
+                )
+            )
+        return out
+
+
+def _grow(routing: np.ndarray, total: int) -> np.ndarray:
+    if len(routing) >= total:
+        return routing[:total]
+    pad = np.full((total - len(routing), *routing.shape[1:]), -1, routing.dtype)
+    return np.concatenate([routing, pad])
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(diff[0]) if diff.size else n
+
+
+def _find_all(hay: np.ndarray, needle: np.ndarray, start: int) -> list[int]:
+    """Start positions >= start where `needle` occurs in `hay` (non-overlapping, left to right)."""
+    m = len(needle)
+    if m == 0 or len(hay) - start < m:
+        return []
+    found, at = [], start
+    first = needle[0]
+    while at <= len(hay) - m:
+        cand = np.flatnonzero(hay[at : len(hay) - m + 1] == first)
+        hit = next((at + int(c) for c in cand if np.array_equal(hay[at + int(c) : at + int(c) + m], needle)), None)
+        if hit is None:
+            break
+        found.append(hit)
+        at = hit + m
+    return found
