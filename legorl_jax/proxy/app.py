@@ -176,7 +176,7 @@ class CaptureProxy:
     def make_app(self) -> web.Application:
         app = web.Application(middlewares=[self._errors], client_max_size=self.config.max_body_bytes)
         r = app.router
-        r.add_route("GET", "/", _probe)
+        r.add_get("/", _probe)
         r.add_post("/admin/sessions", self._admin_open)
         r.add_get("/admin/sessions/{sid}/trajectory", self._admin_trajectory)
         r.add_delete("/admin/sessions/{sid}", self._admin_close)

@@ -331,6 +331,7 @@ class Session:
             "task_id": self.task_id,
             "trial_id": self.trial_id,
             "metadata": self.metadata,
+            "tokenizer": getattr(self.tokenizer, "name", ""),
             "opened_at": self.opened_at,
             "turns": turns,
             "branches": [b.summary() for b in self.recorder.branches],

@@ -1,0 +1,49 @@
+"""The proxy in front of the real embedded engine: what it records is what the engine computes."""
+
+import numpy as np
+import openai
+from conftest import BASH_TOOL
+
+from legorl_jax.config import ProxyConfig
+
+SYSTEM = {"role": "system", "content": "You fix bugs."}
+
+
+async def test_captured_logprobs_equal_the_engines_prompt_logprobs_on_the_captured_sequence(jax_engine, serve, tokenizer):
+    temperature = 0.7
+    config = ProxyConfig(temperature=temperature, max_response_tokens=12, max_consecutive_no_tool=0)
+    proxy = await serve(jax_engine, config)
+    info = proxy.open_session("calc", "calc-0")
+    messages = [SYSTEM, {"role": "user", "content": "Fix calc.py."}]
+    async with openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x") as client:
+        for turn in range(3):
+            r = await client.chat.completions.create(model="p", messages=messages, tools=[BASH_TOOL], temperature=0.0)
+            messages = [*messages, {"role": "assistant", "content": r.choices[0].message.content},
+                        {"role": "user", "content": f"continue {turn}"}]  # fmt: skip
+    closed = await proxy.close_session(info.session_id)
+    session_turns = closed.trajectory["turns"]
+    assert [t["branch"] for t in session_turns] == [0, 0, 0]  # garbage text still extends the branch verbatim
+    assert all(t["sampling"]["temperature"] == temperature for t in session_turns)
+    (seq,) = closed.sequences
+    assert seq.num_sampled == sum(t["output_tokens"] for t in session_turns)
+    scored = await jax_engine.prompt_logprobs(seq.token_ids, 1, temperature=temperature)
+    sampled = np.flatnonzero(seq.loss_mask)
+    np.testing.assert_allclose(seq.behaviour_logprobs[sampled], scored[sampled - 1], atol=1e-4, rtol=0)
+    # Every input position but the last has its experts recorded, within the model's expert range.
+    routed = seq.routed_experts
+    assert routed.shape == (len(seq.token_ids), 2, 2)
+    assert np.all((routed[:-1] >= 0) & (routed[:-1] < 8)) and np.all(routed[-1] == -1)
+
+
+async def test_each_turn_feeds_the_engine_the_branch_so_far_verbatim(jax_engine, serve):
+    proxy = await serve(jax_engine, ProxyConfig(max_response_tokens=8, max_consecutive_no_tool=0))
+    info = proxy.open_session()
+    messages = [SYSTEM, {"role": "user", "content": "hello"}]
+    async with openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x") as client:
+        for turn in range(2):
+            r = await client.chat.completions.create(model="p", messages=messages)
+            messages = [*messages, {"role": "assistant", "content": r.choices[0].message.content},
+                        {"role": "user", "content": "more"}]  # fmt: skip
+    turns = proxy.sessions[info.session_id].turns
+    first = turns[0].prompt_ids.tolist() + turns[0].output_ids.tolist()
+    assert turns[1].prompt_ids.tolist()[: len(first)] == first
