@@ -13,7 +13,7 @@ session id in its path):
   anthropic_base_url}`; `GET /admin/sessions/{id}/trajectory`; `DELETE /admin/sessions/{id}` (closes and
   archives; returns the archive folder and the branch summaries). A wrong or missing token: 401, nothing done.
 - `POST /s/{id}/v1/chat/completions`, `GET /s/{id}/v1/models` (OpenAI); `POST /s/{id}/v1/messages` (also
-  `?beta=true`), `POST /s/{id}/v1/messages/count_tokens` (Anthropic); `GET`/`HEAD /` and `/s/{id}` (probes).
+  `?beta=true`), `POST /s/{id}/v1/messages/count_tokens` (Anthropic); `GET`/`HEAD /`, `/health` and `/s/{id}` (probes).
 Errors are in the surface's own format (openai_api.error_json, anthropic_api.error_json) and name the field
 and the received value: unknown session 404, malformed body 400, body over `max_body_bytes` 413, prompt over
 the context 400 (`context_length_exceeded`; Anthropic: "prompt is too long"), engine failure 502; the client
@@ -177,6 +177,7 @@ class CaptureProxy:
         app = web.Application(middlewares=[self._errors], client_max_size=self.config.max_body_bytes)
         r = app.router
         r.add_get("/", _probe)
+        r.add_get("/health", _probe)
         r.add_post("/admin/sessions", self._admin_open)
         r.add_get("/admin/sessions/{sid}/trajectory", self._admin_trajectory)
         r.add_delete("/admin/sessions/{sid}", self._admin_close)

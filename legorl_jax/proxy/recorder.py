@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,7 +42,11 @@ import numpy as np
 from legorl_jax.types import Generation
 from legorl_jax.types import Sequence as TrainSequence
 
+log = logging.getLogger(__name__)
+
 SHARED_TOKEN_MODES = ("mask", "recompute")
+# The fast delta render is checked against the full render on a branch's first turns and every Nth after.
+VERIFY_FIRST_TURNS, VERIFY_EVERY = 4, 16
 # A sampled run shorter than this found again in a new branch is a coincidence (an end-of-turn token, "ok").
 MIN_RERENDERED_RUN = 4
 
@@ -82,9 +87,11 @@ def same_message(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
 class Renderer:
     """The model's chat template as the recorder uses it: full renders and end-of-turn aware deltas."""
 
-    def __init__(self, tokenizer: Any, template_kwargs: Mapping[str, Any] | None = None):
+    def __init__(self, tokenizer: Any, template_kwargs: Mapping[str, Any] | None = None, *, fast: bool = True):
         self.tokenizer = tokenizer
         self.template_kwargs = dict(template_kwargs or {})
+        self.fast = fast
+        self.fast_renders = self.verified_renders = self.fast_mismatches = 0
         probe = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "PROBE-REPLY"}]
         text = self.render(probe, None, generation_prompt=False)
         tail = text[text.rfind("PROBE-REPLY") + len("PROBE-REPLY") :]
@@ -101,6 +108,14 @@ class Renderer:
                 f"tokens {[tokenizer.decode([e]) for e in tokenizer.eos_token_ids]}: the proxy cannot tell where "
                 "a sampled reply ends in the history"
             )
+        # Branches keep their marker count incrementally (one render per turn, not two): that needs a reply
+        # to add exactly one marker and the generation prompt none.
+        asked = self.render(probe[:1], None, generation_prompt=True)
+        if text.count(self.end_marker) != asked.count(self.end_marker) + 1:
+            raise ValueError(
+                f"the chat template writes {self.end_marker!r} into its generation prompt or more than once per "
+                f"reply ({asked!r} / {text!r}); the proxy counts it to find where each turn ends"
+            )
 
     def render(self, messages: Sequence[Mapping[str, Any]], tools: Any, *, generation_prompt: bool) -> str:
         return self.tokenizer.render(
@@ -110,26 +125,63 @@ class Renderer:
     def full(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> list[int]:
         return self.tokenizer.encode(self.render(messages, tools, generation_prompt=True))
 
-    def delta(
-        self, before: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], tools: Any, *, closed: bool
-    ) -> list[int] | None:
-        """Ids of `new` (and the generation prompt) after `before` as the template renders them there.
-
-        `closed`: the sampled reply ended with the end-of-turn marker itself. None when the template does not
-        render `before` as a run of whole turns inside the longer conversation (a new branch is opened).
-        """
-        marker = self.end_marker
-        count = self.render(before, tools, generation_prompt=False).count(marker)
+    def _tail(self, before: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], tools: Any, markers: int,
+              closed: bool) -> str | None:
+        """The text of `new` and the generation prompt after the `markers`-th end-of-turn marker."""
         full = self.render([*before, *new], tools, generation_prompt=True)
-        at, seen = -1, 0
-        while seen < count:
-            at = full.find(marker, at + 1)
+        at = -1
+        for _ in range(markers):
+            at = full.find(self.end_marker, at + 1)
             if at < 0:
                 return None
-            seen += 1
-        if count == 0:
+        return full[at + len(self.end_marker) if closed else at :]
+
+    def delta(
+        self, before: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], tools: Any, *, closed: bool,
+        markers: int, verify: bool = True,
+    ) -> tuple[list[int], int] | None:
+        """(ids of `new` and the generation prompt after `before` as the template renders them there, the
+        number of end-of-turn markers in the render of `before` + `new`).
+
+        `markers`: how many the render of `before` holds; `closed`: the sampled reply ended with the marker
+        itself. None when the longer render does not hold that many (a new branch is opened).
+
+        Fast path: the tail is rendered after a stand-in for `before` (its first and last messages), so a turn
+        costs a render of its new messages, not of the whole history. A template whose rendering of new
+        messages depended on more of the history would differ, so with `verify` the full render is made too
+        and compared; the first difference turns the fast path off for good (`fast_mismatches`). The recorder
+        verifies the first turns of every branch and a sample after that.
+        """
+        if markers == 0:
             return None
-        return self.tokenizer.encode(full[at + len(marker) if closed else at :])
+        tail = None
+        if self.fast and len(before) > 2:
+            stand_in = [before[0], before[-1]]
+            head = self.render(stand_in, tools, generation_prompt=False).count(self.end_marker)
+            try:
+                tail = self._tail(stand_in, new, tools, head, closed)
+            except (ValueError, TypeError):  # the template refuses the stand-in (e.g. roles must alternate)
+                tail = None
+            self.fast_renders += tail is not None
+            if tail is not None and verify:
+                slow = self._tail(before, new, tools, markers, closed)
+                self.verified_renders += 1
+                if slow != tail:
+                    self.fast_mismatches += 1
+                    self.fast = False
+                    log.warning("the chat template renders new turns differently after a stand-in history; "
+                                "rendering the whole history from now on")  # fmt: skip
+                    tail = slow
+        if tail is None:
+            tail = self._tail(before, new, tools, markers, closed)
+            if tail is None:
+                return None
+        body = tail[len(self.end_marker) :] if not closed else tail
+        return self.tokenizer.encode(tail), markers + body.count(self.end_marker)
+
+    def full_with_markers(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> tuple[list[int], int]:
+        text = self.render(messages, tools, generation_prompt=True)
+        return self.tokenizer.encode(text), text.count(self.end_marker)
 
     def count_tokens(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> int:
         return len(self.full(messages, tools))
@@ -152,6 +204,7 @@ class Branch:
     versions: list[str] = dataclasses.field(default_factory=list)
     turns: list[int] = dataclasses.field(default_factory=list)
     closed: bool = True  # the last sampled reply ended with the end-of-turn marker
+    markers: int = 0  # end-of-turn markers in the render of `messages`
     shared_masked: int = 0
     recomputed: int = 0
     rerendered_masked: int = 0
@@ -182,6 +235,7 @@ class Plan:
     tools_key: str
     prompt_ids: tuple[int, ...]
     routing_start: int  # first input position whose routing is not recorded yet
+    markers: int  # end-of-turn markers in the render of `messages` (the reply will add one)
     parent: int | None = None
     shared_prefix: int = 0  # new branch: tokens shared with `parent`'s record
     rerendered: tuple[int, ...] = ()  # new branch: prompt positions an earlier branch sampled verbatim
@@ -207,8 +261,13 @@ class Recorder:
         candidates = [b for b in self.branches if b.kind == kind and b.tools_key == key and self._extends(b, messages)]
         if candidates:
             branch = max(candidates, key=lambda b: (len(b.messages), b.index))
-            delta = self.renderer.delta(branch.messages, messages[len(branch.messages) :], tools, closed=branch.closed)
-            if delta is not None:
+            turns = len(branch.turns)
+            found = self.renderer.delta(
+                branch.messages, messages[len(branch.messages) :], tools, closed=branch.closed, markers=branch.markers,
+                verify=turns < VERIFY_FIRST_TURNS or turns % VERIFY_EVERY == 0,
+            )
+            if found is not None:
+                delta, markers = found
                 return Plan(
                     branch=branch.index,
                     kind=kind,
@@ -216,8 +275,9 @@ class Recorder:
                     tools_key=key,
                     prompt_ids=tuple(branch.ids + delta),
                     routing_start=max(len(branch.ids) - 1, 0),
+                    markers=markers,
                 )
-        prompt = self.renderer.full(messages, tools)
+        prompt, markers = self.renderer.full_with_markers(messages, tools)
         parent, shared = None, 0
         for b in self.branches:
             n = _common_prefix(b.ids, prompt)
@@ -231,6 +291,7 @@ class Recorder:
             tools_key=key,
             prompt_ids=tuple(prompt),
             routing_start=0,
+            markers=markers,
             parent=parent,
             shared_prefix=shared,
             rerendered=rerendered,
@@ -301,6 +362,7 @@ class Recorder:
         branch.messages = [*plan.messages, reply]
         branch.turns.append(turn)
         branch.closed = bool(out) and out[-1] == self.renderer.end_marker_id
+        branch.markers = plan.markers + 1
         self._record_routing(branch, generation)
         return branch
 

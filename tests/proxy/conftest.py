@@ -9,6 +9,7 @@ The proxy in front of it is always the real one.
 from __future__ import annotations
 
 import asyncio
+import os
 import pathlib
 from collections.abc import Callable
 
@@ -17,6 +18,9 @@ import pytest
 
 from legorl_jax.engine.base import EngineError, SamplingParams, check_generate_args, check_input_ids
 from legorl_jax.types import Generation
+
+# litellm fetches a model price list from the internet on import unless told to use its packaged copy.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 HERE = pathlib.Path(__file__).parent
 CODER_TEMPLATE = HERE / "qwen3_coder_style.jinja"

@@ -1,0 +1,271 @@
+"""Latency the capture proxy adds over calling the engine directly, beside the LiteLLM proxy, at 1/16/64 sessions.
+
+    python tools/bench_proxy.py [--sessions 1,16,64] [--turns 10] [--rounds 3] [--engine-ms 20]
+
+Needs the bench extra (`pip install -e '.[bench]'`: LiteLLM's proxy server). Four processes on this machine:
+- a backend standing in for the model: it answers SGLang's `/generate` (token ids in and out, log-probs and
+  routing rows, through our wire format) and OpenAI's `/v1/chat/completions` (the same reply as text) after
+  the same fixed `--engine-ms`, so every path pays the same "model" time and the difference is the proxy's;
+- ours: `python -m legorl_jax.proxy` (train mode: chat template render, incremental prompt, parse, record);
+- LiteLLM: `litellm --model openai/bench --api_base BACKEND/v1` (its OpenAI-compatible route, no recording);
+- this process, the load: S concurrent sessions, each `--turns` calls with a growing history (each turn adds
+  the reply and a ~200-token tool result), the agentic shape.
+Per configuration the same conversations go four ways: backend `/generate` directly (ours' baseline),
+ours, backend `/v1/chat/completions` directly (LiteLLM's baseline), LiteLLM. Added latency = the path's p50
+(p99) minus its baseline's p50 (p99). The four are measured in rotating order for `--rounds` rounds, so
+drift in the host's load hits them alike; the load average before and after is printed, and figures taken
+at a load average of 1 or more are marked as not publishable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import pathlib
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+REPLY = 'Looking at the file.\n<tool_call>\n{"name": "bash", "arguments": {"command": "cat calc.py"}}\n</tool_call>'
+TOOL_RESULT = "def add(a, b):\n    return a - b\n" * 12
+BASH = {"type": "function", "function": {"name": "bash", "description": "Run a command",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}  # fmt: skip
+ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "XLA_FLAGS": ""}
+LITELLM_KEY = "sk-bench-" + os.urandom(16).hex()  # LiteLLM's proxy refuses to start without a master key
+
+
+# ----------------------------------------------------------------------------------------------------
+# the backend process
+
+
+def serve_backend(model_dir: str, port: int, engine_ms: float) -> None:
+    from aiohttp import web
+
+    from legorl_jax.engine.wire import generation_json
+    from legorl_jax.model.tokenizer import load_tokenizer
+    from legorl_jax.types import Generation
+
+    tok = load_tokenizer(model_dir)
+    eos = tok.eos_token_ids[0]
+    out = np.asarray([*tok.encode(REPLY), eos], np.int32)
+    lps = np.full(len(out), -0.5, np.float32)
+
+    async def generate(request: web.Request) -> web.Response:
+        body = await request.json()
+        ids = body["input_ids"]
+        start = body.get("routed_experts_start_len", 0)
+        await asyncio.sleep(engine_ms / 1000)
+        rows = np.zeros((len(ids) + len(out) - 1 - start, 2, 2), np.int32)
+        gen = Generation(out, lps, rows, "stop", "bench", len(ids), routed_experts_start=start, matched_stop=int(eos))
+        return web.json_response(generation_json(gen, rid=body.get("rid") or "r", text=REPLY, return_logprob=True,
+                                                 input_logprobs=None, return_routed_experts=True, e2e_latency=0.0))  # fmt: skip
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        prompt = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4
+        await asyncio.sleep(engine_ms / 1000)
+        call = {"id": "call_" + os.urandom(6).hex(), "type": "function",
+                "function": {"name": "bash", "arguments": '{"command": "cat calc.py"}'}}  # fmt: skip
+        return web.json_response({
+            "id": "chatcmpl-bench", "object": "chat.completion", "created": int(time.time()), "model": body.get("model", "bench"),
+            "choices": [{"index": 0, "finish_reason": "tool_calls",
+                         "message": {"role": "assistant", "content": "Looking at the file.", "tool_calls": [call]}}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": len(out), "total_tokens": prompt + len(out)},
+        })  # fmt: skip
+
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    async def info(request: web.Request) -> web.Response:
+        return web.json_response({"model_path": model_dir, "weight_version": "bench"})
+
+    app = web.Application()
+    app.router.add_post("/generate", generate)
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/health", health)
+    app.router.add_get("/get_model_info", info)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the load
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def wait_up(url: str, process: subprocess.Popen, log: pathlib.Path | None = None, timeout_s: float = 180) -> None:
+    import aiohttp
+
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession() as http:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                tail = log.read_text()[-2000:] if log is not None and log.exists() else ""
+                raise RuntimeError(f"the server for {url} exited with {process.returncode}:\n{tail}")
+            try:
+                async with http.get(url, timeout=aiohttp.ClientTimeout(total=2)) as resp:
+                    if resp.status < 500:
+                        return
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                pass
+            await asyncio.sleep(0.3)
+    raise RuntimeError(f"{url} did not come up within {timeout_s:.0f} s")
+
+
+async def conversation(http, path: str, url: str, tok, turns: int, latencies: list[float], *, session_url=None) -> None:
+    """One session's calls; `path` picks the wire: generate (token ids), chat (OpenAI body)."""
+    messages = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix add() in calc.py."}]
+    for turn in range(turns):
+        if path == "generate":
+            body = {"input_ids": tok.apply_chat_template(messages, tools=[BASH], add_generation_prompt=True),
+                    "sampling_params": {"max_new_tokens": 256, "temperature": 1.0}, "return_logprob": True,
+                    "return_routed_experts": True}  # fmt: skip
+            target = url + "/generate"
+        else:
+            body = {"model": "bench", "messages": messages, "tools": [BASH]}
+            target = (session_url or url) + "/chat/completions"
+        began = time.perf_counter()
+        async with http.post(target, json=body) as resp:
+            reply = await resp.json()
+            if resp.status != 200:
+                raise RuntimeError(f"{path} {target}: {resp.status} {json.dumps(reply)[:300]}")
+        latencies.append(time.perf_counter() - began)
+        call_id = f"call_{turn}"
+        if path == "chat":
+            call_id = reply["choices"][0]["message"]["tool_calls"][0]["id"]
+        messages = [*messages,
+                    {"role": "assistant", "content": "Looking at the file.",
+                     "tool_calls": [{"id": call_id, "type": "function",
+                                     "function": {"name": "bash", "arguments": '{"command": "cat calc.py"}'}}]},
+                    {"role": "tool", "tool_call_id": call_id, "content": TOOL_RESULT}]  # fmt: skip
+
+
+async def run_path(name: str, urls: dict[str, str], tok, sessions: int, turns: int) -> list[float]:
+    import aiohttp
+
+    latencies: list[float] = []
+    connector = aiohttp.TCPConnector(limit=0)
+    headers = {"Authorization": f"Bearer {LITELLM_KEY}"} if name == "litellm" else {}
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
+        session_urls = [None] * sessions
+        if name == "ours":
+            admin = {"Authorization": "Bearer bench-admin-token"}
+            for i in range(sessions):
+                async with http.post(urls["ours"] + "/admin/sessions", json={"task_id": "bench"}, headers=admin) as r:
+                    session_urls[i] = (await r.json())["openai_base_url"]
+        path = "generate" if name == "direct-generate" else "chat"
+        base = {"direct-generate": urls["backend"], "direct-chat": urls["backend"] + "/v1", "litellm": urls["litellm"] + "/v1",
+                "ours": None}[name]  # fmt: skip
+        await asyncio.gather(*(conversation(http, path, base, tok, turns, latencies, session_url=session_urls[i])
+                               for i in range(sessions)))  # fmt: skip
+        if name == "ours":
+            admin = {"Authorization": "Bearer bench-admin-token"}
+            for u in session_urls:
+                sid = u.rsplit("/s/", 1)[1].split("/")[0]
+                async with http.delete(f"{urls['ours']}/admin/sessions/{sid}", headers=admin) as r:
+                    await r.read()
+    return latencies
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values) * 1000, q))
+
+
+async def bench(args: argparse.Namespace) -> None:
+    from legorl_jax.model.tokenizer import load_tokenizer
+
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-proxy-"))
+    model_dir = args.model
+    if model_dir is None:
+        import make_tiny_model
+
+        model_dir = str(make_tiny_model.make_tiny_model(tmp / "model", make_tiny_model.TinyModelSpec(max_positions=65536)))
+    tok = load_tokenizer(model_dir)
+    ports = {k: free_port() for k in ("backend", "ours", "litellm")}
+    urls = {k: f"http://127.0.0.1:{p}" for k, p in ports.items()}
+    procs = [
+        subprocess.Popen([sys.executable, __file__, "--serve-backend", str(ports["backend"]), "--model", model_dir,
+                          "--engine-ms", str(args.engine_ms)], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT),
+        subprocess.Popen([sys.executable, "-m", "legorl_jax.proxy", "--engine-url", urls["backend"], "--model", model_dir,
+                          "--port", str(ports["ours"]), "--admin-token", "bench-admin-token", "--archive-dir",
+                          str(tmp / "archive"), "--context-length", "65536"], env=ENV, cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=open(tmp / "ours.log", "w")),  # fmt: skip
+        subprocess.Popen([str(pathlib.Path(sys.executable).parent / "litellm"), "--model", "openai/bench", "--api_base",
+                          urls["backend"] + "/v1", "--port", str(ports["litellm"]), "--num_workers", "1"],
+                         env={**ENV, "OPENAI_API_KEY": "x", "LITELLM_MASTER_KEY": LITELLM_KEY}, stdout=subprocess.DEVNULL, stderr=open(tmp / "litellm.log", "w")),  # fmt: skip
+    ]
+    try:
+        await wait_up(urls["backend"] + "/health", procs[0])
+        await wait_up(urls["ours"] + "/health", procs[1], tmp / "ours.log")
+        await wait_up(urls["litellm"] + "/health/liveliness", procs[2], tmp / "litellm.log")
+        names = ["direct-generate", "ours", "direct-chat", "litellm"]
+        for name in names:  # warm-up: imports, first renders, connection pools
+            await run_path(name, urls, tok, 2, 2)
+        load_before = os.getloadavg()[0]
+        print(f"load average before: {load_before:.2f}; rounds {args.rounds}; turns {args.turns}; engine {args.engine_ms} ms")
+        rows = []
+        for sessions in args.sessions:
+            lat: dict[str, list[float]] = {n: [] for n in names}
+            for r in range(args.rounds):
+                order = names[r % len(names):] + names[: r % len(names)]
+                for name in order:
+                    lat[name] += await run_path(name, urls, tok, sessions, args.turns)
+            rows.append((sessions, {n: (pct(v, 50), pct(v, 99), len(v)) for n, v in lat.items()}))
+        load_after = os.getloadavg()[0]
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    print(f"load average after: {load_after:.2f}")
+    print()
+    print("| sessions | calls/path | direct /generate p50 / p99 ms | ours p50 / p99 ms | ours added p50 / p99 ms "
+          "| direct chat p50 / p99 ms | LiteLLM p50 / p99 ms | LiteLLM added p50 / p99 ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for sessions, f in rows:
+        dg, ours, dc, lite = f["direct-generate"], f["ours"], f["direct-chat"], f["litellm"]
+        print(f"| {sessions} | {ours[2]} | {dg[0]:.1f} / {dg[1]:.1f} | {ours[0]:.1f} / {ours[1]:.1f} | "
+              f"**{ours[0] - dg[0]:.2f} / {ours[1] - dg[1]:.2f}** | {dc[0]:.1f} / {dc[1]:.1f} | {lite[0]:.1f} / {lite[1]:.1f} | "
+              f"{lite[0] - dc[0]:.2f} / {lite[1] - dc[1]:.2f} |")  # fmt: skip
+    quiet = max(load_before, load_after) < 1.0
+    print()
+    print("peer: LiteLLM proxy (litellm[proxy]) on its OpenAI-compatible route to the same backend, measured in the same run")
+    print("publishable (load average < 1 before and after):", "yes" if quiet else "NO: the host was busy; rerun on a quiet machine")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sessions", type=lambda s: [int(x) for x in s.split(",")], default=[1, 16, 64])
+    p.add_argument("--turns", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--engine-ms", type=float, default=20.0, help="the stand-in model's time per call")
+    p.add_argument("--model", default=None, help="HF directory for the tokenizer/template (default: a tiny model made here)")
+    p.add_argument("--serve-backend", type=int, default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.serve_backend is not None:
+        serve_backend(args.model, args.serve_backend, args.engine_ms)
+        return 0
+    asyncio.run(bench(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
