@@ -11,6 +11,9 @@ os.environ["XLA_FLAGS"] = (
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# litellm (what mini-swe-agent and SWE-agent call) fetches a price list from the internet on import unless
+# told to use its packaged copy; no test may reach outside this machine.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pathlib  # noqa: E402
 

@@ -8,24 +8,14 @@ The proxy in front of it is always the real one.
 
 from __future__ import annotations
 
-import asyncio
-import os
 import pathlib
-from collections.abc import Callable
 
-import numpy as np
 import pytest
 
-from legorl_jax.engine.base import EngineError, SamplingParams, check_generate_args, check_input_ids
-from legorl_jax.types import Generation
-
-# litellm fetches a model price list from the internet on import unless told to use its packaged copy.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from scripted_engine import EXPERTS, LAYERS, MAX_LEN, TOP_K, ScriptedEngine, routing_rows  # noqa: F401
 
 HERE = pathlib.Path(__file__).parent
 CODER_TEMPLATE = HERE / "qwen3_coder_style.jinja"
-MAX_LEN = 512
-LAYERS, TOP_K, EXPERTS = 2, 2, 8
 
 
 @pytest.fixture(scope="session")
@@ -58,72 +48,6 @@ def jax_engine(proxy_model_dir):
     engine = JaxEngine.from_dir(proxy_model_dir, max_running=8, max_len=MAX_LEN, min_bucket=64)
     yield engine
     engine.close()
-
-
-def routing_rows(ids: list[int], start: int) -> np.ndarray:
-    """Deterministic expert ids per input position: what the scripted engine reports."""
-    rows = np.zeros((max(len(ids) - 1 - start, 0), LAYERS, TOP_K), np.uint8)
-    for r, pos in enumerate(range(start, len(ids) - 1)):
-        for layer in range(LAYERS):
-            first = (ids[pos] + pos + layer) % EXPERTS
-            rows[r, layer] = (first, (first + 1) % EXPERTS)
-    return rows
-
-
-class ScriptedEngine:
-    """An `Engine` whose replies are chosen texts (module docstring)."""
-
-    max_len = MAX_LEN
-
-    def __init__(self, tokenizer, script: Callable[[list[int], str], str] | list[str], *, delay_s: float = 0.0):
-        self.tokenizer = tokenizer
-        self.script = script
-        self.delay_s = delay_s
-        self.calls: list[dict] = []
-        self.fail_with: Exception | None = None
-        self.eos = tokenizer.token_to_id("<|im_end|>")
-        self._turn = 0
-
-    def text_for(self, prompt: list[int], rid: str) -> str:
-        if callable(self.script):
-            return self.script(prompt, rid)
-        text = self.script[min(self._turn, len(self.script) - 1)]
-        self._turn += 1
-        return text
-
-    async def generate(self, input_ids, sampling: SamplingParams, *, return_routed_experts=False,
-                       routed_experts_start_len=0, rid=None) -> Generation:  # fmt: skip
-        prompt = check_input_ids(input_ids)
-        rid = check_generate_args(prompt, sampling, return_routed_experts, routed_experts_start_len, rid)
-        prompt = prompt.tolist()
-        self.calls.append({"prompt": prompt, "sampling": sampling, "start": routed_experts_start_len, "rid": rid})
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
-        if self.fail_with is not None:
-            raise self.fail_with
-        out = self.tokenizer.encode(self.text_for(prompt, rid))
-        finish = "stop"
-        if len(out) >= sampling.max_new_tokens:
-            out, finish = out[: sampling.max_new_tokens], "length"
-        else:
-            out = [*out, self.eos]
-        logprobs = np.asarray([-0.01 * (1 + (t % 97)) for t in out], np.float32)
-        routed = routing_rows(prompt + out, routed_experts_start_len) if return_routed_experts else None
-        return Generation(np.asarray(out, np.int32), logprobs, routed, finish, "scripted", len(prompt),
-                          routed_experts_start=routed_experts_start_len)  # fmt: skip
-
-    async def prompt_logprobs(self, input_ids, start, *, temperature=1.0):
-        ids = list(input_ids)
-        return np.asarray([-0.01 * (1 + (t % 97)) for t in ids[start:]], np.float32)
-
-    async def update_weights(self, source, version):  # pragma: no cover - not used by the proxy
-        raise EngineError("scripted engine has no weights")
-
-    async def health(self):
-        return True
-
-    async def abort(self, rid):
-        return None
 
 
 @pytest.fixture

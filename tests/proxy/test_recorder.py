@@ -210,3 +210,39 @@ async def test_routing_rows_cover_every_input_position_but_the_last(tokenizer):
     assert routed.shape == (len(seq.token_ids), 2, 2)
     assert np.all(routed[:-1] >= 0) and np.all(routed[-1] == -1)
     np.testing.assert_array_equal(routed[:-1], routing_rows(seq.token_ids.tolist(), 0).astype(np.int16))
+
+
+async def test_a_template_that_numbers_turns_turns_the_fast_render_off_and_stays_exact(tokenizer):
+    import copy
+
+    tok = copy.copy(tokenizer)
+    tok.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m.role }} #{{ loop.index }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    engine = ScriptedEngine(tok, ["one", "two", "three"])
+    renderer = Renderer(tok)
+    rec = Recorder(renderer)
+    sent = [SYSTEM, USER]
+    for i in range(3):
+        before = list(rec.branches[0].ids) if rec.branches else []
+        plan, _, reply = await turn(rec, engine, sent, None)
+        assert list(plan.prompt_ids[: len(before)]) == before
+        if i:  # the new turn numbered as the whole history numbers it, not as a stand-in history would
+            tail = f"\n<|im_start|>user #{len(sent)}\nnext {i - 1}<|im_end|>\n<|im_start|>assistant\n"
+            assert list(plan.prompt_ids[len(before) :]) == tok.encode(tail), i
+        sent = [*sent, reply, {"role": "user", "content": f"next {i}"}]
+    assert renderer.fast_mismatches == 1 and not renderer.fast
+
+
+async def test_the_fast_render_is_checked_and_kept_on_the_chatml_template(tokenizer):
+    engine = ScriptedEngine(tokenizer, [f"reply {i}" for i in range(6)])
+    renderer = Renderer(tokenizer)
+    rec = Recorder(renderer)
+    sent = [SYSTEM, USER]
+    for i in range(6):
+        plan, _, reply = await turn(rec, engine, sent, [BASH_TOOL])
+        assert list(plan.prompt_ids) == tokenizer.apply_chat_template(sent, tools=[BASH_TOOL], add_generation_prompt=True)
+        sent = [*sent, reply, {"role": "user", "content": f"next {i}"}]
+    assert renderer.fast and renderer.fast_mismatches == 0
+    assert renderer.fast_renders == 5 and renderer.verified_renders == 3  # turns 1-3 checked, 4 and 5 trusted
