@@ -553,6 +553,68 @@ class ProxyConfig:
 
 
 # ----------------------------------------------------------------------------------------------------
+# harness/ and rollout/ (harness and rollout issue)
+# ----------------------------------------------------------------------------------------------------
+
+HARNESS_NAMES = ("builtin", "mini_swe_agent", "swe_agent")
+
+
+@dataclasses.dataclass
+class HarnessConfig:
+    """Which coding agent runs the trials, and its limits (conf/harness/; `+harness=NAME` selects one)."""
+
+    name: str = "builtin"
+    """builtin | mini_swe_agent | swe_agent."""
+    step_limit: int = 30
+    """Most model calls (agent steps) per trial."""
+    model: str = "legorl-policy"
+    """The model name the harness sends to the proxy."""
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The adapter's own settings (e.g. builtin: {command_timeout_s: 60})."""
+
+    def __post_init__(self) -> None:
+        if self.name not in HARNESS_NAMES:
+            raise ValueError(f"harness.name must be one of {HARNESS_NAMES}, got {self.name!r}")
+        if not isinstance(self.step_limit, int) or isinstance(self.step_limit, bool) or self.step_limit < 1:
+            raise ValueError(f"harness.step_limit must be a positive int, got {self.step_limit!r}")
+        if not isinstance(self.model, str) or not self.model:
+            raise ValueError(f"harness.model must be a non-empty string, got {self.model!r}")
+        if not isinstance(self.options, dict):
+            raise ValueError(f"harness.options must be a mapping, got {self.options!r}")
+
+
+@dataclasses.dataclass
+class RolloutConfig:
+    """How trials are run: concurrency, limits, retries, where they are archived."""
+
+    group_size: int = 4
+    """Trials per task in one step (the GRPO group)."""
+    concurrency: int = 4
+    """Trials running at once."""
+    trial_timeout_s: float = 900.0
+    """Wall-clock limit of one trial attempt (sandbox, harness and grading): past it the trial is `timeout`."""
+    retries: int = 1
+    """Further attempts of a trial whose attempt failed for infrastructure reasons (fresh sandbox and session)."""
+    runs_dir: str = "runs"
+    """Archive root: trials go to <runs_dir>/<experiment>/trials/step_<N>/<trial>/."""
+    experiment: str = "default"
+    """Name of the run inside runs_dir."""
+
+    def __post_init__(self) -> None:
+        for name in ("group_size", "concurrency"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"rollout.{name} must be a positive int, got {value!r}")
+        if not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0:
+            raise ValueError(f"rollout.retries must be an int >= 0, got {self.retries!r}")
+        if isinstance(self.trial_timeout_s, bool) or not isinstance(self.trial_timeout_s, (int, float)) or not self.trial_timeout_s > 0:
+            raise ValueError(f"rollout.trial_timeout_s must be a number > 0, got {self.trial_timeout_s!r}")
+        for name in ("runs_dir", "experiment"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"rollout.{name} must be a non-empty string, got {getattr(self, name)!r}")
+
+
+# ----------------------------------------------------------------------------------------------------
 # Root
 # ----------------------------------------------------------------------------------------------------
 
@@ -579,6 +641,10 @@ class Config:
     """The rollout engine (conf/engine/)."""
     proxy: ProxyConfig = dataclasses.field(default_factory=ProxyConfig)
     """The capture proxy between harnesses and the engine (conf/proxy/)."""
+    harness: HarnessConfig = dataclasses.field(default_factory=HarnessConfig)
+    """The coding agent (conf/harness/, selected with +harness=NAME; the built-in agent otherwise)."""
+    rollout: RolloutConfig = dataclasses.field(default_factory=RolloutConfig)
+    """Trial concurrency, limits, retries and archive (conf/rollout/)."""
     seed: int = 0
     """Seed of every random stream in the run."""
 
@@ -598,3 +664,5 @@ def register_configs() -> None:
     cs.store(group="sandbox", name="schema", node=SandboxConfig)
     cs.store(group="engine", name="schema", node=EngineConfig)
     cs.store(group="proxy", name="schema", node=ProxyConfig)
+    cs.store(group="harness", name="schema", node=HarnessConfig)
+    cs.store(group="rollout", name="schema", node=RolloutConfig)

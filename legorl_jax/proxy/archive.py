@@ -38,6 +38,14 @@ def _atomic_write(path: pathlib.Path, write: Any) -> None:
         raise
 
 
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Writes `text` to `path` (its folder created if missing) through a temporary file and a rename."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8")
+    _atomic_write(path, lambda f: f.write(data))
+
+
 def write_archive(trial_dir: str | os.PathLike, trajectory: dict[str, Any], branches: list[Any]) -> pathlib.Path:
     """Writes the session's files into `trial_dir` (created if missing); returns the folder."""
     folder = pathlib.Path(trial_dir)

@@ -1,0 +1,102 @@
+"""Collecting a batch of trials: G per task, a bounded number at a time, with the outcome taxonomy applied.
+
+    batch = await collect(tasks, group_size=4, harness=harness, proxy=proxy, config=cfg.rollout, step=3)
+    batch.trajectories        # every trial, dropped ones included (their `valid` is False)
+    batch.kept                # what the trainer may use: infrastructure failures left out
+    batch.dropped             # {reason: count}, e.g. {"sandbox_failed": 1}
+
+Trials of task t in step s share the group id `t@s` and are archived under
+`<runs_dir>/<experiment>/trials/step_<s>/<task>-<g>/` (trial.py). Policy failures stay in the batch with
+reward 0; infrastructure failures leave it (after their retries) and are counted per reason, so one broken
+container never teaches the policy anything. A live progress line shows done / running / dropped / reward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import pathlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from legorl_jax.config import RolloutConfig, SandboxConfig, VerifierConfig
+from legorl_jax.harness.base import Harness
+from legorl_jax.rollout.progress import Progress
+from legorl_jax.rollout.trial import run_trial
+from legorl_jax.tasks.schema import Task
+from legorl_jax.types import Trajectory
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """The trials of one collection."""
+
+    trajectories: tuple[Trajectory, ...]
+    seconds: float
+
+    @property
+    def kept(self) -> tuple[Trajectory, ...]:
+        return tuple(t for t in self.trajectories if t.valid)
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        return dict(collections.Counter(t.outcome.value for t in self.trajectories if not t.valid))
+
+    @property
+    def outcomes(self) -> dict[str, int]:
+        return dict(collections.Counter(t.outcome.value for t in self.trajectories))
+
+    @property
+    def trials_per_minute(self) -> float:
+        return 60.0 * len(self.trajectories) / self.seconds if self.seconds > 0 else 0.0
+
+
+def trial_dir(config: RolloutConfig, step: int, trial_id: str) -> pathlib.Path:
+    return pathlib.Path(config.runs_dir) / config.experiment / "trials" / f"step_{step}" / trial_id
+
+
+async def collect(
+    tasks: Sequence[Task],
+    *,
+    group_size: int,
+    harness: Harness,
+    proxy: Any,
+    config: RolloutConfig | None = None,
+    step: int = 0,
+    step_limit: int = 30,
+    model: str = "legorl-policy",
+    sandbox_config: SandboxConfig | None = None,
+    verifier_config: VerifierConfig | None = None,
+    sandbox_factory: Callable | None = None,
+    progress: Progress | None = None,
+) -> Batch:
+    """Runs `group_size` trials of every task, `config.concurrency` at a time (module docstring)."""
+    config = config or RolloutConfig()
+    if not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+    ids = [t.instance_id for t in tasks]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"tasks must have distinct instance ids, got duplicates {sorted({i for i in ids if ids.count(i) > 1})}")
+    limit = asyncio.Semaphore(config.concurrency)
+    progress = progress or Progress(len(tasks) * group_size, label=f"step {step} trials")
+    started = time.monotonic()
+
+    async def one(task: Task, g: int) -> Trajectory:
+        trial_id = f"{task.instance_id}-{g}"
+        async with limit:
+            progress.start()
+            trajectory = await run_trial(
+                task, harness=harness, proxy=proxy, trial_id=trial_id, group_id=f"{task.instance_id}@{step}",
+                trial_dir=trial_dir(config, step, trial_id), config=config, step_limit=step_limit, model=model,
+                sandbox_config=sandbox_config, verifier_config=verifier_config, sandbox_factory=sandbox_factory,
+            )  # fmt: skip
+            progress.finish(trial_id, trajectory.outcome.value, trajectory.reward, not trajectory.valid)
+            return trajectory
+
+    try:
+        trajectories = await asyncio.gather(*(one(task, g) for task in tasks for g in range(group_size)))
+    finally:
+        progress.close()
+    return Batch(tuple(trajectories), time.monotonic() - started)

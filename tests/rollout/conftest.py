@@ -1,0 +1,42 @@
+"""Rollout tests: two easy built-in tasks, the tiny model's tokenizer and one embedded engine on it."""
+
+from __future__ import annotations
+
+import pytest
+
+from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_task
+
+TASK_IDS = ("autocomplete-casefold-prefix", "basecodec-base58-leading-zeros")
+MAX_LEN = 2048
+
+
+@pytest.fixture(scope="session")
+def rollout_model_dir(tmp_path_factory, tiny_model_tool):
+    spec = tiny_model_tool.TinyModelSpec(max_positions=MAX_LEN)
+    return tiny_model_tool.make_tiny_model(tmp_path_factory.mktemp("rollout-moe"), spec, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(rollout_model_dir):
+    from legorl_jax.model.tokenizer import load_tokenizer
+
+    return load_tokenizer(rollout_model_dir)
+
+
+@pytest.fixture(scope="session")
+def jax_engine(rollout_model_dir):
+    from legorl_jax.engine.jax_engine import JaxEngine
+
+    engine = JaxEngine.from_dir(rollout_model_dir, max_running=4, max_len=MAX_LEN, min_bucket=64)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="session")
+def two_tasks():
+    return [load_builtin_task(SUITE_DIR / name) for name in TASK_IDS]
+
+
+@pytest.fixture(scope="session")
+def task(two_tasks):
+    return two_tasks[0]
