@@ -100,7 +100,9 @@ async def _attempt(task: Task, k: int, *, harness: Harness, proxy: Any, trial_id
                 except HarnessCrashed as exc:
                     attempt.outcome, attempt.reason = Outcome.HARNESS_CRASHED, str(exc)
                 attempt.timings["harness_s"] = time.monotonic() - t1
+                t_stop = time.monotonic()
                 attempt.diff = await sandbox.diff(workspace.base_commit)
+            attempt.timings["sandbox_stop_s"] = time.monotonic() - t_stop  # the diff and the sandbox's removal
         except SandboxError as exc:
             if attempt.outcome is None:
                 attempt.outcome, attempt.reason = Outcome.SANDBOX_FAILED, str(exc)

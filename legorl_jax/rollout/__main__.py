@@ -1,0 +1,141 @@
+"""`python -m legorl_jax.rollout`: run trials of a harness without training, print a per-task table, keep the archive.
+
+    python -m legorl_jax.rollout --harness builtin --tasks builtin --split validation --model runs/tiny-moe --group-size 2
+    python -m legorl_jax.rollout --harness mini_swe_agent --tasks data/swebench.jsonl --engine-url http://127.0.0.1:30000 \
+        --model /models/Qwen3-8B --group-size 4 --concurrency 8
+
+`--model` is the policy's HF directory (its tokenizer and chat template render every request); without
+`--engine-url` the embedded JAX engine serves it in this process, with it an SGLang-API server does. The proxy
+runs in eval mode unless `--mode train` (then the rollout temperature is enforced, as in training). Trials are
+archived under `<runs-dir>/<experiment>/trials/step_0/<task>-<g>/`; the table gives per task the solve rate
+(reward 1), mean reward, outcomes, turns and response tokens, and the dropped trials per reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import pathlib
+import sys
+from typing import Any
+
+from legorl_jax.config import HARNESS_NAMES, ProxyConfig, RolloutConfig
+from legorl_jax.harness.base import HarnessNotInstalled
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m legorl_jax.rollout", description=__doc__.split("\n\n")[0])
+    p.add_argument("--harness", default="builtin", choices=HARNESS_NAMES)
+    p.add_argument("--tasks", default="builtin", help="'builtin', a SWE-bench JSONL/JSON file, or a Harbor task directory")
+    p.add_argument("--split", default=None, help="only tasks of this split")
+    p.add_argument("--task-ids", default=None, help="comma-separated instance ids (default: every task)")
+    p.add_argument("--model", required=True, help="the policy's HF directory (tokenizer, chat template, weights)")
+    p.add_argument("--engine-url", default=None, help="an SGLang-API server; default: the embedded engine in process")
+    p.add_argument("--group-size", type=int, default=1)
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--step-limit", type=int, default=30)
+    p.add_argument("--trial-timeout", type=float, default=900.0, help="seconds per trial attempt")
+    p.add_argument("--retries", type=int, default=1, help="further attempts after an infrastructure failure")
+    p.add_argument("--mode", default="eval", choices=("eval", "train"))
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-response-tokens", type=int, default=4096)
+    p.add_argument("--max-len", type=int, default=None, help="embedded engine: context length (default: the model's)")
+    p.add_argument("--tool-parser", default="qwen3")
+    p.add_argument("--runs-dir", default="runs")
+    p.add_argument("--experiment", default="eval")
+    return p
+
+
+def table(trajectories: list[Any]) -> str:
+    """The per-task summary (module docstring) as a Markdown table."""
+    by_task: dict[str, list[Any]] = collections.defaultdict(list)
+    for t in trajectories:
+        by_task[t.task_id].append(t)
+    lines = ["| task | trials | solved | mean reward | outcomes | turns | response tokens |", "|---|---|---|---|---|---|---|"]
+    for task_id in sorted(by_task):
+        ts = by_task[task_id]
+        kept = [t for t in ts if t.valid]
+        solved = sum(t.reward == 1.0 for t in kept)
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(collections.Counter(t.outcome.value for t in ts).items()))
+        mean = (lambda xs: sum(xs) / len(xs) if xs else 0.0)  # noqa: E731
+        lines.append(
+            f"| {task_id} | {len(ts)} | {solved}/{len(kept)} | {mean([t.reward for t in kept]):.2f} | {outcomes} | "
+            f"{mean([t.features.get('turns', 0) for t in kept]):.1f} | {mean([t.features.get('response_tokens', 0) for t in kept]):.0f} |"
+        )  # fmt: skip
+    kept = [t for t in trajectories if t.valid]
+    dropped = collections.Counter(t.outcome.value for t in trajectories if not t.valid)
+    lines.append("")
+    lines.append(f"solve rate {sum(t.reward == 1.0 for t in kept)}/{len(kept)} scored trials "
+                 f"(coverage {len(kept)}/{len(trajectories)}); dropped: {dict(dropped) or 'none'}")  # fmt: skip
+    return "\n".join(lines)
+
+
+@contextlib.asynccontextmanager
+async def _engine(args: argparse.Namespace):
+    if args.engine_url:
+        from legorl_jax.engine.sglang_client import SGLangEngine
+
+        async with SGLangEngine(args.engine_url, routing=_routing(args.model)) as engine:
+            yield engine
+        return
+    from legorl_jax.engine.jax_engine import JaxEngine
+
+    engine = JaxEngine.from_dir(args.model, max_running=max(args.concurrency, 1), max_len=args.max_len)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def _routing(model_dir: str) -> tuple[int, int, int] | None:
+    from legorl_jax.model.architecture import ArchConfig
+
+    config = ArchConfig.from_hf_dict(json.loads((pathlib.Path(model_dir) / "config.json").read_text()))
+    return (config.num_moe_layers, config.num_experts_per_tok, config.num_experts) if config.is_moe else None
+
+
+async def evaluate(args: argparse.Namespace) -> list[Any]:
+    from legorl_jax.harness import get_harness
+    from legorl_jax.proxy import CaptureProxy
+    from legorl_jax.rollout.collect import collect
+    from legorl_jax.tasks.registry import find_task, load_suite
+
+    tasks = load_suite(args.tasks, args.split)
+    if args.task_ids:
+        tasks = [find_task(tasks, i.strip()) for i in args.task_ids.split(",") if i.strip()]
+    harness = get_harness(args.harness)
+    rollout = RolloutConfig(group_size=args.group_size, concurrency=args.concurrency, trial_timeout_s=args.trial_timeout,
+                            retries=args.retries, runs_dir=args.runs_dir, experiment=args.experiment)  # fmt: skip
+    proxy_config = ProxyConfig(mode=args.mode, temperature=args.temperature, max_response_tokens=args.max_response_tokens,
+                               tool_parser=args.tool_parser,
+                               archive_dir=str(pathlib.Path(args.runs_dir) / args.experiment / "sessions"))  # fmt: skip
+    async with _engine(args) as engine:
+        proxy = CaptureProxy.from_model_dir(engine, args.model, proxy_config)
+        await proxy.start("127.0.0.1", 0)
+        try:
+            batch = await collect(tasks, group_size=args.group_size, harness=harness, proxy=proxy, config=rollout,
+                                  step=0, step_limit=args.step_limit)  # fmt: skip
+        finally:
+            await proxy.stop()
+    return list(batch.trajectories)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        trajectories = asyncio.run(evaluate(args))
+    except (ValueError, FileNotFoundError, HarnessNotInstalled) as exc:
+        print(f"legorl_jax.rollout: {exc}", file=sys.stderr)
+        return 2
+    print(table(trajectories))
+    print(f"\narchive: {pathlib.Path(args.runs_dir) / args.experiment / 'trials' / 'step_0'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

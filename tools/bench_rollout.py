@@ -1,0 +1,170 @@
+"""Rollout throughput and the orchestrator's own overhead, beside the same trials run by a plain sequential script.
+
+    python tools/bench_rollout.py [--concurrency 1,4,16] [--trials 16] [--rounds 2]
+
+Every trial is the same work: the built-in harness fixes a built-in task through the capture proxy in front
+of a scripted engine (the fix's tool calls, 50 ms per call standing in for the model), in a real agent
+sandbox, graded by the real verifier in a fresh sandbox. Per configuration:
+- ours: `rollout.collect` with the given concurrency (retries, archive, outcome taxonomy, progress);
+- plain: the same steps written out in a loop, one trial after another (start sandbox, open session, run
+  the harness, diff, grade, close), nothing else: the floor at concurrency 1.
+Overhead per trial = wall time minus the time inside engine calls (the proxy's model time), sandbox start,
+tool execution (time between model calls), the diff and the sandbox's removal, and grading: what the orchestrator itself costs. The peer is the
+plain script measured in the same run; the load average before and after is printed, and figures taken at a
+load average of 1 or more are marked as not publishable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tests"))
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+TASK_IDS = ("autocomplete-casefold-prefix", "basecodec-base58-leading-zeros")
+
+
+def call(name: str, **arguments) -> str:
+    return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+
+
+def script_for(tasks, tokenizer):
+    """Each session replays the fix of the task named in its prompt."""
+    fixes = {t.problem_statement.strip().splitlines()[0]: [
+        call("bash", command="git status --short"), call("bash", command=f"git apply <<'PATCH'\n{t.patch}PATCH"),
+        call("submit")] for t in tasks}  # fmt: skip
+
+    def script(prompt, rid):
+        text = tokenizer.decode(prompt)
+        turn = int(rid.rsplit("-", 1)[1])
+        for marker, steps in fixes.items():
+            if marker in text:
+                return steps[min(turn, len(steps) - 1)]
+        raise RuntimeError("no task matched the prompt")
+
+    return script
+
+
+async def plain(tasks, proxy, harness, n: int) -> list[dict[str, float]]:
+    """The same trials as a plain loop, one at a time (module docstring)."""
+    from legorl_jax.harness.base import LLMEndpoint
+    from legorl_jax.tasks.agent_sandbox import agent_sandbox
+    from legorl_jax.tasks.verifier import grade
+
+    out = []
+    for i in range(n):
+        task = tasks[i % len(tasks)]
+        t0 = time.monotonic()
+        info = proxy.open_session(task.instance_id, f"plain-{i}")
+        async with agent_sandbox(task) as (sandbox, workspace):
+            t1 = time.monotonic()
+            await harness.run(task, sandbox, LLMEndpoint(info.openai_base_url, info.anthropic_base_url))
+            t_stop = time.monotonic()
+            diff = await sandbox.diff(workspace.base_commit)
+        t2 = time.monotonic()
+        report = await grade(task, diff)
+        t3 = time.monotonic()
+        closed = await proxy.close_session(info.session_id)
+        assert report.reward == 1.0, report
+        counters = closed.trajectory["counters"]
+        wall = time.monotonic() - t0
+        out.append({"wall": wall, "work": (t1 - t0) + counters["model_s"] + counters["tool_s"] + (t2 - t_stop) + (t3 - t2)})
+    return out
+
+
+async def ours(tasks, proxy, harness, n: int, concurrency: int, runs: pathlib.Path) -> tuple[float, list[dict[str, float]]]:
+    from legorl_jax.config import RolloutConfig
+    from legorl_jax.rollout import collect
+
+    group = max(n // len(tasks), 1)
+    config = RolloutConfig(concurrency=concurrency, retries=0, runs_dir=str(runs), experiment=f"c{concurrency}-{time.time_ns()}")
+    t0 = time.monotonic()
+    batch = await collect(tasks, group_size=group, harness=harness, proxy=proxy, config=config)
+    wall = time.monotonic() - t0
+    assert all(t.reward == 1.0 for t in batch.trajectories), batch.outcomes
+    per = [{"wall": t.timings["trial_s"], "work": t.timings["sandbox_start_s"] + t.timings["model_s"] + t.timings["tool_s"]
+            + t.timings["sandbox_stop_s"] + t.timings["verifier_s"]} for t in batch.trajectories]  # fmt: skip
+    return wall, per
+
+
+async def bench(args: argparse.Namespace) -> None:
+    import make_tiny_model
+    from scripted_engine import ScriptedEngine
+
+    from legorl_jax.config import ProxyConfig
+    from legorl_jax.harness import get_harness
+    from legorl_jax.model.tokenizer import load_tokenizer
+    from legorl_jax.proxy import CaptureProxy
+    from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_task
+    from legorl_jax.tasks.task_image import ensure_task_image
+
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-rollout-"))
+    model = make_tiny_model.make_tiny_model(tmp / "model", make_tiny_model.TinyModelSpec())
+    tokenizer = load_tokenizer(model)
+    tasks = [load_builtin_task(SUITE_DIR / t) for t in TASK_IDS]
+    for t in tasks:
+        ensure_task_image(t)
+    engine = ScriptedEngine(tokenizer, script_for(tasks, tokenizer), delay_s=args.engine_ms / 1000)
+    engine.max_len = 16384
+    proxy = CaptureProxy(engine, tokenizer, ProxyConfig(context_length=16384, archive_dir=str(tmp / "sessions")))
+    await proxy.start()
+    harness = get_harness("builtin")
+    load_before = os.getloadavg()[0]
+    rows = []
+    try:
+        await ours(tasks, proxy, harness, 2, 2, tmp / "runs")  # warm-up: images, imports
+        plain_runs = []
+        results: dict[int, list] = {c: [] for c in args.concurrency}
+        for r in range(args.rounds):
+            plain_runs += await plain(tasks, proxy, harness, args.trials if r == 0 else max(args.trials // 4, 2))
+            for c in args.concurrency:
+                results[c].append(await ours(tasks, proxy, harness, args.trials, c, tmp / "runs"))
+        plain_wall = [p["wall"] for p in plain_runs]
+        plain_over = [1 - p["work"] / p["wall"] for p in plain_runs]
+        rows.append(("plain sequential script", 1, len(plain_runs), 60 / statistics.mean(plain_wall),
+                     statistics.mean(plain_wall), statistics.mean(plain_over)))  # fmt: skip
+        for c in args.concurrency:
+            walls = [w for w, _ in results[c]]
+            per = [p for _, ps in results[c] for p in ps]
+            n = len(per)
+            rows.append((f"ours (rollout.collect)", c, n, 60 * n / sum(walls), statistics.mean(p["wall"] for p in per),
+                         statistics.mean(1 - p["work"] / p["wall"] for p in per)))  # fmt: skip
+    finally:
+        await proxy.stop()
+    load_after = os.getloadavg()[0]
+    print(f"load average before {load_before:.2f}, after {load_after:.2f}; rounds {args.rounds}; engine {args.engine_ms} ms/call")
+    print()
+    print("| system | concurrent trials | trials | trials / min | mean trial wall s | orchestrator overhead (share of trial wall) |")
+    print("|---|---|---|---|---|---|")
+    for name, c, n, tpm, wall, over in rows:
+        print(f"| {name} | {c} | {n} | {tpm:.1f} | {wall:.2f} | {100 * over:.1f} % |")
+    print()
+    print("peer: the same trials as a plain sequential script (no orchestrator), measured in the same run")
+    quiet = max(load_before, load_after) < 1.0
+    print("publishable (load average < 1 before and after):", "yes" if quiet else "NO: the host was busy; rerun on a quiet machine")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16])
+    p.add_argument("--trials", type=int, default=16)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--engine-ms", type=float, default=50.0)
+    args = p.parse_args(argv)
+    asyncio.run(bench(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
