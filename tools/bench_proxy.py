@@ -1,6 +1,6 @@
 """Latency the capture proxy adds over calling the engine directly, beside the LiteLLM proxy, at 1/16/64 sessions.
 
-    python tools/bench_proxy.py [--sessions 1,16,64] [--turns 10] [--rounds 3] [--engine-ms 20]
+    python tools/bench_proxy.py [--sessions 1,16,64] [--turns 10] [--rounds 3] [--engine-ms 500] [--tool-ms 1000]
 
 Needs the bench extra (`pip install -e '.[bench]'`: LiteLLM's proxy server). Four processes on this machine:
 - a backend standing in for the model: it answers SGLang's `/generate` (token ids in and out, log-probs and
@@ -9,7 +9,8 @@ Needs the bench extra (`pip install -e '.[bench]'`: LiteLLM's proxy server). Fou
 - ours: `python -m legorl_jax.proxy` (train mode: chat template render, incremental prompt, parse, record);
 - LiteLLM: `litellm --model openai/bench --api_base BACKEND/v1` (its OpenAI-compatible route, no recording);
 - this process, the load: S concurrent sessions, each `--turns` calls with a growing history (each turn adds
-  the reply and a ~200-token tool result), the agentic shape.
+  the reply and a ~200-token tool result) and a tool time between calls (uniform in [0, `--tool-ms`], the
+  same seeded draws on every path), the agentic shape: sessions do not all call at the same instant.
 Per configuration the same conversations go four ways: backend `/generate` directly (ours' baseline),
 ours, backend `/v1/chat/completions` directly (LiteLLM's baseline), LiteLLM. Added latency = the path's p50
 (p99) minus its baseline's p50 (p99). The four are measured in rotating order for `--rounds` rounds, so
@@ -127,8 +128,10 @@ async def wait_up(url: str, process: subprocess.Popen, log: pathlib.Path | None 
     raise RuntimeError(f"{url} did not come up within {timeout_s:.0f} s")
 
 
-async def conversation(http, path: str, url: str, tok, turns: int, latencies: list[float], *, session_url=None) -> None:
-    """One session's calls; `path` picks the wire: generate (token ids), chat (OpenAI body)."""
+async def conversation(http, path: str, url: str, tok, turns: int, latencies: list[float], *, session_url=None,
+                       tool_s: list[float]) -> None:
+    """One session's calls; `path` picks the wire: generate (token ids), chat (OpenAI body). Between calls the
+    session waits its tool time, as an agent runs its tool (the same seeded draws on every path)."""
     messages = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix add() in calc.py."}]
     for turn in range(turns):
         if path == "generate":
@@ -145,6 +148,7 @@ async def conversation(http, path: str, url: str, tok, turns: int, latencies: li
             if resp.status != 200:
                 raise RuntimeError(f"{path} {target}: {resp.status} {json.dumps(reply)[:300]}")
         latencies.append(time.perf_counter() - began)
+        await asyncio.sleep(tool_s[turn])
         call_id = f"call_{turn}"
         if path == "chat":
             call_id = reply["choices"][0]["message"]["tool_calls"][0]["id"]
@@ -155,7 +159,7 @@ async def conversation(http, path: str, url: str, tok, turns: int, latencies: li
                     {"role": "tool", "tool_call_id": call_id, "content": TOOL_RESULT}]  # fmt: skip
 
 
-async def run_path(name: str, urls: dict[str, str], tok, sessions: int, turns: int) -> list[float]:
+async def run_path(name: str, urls: dict[str, str], tok, sessions: int, turns: int, tool_ms: float = 0.0) -> list[float]:
     import aiohttp
 
     latencies: list[float] = []
@@ -171,8 +175,10 @@ async def run_path(name: str, urls: dict[str, str], tok, sessions: int, turns: i
         path = "generate" if name == "direct-generate" else "chat"
         base = {"direct-generate": urls["backend"], "direct-chat": urls["backend"] + "/v1", "litellm": urls["litellm"] + "/v1",
                 "ours": None}[name]  # fmt: skip
-        await asyncio.gather(*(conversation(http, path, base, tok, turns, latencies, session_url=session_urls[i])
-                               for i in range(sessions)))  # fmt: skip
+        rng = np.random.default_rng(0)
+        tool_s = rng.uniform(0, tool_ms / 1000, size=(sessions, turns))
+        await asyncio.gather(*(conversation(http, path, base, tok, turns, latencies, session_url=session_urls[i],
+                                            tool_s=list(tool_s[i])) for i in range(sessions)))  # fmt: skip
         if name == "ours":
             admin = {"Authorization": "Bearer bench-admin-token"}
             for u in session_urls:
@@ -217,14 +223,15 @@ async def bench(args: argparse.Namespace) -> None:
         for name in names:  # warm-up: imports, first renders, connection pools
             await run_path(name, urls, tok, 2, 2)
         load_before = os.getloadavg()[0]
-        print(f"load average before: {load_before:.2f}; rounds {args.rounds}; turns {args.turns}; engine {args.engine_ms} ms")
+        print(f"load average before: {load_before:.2f}; rounds {args.rounds}; turns {args.turns}; engine {args.engine_ms} ms; "
+              f"tool time uniform in [0, {args.tool_ms:.0f}] ms")
         rows = []
         for sessions in args.sessions:
             lat: dict[str, list[float]] = {n: [] for n in names}
             for r in range(args.rounds):
                 order = names[r % len(names):] + names[: r % len(names)]
                 for name in order:
-                    lat[name] += await run_path(name, urls, tok, sessions, args.turns)
+                    lat[name] += await run_path(name, urls, tok, sessions, args.turns, args.tool_ms)
             rows.append((sessions, {n: (pct(v, 50), pct(v, 99), len(v)) for n, v in lat.items()}))
         load_after = os.getloadavg()[0]
     finally:
@@ -256,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sessions", type=lambda s: [int(x) for x in s.split(",")], default=[1, 16, 64])
     p.add_argument("--turns", type=int, default=10)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--engine-ms", type=float, default=20.0, help="the stand-in model's time per call")
+    p.add_argument("--engine-ms", type=float, default=500.0, help="the stand-in model's time per call")
+    p.add_argument("--tool-ms", type=float, default=1000.0, help="each session's tool time between calls: uniform in [0, this]")
     p.add_argument("--model", default=None, help="HF directory for the tokenizer/template (default: a tiny model made here)")
     p.add_argument("--serve-backend", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -45,8 +45,8 @@ from legorl_jax.types import Sequence as TrainSequence
 log = logging.getLogger(__name__)
 
 SHARED_TOKEN_MODES = ("mask", "recompute")
-# The fast delta render is checked against the full render on a branch's first turns and every Nth after.
-VERIFY_FIRST_TURNS, VERIFY_EVERY = 4, 16
+# Beyond every new shape of turn, the fast delta render is checked against the full render every Nth turn.
+VERIFY_EVERY = 16
 # A sampled run shorter than this found again in a new branch is a coincidence (an end-of-turn token, "ok").
 MIN_RERENDERED_RUN = 4
 
@@ -92,6 +92,7 @@ class Renderer:
         self.template_kwargs = dict(template_kwargs or {})
         self.fast = fast
         self.fast_renders = self.verified_renders = self.fast_mismatches = 0
+        self._checked_shapes: set[tuple] = set()
         probe = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "PROBE-REPLY"}]
         text = self.render(probe, None, generation_prompt=False)
         tail = text[text.rfind("PROBE-REPLY") + len("PROBE-REPLY") :]
@@ -138,7 +139,7 @@ class Renderer:
 
     def delta(
         self, before: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], tools: Any, *, closed: bool,
-        markers: int, verify: bool = True,
+        markers: int, verify: bool = False,
     ) -> tuple[list[int], int] | None:
         """(ids of `new` and the generation prompt after `before` as the template renders them there, the
         number of end-of-turn markers in the render of `before` + `new`).
@@ -146,24 +147,26 @@ class Renderer:
         `markers`: how many the render of `before` holds; `closed`: the sampled reply ended with the marker
         itself. None when the longer render does not hold that many (a new branch is opened).
 
-        Fast path: the tail is rendered after a stand-in for `before` (its first and last messages), so a turn
-        costs a render of its new messages, not of the whole history. A template whose rendering of new
-        messages depended on more of the history would differ, so with `verify` the full render is made too
-        and compared; the first difference turns the fast path off for good (`fast_mismatches`). The recorder
-        verifies the first turns of every branch and a sample after that.
+        Fast path: the new messages are rendered after a stand-in for `before` (its first and last messages,
+        without the tool schemas), so a turn costs a render of its new messages, not of the whole history.
+        A template whose rendering of new messages depended on more than that would differ, so the full
+        render is made too and compared whenever the shape of the new messages (their roles, tools offered or
+        not, how the last reply ended) has not been checked yet, and when `verify` asks for it; the first
+        difference turns the fast path off for good (`fast_mismatches`).
         """
         if markers == 0:
             return None
         tail = None
         if self.fast and len(before) > 2:
             stand_in = [before[0], before[-1]]
-            head = self.render(stand_in, tools, generation_prompt=False).count(self.end_marker)
             try:
-                tail = self._tail(stand_in, new, tools, head, closed)
+                head = self.render(stand_in, None, generation_prompt=False).count(self.end_marker)
+                tail = self._tail(stand_in, new, None, head, closed)
             except (ValueError, TypeError):  # the template refuses the stand-in (e.g. roles must alternate)
                 tail = None
             self.fast_renders += tail is not None
-            if tail is not None and verify:
+            shape = (tuple(m.get("role") for m in new), bool(tools), closed)
+            if tail is not None and (verify or shape not in self._checked_shapes):
                 slow = self._tail(before, new, tools, markers, closed)
                 self.verified_renders += 1
                 if slow != tail:
@@ -172,6 +175,8 @@ class Renderer:
                     log.warning("the chat template renders new turns differently after a stand-in history; "
                                 "rendering the whole history from now on")  # fmt: skip
                     tail = slow
+                else:
+                    self._checked_shapes.add(shape)
         if tail is None:
             tail = self._tail(before, new, tools, markers, closed)
             if tail is None:
@@ -264,7 +269,7 @@ class Recorder:
             turns = len(branch.turns)
             found = self.renderer.delta(
                 branch.messages, messages[len(branch.messages) :], tools, closed=branch.closed, markers=branch.markers,
-                verify=turns < VERIFY_FIRST_TURNS or turns % VERIFY_EVERY == 0,
+                verify=turns % VERIFY_EVERY == 0,
             )
             if found is not None:
                 delta, markers = found

@@ -245,4 +245,8 @@ async def test_the_fast_render_is_checked_and_kept_on_the_chatml_template(tokeni
         assert list(plan.prompt_ids) == tokenizer.apply_chat_template(sent, tools=[BASH_TOOL], add_generation_prompt=True)
         sent = [*sent, reply, {"role": "user", "content": f"next {i}"}]
     assert renderer.fast and renderer.fast_mismatches == 0
-    assert renderer.fast_renders == 5 and renderer.verified_renders == 3  # turns 1-3 checked, 4 and 5 trusted
+    assert renderer.fast_renders == 5 and renderer.verified_renders == 1  # the one shape of turn (a user message) checked once
+    sent = [*sent[:-1], {"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    plan, _, _ = await turn(rec, engine, sent, [BASH_TOOL])  # a new shape (two user messages) is checked again
+    assert list(plan.prompt_ids) == tokenizer.apply_chat_template(sent, tools=[BASH_TOOL], add_generation_prompt=True)
+    assert renderer.verified_renders == 2
