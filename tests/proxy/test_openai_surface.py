@@ -239,3 +239,23 @@ async def test_a_format_failure_is_returned_as_text_and_counted(scripted, serve)
     session = proxy.sessions[info.session_id]
     assert session.counters["format_failures"] == 1 and session.flags["format_failure"]
     assert np.asarray(session.turns[0].output_ids).size > 0
+
+
+async def test_parallel_tool_calls_come_back_as_several_calls_and_their_results_extend_the_branch(scripted, serve, tokenizer):
+    two = tool_call_text("bash", '{"command": "ls"}') + "\n" + tool_call_text("bash", '{"command": "pwd"}')
+    engine = scripted([two, "Done."])
+    proxy = await serve(engine)
+    info = proxy.open_session()
+    async with openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x") as client:
+        r = await client.chat.completions.create(model="p", messages=[SYSTEM, USER], tools=[BASH_TOOL], parallel_tool_calls=True)
+        calls = r.choices[0].message.tool_calls
+        assert [json.loads(c.function.arguments)["command"] for c in calls] == ["ls", "pwd"]
+        assert len({c.id for c in calls}) == 2
+        results = [{"role": "tool", "tool_call_id": c.id, "content": f"out {i}"} for i, c in enumerate(calls)]
+        history = [SYSTEM, USER, r.choices[0].message.model_dump(exclude_none=True), *results]
+        await client.chat.completions.create(model="p", messages=history, tools=[BASH_TOOL])
+    session = proxy.sessions[info.session_id]
+    assert [t.branch for t in session.turns] == [0, 0]
+    # Both results share one user turn, as the template groups consecutive tool messages.
+    added = engine.calls[1]["prompt"][len(engine.calls[0]["prompt"]) + len(session.turns[0].output_ids):]
+    assert tokenizer.decode(added) == "\n<|im_start|>user\n<tool_response>\nout 0\n</tool_response>\n<tool_response>\nout 1\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
