@@ -21,6 +21,7 @@ __all__ = ["HARNESSES", "Harness", "HarnessCrashed", "HarnessNotInstalled", "Har
 # name -> "module:class"; adapters are imported only when chosen.
 HARNESSES = {
     "builtin": "legorl_jax.harness.builtin:BuiltinHarness",
+    "mini_swe_agent": "legorl_jax.harness.mini_swe_agent:MiniSweAgentHarness",
 }
 
 

@@ -1,0 +1,56 @@
+"""Harness tests: a real capture proxy over the scripted engine, on the tiny model's tokenizer, for any harness.
+
+    proxy = await proxy_on(ScriptedEngine(tokenizer, texts), max_consecutive_no_tool=3)   # any ProxyConfig field
+    llm = LLMEndpoint(session.openai_base_url, session.anthropic_base_url, step_limit=8)
+
+Scripted replies are the tiny template's Qwen3 JSON tool-call texts, what a policy samples. The engine's
+context is set wide (`CONTEXT`) because real harnesses send long prompts; the tokens are
+never run through a model.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from legorl_jax.tasks.registry import load_suite
+
+CONTEXT = 16384
+
+
+@pytest.fixture(scope="session")
+def harness_model_dir(tmp_path_factory, tiny_model_tool):
+    spec = tiny_model_tool.TinyModelSpec(max_positions=CONTEXT)
+    return tiny_model_tool.make_tiny_model(tmp_path_factory.mktemp("harness-moe"), spec, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(harness_model_dir):
+    from legorl_jax.model.tokenizer import load_tokenizer
+
+    return load_tokenizer(harness_model_dir)
+
+
+@pytest.fixture(scope="session")
+def builtin_tasks():
+    """The built-in suite, by instance id."""
+    return {task.instance_id: task for task in load_suite("builtin")}
+
+
+@pytest.fixture
+async def proxy_on(tokenizer):
+    """proxy_on(engine, **proxy_config) -> a started CaptureProxy with a CONTEXT-token window (stopped after)."""
+    from legorl_jax.config import ProxyConfig
+    from legorl_jax.proxy import CaptureProxy
+
+    started = []
+
+    async def start(engine, **config):
+        proxy = CaptureProxy(engine, tokenizer, ProxyConfig(**{"context_length": CONTEXT, **config}),
+                             admin_token="harness-admin-token")  # fmt: skip
+        await proxy.start("127.0.0.1", 0)
+        started.append(proxy)
+        return proxy
+
+    yield start
+    for proxy in started:
+        await proxy.stop()
