@@ -45,6 +45,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import json
+import logging
 import os
 import platform
 import re
@@ -94,6 +95,9 @@ def _import_mini() -> Any:
             f"mini-swe-agent is not installed in {sys.prefix} ({exc}); install it with: {INSTALL_COMMAND}"
         ) from None
     litellm.suppress_debug_info = True  # else it prints a "Provider List" banner to stdout on every model call
+    if "LITELLM_LOG" not in os.environ:
+        # Its logger inherits the root level; at INFO it writes two lines per model call over the rollout's output.
+        logging.getLogger("LiteLLM").setLevel(logging.WARNING)
     version = getattr(minisweagent, "__version__", "unknown")
     if not version.startswith(REQUIRED_VERSION):
         raise HarnessNotInstalled(
