@@ -84,3 +84,18 @@ class ScriptedEngine:
 
     async def abort(self, rid):
         return None
+
+
+BASH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a bash command",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    },
+}
+
+
+def tool_call_text(name: str, arguments: str, content: str = "") -> str:
+    """The tiny template's (Qwen3 JSON) tool-call text, as a policy would sample it."""
+    return (content + "\n" if content else "") + f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'

@@ -43,6 +43,16 @@ log = logging.getLogger(__name__)
 FLAGS = ("context_overflow", "no_tool_collapse", "format_failure", "engine_failed")
 
 
+def context_message(prompt_tokens: int, limit: int) -> str:
+    """Worded as OpenAI words it, so litellm-based harnesses stop at once (ContextWindowExceededError) instead
+    of retrying, and with Anthropic's "prompt is too long" for Claude Code."""
+    return (
+        f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+        f"{prompt_tokens} tokens, which leaves no room to generate (prompt is too long: {prompt_tokens} tokens > "
+        f"{limit - 1} maximum)."
+    )
+
+
 def termination_text(count: int) -> str:
     return f"Session terminated: the model produced {count} consecutive responses without calling a tool."
 
@@ -161,13 +171,7 @@ class Session:
         if room < 1:
             self.flags["context_overflow"] = True
             self.counters["context_overflows"] += 1
-            raise ProxyError(
-                400,
-                "context_length_exceeded",
-                f"prompt is too long: {prompt_len} tokens leave no room to generate within the context of "
-                f"{self.context_length} tokens",
-                "messages",
-            )
+            raise ProxyError(400, "context_length_exceeded", context_message(prompt_len, self.context_length), "messages")
         budget = min(self.config.max_response_tokens, room, req.max_tokens or room)
         if self.config.mode == "train":
             return SamplingParams(max_new_tokens=budget, temperature=self.config.temperature, stop=req.stop)
@@ -204,7 +208,10 @@ class Session:
         except ContextOverflowError as exc:
             self.flags["context_overflow"] = True
             self.counters["context_overflows"] += 1
-            raise ProxyError(400, "context_length_exceeded", f"prompt is too long: {exc}", "messages") from None
+            raise ProxyError(
+                400, "context_length_exceeded", context_message(exc.prompt_tokens or len(plan.prompt_ids),
+                                                                exc.limit or self.context_length), "messages",
+            ) from None
         except BadRequestError as exc:
             raise ProxyError(400, "invalid_request", f"the engine refused the request: {exc}", exc.field) from None
         except EngineError as exc:

@@ -12,7 +12,7 @@ import pathlib
 
 import pytest
 
-from scripted_engine import EXPERTS, LAYERS, MAX_LEN, TOP_K, ScriptedEngine, routing_rows  # noqa: F401
+from scripted_engine import MAX_LEN, ScriptedEngine
 
 HERE = pathlib.Path(__file__).parent
 CODER_TEMPLATE = HERE / "qwen3_coder_style.jinja"
@@ -72,18 +72,3 @@ async def serve(tokenizer):
     yield start
     for proxy in started:
         await proxy.stop()
-
-
-BASH_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "Run a bash command",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
-    },
-}
-
-
-def tool_call_text(name: str, arguments: str, content: str = "") -> str:
-    """The tiny template's (Qwen3 JSON) tool-call text, as a policy would sample it."""
-    return (content + "\n" if content else "") + f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'

@@ -5,7 +5,7 @@ import json
 import aiohttp
 import anthropic
 import pytest
-from conftest import tool_call_text
+from scripted_engine import tool_call_text
 
 from legorl_jax.config import ProxyConfig
 

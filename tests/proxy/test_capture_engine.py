@@ -2,7 +2,7 @@
 
 import numpy as np
 import openai
-from conftest import BASH_TOOL
+from scripted_engine import BASH_TOOL
 
 from legorl_jax.config import ProxyConfig
 

@@ -7,7 +7,7 @@ import litellm
 import numpy as np
 import openai
 import pytest
-from conftest import BASH_TOOL, tool_call_text
+from scripted_engine import BASH_TOOL, tool_call_text
 
 from legorl_jax.config import ProxyConfig
 
@@ -208,7 +208,7 @@ async def test_a_prompt_over_the_context_is_a_non_retryable_400_that_flags_the_s
     with pytest.raises(openai.BadRequestError) as caught:
         await client.chat.completions.create(model="p", messages=[SYSTEM, USER])
     assert caught.value.code == "context_length_exceeded"
-    assert "prompt is too long" in caught.value.message and "context of 20 tokens" in caught.value.message
+    assert "maximum context length is 20 tokens" in caught.value.message and "prompt is too long" in caught.value.message
     assert proxy.sessions[info.session_id].flags["context_overflow"] and engine.calls == []
 
 
@@ -259,3 +259,12 @@ async def test_parallel_tool_calls_come_back_as_several_calls_and_their_results_
     # Both results share one user turn, as the template groups consecutive tool messages.
     added = engine.calls[1]["prompt"][len(engine.calls[0]["prompt"]) + len(session.turns[0].output_ids):]
     assert tokenizer.decode(added) == "\n<|im_start|>user\n<tool_response>\nout 0\n</tool_response>\n<tool_response>\nout 1\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+
+
+async def test_litellm_reads_a_context_overflow_as_a_context_window_error_and_does_not_retry(scripted, serve):
+    engine = scripted(["x"])
+    proxy = await serve(engine, ProxyConfig(context_length=20))
+    info = proxy.open_session()
+    with pytest.raises(litellm.ContextWindowExceededError):
+        await litellm.acompletion(model="openai/p", api_base=info.openai_base_url, api_key="x", messages=[SYSTEM, USER])
+    assert proxy.sessions[info.session_id].counters["context_overflows"] == 1  # one request: no retry

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import BASH_TOOL, ScriptedEngine, routing_rows
+from scripted_engine import BASH_TOOL, ScriptedEngine, routing_rows
 
 from legorl_jax.engine.base import SamplingParams
 from legorl_jax.proxy.openai_api import parse_messages

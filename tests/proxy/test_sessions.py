@@ -9,7 +9,7 @@ import aiohttp
 import numpy as np
 import openai
 import pytest
-from conftest import BASH_TOOL, tool_call_text
+from scripted_engine import BASH_TOOL, tool_call_text
 
 from legorl_jax.config import ProxyConfig
 from legorl_jax.proxy.archive import read_archive

@@ -6,8 +6,7 @@ import pytest
 
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_task
 
-TASK_IDS = ("autocomplete-casefold-prefix", "basecodec-base58-leading-zeros")
-MAX_LEN = 2048
+from rollout_fixtures import MAX_LEN, TASK_IDS
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TASK_IDS
+from rollout_fixtures import TASK_IDS
 
 pytestmark = pytest.mark.docker
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
