@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system images test test-all demo fixtures clean
+.PHONY: setup system images harnesses test test-all demo fixtures clean
 
 # The venv is rebuilt only when the project's metadata changes (idempotent).
 $(VENV)/.stamp: pyproject.toml setup.py
@@ -25,10 +25,16 @@ system:
 images: setup system
 	$(PY) tools/build_images.py --base
 
-test: setup system images
+# Third-party harnesses (tools/install_harness.py; idempotent, offline once their wheels are cached). A harness
+# whose install fails is reported and its `harness` tests skip with the reason; the rest of the suite runs.
+HARNESS_NAMES ?= mini_swe_agent
+harnesses: setup
+	@for h in $(HARNESS_NAMES); do $(PY) tools/install_harness.py $$h || echo "make: harness $$h not installed (its tests will skip)" >&2; done
+
+test: setup system images harnesses
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test-all: setup system images
+test-all: setup system images harnesses
 	$(PY) -m pytest -q -m '' $(PYTEST_ARGS)
 
 demo: setup

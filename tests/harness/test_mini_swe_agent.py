@@ -26,6 +26,8 @@ from legorl_jax.tasks.verifier import grade
 
 ROOT = pathlib.Path(__file__).parents[2]
 TASK = "autocomplete-casefold-prefix"
+# (import name, install command): the `harness` tests below skip where the package is missing (conftest.py).
+REQUIRED_PACKAGE = ("minisweagent", "python tools/install_harness.py mini_swe_agent")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
 
