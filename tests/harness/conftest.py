@@ -37,15 +37,16 @@ def builtin_tasks():
 
 
 @pytest.fixture
-async def proxy_on(tokenizer):
-    """proxy_on(engine, **proxy_config) -> a started CaptureProxy with a CONTEXT-token window (stopped after)."""
+async def proxy_on(tokenizer, tmp_path):
+    """proxy_on(engine, **proxy_config) -> a started CaptureProxy with a CONTEXT-token window (stopped after);
+    sessions closed without a trial folder are archived under the test's tmp_path."""
     from legorl_jax.config import ProxyConfig
     from legorl_jax.proxy import CaptureProxy
 
     started = []
 
     async def start(engine, **config):
-        proxy = CaptureProxy(engine, tokenizer, ProxyConfig(**{"context_length": CONTEXT, **config}),
+        proxy = CaptureProxy(engine, tokenizer, ProxyConfig(**{"context_length": CONTEXT, "archive_dir": str(tmp_path / "proxy-archive"), **config}),
                              admin_token="harness-admin-token")  # fmt: skip
         await proxy.start("127.0.0.1", 0)
         started.append(proxy)

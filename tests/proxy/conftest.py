@@ -57,13 +57,18 @@ def scripted(tokenizer):
 
 
 @pytest.fixture
-async def serve(tokenizer):
-    """serve(engine, config=None, tokenizer=None) -> a started CaptureProxy (stopped after the test)."""
+async def serve(tokenizer, tmp_path):
+    """serve(engine, config=None, tokenizer=None) -> a started CaptureProxy (stopped after the test); sessions
+    closed without a trial folder are archived under the test's tmp_path, never in the repository."""
+    import dataclasses
+
+    from legorl_jax.config import ProxyConfig
     from legorl_jax.proxy import CaptureProxy
 
     started = []
 
     async def start(engine, config=None, tok=None, **kw):
+        config = dataclasses.replace(config or ProxyConfig(), archive_dir=str(tmp_path / "proxy-archive"))
         proxy = CaptureProxy(engine, tok or tokenizer, config, admin_token="test-admin-token", **kw)
         await proxy.start("127.0.0.1", 0)
         started.append(proxy)

@@ -35,10 +35,11 @@ def fix_script(task) -> list[str]:
 
 
 @pytest.fixture
-async def proxy_on(tokenizer):
+async def proxy_on(tokenizer, tmp_path):
     started = []
 
     async def start(engine, **config):
+        config = {"archive_dir": str(tmp_path / "proxy-archive"), **config}
         proxy = CaptureProxy(engine, tokenizer, ProxyConfig(**config), admin_token="rollout-admin-token",
                              context_length=engine.max_len)  # fmt: skip
         await proxy.start()
