@@ -164,3 +164,58 @@ async def test_a_trial_over_its_wall_clock_limit_is_timeout_and_leaves_nothing_b
     assert left.strip() == ""
     procs = subprocess.run(["pgrep", "-f", "sleep 30"], capture_output=True, text=True).stdout
     assert procs.strip() == ""
+
+
+PROBE = """
+import socket, sys, urllib.request
+url, others = sys.argv[1], sys.argv[2:]
+print("proxy", urllib.request.urlopen(url, timeout=5).status)
+for target in others:
+    host, port = target.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+        print(target, "open")
+    except OSError as exc:
+        print(target, "closed", type(exc).__name__)
+"""
+
+
+class InsideProbe:
+    """A harness that runs inside the sandbox (network proxy_only) and tries the proxy and the host's other ports."""
+
+    name = "inside-probe"
+    network = "proxy_only"
+
+    def __init__(self, others):
+        self.others, self.output = others, ""
+
+    async def run(self, task, sandbox, llm) -> HarnessResult:
+        host = llm.openai_base_url.removeprefix("http://").split("/", 1)[0].rsplit(":", 1)[0]
+        targets = [f"{host}:{port}" for port in self.others] + [f"127.0.0.1:{port}" for port in self.others]
+        result = await sandbox.exec(["python3", "-c", PROBE, llm.anthropic_base_url, *targets], timeout=60)
+        self.output = result.stdout + result.stderr
+        return HarnessResult("submitted", 0)
+
+
+async def test_a_harness_inside_the_sandbox_reaches_the_proxy_and_nothing_else(task, tokenizer, proxy_on, tmp_path):
+    import asyncio
+
+    hits = []
+
+    async def other_server(reader, writer):
+        hits.append(1)
+        writer.close()
+
+    server = await asyncio.start_server(other_server, "0.0.0.0", 0)
+    port = server.sockets[0].getsockname()[1]
+    proxy = await proxy_on(ScriptedEngine(tokenizer, ["x"]))
+    probe = InsideProbe([port])
+    try:
+        t = await run_trial(task, harness=probe, proxy=proxy, trial_id="probe-0", group_id="g",
+                            trial_dir=tmp_path / "probe", config=rollout_config(tmp_path))  # fmt: skip
+    finally:
+        server.close()
+    lines = dict(line.split(" ", 1) for line in probe.output.strip().splitlines())
+    assert lines.pop("proxy") == "200", probe.output  # the session's URL, through the sandbox's proxy route
+    assert lines and all(v.startswith("closed") for v in lines.values()), probe.output
+    assert hits == [] and t.outcome is Outcome.SUBMITTED
