@@ -5,7 +5,7 @@
     tracker.log_text("trial", conversation, step=3, context={"task": "calc", "reward": 1.0, "outcome": "submitted"})
     tracker.close()
 
-The Aim implementation comes with the training loop (loop.py). A tracker never raises on a value it cannot store: a
+Implementations: `AimTracker` (aim_tracker.py). A tracker never raises on a value it cannot store: a
 non-finite number is skipped and counted (`skipped`), since losing a metric must not stop a training run.
 """
 
