@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system images test test-all demo fixtures clean
+.PHONY: setup system images lint test test-all demo fixtures clean
 
 # The venv is rebuilt only when the project's metadata changes (idempotent).
 $(VENV)/.stamp: pyproject.toml setup.py
@@ -24,6 +24,12 @@ system:
 # The sandbox base image (offline: debootstrap + docker import), built only when its tag is missing.
 images: setup system
 	$(PY) tools/build_images.py --base
+
+# Style as pyproject's [tool.ruff] states it. Not yet a prerequisite of `test`: 167 over-long lines
+# (E501) remain outside tasks/ and sandbox/, and those two packages are not yet formatted (issue 15).
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test: setup system images
 	$(PY) -m pytest -q $(PYTEST_ARGS)
