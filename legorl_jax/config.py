@@ -76,7 +76,9 @@ class MeshConfig:
                 raise ValueError(f"mesh.{name} must be a positive int (fsdp may be -1), got {value!r}")
         for entry in self.rules or ():
             if not isinstance(entry, (list, tuple)) or len(entry) != 2 or entry[0] not in LOGICAL_AXES:
-                raise ValueError(f"mesh.rules entries must be [logical_axis in {LOGICAL_AXES}, mesh_axes], got {entry!r}")
+                raise ValueError(
+                    f"mesh.rules entries must be [logical_axis in {LOGICAL_AXES}, mesh_axes], got {entry!r}"
+                )
             targets = [entry[1]] if entry[1] is None or isinstance(entry[1], str) else list(entry[1])
             if any(t is not None and t not in MESH_AXES for t in targets):
                 raise ValueError(f"mesh.rules entry {entry!r} names a mesh axis outside {MESH_AXES}")
@@ -150,7 +152,9 @@ class AlgoConfig:
         if self.dual_clip is not None and not self.dual_clip > 1.0:
             raise ValueError(f"algo.dual_clip must be > 1 or null, got {self.dual_clip!r}")
         if self.agg_norm_length is not None and self.agg_norm_length < 1:
-            raise ValueError(f"algo.agg_norm_length must be a positive int or null, got {self.agg_norm_length!r}")
+            raise ValueError(
+                f"algo.agg_norm_length must be a positive int or null, got {self.agg_norm_length!r}"
+            )
         for name in ("temperature", "tis_cap", "mis_high"):
             if not getattr(self, name) > 0.0:
                 raise ValueError(f"algo.{name} must be > 0, got {getattr(self, name)!r}")
@@ -242,7 +246,9 @@ class TrainConfig:
         if self.overflow not in OVERFLOW_POLICIES:
             raise ValueError(f"train.overflow must be one of {OVERFLOW_POLICIES}, got {self.overflow!r}")
         if self.logprob_impl not in ("auto", "pallas", "xla", "reference"):
-            raise ValueError(f"train.logprob_impl must be auto, pallas, xla or reference, got {self.logprob_impl!r}")
+            raise ValueError(
+                f"train.logprob_impl must be auto, pallas, xla or reference, got {self.logprob_impl!r}"
+            )
         if not self.learning_rate >= 0.0:
             raise ValueError(f"train.learning_rate must be >= 0, got {self.learning_rate!r}")
         for name in ("max_grad_norm", "weight_decay", "warmup_steps", "routing_agreement_every"):
@@ -300,7 +306,9 @@ class TasksConfig:
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ValueError(f"tasks.{name} must be a split name or null, got {value!r}")
         if "{instance_id}" not in self.image_template:
-            raise ValueError(f"tasks.image_template must contain '{{instance_id}}', got {self.image_template!r}")
+            raise ValueError(
+                f"tasks.image_template must contain '{{instance_id}}', got {self.image_template!r}"
+            )
 
 
 @dataclasses.dataclass
@@ -412,7 +420,9 @@ class SGLangConfig:
     def __post_init__(self) -> None:
         for name in ("python", "module", "host"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ValueError(f"engine.sglang.{name} must be a non-empty string, got {getattr(self, name)!r}")
+                raise ValueError(
+                    f"engine.sglang.{name} must be a non-empty string, got {getattr(self, name)!r}"
+                )
         if not isinstance(self.port, int) or not 0 < self.port < 65536:
             raise ValueError(f"engine.sglang.port must be an int in [1, 65535], got {self.port!r}")
         if not isinstance(self.tp, int) or self.tp < 1:
@@ -459,7 +469,9 @@ class EngineConfig:
         if self.chunked_prefill_size is not None and (
             not isinstance(self.chunked_prefill_size, int) or self.chunked_prefill_size < 1
         ):
-            raise ValueError(f"engine.chunked_prefill_size must be a positive int or null, got {self.chunked_prefill_size!r}")
+            raise ValueError(
+                f"engine.chunked_prefill_size must be a positive int or null, got {self.chunked_prefill_size!r}"
+            )
         for name in ("max_running", "max_len", "min_prefill_bucket"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -42,7 +42,13 @@ class Outcome(enum.Enum):
 
 
 _INFRA_OUTCOMES = frozenset(
-    {Outcome.SANDBOX_FAILED, Outcome.ENGINE_FAILED, Outcome.HARNESS_CRASHED, Outcome.VERIFIER_FAILED, Outcome.TIMEOUT}
+    {
+        Outcome.SANDBOX_FAILED,
+        Outcome.ENGINE_FAILED,
+        Outcome.HARNESS_CRASHED,
+        Outcome.VERIFIER_FAILED,
+        Outcome.TIMEOUT,
+    }
 )
 
 
@@ -112,7 +118,9 @@ class Sequence:
     token_ids: np.ndarray  # int32[T]
     loss_mask: np.ndarray  # int8[T]; 1 = sampled by the policy
     behaviour_logprobs: np.ndarray  # float32[T]
-    routed_experts: np.ndarray | None  # int16[T, L, K]; row i = experts at input position i, -1 = not recorded
+    routed_experts: (
+        np.ndarray | None
+    )  # int16[T, L, K]; row i = experts at input position i, -1 = not recorded
     weight_versions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -139,7 +147,9 @@ class Trajectory:
     reward: float
     outcome: Outcome
     messages: tuple[dict[str, Any], ...] = ()  # for display only; never re-tokenized
-    features: dict[str, float] = dataclasses.field(default_factory=dict)  # tool calls, edits, test runs, turns
+    features: dict[str, float] = dataclasses.field(
+        default_factory=dict
+    )  # tool calls, edits, test runs, turns
     timings: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per phase
     verifier_report: dict[str, Any] | None = None
 

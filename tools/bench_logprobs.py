@@ -100,8 +100,9 @@ def _time(fn, args, reps: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def worker(impl: str, n: int, d: int, v: int, dtype_name: str, reps: int, chunk_n: int | None,
-           chunk_v: int | None) -> list[dict]:
+def worker(
+    impl: str, n: int, d: int, v: int, dtype_name: str, reps: int, chunk_n: int | None, chunk_v: int | None
+) -> list[dict]:
     """Measures one implementation at one size in this process; returns one record per mode."""
     import jax
     import jax.numpy as jnp
@@ -142,7 +143,9 @@ def worker(impl: str, n: int, d: int, v: int, dtype_name: str, reps: int, chunk_
             compiled = jax.jit(fn).lower(hidden, lm_head, targets).compile()
             analysis = compiled.memory_analysis()
             record["temp_bytes"] = analysis.temp_size_in_bytes
-            need = analysis.argument_size_in_bytes + analysis.temp_size_in_bytes + analysis.output_size_in_bytes
+            need = (
+                analysis.argument_size_in_bytes + analysis.temp_size_in_bytes + analysis.output_size_in_bytes
+            )
             available = _available_bytes(jax)
             if need > 0.8 * available:
                 record["skipped"] = f"needs {need / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available"
@@ -156,8 +159,18 @@ def worker(impl: str, n: int, d: int, v: int, dtype_name: str, reps: int, chunk_
 
 
 def _run_worker(args, impl: str, n: int, d: int, v: int) -> list[dict]:
-    argv = [sys.executable, __file__, "--worker", impl, "--sizes", f"{n},{d},{v}", "--dtype", args.dtype,
-            "--reps", str(args.reps)]
+    argv = [
+        sys.executable,
+        __file__,
+        "--worker",
+        impl,
+        "--sizes",
+        f"{n},{d},{v}",
+        "--dtype",
+        args.dtype,
+        "--reps",
+        str(args.reps),
+    ]
     for flag in ("chunk_n", "chunk_v"):
         if getattr(args, flag):
             argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
@@ -173,7 +186,9 @@ def _mib(x) -> str:
 
 
 def _table(n: int, d: int, v: int, rate: float | None, records: list[dict]) -> list[str]:
-    measured = f"matmul {rate / 1e12:.3f} TFLOP/s measured" if rate else "matmul rate not measured (worker failed)"
+    measured = (
+        f"matmul {rate / 1e12:.3f} TFLOP/s measured" if rate else "matmul rate not measured (worker failed)"
+    )
     lines = [
         f"N={n} D={d} V={v}: {measured}; fp32 logits would be {n * v * 4 / 2**30:.2f} GiB",
         "",
@@ -186,10 +201,12 @@ def _table(n: int, d: int, v: int, rate: float | None, records: list[dict]) -> l
         ref = next((r for r in rows if r["impl"] == "reference"), {})
         for r in rows:
             if "skipped" in r:
-                lines.append(f"| {mode} | {r['impl']} | skipped: {r['skipped']} | | | {_mib(r.get('temp_bytes'))} | | |")
+                lines.append(
+                    f"| {mode} | {r['impl']} | skipped: {r['skipped']} | | | {_mib(r.get('temp_bytes'))} | | |"
+                )
                 continue
             ratio = f"{r['seconds'] / ref['seconds']:.2f}" if "seconds" in ref else "-"
-            temp_ratio = (f"{r['temp_bytes'] / ref['temp_bytes']:.4f}" if ref.get("temp_bytes") else "-")
+            temp_ratio = f"{r['temp_bytes'] / ref['temp_bytes']:.4f}" if ref.get("temp_bytes") else "-"
             lines.append(
                 f"| {mode} | {r['impl']} | {r['seconds'] * 1e3:,.1f} | {ratio} | {floor / r['seconds']:.0%} "
                 f"| {_mib(r['temp_bytes'])} | {temp_ratio} | {_mib(r['peak_bytes'])} |"
@@ -237,20 +254,25 @@ def ptxas_report(triton_python: str, hidden_dim: int) -> list[str]:
         modules.append(result.module.operation.get_asm())
         return result
 
-    h200 = AbstractMesh((1,), ("x",), abstract_device=AbstractDevice(device_kind="NVIDIA H200", num_cores=132,
-                                                                      platform="gpu"))
+    h200 = AbstractMesh(
+        (1,), ("x",), abstract_device=AbstractDevice(device_kind="NVIDIA H200", num_cores=132, platform="gpu")
+    )
     folder = tempfile.mkdtemp(prefix="ttir_")
     pallas_call_registration.lowering.lower_jaxpr_to_triton_module = capture
     try:
         for dtype in (jnp.bfloat16, jnp.float32):
             for with_entropy in (False, True):
+
                 def forward_backward(h, w, t, with_entropy=with_entropy):
                     r = kernel.forward(h, w, t, with_entropy=with_entropy, **common)
                     rows = online_softmax.BackwardRows(t, r.lse, r.mean_logit, r.lse, r.entropy)
                     return kernel.backward(h, w, rows, **common)
 
-                args = (jax.ShapeDtypeStruct((8192, hidden_dim), dtype),
-                        jax.ShapeDtypeStruct((hidden_dim, 151_936), dtype), jax.ShapeDtypeStruct((8192,), jnp.int32))
+                args = (
+                    jax.ShapeDtypeStruct((8192, hidden_dim), dtype),
+                    jax.ShapeDtypeStruct((hidden_dim, 151_936), dtype),
+                    jax.ShapeDtypeStruct((8192,), jnp.int32),
+                )
                 modules.clear()
                 with use_abstract_mesh(h200):
                     jax.jit(forward_backward).trace(*args).lower(lowering_platforms=("cuda",))
@@ -260,26 +282,44 @@ def ptxas_report(triton_python: str, hidden_dim: int) -> list[str]:
                         f.write(text)
     finally:
         pallas_call_registration.lowering.lower_jaxpr_to_triton_module = lower_to_triton
-    done = subprocess.run([triton_python, "-c", _PTXAS_SCRIPT, folder, str(sizes.num_warps), str(sizes.num_stages)],
-                          capture_output=True, text=True, check=True)
-    lines = [f"Triton sm_90 compile of the Pallas kernels (D={hidden_dim}, {sizes}); IR in {folder}", "",
-             "| kernel | registers / thread | spill bytes | shared memory (KiB) |", "|---|---|---|---|"]
+    done = subprocess.run(
+        [triton_python, "-c", _PTXAS_SCRIPT, folder, str(sizes.num_warps), str(sizes.num_stages)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = [
+        f"Triton sm_90 compile of the Pallas kernels (D={hidden_dim}, {sizes}); IR in {folder}",
+        "",
+        "| kernel | registers / thread | spill bytes | shared memory (KiB) |",
+        "|---|---|---|---|",
+    ]
     for row in map(json.loads, done.stdout.splitlines()):
-        lines.append(f"| {row['name']} | {row['registers']} | {row['spill_bytes']} | {row['shared'] / 1024:.0f} |")
+        lines.append(
+            f"| {row['name']} | {row['registers']} | {row['spill_bytes']} | {row['shared'] / 1024:.0f} |"
+        )
     return lines + [""]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=list(DEFAULT_SIZES), help="N,D,V triples")
-    parser.add_argument("--impls", default=None, help="comma list of reference,xla,pallas (default: what runs here)")
-    parser.add_argument("--dtype", default=None, help="float32 or bfloat16 (default: bf16 on GPU/TPU, fp32 on CPU)")
+    parser.add_argument(
+        "--impls", default=None, help="comma list of reference,xla,pallas (default: what runs here)"
+    )
+    parser.add_argument(
+        "--dtype", default=None, help="float32 or bfloat16 (default: bf16 on GPU/TPU, fp32 on CPU)"
+    )
     parser.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up (median)")
     parser.add_argument("--chunk-n", type=int, default=None, help="xla path ChunkSizes.chunk_n override")
     parser.add_argument("--chunk-v", type=int, default=None, help="xla path ChunkSizes.chunk_v override")
     parser.add_argument("--markdown", default=None, help="also write the tables to this file")
-    parser.add_argument("--ptxas-report", default=None, metavar="PYTHON",
-                        help="instead of timing: compile the kernels for an H200 with PYTHON's triton; print ptxas figures")
+    parser.add_argument(
+        "--ptxas-report",
+        default=None,
+        metavar="PYTHON",
+        help="instead of timing: compile the kernels for an H200 with PYTHON's triton; print ptxas figures",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -288,7 +328,7 @@ def main() -> None:
         return
 
     if args.worker:
-        (n, d, v), = [tuple(int(x) for x in s.split(",")) for s in args.sizes]
+        ((n, d, v),) = [tuple(int(x) for x in s.split(",")) for s in args.sizes]
         print(json.dumps(worker(args.worker, n, d, v, args.dtype, args.reps, args.chunk_n, args.chunk_v)))
         return
 
@@ -296,9 +336,16 @@ def main() -> None:
 
     backend = jax.default_backend()
     args.dtype = args.dtype or ("float32" if backend == "cpu" else "bfloat16")
-    impls = args.impls.split(",") if args.impls else ["reference", "xla"] + (["pallas"] if backend != "cpu" else [])
-    header = [f"backend {backend} ({jax.devices()[0].device_kind}), dtype {args.dtype}, median of {args.reps} "
-              f"after a warm-up; command: python tools/bench_logprobs.py {' '.join(sys.argv[1:])}", ""]
+    impls = (
+        args.impls.split(",")
+        if args.impls
+        else ["reference", "xla"] + (["pallas"] if backend != "cpu" else [])
+    )
+    header = [
+        f"backend {backend} ({jax.devices()[0].device_kind}), dtype {args.dtype}, median of {args.reps} "
+        f"after a warm-up; command: python tools/bench_logprobs.py {' '.join(sys.argv[1:])}",
+        "",
+    ]
     print("\n".join(header), flush=True)
     out = list(header)
     for size in args.sizes:

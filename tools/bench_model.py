@@ -100,7 +100,15 @@ def _time_hf(model_dir: pathlib.Path, ids, reps: int, work: pathlib.Path) -> dic
     if not REF_PYTHON.exists():
         return None
     np.save(work / "ids.npy", ids)
-    argv = [str(REF_PYTHON), "-c", HF_SIDE, str(model_dir), str(work / "ids.npy"), str(reps), str(work / "hf.npy")]
+    argv = [
+        str(REF_PYTHON),
+        "-c",
+        HF_SIDE,
+        str(model_dir),
+        str(work / "ids.npy"),
+        str(reps),
+        str(work / "hf.npy"),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the HF side failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
@@ -110,7 +118,9 @@ def _time_hf(model_dir: pathlib.Path, ids, reps: int, work: pathlib.Path) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--reps", type=int, default=5)
@@ -123,7 +133,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    for name in ("batch", "seq", "reps", "hidden", "layers", "heads", "experts", "top_k", "moe_intermediate", "vocab"):
+    for name in (
+        "batch",
+        "seq",
+        "reps",
+        "hidden",
+        "layers",
+        "heads",
+        "experts",
+        "top_k",
+        "moe_intermediate",
+        "vocab",
+    ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
 
@@ -145,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(__import__("flax").nnx.state(policy)))
     print(f"# bench_model: Qwen3-MoE hidden {args.hidden}, {args.layers} layers, {args.experts} experts top-{args.top_k},"
           f" vocab {args.vocab}, {params / 1e6:.2f}M params; batch {args.batch} x {args.seq} tokens, float32")  # fmt: skip
-    print(f"# machine: {platform.machine()}, {os.cpu_count()} CPUs; jax {jax.__version__} on {jax.default_backend()}")
+    print(
+        f"# machine: {platform.machine()}, {os.cpu_count()} CPUs; jax {jax.__version__} on {jax.default_backend()}"
+    )
     print(f"# ours: compile {compile_s:.1f} s (excluded); best of {args.reps} forwards after one warm-up")
     print("| impl | tokens/s | ms / forward | ours / HF |")
     print("|---|---:|---:|---:|")

@@ -35,8 +35,10 @@ from legorl_jax.sandbox.images import ensure_base_image, ensure_image  # noqa: E
 
 CORE = "def mean(xs):\n    return sum(xs) / (len(xs) - 1)\n"
 FIXED = "def mean(xs):\n    return sum(xs) / len(xs)\n"
-TESTS = "".join(f"def test_mean_{i}():\n    from stats.core import mean\n    assert mean([{i}, {i + 2}]) == {i + 1}\n\n"
-                for i in range(20))
+TESTS = "".join(
+    f"def test_mean_{i}():\n    from stats.core import mean\n    assert mean([{i}, {i + 2}]) == {i + 1}\n\n"
+    for i in range(20)
+)
 PATCH = """diff --git a/stats/core.py b/stats/core.py
 --- a/stats/core.py
 +++ b/stats/core.py
@@ -58,9 +60,11 @@ def build_trial_image() -> str:
         (repo / "stats" / "__init__.py").write_text("")
         (repo / "stats" / "core.py").write_text(CORE)
         (repo / "tests" / "test_core.py").write_text(TESTS)
-        dockerfile = (f"FROM {ensure_base_image()}\nCOPY --chown=agent:agent repo/ /testbed/\n"
-                      "RUN cd /testbed && git init -q && git add -A && "
-                      "git -c user.name=b -c user.email=b@b commit -qm base\n")
+        dockerfile = (
+            f"FROM {ensure_base_image()}\nCOPY --chown=agent:agent repo/ /testbed/\n"
+            "RUN cd /testbed && git init -q && git add -A && "
+            "git -c user.name=b -c user.email=b@b commit -qm base\n"
+        )
         return ensure_image(Path(tmp), dockerfile, "legorl-bench-trial")
 
 
@@ -71,8 +75,11 @@ def quantile(values: list[float], q: float) -> float:
 
 async def cli(*argv: str, stdin: bytes | None = None) -> bytes:
     proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        *argv,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await proc.communicate(stdin)
     if proc.returncode != 0 and argv[:2] != ("docker", "rm"):
         raise RuntimeError(f"{' '.join(argv[:4])}... failed ({proc.returncode}): {err.decode()[-500:]}")
@@ -98,15 +105,45 @@ async def ours_cycle(backend: str, image: str, stats: dict[str, list[float]]) ->
 
 async def raw_cycle(image: str, stats: dict[str, list[float]]) -> None:
     started = time.perf_counter()
-    cid = (await cli("docker", "run", "-d", "--network", "none", "--cpus", str(LIMITS["cpus"]),
-                     "--memory", f"{LIMITS['memory_mb']}m", "--memory-swap", f"{LIMITS['memory_mb']}m",
-                     "--pids-limit", str(LIMITS["pids"]), image, "sleep", "infinity")).decode().strip()
+    cid = (
+        (
+            await cli(
+                "docker",
+                "run",
+                "-d",
+                "--network",
+                "none",
+                "--cpus",
+                str(LIMITS["cpus"]),
+                "--memory",
+                f"{LIMITS['memory_mb']}m",
+                "--memory-swap",
+                f"{LIMITS['memory_mb']}m",
+                "--pids-limit",
+                str(LIMITS["pids"]),
+                image,
+                "sleep",
+                "infinity",
+            )
+        )
+        .decode()
+        .strip()
+    )
     stats["start"].append(time.perf_counter() - started)
     try:
         started = time.perf_counter()
         await cli("docker", "exec", cid, "true")
         stats["exec"].append(time.perf_counter() - started)
-        await cli("docker", "exec", "-i", cid, "sh", "-c", f"cat > /tmp/agent.patch && {CHECK}", stdin=PATCH.encode())
+        await cli(
+            "docker",
+            "exec",
+            "-i",
+            cid,
+            "sh",
+            "-c",
+            f"cat > /tmp/agent.patch && {CHECK}",
+            stdin=PATCH.encode(),
+        )
     finally:
         await cli("docker", "rm", "-f", cid)
 
@@ -139,7 +176,7 @@ async def measure(systems: dict[str, object], concurrency: int, rounds: int) -> 
         await cycle({"start": [], "exec": []})  # warm-up: image facts, rootfs export, Python imports
     names = list(systems)
     for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             result = results[name]
             started = time.perf_counter()
             await asyncio.gather(*(systems[name](result["stats"]) for _ in range(concurrency)))
@@ -161,9 +198,11 @@ def row(name: str, c: int, m: dict, raw: dict | None) -> str:
     cells.append(f"{m['per_min']:.1f}")
     if raw is not None and s["start"]:
         r = raw["stats"]
-        cells += [f"{statistics.median(s['start']) / statistics.median(r['start']):.2f}",
-                  f"{statistics.median(s['exec']) / statistics.median(r['exec']):.2f}",
-                  f"{raw['per_min'] / m['per_min']:.2f}"]
+        cells += [
+            f"{statistics.median(s['start']) / statistics.median(r['start']):.2f}",
+            f"{statistics.median(s['exec']) / statistics.median(r['exec']):.2f}",
+            f"{raw['per_min'] / m['per_min']:.2f}",
+        ]
     else:
         cells += ["", "", ""]
     return "| " + " | ".join(cells) + " |"
@@ -180,27 +219,39 @@ async def main(args: argparse.Namespace) -> None:
 
         await asyncio.to_thread(ensure_task_image, tasks[0])
     print(f"image {image}; limits {LIMITS}; cycle = start, write patch, `{CHECK}`, close\n")
-    print("| system | concurrency | start p50 ms | start p99 ms | exec p50 ms | exec p99 ms | cycles/min "
-          "| start ratio | exec ratio | time/cycle ratio |")
+    print(
+        "| system | concurrency | start p50 ms | start p99 ms | exec p50 ms | exec p99 ms | cycles/min "
+        "| start ratio | exec ratio | time/cycle ratio |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for c in args.concurrency:
-        systems = {"raw docker CLI": lambda st: raw_cycle(image, st),
-                   "legorl docker": lambda st: ours_cycle("docker", image, st)}
+        systems = {
+            "raw docker CLI": lambda st: raw_cycle(image, st),
+            "legorl docker": lambda st: ours_cycle("docker", image, st),
+        }
         if not args.no_bwrap:
             systems["legorl bwrap"] = lambda st: ours_cycle("bwrap", image, st)
         for backend in ("docker",) + (() if args.no_bwrap else ("bwrap",)) if tasks else ():
-            systems[f"verified trial, {backend} ({tasks[0].instance_id})"] = (
-                lambda st, b=backend: verified_cycle(tasks[0], b, st))
+            systems[f"verified trial, {backend} ({tasks[0].instance_id})"] = lambda st, b=backend: (
+                verified_cycle(tasks[0], b, st)
+            )
         results = await measure(systems, c, max(2, args.cycles // c))
         raw = results["raw docker CLI"]
         for name, result in results.items():
             peer = raw if name.startswith("legorl") else None
             print(row(name, c, result, peer), flush=True)
 
+
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--cycles", type=int, default=12, help="cycles per system and level (rounds = cycles / c)")
+    parser.add_argument(
+        "--cycles", type=int, default=12, help="cycles per system and level (rounds = cycles / c)"
+    )
     parser.add_argument("--no-bwrap", action="store_true", help="skip the bubblewrap rows")
-    parser.add_argument("--verifier", action="store_true", help="add verified trials per minute (tasks verifier)")
+    parser.add_argument(
+        "--verifier", action="store_true", help="add verified trials per minute (tasks verifier)"
+    )
     asyncio.run(main(parser.parse_args()))

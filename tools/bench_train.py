@@ -31,12 +31,31 @@ import time
 
 MODELS = {
     # tools/make_tiny_model.py defaults
-    "tiny": dict(vocab_size=4096, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, head_dim=16, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=64),
+    "tiny": dict(
+        vocab_size=4096,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_experts=8,
+        num_experts_per_tok=2,
+        moe_intermediate_size=64,
+    ),
     # the ~100M example of tools/make_tiny_model.py --help
-    "100m": dict(vocab_size=16384, hidden_size=512, intermediate_size=1536, num_hidden_layers=6,
-                 num_attention_heads=8, num_key_value_heads=4, head_dim=64, num_experts=32, num_experts_per_tok=4,
-                 moe_intermediate_size=256),
+    "100m": dict(
+        vocab_size=16384,
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=6,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        head_dim=64,
+        num_experts=32,
+        num_experts_per_tok=4,
+        moe_intermediate_size=256,
+    ),
 }
 SHAPES = {"tiny": (8, 256), "100m": (2, 256)}  # rows × tokens per step on CPU
 
@@ -44,8 +63,14 @@ SHAPES = {"tiny": (8, 256), "100m": (2, 256)}  # rows × tokens per step on CPU
 def arch_config(name: str):
     from legorl_jax.model import ArchConfig
 
-    return ArchConfig(architectures=("Qwen3MoeForCausalLM",), rms_norm_eps=1e-6, rope_theta=1e6,
-                      max_position_embeddings=4096, norm_topk_prob=True, **MODELS[name])
+    return ArchConfig(
+        architectures=("Qwen3MoeForCausalLM",),
+        rms_norm_eps=1e-6,
+        rope_theta=1e6,
+        max_position_embeddings=4096,
+        norm_topk_prob=True,
+        **MODELS[name],
+    )
 
 
 def active_matmul_params(arch) -> int:
@@ -54,8 +79,11 @@ def active_matmul_params(arch) -> int:
     attention = d * h * dh * 2 + d * kv * dh * 2
     total = arch.vocab_size * d  # LM head
     for is_moe in arch.layer_is_moe:
-        mlp = (d * arch.num_experts + arch.num_experts_per_tok * 3 * d * arch.moe_intermediate_size
-               if is_moe else 3 * d * arch.intermediate_size)
+        mlp = (
+            d * arch.num_experts + arch.num_experts_per_tok * 3 * d * arch.moe_intermediate_size
+            if is_moe
+            else 3 * d * arch.intermediate_size
+        )
         total += attention + mlp
     return total
 
@@ -85,15 +113,27 @@ def full_batch(trainer, rows: int, tokens: int, vocab: int):
 
     rng = np.random.default_rng(0)
     trajs = [
-        Trajectory(trial_id=str(i), task_id="bench", group_id=str(i // 2),
-                   sequences=(Sequence(rng.integers(0, vocab, tokens).astype(np.int32), np.ones(tokens, np.int8),
-                                       np.full(tokens, -8.0, np.float32), None),),
-                   reward=float(i % 2), outcome=Outcome.SUBMITTED)
+        Trajectory(
+            trial_id=str(i),
+            task_id="bench",
+            group_id=str(i // 2),
+            sequences=(
+                Sequence(
+                    rng.integers(0, vocab, tokens).astype(np.int32),
+                    np.ones(tokens, np.int8),
+                    np.full(tokens, -8.0, np.float32),
+                    None,
+                ),
+            ),
+            reward=float(i % 2),
+            outcome=Outcome.SUBMITTED,
+        )
         for i in range(rows)
     ]
     adv = np.where(np.arange(rows) % 2, 1.0, -1.0).astype(np.float32)
-    batch, _ = pack_trajectories(trajs, adv, max_tokens=tokens, row_multiple=trainer.row_multiple,
-                                 routing=trainer.routing)
+    batch, _ = pack_trajectories(
+        trajs, adv, max_tokens=tokens, row_multiple=trainer.row_multiple, routing=trainer.routing
+    )
     return batch
 
 
@@ -122,15 +162,27 @@ def bench_model(name: str, steps: int, matmul: int) -> list[dict]:
     for replay in (True, False):
         policy = init_policy(arch, seed=0)
         params = sum(x.size for x in jax.tree.leaves(nnx.state(policy, nnx.Param)))
-        train = TrainConfig(learning_rate=1e-6, max_tokens=tokens, micro_batch_rows=rows, routing_replay=replay,
-                            routing_agreement_every=0)
+        train = TrainConfig(
+            learning_rate=1e-6,
+            max_tokens=tokens,
+            micro_batch_rows=rows,
+            routing_replay=replay,
+            routing_agreement_every=0,
+        )
         trainer = Trainer(policy, AlgoConfig(), train)
         batch = full_batch(trainer, rows, tokens, arch.vocab_size)
         if replay:  # the policy's own routing, as the engine would have recorded it
             native = trainer.native_routing(trainer.initial_params, trainer.device_batch(batch))
             batch = dataclasses.replace(batch, routed_experts=jax.device_get(native))
-        setup = {"trainer": trainer, "state": trainer.init_state(seed=0), "batch": trainer.device_batch(batch),
-                 "replay": replay, "params": params, "times": [], "peer": []}
+        setup = {
+            "trainer": trainer,
+            "state": trainer.init_state(seed=0),
+            "batch": trainer.device_batch(batch),
+            "replay": replay,
+            "params": params,
+            "times": [],
+            "peer": [],
+        }
         setup["first"] = timed(lambda s=setup: step(s))
         setups.append(setup)
     for _ in range(steps):
@@ -143,9 +195,21 @@ def bench_model(name: str, steps: int, matmul: int) -> list[dict]:
         rate = 2 * matmul**3 / statistics.median(s["peer"])
         tok_s = rows * tokens / step_s
         flops = tok_s * train_flops_per_token(arch, tokens)
-        out.append(dict(model=name, params=s["params"], active=active_matmul_params(arch),
-                        routing="replay" if s["replay"] else "native", shape=f"{rows}×{tokens}", first=s["first"],
-                        step=step_s, tok_s=tok_s, flops=flops, rate=rate, mfu=flops / rate))
+        out.append(
+            dict(
+                model=name,
+                params=s["params"],
+                active=active_matmul_params(arch),
+                routing="replay" if s["replay"] else "native",
+                shape=f"{rows}×{tokens}",
+                first=s["first"],
+                step=step_s,
+                tok_s=tok_s,
+                flops=flops,
+                rate=rate,
+                mfu=flops / rate,
+            )
+        )
     return out
 
 

@@ -22,10 +22,14 @@ from legorl_jax.sandbox.base import SandboxError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--base", action="store_true", help="ensure the base image legorl-base")
     parser.add_argument("--from-registry", metavar="IMAGE", help="build the base FROM this registry image")
-    parser.add_argument("--rootfs", action="store_true", help="ensure the bubblewrap root filesystem of the base")
+    parser.add_argument(
+        "--rootfs", action="store_true", help="ensure the bubblewrap root filesystem of the base"
+    )
     parser.add_argument("--rebuild", action="store_true", help="rebuild the offline base even when cached")
     args = parser.parse_args(argv)
     if not (args.base or args.rootfs):

@@ -87,7 +87,12 @@ def check(task_dir: Path, py: str) -> list[str]:
     if not touched:
         problems.append("gold.patch has no 'diff --git' headers")
     for path in touched:
-        if path.startswith("tests/") or "/tests/" in path or Path(path).name.startswith("test_") or "conftest" in path:
+        if (
+            path.startswith("tests/")
+            or "/tests/" in path
+            or Path(path).name.startswith("test_")
+            or "conftest" in path
+        ):
             problems.append(f"gold.patch touches a test file: {path}")
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -137,9 +142,13 @@ def check(task_dir: Path, py: str) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("tasks", nargs="+", type=Path)
-    parser.add_argument("--python", default=DEFAULT_PY, help="interpreter with pytest (the image has 3.11 + pytest 7.2)")
+    parser.add_argument(
+        "--python", default=DEFAULT_PY, help="interpreter with pytest (the image has 3.11 + pytest 7.2)"
+    )
     args = parser.parse_args()
     failed = 0
     for task in args.tasks:

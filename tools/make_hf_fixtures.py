@@ -76,7 +76,11 @@ def sha256(path: pathlib.Path) -> str:
 
 def to_hub_dialect(v5: dict) -> dict:
     """transformers 5's config.json → the Hub's (what Qwen3 / Qwen3-MoE checkpoints ship)."""
-    hub = {k: v for k, v in v5.items() if k not in ("dtype", "num_local_experts", "rope_parameters", "layer_types")}
+    hub = {
+        k: v
+        for k, v in v5.items()
+        if k not in ("dtype", "num_local_experts", "rope_parameters", "layer_types")
+    }
     hub["torch_dtype"] = v5["dtype"]
     if "num_local_experts" in v5:
         hub["num_experts"] = v5["num_local_experts"]
@@ -103,14 +107,18 @@ def make_inputs(vocab: int, seed: int, pad_id: int = 0) -> tuple[torch.Tensor, t
     return ids, mask
 
 
-def forward(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, moe: bool) -> dict[str, np.ndarray]:
+def forward(
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, moe: bool
+) -> dict[str, np.ndarray]:
     """HF's forward; for MoE, top-k as the router takes it, checked against the router's own indices."""
     captured = []
     hooks = []
     if moe:
         for module in model.modules():
             if type(module).__name__.endswith("TopKRouter"):
-                hooks.append(module.register_forward_hook(lambda _m, _i, out: captured.append(out[2].clone())))
+                hooks.append(
+                    module.register_forward_hook(lambda _m, _i, out: captured.append(out[2].clone()))
+                )
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=mask, output_router_logits=moe)
     for h in hooks:
@@ -121,10 +129,14 @@ def forward(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, moe: 
         k = model.config.num_experts_per_tok
         probs = [torch.softmax(r.float(), dim=-1) for r in out.router_logits]
         topk = [torch.topk(p, k, dim=-1) for p in probs]
-        for (_, idx), own in zip(topk, captured):
+        for (_, idx), own in zip(topk, captured, strict=True):
             if not torch.equal(idx, own):
-                raise AssertionError("top-k over softmax(router_logits) differs from the router's own indices")
-        result["router_topk"] = np.stack([idx.reshape(BATCH, SEQ, k).numpy() for _, idx in topk]).astype(np.int32)
+                raise AssertionError(
+                    "top-k over softmax(router_logits) differs from the router's own indices"
+                )
+        result["router_topk"] = np.stack([idx.reshape(BATCH, SEQ, k).numpy() for _, idx in topk]).astype(
+            np.int32
+        )
         result["aux_loss"] = np.asarray(out.aux_loss.item(), dtype=np.float32)
         # Margin between the k-th and (k+1)-th probabilities at real tokens: a near-tie would make routing
         # comparisons depend on the last bit of the forward.
@@ -168,7 +180,9 @@ def make_hf_model(out: pathlib.Path, name: str, config: transformers.PretrainedC
     moe = isinstance(config, Qwen3MoeConfig)
     for seed in SEEDS:
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32).eval()
+        model = AutoModelForCausalLM.from_config(
+            config, attn_implementation="eager", dtype=torch.float32
+        ).eval()
         redraw_weights(model, seed)
         ids, mask = make_inputs(config.vocab_size, seed)
         expected = forward(model, ids, mask, moe)
@@ -189,7 +203,9 @@ def make_hf_model(out: pathlib.Path, name: str, config: transformers.PretrainedC
             got = forward(reloaded, ids, mask, moe)
         for key in ("logits", "router_topk"):
             if key in expected and not np.array_equal(expected[key], got[key]):
-                raise AssertionError(f"{name}: {key} from the {dialect} config.json differ from the model in memory")
+                raise AssertionError(
+                    f"{name}: {key} from the {dialect} config.json differ from the model in memory"
+                )
     moe_layers = [i for i in range(config.num_hidden_layers) if moe and i not in config.mlp_only_layers
                   and (i + 1) % config.decoder_sparse_step == 0]  # fmt: skip
     save_reference(directory, expected, {
@@ -222,110 +238,264 @@ def _call(call_id, name, arguments):
 CASES = [
     {"name": "single_user_turn_with_generation_prompt", "messages": [USER], "add_generation_prompt": True},
     {"name": "system_and_user_without_generation_prompt", "messages": [SYSTEM, USER]},
-    {"name": "multi_turn", "add_generation_prompt": True, "messages": [
-        SYSTEM, {"role": "user", "content": "What does git stash do?"},
-        {"role": "assistant", "content": "It shelves uncommitted changes so the tree is clean."},
-        {"role": "user", "content": "And how do I get them back?"}]},
-    {"name": "tools_with_several_schemas", "tools": TOOLS, "add_generation_prompt": True, "messages": [SYSTEM, USER]},
-    {"name": "tools_without_system_message", "tools": TOOLS[:1], "add_generation_prompt": True, "messages": [USER]},
-    {"name": "tool_call_with_dict_arguments_and_result", "tools": TOOLS, "messages": [
-        SYSTEM, USER,
-        {"role": "assistant", "content": "Let me run the tests.",
-         "tool_calls": [_call("call_1", "bash", {"command": "python -m pytest -q"})]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "F\n1 failed in 0.02s"},
-        {"role": "assistant", "content": "The test fails; reading calc.py next."}]},
-    {"name": "tool_call_with_string_arguments_and_no_content", "tools": TOOLS, "add_generation_prompt": True,
-     "messages": [SYSTEM, USER,
-        {"role": "assistant", "content": None,
-         "tool_calls": [_call("call_2", "read_file", '{"path": "calc.py", "start_line": 1}')]},
-        {"role": "tool", "tool_call_id": "call_2", "content": "def add(a, b):\n    return a - b\n"}]},
-    {"name": "several_tool_calls_and_consecutive_results", "tools": TOOLS, "add_generation_prompt": True,
-     "messages": [SYSTEM, USER,
-        {"role": "assistant", "content": "",
-         "tool_calls": [_call("c1", "bash", {"command": "ls"}), _call("c2", "read_file", {"path": "calc.py"}),
-                        {"function": {"name": "bash", "arguments": "{\"command\": \"git status\"}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "calc.py\ntests"},
-        {"role": "tool", "tool_call_id": "c2", "content": "def add(a, b):\n    return a - b"},
-        {"role": "tool", "content": "nothing to commit"}]},
-    {"name": "reasoning_kept_after_last_user_and_dropped_before", "tools": TOOLS, "messages": [
-        SYSTEM, {"role": "user", "content": "Is 7 prime?"},
-        {"role": "assistant", "content": "Yes.", "reasoning_content": "7 has no divisors but 1 and 7."},
-        USER,
-        {"role": "assistant", "content": "I'll fix the sign.", "reasoning_content": "\nadd() subtracts.\n",
-         "tool_calls": [_call("c3", "str_replace", {"path": "calc.py", "old": "a - b", "new": "a + b"})]},
-        {"role": "tool", "tool_call_id": "c3", "content": "edited"},
-        {"role": "assistant", "content": "Done.", "reasoning_content": "The edit applied."}]},
-    {"name": "reasoning_inside_content_think_block", "messages": [
-        USER, {"role": "assistant", "content": "<think>\nThe sign is wrong.\n</think>\n\nChange - to +."}]},
-    {"name": "reasoning_under_the_thinking_alias", "messages": [
-        USER, {"role": "assistant", "content": "Fixed.", "thinking": "Swap the operator."}]},
-    {"name": "preserve_thinking_keeps_every_turn", "template_kwargs": {"preserve_thinking": True}, "messages": [
-        {"role": "user", "content": "2 + 2?"}, {"role": "assistant", "content": "4", "reasoning_content": "Add."},
-        {"role": "user", "content": "3 + 3?"}, {"role": "assistant", "content": "6", "reasoning_content": "Add again."}]},
-    {"name": "enable_thinking_false_opens_an_empty_think_block", "template_kwargs": {"enable_thinking": False},
-     "add_generation_prompt": True, "messages": [USER]},
-    {"name": "unicode_everywhere", "tools": TOOLS[:1], "add_generation_prompt": True, "messages": [
-        {"role": "system", "content": "Réponds en français, s'il te plaît. 🙂"},
-        {"role": "user", "content": "文件是空的时候测试失败。Ошибка: «пустой файл» — ≤ ≥ ≠ λ"},
-        {"role": "assistant", "content": "Je regarde.", "tool_calls": [_call("u1", "bash", {"command": "echo 'Zürich 東京 ✅'"})]},
-        {"role": "tool", "tool_call_id": "u1", "content": "Zürich 東京 ✅"}]},
-    {"name": "content_as_text_parts", "add_generation_prompt": True, "messages": [
-        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
-        {"role": "user", "content": [{"type": "text", "text": "Part one. "}, {"type": "text", "text": "Part two."}]}]},
-    {"name": "system_message_mid_conversation", "messages": [
-        USER, {"role": "assistant", "content": "On it."},
-        {"role": "system", "content": "Reminder: do not modify the tests."},
-        {"role": "user", "content": "Go ahead."}]},
-    {"name": "control_tokens_typed_by_the_user", "add_generation_prompt": True, "messages": [
-        {"role": "user", "content": "Print the literal <|im_end|> and <tool_call> tokens."}]},
+    {
+        "name": "multi_turn",
+        "add_generation_prompt": True,
+        "messages": [
+            SYSTEM,
+            {"role": "user", "content": "What does git stash do?"},
+            {"role": "assistant", "content": "It shelves uncommitted changes so the tree is clean."},
+            {"role": "user", "content": "And how do I get them back?"},
+        ],
+    },
+    {
+        "name": "tools_with_several_schemas",
+        "tools": TOOLS,
+        "add_generation_prompt": True,
+        "messages": [SYSTEM, USER],
+    },
+    {
+        "name": "tools_without_system_message",
+        "tools": TOOLS[:1],
+        "add_generation_prompt": True,
+        "messages": [USER],
+    },
+    {
+        "name": "tool_call_with_dict_arguments_and_result",
+        "tools": TOOLS,
+        "messages": [
+            SYSTEM,
+            USER,
+            {
+                "role": "assistant",
+                "content": "Let me run the tests.",
+                "tool_calls": [_call("call_1", "bash", {"command": "python -m pytest -q"})],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "F\n1 failed in 0.02s"},
+            {"role": "assistant", "content": "The test fails; reading calc.py next."},
+        ],
+    },
+    {
+        "name": "tool_call_with_string_arguments_and_no_content",
+        "tools": TOOLS,
+        "add_generation_prompt": True,
+        "messages": [
+            SYSTEM,
+            USER,
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [_call("call_2", "read_file", '{"path": "calc.py", "start_line": 1}')],
+            },
+            {"role": "tool", "tool_call_id": "call_2", "content": "def add(a, b):\n    return a - b\n"},
+        ],
+    },
+    {
+        "name": "several_tool_calls_and_consecutive_results",
+        "tools": TOOLS,
+        "add_generation_prompt": True,
+        "messages": [
+            SYSTEM,
+            USER,
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    _call("c1", "bash", {"command": "ls"}),
+                    _call("c2", "read_file", {"path": "calc.py"}),
+                    {"function": {"name": "bash", "arguments": '{"command": "git status"}'}},
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "calc.py\ntests"},
+            {"role": "tool", "tool_call_id": "c2", "content": "def add(a, b):\n    return a - b"},
+            {"role": "tool", "content": "nothing to commit"},
+        ],
+    },
+    {
+        "name": "reasoning_kept_after_last_user_and_dropped_before",
+        "tools": TOOLS,
+        "messages": [
+            SYSTEM,
+            {"role": "user", "content": "Is 7 prime?"},
+            {"role": "assistant", "content": "Yes.", "reasoning_content": "7 has no divisors but 1 and 7."},
+            USER,
+            {
+                "role": "assistant",
+                "content": "I'll fix the sign.",
+                "reasoning_content": "\nadd() subtracts.\n",
+                "tool_calls": [
+                    _call("c3", "str_replace", {"path": "calc.py", "old": "a - b", "new": "a + b"})
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c3", "content": "edited"},
+            {"role": "assistant", "content": "Done.", "reasoning_content": "The edit applied."},
+        ],
+    },
+    {
+        "name": "reasoning_inside_content_think_block",
+        "messages": [
+            USER,
+            {"role": "assistant", "content": "<think>\nThe sign is wrong.\n</think>\n\nChange - to +."},
+        ],
+    },
+    {
+        "name": "reasoning_under_the_thinking_alias",
+        "messages": [USER, {"role": "assistant", "content": "Fixed.", "thinking": "Swap the operator."}],
+    },
+    {
+        "name": "preserve_thinking_keeps_every_turn",
+        "template_kwargs": {"preserve_thinking": True},
+        "messages": [
+            {"role": "user", "content": "2 + 2?"},
+            {"role": "assistant", "content": "4", "reasoning_content": "Add."},
+            {"role": "user", "content": "3 + 3?"},
+            {"role": "assistant", "content": "6", "reasoning_content": "Add again."},
+        ],
+    },
+    {
+        "name": "enable_thinking_false_opens_an_empty_think_block",
+        "template_kwargs": {"enable_thinking": False},
+        "add_generation_prompt": True,
+        "messages": [USER],
+    },
+    {
+        "name": "unicode_everywhere",
+        "tools": TOOLS[:1],
+        "add_generation_prompt": True,
+        "messages": [
+            {"role": "system", "content": "Réponds en français, s'il te plaît. 🙂"},
+            {"role": "user", "content": "文件是空的时候测试失败。Ошибка: «пустой файл» — ≤ ≥ ≠ λ"},
+            {
+                "role": "assistant",
+                "content": "Je regarde.",
+                "tool_calls": [_call("u1", "bash", {"command": "echo 'Zürich 東京 ✅'"})],
+            },
+            {"role": "tool", "tool_call_id": "u1", "content": "Zürich 東京 ✅"},
+        ],
+    },
+    {
+        "name": "content_as_text_parts",
+        "add_generation_prompt": True,
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Part one. "}, {"type": "text", "text": "Part two."}],
+            },
+        ],
+    },
+    {
+        "name": "system_message_mid_conversation",
+        "messages": [
+            USER,
+            {"role": "assistant", "content": "On it."},
+            {"role": "system", "content": "Reminder: do not modify the tests."},
+            {"role": "user", "content": "Go ahead."},
+        ],
+    },
+    {
+        "name": "control_tokens_typed_by_the_user",
+        "add_generation_prompt": True,
+        "messages": [{"role": "user", "content": "Print the literal <|im_end|> and <tool_call> tokens."}],
+    },
 ]
 # Templates that pin the Jinja environment's semantics (whitespace control, loop controls, tojson arguments,
 # namespace/dict, template variables, message preparation, the generation tag, raise_exception, filters).
 _ENV_MESSAGES = [
     {"role": "system", "content": "  Be brief. "},
     {"role": "user", "content": "hi <b>&'é"},
-    {"role": "assistant", "content": None, "reasoning": "r1", "tool_calls": [_call("e1", "bash", {"command": "ls"})]},
+    {
+        "role": "assistant",
+        "content": None,
+        "reasoning": "r1",
+        "tool_calls": [_call("e1", "bash", {"command": "ls"})],
+    },
     {"role": "tool", "tool_call_id": "e1", "content": "a.txt"},
     {"role": "assistant", "content": "done", "thinking": "t2", "reasoning_content": "rc2"},
     {"role": "user", "content": "bye"},
 ]
 ENV_CASES = [
-    {"name": "trim_and_lstrip_blocks", "add_generation_prompt": True, "template": (
-        "{% for m in messages %}\n  {{ m.role }}: {{ m.content }}\n{% endfor %}\n"
-        "    {% if add_generation_prompt %}\nassistant:\n  {% endif %}\n")},
-    {"name": "loop_controls_and_loop_variables", "template": (
-        "{%- for m in messages -%}{%- if m.role == 'system' %}{% continue %}{% endif -%}"
-        "{%- if loop.index > 4 %}{% break %}{% endif -%}"
-        "[{{ loop.index0 }}/{{ loop.length }} {{ m.role }}{{ ' prev=' ~ loop.previtem.role if loop.previtem }}]"
-        "{%- endfor -%}")},
-    {"name": "tojson_arguments", "tools": TOOLS[:1], "template": (
-        "{{ tools | tojson }}|{{ tools[0] | tojson(indent=2) }}|{{ messages[1] | tojson(sort_keys=True) }}|"
-        "{{ messages[1] | tojson(ensure_ascii=True) }}|{{ messages[2].tool_calls | tojson(separators=(',', ':')) }}")},
-    {"name": "namespace_and_dict", "template": (
-        "{%- set ns = namespace(n=0, last='') -%}{%- for m in messages -%}{%- set ns.n = ns.n + 1 -%}"
-        "{%- set ns.last = m.role -%}{%- endfor -%}{{ ns.n }} {{ ns.last }} {{ dict(a=1, b=[2]) | tojson }} "
-        "{{ dict.fromkeys(['x', 'y'], 0) | tojson }}")},
-    {"name": "template_variables_without_tools", "template": (
-        "tools={{ tools is defined }}/{{ tools is none }} documents={{ documents is defined }}/{{ documents is none }} "
-        "bos={{ bos_token is defined }} eos={{ eos_token }} pad={{ pad_token }} unk={{ unk_token is defined }} "
-        "gen={{ add_generation_prompt }} flag={{ custom_flag | default('unset') }}")},
-    {"name": "template_variables_with_tools_and_kwargs", "tools": TOOLS, "add_generation_prompt": True,
-     "template_kwargs": {"custom_flag": {"depth": [1, 2]}, "eos_token": "<OVERRIDDEN>"}, "template": (
-        "tools={{ tools | length }} eos={{ eos_token }} flag={{ custom_flag | tojson }} gen={{ add_generation_prompt }}")},
-    {"name": "message_preparation_drops_none_and_aliases_reasoning", "template": (
-        "{%- for m in messages -%}{{ m.role }} {{ m | list | tojson }} content={{ 'content' in m }} "
-        "rc={{ m.reasoning_content | default('-') }} th={{ m.thinking | default('-') }}\n{%- endfor -%}")},
-    {"name": "generation_tag_renders_its_body", "template": (
-        "{%- for m in messages -%}{%- if m.role == 'assistant' -%}{% generation %}<a>{{ m.content | default('') }}</a>"
-        "{% endgeneration %}{%- else -%}{{ m.content }}{%- endif -%}|{%- endfor -%}")},
-    {"name": "raise_exception_reaches_the_caller", "messages": [{"role": "user", "content": "x"}], "template": (
-        "{%- if messages[0].role != 'system' -%}{{ raise_exception('first message must be system, got ' ~ "
-        "messages[0].role) }}{%- endif -%}ok")},
-    {"name": "string_methods_and_filters", "template": (
-        "{{ messages[0].content.strip().split(' ')[0] | upper }} {{ messages[0].content | length }} "
-        "{{ messages | selectattr('role', 'equalto', 'user') | list | length }} "
-        "{{ messages | map(attribute='role') | join(',') }} {{ '%s-%d' | format('a', 3) }} "
-        "{{ messages[1].content.startswith('hi') }} {{ messages[-1].content | trim | title }}")},
+    {
+        "name": "trim_and_lstrip_blocks",
+        "add_generation_prompt": True,
+        "template": (
+            "{% for m in messages %}\n  {{ m.role }}: {{ m.content }}\n{% endfor %}\n"
+            "    {% if add_generation_prompt %}\nassistant:\n  {% endif %}\n"
+        ),
+    },
+    {
+        "name": "loop_controls_and_loop_variables",
+        "template": (
+            "{%- for m in messages -%}{%- if m.role == 'system' %}{% continue %}{% endif -%}"
+            "{%- if loop.index > 4 %}{% break %}{% endif -%}"
+            "[{{ loop.index0 }}/{{ loop.length }} {{ m.role }}{{ ' prev=' ~ loop.previtem.role if loop.previtem }}]"
+            "{%- endfor -%}"
+        ),
+    },
+    {
+        "name": "tojson_arguments",
+        "tools": TOOLS[:1],
+        "template": (
+            "{{ tools | tojson }}|{{ tools[0] | tojson(indent=2) }}|{{ messages[1] | tojson(sort_keys=True) }}|"
+            "{{ messages[1] | tojson(ensure_ascii=True) }}|{{ messages[2].tool_calls | tojson(separators=(',', ':')) }}"
+        ),
+    },
+    {
+        "name": "namespace_and_dict",
+        "template": (
+            "{%- set ns = namespace(n=0, last='') -%}{%- for m in messages -%}{%- set ns.n = ns.n + 1 -%}"
+            "{%- set ns.last = m.role -%}{%- endfor -%}{{ ns.n }} {{ ns.last }} {{ dict(a=1, b=[2]) | tojson }} "
+            "{{ dict.fromkeys(['x', 'y'], 0) | tojson }}"
+        ),
+    },
+    {
+        "name": "template_variables_without_tools",
+        "template": (
+            "tools={{ tools is defined }}/{{ tools is none }} documents={{ documents is defined }}/{{ documents is none }} "
+            "bos={{ bos_token is defined }} eos={{ eos_token }} pad={{ pad_token }} unk={{ unk_token is defined }} "
+            "gen={{ add_generation_prompt }} flag={{ custom_flag | default('unset') }}"
+        ),
+    },
+    {
+        "name": "template_variables_with_tools_and_kwargs",
+        "tools": TOOLS,
+        "add_generation_prompt": True,
+        "template_kwargs": {"custom_flag": {"depth": [1, 2]}, "eos_token": "<OVERRIDDEN>"},
+        "template": (
+            "tools={{ tools | length }} eos={{ eos_token }} flag={{ custom_flag | tojson }} gen={{ add_generation_prompt }}"
+        ),
+    },
+    {
+        "name": "message_preparation_drops_none_and_aliases_reasoning",
+        "template": (
+            "{%- for m in messages -%}{{ m.role }} {{ m | list | tojson }} content={{ 'content' in m }} "
+            "rc={{ m.reasoning_content | default('-') }} th={{ m.thinking | default('-') }}\n{%- endfor -%}"
+        ),
+    },
+    {
+        "name": "generation_tag_renders_its_body",
+        "template": (
+            "{%- for m in messages -%}{%- if m.role == 'assistant' -%}{% generation %}<a>{{ m.content | default('') }}</a>"
+            "{% endgeneration %}{%- else -%}{{ m.content }}{%- endif -%}|{%- endfor -%}"
+        ),
+    },
+    {
+        "name": "raise_exception_reaches_the_caller",
+        "messages": [{"role": "user", "content": "x"}],
+        "template": (
+            "{%- if messages[0].role != 'system' -%}{{ raise_exception('first message must be system, got ' ~ "
+            "messages[0].role) }}{%- endif -%}ok"
+        ),
+    },
+    {
+        "name": "string_methods_and_filters",
+        "template": (
+            "{{ messages[0].content.strip().split(' ')[0] | upper }} {{ messages[0].content | length }} "
+            "{{ messages | selectattr('role', 'equalto', 'user') | list | length }} "
+            "{{ messages | map(attribute='role') | join(',') }} {{ '%s-%d' | format('a', 3) }} "
+            "{{ messages[1].content.startswith('hi') }} {{ messages[-1].content | trim | title }}"
+        ),
+    },
 ]
 for _case in ENV_CASES:
     _case.setdefault("messages", _ENV_MESSAGES)
@@ -355,7 +525,9 @@ def make_chat_template_fixture(out: pathlib.Path) -> None:
         ids = tok.apply_chat_template(case["messages"], tokenize=True, return_dict=False, **kwargs)
         if tok.encode(text, add_special_tokens=False) != list(ids):
             raise AssertionError(f"{case['name']}: HF's tokenize=True differs from encoding its own text")
-        cases.append({**case, "add_generation_prompt": kwargs["add_generation_prompt"], "text": text, "ids": list(ids)})
+        cases.append(
+            {**case, "add_generation_prompt": kwargs["add_generation_prompt"], "text": text, "ids": list(ids)}
+        )
     env_cases = []
     for case in ENV_CASES:
         kwargs = dict(tools=case.get("tools"), add_generation_prompt=case.get("add_generation_prompt", False),
@@ -379,7 +551,9 @@ def make_chat_template_fixture(out: pathlib.Path) -> None:
         "environment_cases": env_cases,
         "encode_samples": samples,
     }  # fmt: skip
-    (directory / "cases.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (directory / "cases.json").write_text(
+        json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     print(f"chat_template: {len(cases)} cases, {len(env_cases)} environment cases")
 
 
@@ -392,7 +566,9 @@ def make_tiny_model_fixture(out: pathlib.Path) -> None:
             model_dir = pathlib.Path(tmp) / "model"
             _, spec, parsed_seed = make_tiny_model.parse_args([*argv, "--out", str(model_dir)])
             if (spec, parsed_seed) != (TINY_SPEC, seed):
-                raise AssertionError(f"spec_argv does not round-trip: {spec}, {parsed_seed} != {TINY_SPEC}, {seed}")
+                raise AssertionError(
+                    f"spec_argv does not round-trip: {spec}, {parsed_seed} != {TINY_SPEC}, {seed}"
+                )
             make_tiny_model.make_tiny_model(model_dir, spec, seed=seed)
             files = {p.name: sha256(p) for p in sorted(model_dir.iterdir())}
             model, info = load(model_dir)
@@ -403,7 +579,9 @@ def make_tiny_model_fixture(out: pathlib.Path) -> None:
         row1 = tok.encode("def add(a, b):\n    return a - b", add_special_tokens=False)
         if len(row0) < SEQ or len(row1) < PADDED_ROW_LENGTH:
             raise AssertionError(f"sample texts too short: {len(row0)}, {len(row1)}")
-        ids = torch.tensor([row0[:SEQ], row1[:PADDED_ROW_LENGTH] + [tok.pad_token_id] * (SEQ - PADDED_ROW_LENGTH)])
+        ids = torch.tensor(
+            [row0[:SEQ], row1[:PADDED_ROW_LENGTH] + [tok.pad_token_id] * (SEQ - PADDED_ROW_LENGTH)]
+        )
         mask = torch.ones_like(ids)
         mask[1, PADDED_ROW_LENGTH:] = 0
         ref = forward(model, ids, mask, moe=not spec.dense)

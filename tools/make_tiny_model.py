@@ -30,7 +30,8 @@ import hashlib
 import json
 import pathlib
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import safetensors.numpy
@@ -49,9 +50,7 @@ SPECIAL_TOKENS = CONTROL_TOKENS + MARKUP_TOKENS
 BYTE_ALPHABET = 256
 # Words, single digits, punctuation runs, newline runs and spaces split apart before BPE, so merges never
 # cross them (the split Qwen2's tokenizer uses; transformers rebuilds Qwen2Tokenizer with it).
-PRETOKENIZE_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+PRETOKENIZE_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 DTYPES = ("float32", "bfloat16", "float16")
 
 BENCHMARK_EXAMPLE = (
@@ -101,18 +100,26 @@ class TinyModelSpec:
                 f"got {self.vocab_size!r}"
             )
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+            raise ValueError(
+                f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})"
+            )
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even (rotary embeddings rotate pairs), got {self.head_dim}")
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k ({self.top_k}) must be <= num_experts ({self.num_experts})")
         bad = [i for i in self.mlp_only_layers if not isinstance(i, int) or not 0 <= i < self.num_layers]
         if bad:
-            raise ValueError(f"mlp_only_layers must hold layer indices in [0, {self.num_layers}), got {list(self.mlp_only_layers)}")
+            raise ValueError(
+                f"mlp_only_layers must hold layer indices in [0, {self.num_layers}), got {list(self.mlp_only_layers)}"
+            )
         if not isinstance(self.rope_theta, (int, float)) or self.rope_theta <= 0:
             raise ValueError(f"rope_theta must be a positive number, got {self.rope_theta!r}")
-        if self.yarn_factor is not None and (not isinstance(self.yarn_factor, (int, float)) or self.yarn_factor <= 1):
-            raise ValueError(f"yarn_factor must be a number > 1 (or None for plain RoPE), got {self.yarn_factor!r}")
+        if self.yarn_factor is not None and (
+            not isinstance(self.yarn_factor, (int, float)) or self.yarn_factor <= 1
+        ):
+            raise ValueError(
+                f"yarn_factor must be a number > 1 (or None for plain RoPE), got {self.yarn_factor!r}"
+            )
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         if not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
@@ -322,13 +329,17 @@ def _write_json(path: pathlib.Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def make_tiny_model(out: str | pathlib.Path, spec: TinyModelSpec | None = None, *, seed: int = 0) -> pathlib.Path:
+def make_tiny_model(
+    out: str | pathlib.Path, spec: TinyModelSpec | None = None, *, seed: int = 0
+) -> pathlib.Path:
     """Writes the HF directory `out` (created if needed, files overwritten) and returns its path."""
     spec = spec or TinyModelSpec()
     out = pathlib.Path(out)
     tok = train_tokenizer(spec.vocab_size)
     if tok.get_vocab_size(with_added_tokens=True) > spec.vocab_size:
-        raise AssertionError(f"tokenizer has {tok.get_vocab_size()} tokens, more than vocab_size {spec.vocab_size}")
+        raise AssertionError(
+            f"tokenizer has {tok.get_vocab_size()} tokens, more than vocab_size {spec.vocab_size}"
+        )
     weights = init_weights(spec, seed)
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / "config.json", hub_config(spec, tok))
@@ -348,7 +359,9 @@ def _layer_list(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated layer indices like '0,3', got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated layer indices like '0,3', got {text!r}"
+        ) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -361,14 +374,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=pathlib.Path, help="directory to write")
     p.add_argument("--dense", action="store_true", help="Qwen3ForCausalLM instead of Qwen3MoeForCausalLM")
     p.add_argument("--seed", type=int, default=0, help="weights seed (default 0)")
-    p.add_argument("--vocab-size", type=int, default=d.vocab_size, help="embedding rows; the tokenizer fills at most this many")
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        default=d.vocab_size,
+        help="embedding rows; the tokenizer fills at most this many",
+    )
     p.add_argument("--hidden-size", type=int, default=d.hidden_size)
     p.add_argument("--num-layers", type=int, default=d.num_layers)
     p.add_argument("--num-heads", type=int, default=d.num_heads, help="query heads")
     p.add_argument("--num-kv-heads", type=int, default=d.num_kv_heads, help="key/value heads (GQA)")
     p.add_argument("--head-dim", type=int, default=d.head_dim)
     p.add_argument("--intermediate-size", type=int, default=d.intermediate_size, help="dense MLP width")
-    p.add_argument("--moe-intermediate-size", type=int, default=d.moe_intermediate_size, help="expert MLP width")
+    p.add_argument(
+        "--moe-intermediate-size", type=int, default=d.moe_intermediate_size, help="expert MLP width"
+    )
     p.add_argument("--num-experts", type=int, default=d.num_experts)
     p.add_argument("--top-k", type=int, default=d.top_k, help="experts per token")
     p.add_argument("--norm-topk-prob", action=argparse.BooleanOptionalAction, default=d.norm_topk_prob,

@@ -87,13 +87,18 @@ class BlockSizes:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1 or value & (value - 1):
                 raise ValueError(f"BlockSizes.{name} must be a positive power of two, got {value!r}")
-        for name, block in (("forward_split_v", "block_v"), ("backward_split_v", "block_v"),
-                            ("backward_split_n", "block_n")):
+        for name, block in (
+            ("forward_split_v", "block_v"),
+            ("backward_split_v", "block_v"),
+            ("backward_split_n", "block_n"),
+        ):
             value, unit = getattr(self, name), getattr(self, block)
             if value is None and name != "forward_split_v":
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1 or value % unit:
-                raise ValueError(f"BlockSizes.{name} must be a positive multiple of {block}={unit}, got {value!r}")
+                raise ValueError(
+                    f"BlockSizes.{name} must be a positive multiple of {block}={unit}, got {value!r}"
+                )
 
     @classmethod
     def for_platform(cls, platform: str, hidden_dim: int) -> BlockSizes:
@@ -102,8 +107,14 @@ class BlockSizes:
             # A step's lm_head block [D, split] is copied to VMEM (double-buffered): keep it near 2M elements
             # (4 MiB in bf16), inside the default scoped VMEM limit, whatever D is. MXU-sized tiles.
             split = max(512, (2**21 // hidden_dim) // 512 * 512)
-            sizes = cls(block_n=256, block_v=512, block_d=512, forward_split_v=split, backward_split_v=split,
-                        backward_split_n=1024)
+            sizes = cls(
+                block_n=256,
+                block_v=512,
+                block_d=512,
+                forward_split_v=split,
+                backward_split_v=split,
+                backward_split_n=1024,
+            )
         else:
             sizes = cls()
         block_d = sizes.block_d
@@ -117,9 +128,15 @@ class BlockSizes:
             raise ValueError(f"{self.block_d=} must divide the hidden dimension D={hidden_dim}")
         if not compiled_for_gpu:
             return
-        small = {k: getattr(self, k) for k in ("block_n", "block_v", "block_d") if getattr(self, k) < _MIN_GPU_BLOCK}
+        small = {
+            k: getattr(self, k)
+            for k in ("block_n", "block_v", "block_d")
+            if getattr(self, k) < _MIN_GPU_BLOCK
+        }
         if small:
-            raise ValueError(f"Triton matmuls need tiles of at least {_MIN_GPU_BLOCK}, got {small} (D={hidden_dim})")
+            raise ValueError(
+                f"Triton matmuls need tiles of at least {_MIN_GPU_BLOCK}, got {small} (D={hidden_dim})"
+            )
         if self.backward_split_v is not None or self.backward_split_n is not None:
             raise ValueError(
                 "on GPU the backward's reduction axes must be one grid step (Triton runs steps concurrently): "
@@ -166,8 +183,9 @@ def _split_extent(split, tiles_per_split: int, total_tiles: int):
     return first, jnp.minimum(tiles_per_split, total_tiles - first)
 
 
-def _forward_kernel(h_ref, w_ref, t_ref, *out_refs, geo: _Geometry, tiles_per_split: int, total_tiles: int,
-                    with_entropy: bool):
+def _forward_kernel(
+    h_ref, w_ref, t_ref, *out_refs, geo: _Geometry, tiles_per_split: int, total_tiles: int, with_entropy: bool
+):
     first, count = _split_extent(pl.program_id(1), tiles_per_split, total_tiles)
     targets = t_ref[...]
 
@@ -198,8 +216,12 @@ def _zero(ref, rows: int, cols: int, chunk: int, along_rows: bool) -> None:
 def _row_inputs(refs, rows, with_entropy: bool) -> online_softmax.BackwardRows:
     """Loads a row range of the backward's per-token inputs (refs in `BackwardRows` order, Nones left out)."""
     values = iter(ref[rows] for ref in refs)
-    return online_softmax.BackwardRows(*(next(values) if with_entropy or field not in _ENTROPY_FIELDS else None
-                                         for field in online_softmax.BackwardRows._fields))
+    return online_softmax.BackwardRows(
+        *(
+            next(values) if with_entropy or field not in _ENTROPY_FIELDS else None
+            for field in online_softmax.BackwardRows._fields
+        )
+    )
 
 
 _ENTROPY_FIELDS = ("mean_logit", "g_entropy")
@@ -210,8 +232,9 @@ def _scaled_cotangent(logits, is_target, rows: online_softmax.BackwardRows, geo:
     return (d_logits * geo.inv_temperature).astype(dtype)  # chain rule through logits = scores / temperature
 
 
-def _hidden_grad_kernel(h_ref, w_ref, *refs, geo: _Geometry, tiles_per_split: int, total_tiles: int,
-                        with_entropy: bool):
+def _hidden_grad_kernel(
+    h_ref, w_ref, *refs, geo: _Geometry, tiles_per_split: int, total_tiles: int, with_entropy: bool
+):
     row_refs, dh_ref = refs[:-1], refs[-1]
     split = pl.program_id(1)
 
@@ -225,7 +248,9 @@ def _hidden_grad_kernel(h_ref, w_ref, *refs, geo: _Geometry, tiles_per_split: in
 
     def tile_step(j, carry):
         col0 = pl.multiple_of(j * geo.block_v, geo.block_v)
-        logits, is_target = _logit_tile(h_ref, w_ref, 0, col0, first * geo.block_v + col0, rows_in.targets, geo)
+        logits, is_target = _logit_tile(
+            h_ref, w_ref, 0, col0, first * geo.block_v + col0, rows_in.targets, geo
+        )
         d_scores = _scaled_cotangent(logits, is_target, rows_in, geo, w_ref.dtype)
 
         def accumulate(c, carry):
@@ -241,8 +266,9 @@ def _hidden_grad_kernel(h_ref, w_ref, *refs, geo: _Geometry, tiles_per_split: in
     lax.fori_loop(0, count, tile_step, 0)
 
 
-def _head_grad_kernel(h_ref, w_ref, *refs, geo: _Geometry, tiles_per_split: int, total_tiles: int,
-                      with_entropy: bool):
+def _head_grad_kernel(
+    h_ref, w_ref, *refs, geo: _Geometry, tiles_per_split: int, total_tiles: int, with_entropy: bool
+):
     row_refs, dw_ref = refs[:-1], refs[-1]
     split = pl.program_id(1)
 
@@ -304,7 +330,9 @@ def _pad(hidden, lm_head, rows, sizes: BlockSizes, inv_temperature: float, compi
     n_pad, v_pad = _round_up(n, sizes.block_n), _round_up(v, sizes.block_v)
     if compiled_for_gpu and max(n_pad * d, d * v_pad) >= 2**31:
         # Pallas' Triton lowering computes element offsets in int32.
-        raise ValueError(f"on GPU each operand must hold < 2**31 elements, got {hidden.shape=}, {lm_head.shape=}")
+        raise ValueError(
+            f"on GPU each operand must hold < 2**31 elements, got {hidden.shape=}, {lm_head.shape=}"
+        )
     if v_pad != v:
         lm_head = jnp.pad(lm_head, ((0, 0), (0, v_pad - v)))
     geo = _Geometry(sizes.block_n, sizes.block_v, sizes.block_d, d, v, inv_temperature)
@@ -336,8 +364,13 @@ def forward(
     tiles_per_split = min(sizes.forward_split_v // sizes.block_v, p.col_tiles)
     splits = -(-p.col_tiles // tiles_per_split)
     stat_count = 4 if with_entropy else 3
-    kernel = functools.partial(_forward_kernel, geo=p.geo, tiles_per_split=tiles_per_split,
-                               total_tiles=p.col_tiles, with_entropy=with_entropy)
+    kernel = functools.partial(
+        _forward_kernel,
+        geo=p.geo,
+        tiles_per_split=tiles_per_split,
+        total_tiles=p.col_tiles,
+        with_entropy=with_entropy,
+    )
     parts = pl.pallas_call(
         kernel,
         grid=(p.row_tiles, splits),
@@ -378,16 +411,24 @@ def backward(
     bn, bv = sizes.block_n, sizes.block_v
     semantics = ("parallel", "arbitrary")
 
-    v_tiles = p.col_tiles if sizes.backward_split_v is None else min(sizes.backward_split_v // bv, p.col_tiles)
-    hidden_kernel = functools.partial(_hidden_grad_kernel, geo=p.geo, tiles_per_split=v_tiles,
-                                      total_tiles=p.col_tiles, with_entropy=with_entropy)
+    v_tiles = (
+        p.col_tiles if sizes.backward_split_v is None else min(sizes.backward_split_v // bv, p.col_tiles)
+    )
+    hidden_kernel = functools.partial(
+        _hidden_grad_kernel,
+        geo=p.geo,
+        tiles_per_split=v_tiles,
+        total_tiles=p.col_tiles,
+        with_entropy=with_entropy,
+    )
     d_hidden = pl.pallas_call(
         hidden_kernel,
         grid=(p.row_tiles, -(-p.col_tiles // v_tiles)),
         in_specs=[
             pl.BlockSpec((bn, d), lambda i, k: (i, 0)),
             pl.BlockSpec((d, v_tiles * bv), lambda i, k: (0, k)),
-        ] + [pl.BlockSpec((bn,), lambda i, k: (i,))] * len(rows),
+        ]
+        + [pl.BlockSpec((bn,), lambda i, k: (i,))] * len(rows),
         out_specs=pl.BlockSpec((bn, d), lambda i, k: (i, 0)),
         out_shape=jax.ShapeDtypeStruct(p.hidden.shape, jnp.float32),
         compiler_params=_compiler_params(sizes, platform, interpret, semantics),
@@ -395,16 +436,24 @@ def backward(
         name="token_logprobs_d_hidden",
     )(p.hidden, p.lm_head, *p.rows)
 
-    n_tiles = p.row_tiles if sizes.backward_split_n is None else min(sizes.backward_split_n // bn, p.row_tiles)
-    head_kernel = functools.partial(_head_grad_kernel, geo=p.geo, tiles_per_split=n_tiles,
-                                    total_tiles=p.row_tiles, with_entropy=with_entropy)
+    n_tiles = (
+        p.row_tiles if sizes.backward_split_n is None else min(sizes.backward_split_n // bn, p.row_tiles)
+    )
+    head_kernel = functools.partial(
+        _head_grad_kernel,
+        geo=p.geo,
+        tiles_per_split=n_tiles,
+        total_tiles=p.row_tiles,
+        with_entropy=with_entropy,
+    )
     d_head = pl.pallas_call(
         head_kernel,
         grid=(p.col_tiles, -(-p.row_tiles // n_tiles)),
         in_specs=[
             pl.BlockSpec((n_tiles * bn, d), lambda j, k: (k, 0)),
             pl.BlockSpec((d, bv), lambda j, k: (0, j)),
-        ] + [pl.BlockSpec((n_tiles * bn,), lambda j, k: (k,))] * len(rows),
+        ]
+        + [pl.BlockSpec((n_tiles * bn,), lambda j, k: (k,))] * len(rows),
         out_specs=pl.BlockSpec((d, bv), lambda j, k: (0, j)),
         out_shape=jax.ShapeDtypeStruct(p.lm_head.shape, jnp.float32),
         compiler_params=_compiler_params(sizes, platform, interpret, semantics),

@@ -87,7 +87,9 @@ def token_logprobs(
     impl = _resolve_impl(impl, platform)
     if impl == "reference":
         if block_sizes is not None or interpret is not None:
-            raise ValueError(f"impl='reference' takes no block_sizes or interpret, got {block_sizes=}, {interpret=}")
+            raise ValueError(
+                f"impl='reference' takes no block_sizes or interpret, got {block_sizes=}, {interpret=}"
+            )
         return reference.token_logprobs(
             hidden, lm_head, targets, temperature=temperature, return_entropy=return_entropy
         )
@@ -111,18 +113,38 @@ def token_logprobs(
 
 def _run_forward(plan: _Plan, hidden, lm_head, targets):
     if plan.impl == "xla":
-        return xla.forward(hidden, lm_head, targets, inv_temperature=plan.inv_temperature,
-                           with_entropy=plan.with_entropy, chunks=plan.sizes)
-    return kernel.forward(hidden, lm_head, targets, inv_temperature=plan.inv_temperature,
-                          with_entropy=plan.with_entropy, sizes=plan.sizes, platform=plan.platform,
-                          interpret=plan.interpret)
+        return xla.forward(
+            hidden,
+            lm_head,
+            targets,
+            inv_temperature=plan.inv_temperature,
+            with_entropy=plan.with_entropy,
+            chunks=plan.sizes,
+        )
+    return kernel.forward(
+        hidden,
+        lm_head,
+        targets,
+        inv_temperature=plan.inv_temperature,
+        with_entropy=plan.with_entropy,
+        sizes=plan.sizes,
+        platform=plan.platform,
+        interpret=plan.interpret,
+    )
 
 
 def _run_backward(plan: _Plan, hidden, lm_head, rows: online_softmax.BackwardRows):
     if plan.impl == "xla":
         return xla.backward(hidden, lm_head, rows, inv_temperature=plan.inv_temperature, chunks=plan.sizes)
-    return kernel.backward(hidden, lm_head, rows, inv_temperature=plan.inv_temperature, sizes=plan.sizes,
-                           platform=plan.platform, interpret=plan.interpret)
+    return kernel.backward(
+        hidden,
+        lm_head,
+        rows,
+        inv_temperature=plan.inv_temperature,
+        sizes=plan.sizes,
+        platform=plan.platform,
+        interpret=plan.interpret,
+    )
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
@@ -142,7 +164,10 @@ def _fused_bwd(plan: _Plan, residuals, cotangents):
     hidden, lm_head, targets, lse, mean_logit = residuals
     g_logprobs, g_entropy = cotangents if plan.with_entropy else (cotangents, None)
     rows = online_softmax.BackwardRows(
-        targets, lse, mean_logit, g_logprobs.astype(jnp.float32),
+        targets,
+        lse,
+        mean_logit,
+        g_logprobs.astype(jnp.float32),
         None if g_entropy is None else g_entropy.astype(jnp.float32),
     )
     d_hidden, d_lm_head = _run_backward(plan, hidden, lm_head, rows)
@@ -167,7 +192,11 @@ def _as_array(name: str, x) -> jax.Array:
 
 
 def _check_arrays(hidden, lm_head, targets) -> tuple[jax.Array, jax.Array, jax.Array]:
-    hidden, lm_head, targets = _as_array("hidden", hidden), _as_array("lm_head", lm_head), _as_array("targets", targets)
+    hidden, lm_head, targets = (
+        _as_array("hidden", hidden),
+        _as_array("lm_head", lm_head),
+        _as_array("targets", targets),
+    )
     if hidden.ndim != 2:
         raise ValueError(f"hidden must be [N, D], got {hidden.shape=}")
     if lm_head.ndim != 2:
@@ -180,12 +209,16 @@ def _check_arrays(hidden, lm_head, targets) -> tuple[jax.Array, jax.Array, jax.A
     if targets.shape[0] != n:
         raise ValueError(f"{targets.shape=} and {hidden.shape=} disagree on N")
     if 0 in (n, d, v):
-        raise ValueError(f"N, D and V must be positive, got N={n}, D={d}, V={v} ({hidden.shape=}, {lm_head.shape=})")
+        raise ValueError(
+            f"N, D and V must be positive, got N={n}, D={d}, V={v} ({hidden.shape=}, {lm_head.shape=})"
+        )
     for name, x in (("hidden", hidden), ("lm_head", lm_head)):
         if x.dtype not in _FLOAT_DTYPES:
             raise TypeError(f"{name} must be float32, bfloat16 or float16, got {name}.dtype={x.dtype}")
     if hidden.dtype != lm_head.dtype:
-        raise TypeError(f"hidden and lm_head must share a dtype, got hidden.dtype={hidden.dtype} and lm_head.dtype={lm_head.dtype}")
+        raise TypeError(
+            f"hidden and lm_head must share a dtype, got hidden.dtype={hidden.dtype} and lm_head.dtype={lm_head.dtype}"
+        )
     if not jnp.issubdtype(targets.dtype, jnp.integer):
         raise TypeError(f"targets must be integer token ids, got targets.dtype={targets.dtype}")
     targets = targets.astype(jnp.int32)

@@ -73,7 +73,9 @@ def _unchunk_rows(x: jax.Array, n: int) -> jax.Array:
     return x.reshape(-1, *x.shape[2:])[:n]
 
 
-def _column_chunk(lm_head: jax.Array, j: jax.Array, layout: _Layout) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _column_chunk(
+    lm_head: jax.Array, j: jax.Array, layout: _Layout
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Chunk j of lm_head [D, cols], its global column ids [cols] and which of them are new to this chunk."""
     start = jnp.minimum(j * layout.cols, layout.vocab - layout.cols)
     weights = lax.dynamic_slice_in_dim(lm_head, start, layout.cols, axis=1)
@@ -82,7 +84,12 @@ def _column_chunk(lm_head: jax.Array, j: jax.Array, layout: _Layout) -> tuple[ja
 
 
 def _masked_logits(
-    hidden: jax.Array, weights: jax.Array, col_ids: jax.Array, is_new: jax.Array, targets: jax.Array, layout: _Layout
+    hidden: jax.Array,
+    weights: jax.Array,
+    col_ids: jax.Array,
+    is_new: jax.Array,
+    targets: jax.Array,
+    layout: _Layout,
 ) -> tuple[jax.Array, jax.Array]:
     """float32 logits [rows, cols] with already-covered columns masked, and the target one-hot mask.
 
@@ -151,7 +158,11 @@ def backward(
             d_logits = online_softmax.logit_cotangent(logits, is_target, r)
             d_scores = (d_logits * inv_temperature).astype(lm_head.dtype)
             d_hidden = d_hidden + lax.dot_general(
-                d_scores, weights, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32, precision=precision
+                d_scores,
+                weights,
+                (((1,), (1,)), ((), ())),
+                preferred_element_type=jnp.float32,
+                precision=precision,
             )
             d_weights = d_weights + lax.dot_general(
                 h, d_scores, (((0,), (0,)), ((), ())), preferred_element_type=jnp.float32, precision=precision

@@ -161,10 +161,13 @@ class ModelRunner:
             differing = [
                 f"{f.name}={getattr(source.config, f.name)!r} (engine: {getattr(self.config, f.name)!r})"
                 for f in dataclasses.fields(self.config)
-                if f.name not in _NOT_ARCHITECTURE and getattr(source.config, f.name) != getattr(self.config, f.name)
+                if f.name not in _NOT_ARCHITECTURE
+                and getattr(source.config, f.name) != getattr(self.config, f.name)
             ]
             if differing:
-                raise ValueError(f"update_weights: the policy's config differs from the engine's: {'; '.join(differing)}")
+                raise ValueError(
+                    f"update_weights: the policy's config differs from the engine's: {'; '.join(differing)}"
+                )
             source = nnx.state(source, nnx.Param)
         if not isinstance(source, nnx.State):
             raise TypeError(
@@ -175,7 +178,9 @@ class ModelRunner:
                 "update_weights: the params state does not have the engine policy's structure "
                 f"({len(jax.tree.leaves(source))} leaves vs {len(self._shapes)}); pass the trainer's state.params"
             )
-        for (path, leaf), shape in zip(jax.tree_util.tree_leaves_with_path(source), self._shapes):
+        for (path, leaf), shape in zip(
+            jax.tree_util.tree_leaves_with_path(source), self._shapes, strict=True
+        ):
             if tuple(leaf.shape) != tuple(shape):
                 raise ValueError(
                     f"update_weights: param {jax.tree_util.keystr(path)} has shape {tuple(leaf.shape)}, expected {shape}"

@@ -304,7 +304,9 @@ def finish_reason_json(gen: Generation) -> dict[str, Any]:
 
 def logprob_entries(logprobs: Any, ids: Any) -> list[list[Any]]:
     """[[logprob | None, token_id, None], ...] (None for a NaN: a token scored in no context)."""
-    return [[None if math.isnan(lp) else float(lp), int(t), None] for lp, t in zip(logprobs, ids)]
+    return [
+        [None if math.isnan(lp) else float(lp), int(t), None] for lp, t in zip(logprobs, ids, strict=True)
+    ]
 
 
 def generation_json(
@@ -365,7 +367,7 @@ def generation_from_json(
             f"meta_info.output_token_logprobs has {len(entries)} entries, output_ids {len(output_ids)}",
             "output_token_logprobs",
         )
-    for i, (entry, token) in enumerate(zip(entries, output_ids)):
+    for i, (entry, token) in enumerate(zip(entries, output_ids, strict=True)):
         if (
             not isinstance(entry, list)
             or len(entry) < 2

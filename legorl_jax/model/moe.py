@@ -150,7 +150,7 @@ def expert_ffn(
     batch_axes = sharding.mesh_axes_of("batch", b, mesh)
     gather = tuple(a for a in expert_axes if a in batch_axes)
     reduce = tuple(a for a in expert_axes if a not in batch_axes)
-    sizes = dict(zip(mesh.axis_names, mesh.axis_sizes))
+    sizes = dict(zip(mesh.axis_names, mesh.axis_sizes, strict=True))
     per_device = w_gate.shape[0] // math.prod(sizes[a] for a in expert_axes)
     tokens, experts = P(batch_axes or None), P(expert_axes)
 

@@ -121,7 +121,7 @@ def make_mesh(mesh_config: MeshConfig, devices: Sequence[jax.Device] | None = No
     shape = tuple(sizes[axis] for axis in MESH_AXES)
     if math.prod(shape) != len(devices):
         raise ValueError(
-            f"mesh: {dict(zip(MESH_AXES, shape))} needs {math.prod(shape)} devices, but {len(devices)} are available"
+            f"mesh: {dict(zip(MESH_AXES, shape, strict=True))} needs {math.prod(shape)} devices, but {len(devices)} are available"
         )
     grid = np.asarray(devices, dtype=object).reshape(shape)
     # Auto axes: GSPMD propagates shardings between the constraints (explicit sharding-in-types is not
@@ -130,7 +130,13 @@ def make_mesh(mesh_config: MeshConfig, devices: Sequence[jax.Device] | None = No
 
 
 def _mesh_axis_sizes(mesh: Any) -> dict[str, int]:
-    return dict(zip(mesh.axis_names, mesh.axis_sizes if hasattr(mesh, "axis_sizes") else mesh.devices.shape))
+    return dict(
+        zip(
+            mesh.axis_names,
+            mesh.axis_sizes if hasattr(mesh, "axis_sizes") else mesh.devices.shape,
+            strict=True,
+        )
+    )
 
 
 def logical_to_spec(

@@ -53,7 +53,15 @@ ROLES = ("system", "user", "assistant", "tool")
 # The names a message's reasoning may come under; templates read the first (HF aliases them all).
 REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 # transformers' named special tokens, in its order; each one set in tokenizer_config.json reaches the template.
-NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+NAMED_SPECIAL_TOKENS = (
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
+)
 # apply_chat_template options of transformers that change its output but have no meaning here.
 _UNSUPPORTED_OPTIONS = (
     "tokenize",
@@ -96,9 +104,17 @@ def _raise_exception(message: str) -> None:
     raise jinja2.exceptions.TemplateError(message)
 
 
-def _tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False) -> str:
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: Any = None,
+    separators: Any = None,
+    sort_keys: bool = False,
+) -> str:
     # Jinja's own tojson escapes <, >, & and ' for HTML; chat templates need the plain JSON text.
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
 
 
 def _strftime_now(fmt: str) -> str:
@@ -132,7 +148,9 @@ class _Namespace(jinja2.utils.Namespace):
     @staticmethod
     def _check(name: Any) -> None:
         if isinstance(name, str) and name.startswith("_"):
-            raise jinja2.exceptions.SecurityError(f"chat templates may not set underscore-prefixed attributes, got {name!r}")
+            raise jinja2.exceptions.SecurityError(
+                f"chat templates may not set underscore-prefixed attributes, got {name!r}"
+            )
 
 
 @functools.lru_cache(maxsize=1)
@@ -141,7 +159,12 @@ def _environment() -> jinja2.sandbox.ImmutableSandboxedEnvironment:
         trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
     )
     env.filters["tojson"] = _tojson
-    env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now, dict=_DictFactory(), namespace=_Namespace)
+    env.globals.update(
+        raise_exception=_raise_exception,
+        strftime_now=_strftime_now,
+        dict=_DictFactory(),
+        namespace=_Namespace,
+    )
     return env
 
 
@@ -177,19 +200,25 @@ def _plain(value: Any, where: str) -> Any:
         return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, tuple):
         return tuple(_plain(v, f"{where}[{i}]") for i, v in enumerate(value))
-    raise TypeError(f"{where} is a {type(value).__name__}, which is not JSON data a chat template can render: {value!r}")
+    raise TypeError(
+        f"{where} is a {type(value).__name__}, which is not JSON data a chat template can render: {value!r}"
+    )
 
 
 def _check_content(where: str, content: Any) -> None:
     if isinstance(content, str):
         return
     if not isinstance(content, (list, tuple)):
-        raise TypeError(f"{where} must be a string or a list of text parts, got {type(content).__name__}: {content!r}")
+        raise TypeError(
+            f"{where} must be a string or a list of text parts, got {type(content).__name__}: {content!r}"
+        )
     for j, part in enumerate(content):
         if not isinstance(part, Mapping):
             raise TypeError(f"{where}[{j}] must be a dict like {{'type': 'text', 'text': ...}}, got {part!r}")
         if part.get("type") != "text":
-            raise ValueError(f"{where}[{j}].type must be 'text' (this renderer is text-only), got {part.get('type')!r}")
+            raise ValueError(
+                f"{where}[{j}].type must be 'text' (this renderer is text-only), got {part.get('type')!r}"
+            )
         if not isinstance(part.get("text"), str):
             raise TypeError(f"{where}[{j}].text must be a string, got {part.get('text')!r}")
 
@@ -212,7 +241,9 @@ def _check_tool_calls(i: int, calls: Any) -> None:
         if not isinstance(fn.get("name"), str) or not fn["name"]:
             raise ValueError(f"{at}.function.name must be a non-empty string, got {fn.get('name')!r}")
         if "arguments" not in fn or not isinstance(fn["arguments"], (Mapping, str)):
-            raise ValueError(f"{at}.function.arguments must be a dict or a JSON string, got {fn.get('arguments')!r}")
+            raise ValueError(
+                f"{at}.function.arguments must be a dict or a JSON string, got {fn.get('arguments')!r}"
+            )
 
 
 def check_message(i: int, message: Mapping[str, Any]) -> None:
@@ -234,12 +265,18 @@ def check_message(i: int, message: Mapping[str, Any]) -> None:
         if calls is not None:
             _check_tool_calls(i, calls)
         if content is None and not calls and not any(k in message for k in REASONING_KEYS):
-            raise ValueError(f"messages[{i}] is an assistant message with neither content nor tool_calls: {dict(message)!r}")
+            raise ValueError(
+                f"messages[{i}] is an assistant message with neither content nor tool_calls: {dict(message)!r}"
+            )
         return
     if calls is not None:
-        raise ValueError(f"messages[{i}].tool_calls is only allowed on assistant messages, this one has role {role!r}")
+        raise ValueError(
+            f"messages[{i}].tool_calls is only allowed on assistant messages, this one has role {role!r}"
+        )
     if content is None:
-        raise ValueError(f"messages[{i}].content is required for a {role} message, got none in {dict(message)!r}")
+        raise ValueError(
+            f"messages[{i}].content is required for a {role} message, got none in {dict(message)!r}"
+        )
     for key in ("tool_call_id", "name"):
         if key in message and not isinstance(message[key], str):
             raise TypeError(f"messages[{i}].{key} must be a string, got {message[key]!r}")
@@ -321,9 +358,13 @@ def _load_templates(directory: pathlib.Path, config: Mapping[str, Any]) -> str |
     raw = config.get("chat_template")
     if raw is None or isinstance(raw, str):
         return raw
-    if isinstance(raw, list) and all(isinstance(t, Mapping) and {"name", "template"} <= t.keys() for t in raw):
+    if isinstance(raw, list) and all(
+        isinstance(t, Mapping) and {"name", "template"} <= t.keys() for t in raw
+    ):
         return {t["name"]: t["template"] for t in raw}
-    raise ValueError(f"{directory}/tokenizer_config.json: chat_template must be a string or a list of {{name, template}}, got {raw!r}")
+    raise ValueError(
+        f"{directory}/tokenizer_config.json: chat_template must be a string or a list of {{name, template}}, got {raw!r}"
+    )
 
 
 def _bpe_cleanup(text: str) -> str:
@@ -356,7 +397,9 @@ class Tokenizer:
         for key in NAMED_SPECIAL_TOKENS:
             token = self.special_tokens_map.get(key)
             if token is not None and backend.token_to_id(token) is None:
-                raise ValueError(f"{name or 'tokenizer'}: {key} {token!r} is not in the tokenizer's vocabulary")
+                raise ValueError(
+                    f"{name or 'tokenizer'}: {key} {token!r} is not in the tokenizer's vocabulary"
+                )
         self.bos_token_id = self._named_id("bos_token")
         self.eos_token_id = self._named_id("eos_token")
         pad = self._named_id("pad_token")
@@ -370,7 +413,9 @@ class Tokenizer:
         """Loads tokenizer.json, tokenizer_config.json, the chat template(s) and generation_config.json."""
         directory = pathlib.Path(path)
         if not (directory / "tokenizer.json").is_file():
-            raise FileNotFoundError(f"{directory} has no tokenizer.json (a fast-tokenizer HF directory is required)")
+            raise FileNotFoundError(
+                f"{directory} has no tokenizer.json (a fast-tokenizer HF directory is required)"
+            )
         backend = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
         config = _read_json(directory / "tokenizer_config.json")
         where = f"{directory}/tokenizer_config.json"
@@ -382,7 +427,11 @@ class Tokenizer:
         extra = config.get("extra_special_tokens")
         named_extra = extra.items() if isinstance(extra, Mapping) else ()
         # transformers also treats any other `*_token` string in the config as a named model-specific token.
-        loose = ((k, v) for k, v in config.items() if k.endswith("_token") and k not in special and isinstance(v, str))
+        loose = (
+            (k, v)
+            for k, v in config.items()
+            if k.endswith("_token") and k not in special and isinstance(v, str)
+        )
         for key, value in [*named_extra, *loose]:
             special.setdefault(key, _token_text(value, f"{where}: {key}"))
         split_special = config.get("split_special_tokens", False)
@@ -392,12 +441,16 @@ class Tokenizer:
         clean_up = bool(config.get("clean_up_tokenization_spaces", False))
         if type(backend.model).__name__ == "BPE":
             # transformers 5 ignores the clean-up for BPE (it would corrupt byte-level output) unless forced.
-            clean_up = clean_up and bool(config.get("clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output"))
+            clean_up = clean_up and bool(
+                config.get("clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output")
+            )
         generation = _read_json(directory / "generation_config.json")
         gen_where = f"{directory}/generation_config.json"
         eos = generation.get("eos_token_id")
         eos_ids = [eos] if isinstance(eos, int) else (eos or [])
-        if not isinstance(eos_ids, list) or not all(isinstance(e, int) and not isinstance(e, bool) for e in eos_ids):
+        if not isinstance(eos_ids, list) or not all(
+            isinstance(e, int) and not isinstance(e, bool) for e in eos_ids
+        ):
             raise ValueError(f"{gen_where}: eos_token_id must be an int or a list of ints, got {eos!r}")
         pad = generation.get("pad_token_id")
         if pad is not None and (not isinstance(pad, int) or isinstance(pad, bool)):
@@ -461,7 +514,9 @@ class Tokenizer:
                     return own["tool_use"]
                 if "default" in own:
                     return own["default"]
-                raise ChatTemplateError(f"{self.name}: several chat templates {sorted(own)} and no default; pass chat_template=NAME")
+                raise ChatTemplateError(
+                    f"{self.name}: several chat templates {sorted(own)} and no default; pass chat_template=NAME"
+                )
         if chat_template is not None:
             return chat_template
         if own is None:
@@ -483,8 +538,12 @@ class Tokenizer:
             raise TypeError(f"add_generation_prompt must be a bool, got {add_generation_prompt!r}")
         unsupported = sorted(set(template_kwargs) & set(_UNSUPPORTED_OPTIONS))
         if unsupported:
-            raise ValueError(f"apply_chat_template options {unsupported} are transformers-only and not supported here")
-        if documents is not None and (not isinstance(documents, Sequence) or not all(isinstance(d, Mapping) for d in documents)):
+            raise ValueError(
+                f"apply_chat_template options {unsupported} are transformers-only and not supported here"
+            )
+        if documents is not None and (
+            not isinstance(documents, Sequence) or not all(isinstance(d, Mapping) for d in documents)
+        ):
             raise TypeError(f"documents must be a list of dicts, got {documents!r}")
         source = self.template_source(chat_template, tools=tools)
         variables = {

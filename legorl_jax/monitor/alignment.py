@@ -34,7 +34,9 @@ def _masked_mean(x: jax.Array, m: jax.Array, n: jax.Array) -> jax.Array:
     return jnp.where(m, x, 0.0).sum() / n
 
 
-def logprob_alignment(train_logprobs: jax.Array, rollout_logprobs: jax.Array, mask: jax.Array) -> dict[str, jax.Array]:
+def logprob_alignment(
+    train_logprobs: jax.Array, rollout_logprobs: jax.Array, mask: jax.Array
+) -> dict[str, jax.Array]:
     """Trainer vs rollout log-prob agreement over `mask` tokens (see the module docstring)."""
     m = mask > 0
     n = jnp.maximum(m.sum(), 1).astype(jnp.float32)

@@ -52,7 +52,9 @@ def grpo_advantages(
         raise ValueError(f"valid has shape {keep.shape}, rewards has {r.shape}")
     bad = np.flatnonzero(keep & ~np.isfinite(r))
     if bad.size:
-        raise ValueError(f"rewards must be finite for valid trials; index {int(bad[0])} has {float(r[bad[0]])!r}")
+        raise ValueError(
+            f"rewards must be finite for valid trials; index {int(bad[0])} has {float(r[bad[0]])!r}"
+        )
 
     members: dict[Hashable, list[int]] = {}
     for i, g in enumerate(groups):

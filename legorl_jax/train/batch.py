@@ -181,15 +181,21 @@ def _check_sequence(seq: Sequence, routing: RoutingSpec | None, *, where: str) -
         raise ValueError(f"{where}: loss_mask must hold only 0 and 1, got {np.unique(mask).tolist()}")
     ids = np.asarray(seq.token_ids)
     if ids.size and (not np.issubdtype(ids.dtype, np.integer) or ids.min() < 0):
-        raise ValueError(f"{where}: token_ids must be non-negative ints, got dtype {ids.dtype} min {ids.min()}")
+        raise ValueError(
+            f"{where}: token_ids must be non-negative ints, got dtype {ids.dtype} min {ids.min()}"
+        )
     lp = np.asarray(seq.behaviour_logprobs, dtype=np.float64)
     bad = np.flatnonzero((mask == 1) & ~np.isfinite(lp))
     if bad.size:
-        raise ValueError(f"{where}: behaviour_logprobs at sampled position {int(bad[0])} is {float(lp[bad[0]])!r}")
+        raise ValueError(
+            f"{where}: behaviour_logprobs at sampled position {int(bad[0])} is {float(lp[bad[0]])!r}"
+        )
     if seq.routed_experts is None:
         return
     if routing is None:
-        raise ValueError(f"{where} carries routed_experts but pack_trajectories got routing=None; pass a RoutingSpec")
+        raise ValueError(
+            f"{where} carries routed_experts but pack_trajectories got routing=None; pass a RoutingSpec"
+        )
     re = np.asarray(seq.routed_experts)
     expected = (len(ids), routing.num_layers, routing.top_k)
     if re.shape != expected:
@@ -202,7 +208,9 @@ def _check_sequence(seq: Sequence, routing: RoutingSpec | None, *, where: str) -
     mixed = np.argwhere(recorded.any(-1) & ~recorded.all(-1))
     if mixed.size:
         t, layer = (int(v) for v in mixed[0])
-        raise ValueError(f"{where}: routed_experts row {t} layer {layer} mixes -1 with expert ids: {re[t, layer]}")
+        raise ValueError(
+            f"{where}: routed_experts row {t} layer {layer} mixes -1 with expert ids: {re[t, layer]}"
+        )
 
 
 def _first_fit_decreasing(lengths: list[int], capacity: int) -> tuple[list[int], list[int]]:
@@ -260,7 +268,9 @@ def _place(
     arrays["behaviour_logprobs"][b, o : o + n - 1] = np.where(mask > 0, lp, 0.0)
     arrays["advantages"][b, o : o + n - 1] = adv
     if seq.routed_experts is not None:
-        arrays["routed_experts"][:, b, o : o + n, :] = np.asarray(seq.routed_experts[:n], np.int32).transpose(1, 0, 2)
+        arrays["routed_experts"][:, b, o : o + n, :] = np.asarray(seq.routed_experts[:n], np.int32).transpose(
+            1, 0, 2
+        )
     return int(mask.sum()), int(((mask > 0) & (lp == 0.0)).sum())
 
 

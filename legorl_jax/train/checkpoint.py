@@ -93,7 +93,9 @@ class Checkpointer:
 
     def __init__(self, config: CheckpointConfig, *, run_config: dict[str, Any]) -> None:
         if not isinstance(run_config, dict):
-            raise TypeError(f"run_config must be the resolved config as a plain dict, got {type(run_config).__name__}")
+            raise TypeError(
+                f"run_config must be the resolved config as a plain dict, got {type(run_config).__name__}"
+            )
         self.config = config
         self.run_config = run_config
         self.directory = pathlib.Path(config.directory).absolute()
@@ -143,7 +145,9 @@ class Checkpointer:
         if step is None:
             raise FileNotFoundError(f"no checkpoint to restore in {self.directory}")
         meta = self.read_meta(step)
-        diffs = config_differences(meta.get("config", {}), self.run_config, list(self.config.ignore_on_resume))
+        diffs = config_differences(
+            meta.get("config", {}), self.run_config, list(self.config.ignore_on_resume)
+        )
         if diffs:
             raise CheckpointMismatchError(
                 f"checkpoint {self.directory / str(step)} was written under another config; differing fields "
@@ -153,7 +157,10 @@ class Checkpointer:
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(_abstract(target)))
         )
         return Restored(
-            state=restored["state"], cursor=dict(meta["cursor"]), weights_version=str(meta["weights_version"]), step=step
+            state=restored["state"],
+            cursor=dict(meta["cursor"]),
+            weights_version=str(meta["weights_version"]),
+            step=step,
         )
 
     def wait(self) -> None:

@@ -43,7 +43,9 @@ LOG_RATIO_CLAMP = 20.0  # verl's safety clamp on log importance ratios
 GSPO_LOG_RATIO_MAX = 10.0  # verl clamps log s_it at 10 before exp
 
 
-@functools.partial(jax.tree_util.register_dataclass, data_fields=["tokens", "sequences", "sampled"], meta_fields=[])
+@functools.partial(
+    jax.tree_util.register_dataclass, data_fields=["tokens", "sequences", "sampled"], meta_fields=[]
+)
 @dataclasses.dataclass(frozen=True)
 class LossNorm:
     """Global normalisers of one mini-batch (counted after rejection)."""
@@ -51,7 +53,6 @@ class LossNorm:
     tokens: jax.Array  # float32[]; mask-1 tokens
     sequences: jax.Array  # float32[]; segments with at least one mask-1 token
     sampled: jax.Array  # float32[]; mask-1 tokens before rejection (for the rejected fraction)
-
 
 
 def segment_sum(values: jax.Array, segment_ids: jax.Array) -> jax.Array:
@@ -65,7 +66,9 @@ def segment_broadcast(per_segment: jax.Array, segment_ids: jax.Array) -> jax.Arr
     return jnp.take_along_axis(per_segment, segment_ids, axis=-1)
 
 
-def loss_norm(loss_mask: jax.Array, segment_ids: jax.Array, *, sampled_mask: jax.Array | None = None) -> LossNorm:
+def loss_norm(
+    loss_mask: jax.Array, segment_ids: jax.Array, *, sampled_mask: jax.Array | None = None
+) -> LossNorm:
     """Counts of a (mini-)batch: tokens and non-empty sequences of `loss_mask`."""
     counts = segment_sum(loss_mask, segment_ids)[:, 1:]
     sampled = loss_mask if sampled_mask is None else sampled_mask
@@ -83,7 +86,9 @@ def rollout_correction(
 ) -> tuple[jax.Array, jax.Array]:
     """(IS weight `[B, T]`, mask after rejection `[B, T]`); both carry no gradient."""
     m = loss_mask > 0
-    log_rho = jnp.where(m, jnp.clip(old_logprobs - behaviour_logprobs, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP), 0.0)
+    log_rho = jnp.where(
+        m, jnp.clip(old_logprobs - behaviour_logprobs, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP), 0.0
+    )
     log_rho = jax.lax.stop_gradient(log_rho)
     seq_log_rho = segment_broadcast(segment_sum(log_rho, segment_ids), segment_ids)
     seq_tokens = segment_broadcast(segment_sum(m.astype(jnp.float32), segment_ids), segment_ids)
@@ -109,7 +114,11 @@ def rollout_correction(
 
 
 def gspo_token_loss(
-    logprobs: jax.Array, old_logprobs: jax.Array, advantages: jax.Array, mask: jax.Array, segment_ids: jax.Array,
+    logprobs: jax.Array,
+    old_logprobs: jax.Array,
+    advantages: jax.Array,
+    mask: jax.Array,
+    segment_ids: jax.Array,
     algo: AlgoConfig,
 ) -> tuple[jax.Array, jax.Array]:
     """Per-token GSPO-token loss and its clipped indicator."""

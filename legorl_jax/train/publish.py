@@ -42,8 +42,14 @@ def version_of(step: int) -> str:
     return f"step-{step:06d}"
 
 
-def export_hf(policy: Policy, directory: str | os.PathLike, version: str, *, dtype: str = "bfloat16",
-              source_dir: str | os.PathLike | None = None) -> pathlib.Path:
+def export_hf(
+    policy: Policy,
+    directory: str | os.PathLike,
+    version: str,
+    *,
+    dtype: str = "bfloat16",
+    source_dir: str | os.PathLike | None = None,
+) -> pathlib.Path:
     """Writes `policy` to `<directory>/<version>` atomically (temporary directory, then rename)."""
     if dtype not in PUBLISH_DTYPES:
         raise ValueError(f"publish dtype must be one of {PUBLISH_DTYPES}, got {dtype!r}")
@@ -105,7 +111,9 @@ class Publisher:
             await self.engine.update_weights(params, version)
             self.published.append(version)
             return version
-        path = export_hf(self.to_policy(params), self.directory, version, dtype=self.dtype, source_dir=self.source_dir)
+        path = export_hf(
+            self.to_policy(params), self.directory, version, dtype=self.dtype, source_dir=self.source_dir
+        )
         await self.engine.update_weights(str(path), version)
         self.published.append(version)
         self._prune(keep_path=path)

@@ -30,7 +30,9 @@ from legorl_jax.config import TrainConfig
 
 
 @functools.partial(
-    jax.tree_util.register_dataclass, data_fields=["step", "skipped", "params", "opt_state", "rng"], meta_fields=[]
+    jax.tree_util.register_dataclass,
+    data_fields=["step", "skipped", "params", "opt_state", "rng"],
+    meta_fields=[],
 )
 @dataclasses.dataclass(frozen=True)
 class TrainState:
@@ -100,7 +102,9 @@ def apply_gradients(
         updates, new_opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), new_opt_state
 
-    params, opt_state = jax.lax.cond(finite, update, lambda operands: operands, (state.params, state.opt_state))
+    params, opt_state = jax.lax.cond(
+        finite, update, lambda operands: operands, (state.params, state.opt_state)
+    )
     new_state = state.replace(
         step=state.step + 1,
         skipped=state.skipped + (~finite).astype(jnp.int32),

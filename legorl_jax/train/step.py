@@ -55,12 +55,26 @@ from legorl_jax.model.sharding import DEFAULT_RULES, Rules, logical_to_spec, sta
 from legorl_jax.monitor.alignment import logprob_alignment, routing_alignment
 from legorl_jax.train.batch import PackStats, RoutingSpec
 from legorl_jax.train.loss import loss_norm, policy_loss, rollout_correction
-from legorl_jax.train.state import TrainState, apply_gradients, init_train_state, make_optimizer, make_schedule
+from legorl_jax.train.state import (
+    TrainState,
+    apply_gradients,
+    init_train_state,
+    make_optimizer,
+    make_schedule,
+)
 from legorl_jax.types import TrainBatch
 
 log = logging.getLogger(__name__)
 
-ROW_FIELDS = ("tokens", "targets", "positions", "segment_ids", "loss_mask", "advantages", "behaviour_logprobs")
+ROW_FIELDS = (
+    "tokens",
+    "targets",
+    "positions",
+    "segment_ids",
+    "loss_mask",
+    "advantages",
+    "behaviour_logprobs",
+)
 _LAST_VALUE = ("train/lr",)
 
 
@@ -81,7 +95,9 @@ class Trainer:
         self.rules = DEFAULT_RULES if rules is None else rules
         arch = policy.config
         self.routing = (
-            RoutingSpec(arch.num_moe_layers, arch.num_experts_per_tok, arch.num_experts) if arch.is_moe else None
+            RoutingSpec(arch.num_moe_layers, arch.num_experts_per_tok, arch.num_experts)
+            if arch.is_moe
+            else None
         )
         self.graphdef, self.initial_params, self.rest = nnx.split(policy, nnx.Param, ...)
         self.optimizer = make_optimizer(train)
@@ -89,17 +105,22 @@ class Trainer:
         self.norm_length = float(algo.agg_norm_length or train.max_tokens)
         self.param_shardings = None
         if mesh is not None:
-            shards = math.prod(dict(zip(mesh.axis_names, mesh.devices.shape))[a] for a in dict(self.rules)["batch"])
+            shards = math.prod(
+                dict(zip(mesh.axis_names, mesh.devices.shape, strict=True))[a]
+                for a in dict(self.rules)["batch"]
+            )
             if train.micro_batch_rows % shards:
                 raise ValueError(
                     f"train.micro_batch_rows={train.micro_batch_rows} must be a multiple of the {shards} batch shards "
-                    f"of the mesh {dict(zip(mesh.axis_names, mesh.devices.shape))}"
+                    f"of the mesh {dict(zip(mesh.axis_names, mesh.devices.shape, strict=True))}"
                 )
             with self._context():
                 self.param_shardings = nnx.filter_state(state_shardings(policy, mesh, self.rules), nnx.Param)
         self.reference_params = None
         if algo.kl_coef > 0:
-            self.reference_params = self._place_params(self.initial_params if reference_params is None else reference_params)
+            self.reference_params = self._place_params(
+                self.initial_params if reference_params is None else reference_params
+            )
         self._programs: dict[tuple[Any, ...], Any] = {}
         self._state_shardings = self._init_shardings() if mesh is not None else None
 
@@ -123,13 +144,17 @@ class Trainer:
         shapes = jax.eval_shape(lambda p: init_train_state(p, self.optimizer, seed=0), self.initial_params)
         if self._state_shardings is None:
             return shapes
-        return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes,
-                            self._state_shardings)
+        return jax.tree.map(
+            lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, self._state_shardings
+        )
 
     def _init_shardings(self) -> Any:
         """The state's shardings: params by logical axes, the optimiser state as XLA propagates them."""
-        abstract = jax.tree.map(lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh),
-                                self.initial_params, self.param_shardings)
+        abstract = jax.tree.map(
+            lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh),
+            self.initial_params,
+            self.param_shardings,
+        )
         init = jax.jit(lambda p: init_train_state(p, self.optimizer, seed=0))
         with self._context():
             return init.lower(abstract).compile().output_shardings
@@ -149,7 +174,9 @@ class Trainer:
         host = batch if isinstance(batch, dict) else _batch_dict(batch)
         rows = host["tokens"].shape[0]
         if rows % self.train.micro_batch_rows:
-            raise ValueError(f"batch has {rows} rows, not a multiple of train.micro_batch_rows={self.train.micro_batch_rows}")
+            raise ValueError(
+                f"batch has {rows} rows, not a multiple of train.micro_batch_rows={self.train.micro_batch_rows}"
+            )
         arrays = {k: v for k, v in host.items() if v is not None}
         if self.routing is None:
             arrays.pop("routed_experts", None)
@@ -179,15 +206,28 @@ class Trainer:
     # ------------------------------------------------------------------------------------------------
     # the computations (pure functions of arrays, jitted by _jit)
 
-    def _forward(self, params: Any, mb: dict[str, jax.Array], *, replay: bool) -> tuple[jax.Array, jax.Array, Any]:
+    def _forward(
+        self, params: Any, mb: dict[str, jax.Array], *, replay: bool
+    ) -> tuple[jax.Array, jax.Array, Any]:
         model = nnx.merge(self.graphdef, params, self.rest)
         forced = mb.get("routed_experts") if replay and self.train.routing_replay else None
-        out = model(mb["tokens"], positions=mb["positions"], segment_ids=mb["segment_ids"], forced_experts=forced,
-                    compute_logits=False)
+        out = model(
+            mb["tokens"],
+            positions=mb["positions"],
+            segment_ids=mb["segment_ids"],
+            forced_experts=forced,
+            compute_logits=False,
+        )
         b, t, d = out.hidden.shape
         head = model.lm_head_weight().astype(out.hidden.dtype)
-        lp, entropy = token_logprobs(out.hidden.reshape(b * t, d), head, mb["targets"].reshape(b * t),
-                                     temperature=self.algo.temperature, return_entropy=True, impl=self.train.logprob_impl)
+        lp, entropy = token_logprobs(
+            out.hidden.reshape(b * t, d),
+            head,
+            mb["targets"].reshape(b * t),
+            temperature=self.algo.temperature,
+            return_entropy=True,
+            impl=self.train.logprob_impl,
+        )
         return lp.reshape(b, t), entropy.reshape(b, t), out
 
     def _micro_split(self, tree: Any) -> Any:
@@ -211,8 +251,9 @@ class Trainer:
         """Inverse of `_micro_split` for [M, B / M, T] arrays."""
         return jnp.swapaxes(x, 0, 1).reshape(-1, *x.shape[2:])
 
-    def _step_fn(self, state: TrainState, batch: dict[str, jax.Array], old: jax.Array | None,
-                 ref: jax.Array | None) -> tuple[TrainState, dict[str, jax.Array], jax.Array]:
+    def _step_fn(
+        self, state: TrainState, batch: dict[str, jax.Array], old: jax.Array | None, ref: jax.Array | None
+    ) -> tuple[TrainState, dict[str, jax.Array], jax.Array]:
         mask, seg = batch["loss_mask"], batch["segment_ids"]
         if old is None:
             norm = loss_norm(mask, seg)
@@ -223,11 +264,21 @@ class Trainer:
         micro = self._micro_split({**batch, **extras})
         n_micro = micro["tokens"].shape[0]
 
-        def loss_fn(params: Any, mb: dict[str, jax.Array]) -> tuple[jax.Array, tuple[dict[str, jax.Array], jax.Array]]:
+        def loss_fn(
+            params: Any, mb: dict[str, jax.Array]
+        ) -> tuple[jax.Array, tuple[dict[str, jax.Array], jax.Array]]:
             lp, entropy, out = self._forward(params, mb, replay=True)
             loss, metrics = policy_loss(
-                lp, mb.get("old"), mb["behaviour_logprobs"], mb["advantages"], mb["loss_mask"], mb["segment_ids"],
-                self.algo, norm_length=self.norm_length, norm=norm, ref_logprobs=mb.get("ref"),
+                lp,
+                mb.get("old"),
+                mb["behaviour_logprobs"],
+                mb["advantages"],
+                mb["loss_mask"],
+                mb["segment_ids"],
+                self.algo,
+                norm_length=self.norm_length,
+                norm=norm,
+                ref_logprobs=mb.get("ref"),
                 entropy=jax.lax.stop_gradient(entropy),
             )
             aux = out.aux_loss / n_micro
@@ -268,21 +319,32 @@ class Trainer:
 
         def routed(mb: dict[str, jax.Array]) -> jax.Array:
             model = nnx.merge(self.graphdef, params, self.rest)
-            return model(mb["tokens"], positions=mb["positions"], segment_ids=mb["segment_ids"],
-                         compute_logits=False).routed_experts
+            return model(
+                mb["tokens"], positions=mb["positions"], segment_ids=mb["segment_ids"], compute_logits=False
+            ).routed_experts
 
         per_micro = jax.lax.map(routed, micro)  # [M, L, B / M, T, K]
-        return jnp.moveaxis(per_micro, 1, 0).swapaxes(1, 2).reshape(per_micro.shape[1], -1, *per_micro.shape[3:])
+        return (
+            jnp.moveaxis(per_micro, 1, 0).swapaxes(1, 2).reshape(per_micro.shape[1], -1, *per_micro.shape[3:])
+        )
 
-    def _alignment_fn(self, train_lp: jax.Array, batch: dict[str, jax.Array], native: jax.Array | None) -> dict[str, jax.Array]:
+    def _alignment_fn(
+        self, train_lp: jax.Array, batch: dict[str, jax.Array], native: jax.Array | None
+    ) -> dict[str, jax.Array]:
         metrics = logprob_alignment(train_lp, batch["behaviour_logprobs"], batch["loss_mask"])
         if self.routing is not None:
             recorded = batch.get("routed_experts")
             if recorded is None:
-                recorded = jnp.full((self.routing.num_layers, *batch["tokens"].shape, self.routing.top_k), -1, jnp.int32)
-            metrics.update(routing_alignment(recorded, native, batch["loss_mask"], input_mask=batch["segment_ids"]))
+                recorded = jnp.full(
+                    (self.routing.num_layers, *batch["tokens"].shape, self.routing.top_k), -1, jnp.int32
+                )
+            metrics.update(
+                routing_alignment(recorded, native, batch["loss_mask"], input_mask=batch["segment_ids"])
+            )
             if not self.train.routing_replay:  # recorded, compared, but not replayed
-                metrics["align/routing_coverage"] = metrics["align/routing_coverage_all"] = jnp.zeros((), jnp.float32)
+                metrics["align/routing_coverage"] = metrics["align/routing_coverage_all"] = jnp.zeros(
+                    (), jnp.float32
+                )
         return metrics
 
     # ------------------------------------------------------------------------------------------------
@@ -305,14 +367,21 @@ class Trainer:
         return NamedSharding(self.mesh, PartitionSpec())
 
     def train_step(
-        self, state: TrainState, batch: dict[str, jax.Array], old_logprobs: jax.Array | None = None,
+        self,
+        state: TrainState,
+        batch: dict[str, jax.Array],
+        old_logprobs: jax.Array | None = None,
         ref_logprobs: jax.Array | None = None,
     ) -> tuple[TrainState, dict[str, jax.Array], jax.Array]:
         """One update on one device batch (see module docstring); returns the log-probs it trained on."""
         if self.algo.mis != "none" and old_logprobs is None:
-            raise ValueError(f"algo.mis={self.algo.mis!r} needs old_logprobs before the update (Trainer.old_logprobs)")
+            raise ValueError(
+                f"algo.mis={self.algo.mis!r} needs old_logprobs before the update (Trainer.old_logprobs)"
+            )
         if (ref_logprobs is None) != (self.algo.kl_coef == 0):
-            raise ValueError(f"ref_logprobs must be given exactly when algo.kl_coef > 0 (kl_coef={self.algo.kl_coef})")
+            raise ValueError(
+                f"ref_logprobs must be given exactly when algo.kl_coef > 0 (kl_coef={self.algo.kl_coef})"
+            )
         given = (old_logprobs is not None, ref_logprobs is not None)
 
         def shardings() -> tuple[Any, Any]:
@@ -346,12 +415,17 @@ class Trainer:
         program = self._jit(
             ("native", tuple(batch)),
             self._native_routing_fn,
-            lambda: ((self.param_shardings, self._batch_shardings(batch)), self._row_sharding("routed_experts")),
+            lambda: (
+                (self.param_shardings, self._batch_shardings(batch)),
+                self._row_sharding("routed_experts"),
+            ),
         )
         with self._context():
             return program(params, batch)
 
-    def alignment(self, train_lp: jax.Array, batch: dict[str, jax.Array], native: jax.Array | None) -> dict[str, float]:
+    def alignment(
+        self, train_lp: jax.Array, batch: dict[str, jax.Array], native: jax.Array | None
+    ) -> dict[str, float]:
         """The `align/*` figures of `train_lp` (π_old) against the batch's behaviour log-probs and routing."""
 
         def shardings() -> tuple[Any, Any]:
@@ -366,7 +440,9 @@ class Trainer:
     # ------------------------------------------------------------------------------------------------
     # one batch, every update it gets
 
-    def update(self, state: TrainState, batch: TrainBatch, pack_stats: PackStats | None = None) -> tuple[TrainState, dict[str, float]]:
+    def update(
+        self, state: TrainState, batch: TrainBatch, pack_stats: PackStats | None = None
+    ) -> tuple[TrainState, dict[str, float]]:
         """All updates of one batch: π_old / reference / native routing first, then mini-batches × epochs."""
         host = _batch_dict(batch)
         rows = host["tokens"].shape[0]
@@ -393,7 +469,9 @@ class Trainer:
                     mb, mb_old, mb_ref = full, old, ref
                 else:
                     mb = self.device_batch(_rows_of(host, slice(j, None, minis)))
-                    mb_old, mb_ref = (None if x is None else self._put_rows(np.asarray(x)[j::minis]) for x in (old, ref))
+                    mb_old, mb_ref = (
+                        None if x is None else self._put_rows(np.asarray(x)[j::minis]) for x in (old, ref)
+                    )
                 state, metrics, trained_lp = self.train_step(state, mb, mb_old, mb_ref)
                 history.append(metrics)
 
@@ -408,7 +486,9 @@ class Trainer:
             if lr == 0.0:
                 log.warning(
                     "learning rate is 0 at step %d (train.schedule=%s, total_steps=%d): this update changed nothing",
-                    int(out["train/step"]), self.train.schedule, self.train.total_steps,
+                    int(out["train/step"]),
+                    self.train.schedule,
+                    self.train.total_steps,
                 )
         return state, out
 
@@ -418,7 +498,9 @@ class Trainer:
 
 def _rows_of(host: dict[str, Any], rows: slice) -> dict[str, Any]:
     """The given rows of a host batch (the routing's row axis is its second)."""
-    return {k: None if v is None else (v[:, rows] if k == "routed_experts" else v[rows]) for k, v in host.items()}
+    return {
+        k: None if v is None else (v[:, rows] if k == "routed_experts" else v[rows]) for k, v in host.items()
+    }
 
 
 def _batch_dict(batch: TrainBatch) -> dict[str, Any]:

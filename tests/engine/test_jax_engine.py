@@ -66,7 +66,7 @@ async def test_behaviour_logprobs_match_the_trainer_recompute_with_routing_repla
 ):
     engine_lp, trainer_lp = [], []
     gens = await asyncio.gather(*[engine.generate(p, sampling, return_routed_experts=True) for p in PROMPTS])
-    for prompt, gen in zip(PROMPTS, gens):
+    for prompt, gen in zip(PROMPTS, gens, strict=True):
         seq = np.concatenate([prompt, gen.output_ids])
         # log_softmax(logits / T) of the sampled token over the full vocabulary, before the filters.
         lp = reference.token_logprobs(seq, routed=gen.routed_experts, temperature=sampling.temperature)
@@ -116,7 +116,7 @@ async def test_concurrent_requests_give_the_same_tokens_as_each_request_alone(en
     requests = [(PROMPTS[i % len(PROMPTS)], s) for i, s in enumerate(mixes)]  # 6 requests, 4 slots
     alone = [await engine.generate(p, s) for p, s in requests]
     together = await asyncio.gather(*[engine.generate(p, s) for p, s in requests])
-    for a, b in zip(alone, together):
+    for a, b in zip(alone, together, strict=True):
         np.testing.assert_array_equal(a.output_ids, b.output_ids)
         np.testing.assert_allclose(a.output_logprobs, b.output_logprobs, atol=1e-6)
 
@@ -381,7 +381,9 @@ async def test_weight_updates_reject_mismatched_sources(engine, tmp_path, tiny_m
     small = tiny_model_tool.make_tiny_model(
         tmp_path / "small", tiny_model_tool.TinyModelSpec(num_layers=1), seed=0
     )
-    with pytest.raises(ValueError, match=r"config differs from the engine's: num_hidden_layers=1 \(engine: 3\)"):
+    with pytest.raises(
+        ValueError, match=r"config differs from the engine's: num_hidden_layers=1 \(engine: 3\)"
+    ):
         await engine.update_weights(load_hf(small), "x")
     with pytest.raises(ValueError, match="does not have the engine policy's structure"):
         await engine.update_weights(nnx.state(load_hf(small), nnx.Param), "x")

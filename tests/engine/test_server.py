@@ -228,8 +228,12 @@ async def test_a_prompt_longer_than_the_context_is_a_400_that_says_the_limit(cli
         ("/pause_generation", b'{"mode": "retract"}', 400, "mode"),
         ("/pause_generation", b"[1]", 400, "body"),
         ("/update_weights_from_disk", b'{"model_path": "/m", "weight_version": ""}', 400, "weight_version"),
-        ("/update_weights_from_disk", b'{"model_path": "/m", "abort_all_requests": 1}', 400,
-         "abort_all_requests"),  # fmt: skip
+        (
+            "/update_weights_from_disk",
+            b'{"model_path": "/m", "abort_all_requests": 1}',
+            400,
+            "abort_all_requests",
+        ),  # fmt: skip
         ("/abort_request", b'{"abort_all": "yes"}', 400, "abort_all"),
         ("/abort_request", b'{"rid": 7}', 400, "rid"),
         ("/no_such_route", b"{}", 404, None),

@@ -16,8 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from legorl_jax.kernels.logprobs import BlockSizes, ChunkSizes, reference, token_logprobs
-from legorl_jax.kernels.logprobs import ops
+from legorl_jax.kernels.logprobs import BlockSizes, ChunkSizes, ops, reference, token_logprobs
 
 QWEN_VOCAB = 151_936
 TOLERANCE = {jnp.float32: 1e-4, jnp.bfloat16: 2e-2}
@@ -47,10 +46,13 @@ def float64_logprobs(hidden, lm_head, targets, temperature: float):
 
 def assert_close(actual, expected, dtype, seed: int, what: str) -> None:
     actual = np.asarray(jnp.asarray(actual, jnp.float32), np.float64)
-    assert np.isfinite(actual).all(), f"{what}: {np.size(actual) - np.isfinite(actual).sum()} non-finite (seed {seed})"
+    assert np.isfinite(actual).all(), (
+        f"{what}: {np.size(actual) - np.isfinite(actual).sum()} non-finite (seed {seed})"
+    )
     tol = TOLERANCE[dtype]
-    np.testing.assert_allclose(actual, np.asarray(expected, np.float64), rtol=tol, atol=tol,
-                               err_msg=f"{what} (seed {seed})")
+    np.testing.assert_allclose(
+        actual, np.asarray(expected, np.float64), rtol=tol, atol=tol, err_msg=f"{what} (seed {seed})"
+    )
 
 
 def check_against_oracles(seed, n, d, v, dtype, temperature, with_entropy, **kwargs):
@@ -76,7 +78,9 @@ def check_against_oracles(seed, n, d, v, dtype, temperature, with_entropy, **kwa
         logprobs, cotangent = outputs, g_lp
     assert logprobs.dtype == jnp.float32 and logprobs.shape == (n,)
     assert_close(logprobs, expected_lp, dtype, seed, "logprobs")
-    for name, got, want in zip(("d_hidden", "d_lm_head"), ours_vjp(cotangent), oracle_vjp(cotangent), strict=True):
+    for name, got, want in zip(
+        ("d_hidden", "d_lm_head"), ours_vjp(cotangent), oracle_vjp(cotangent), strict=True
+    ):
         assert got.dtype == want.dtype and got.shape == want.shape, name
         assert_close(got, want, dtype, seed, name)
 
@@ -94,13 +98,31 @@ class PallasKernelCases:
     def block_sizes(self) -> BlockSizes:
         if self.interpret:
             # Ragged everywhere: the last forward split, vocabulary split and token split are all short.
-            return BlockSizes(block_n=16, block_v=32, block_d=16, forward_split_v=64, backward_split_v=96,
-                              backward_split_n=32)
-        return BlockSizes(block_n=16, block_v=32, block_d=16, forward_split_v=64)  # Triton: reductions in-kernel
+            return BlockSizes(
+                block_n=16,
+                block_v=32,
+                block_d=16,
+                forward_split_v=64,
+                backward_split_v=96,
+                backward_split_n=32,
+            )
+        return BlockSizes(
+            block_n=16, block_v=32, block_d=16, forward_split_v=64
+        )  # Triton: reductions in-kernel
 
     def run(self, n, d, v, dtype, temperature, with_entropy):
-        check_against_oracles(fresh_seed(), n, d, v, dtype, temperature, with_entropy, impl="pallas",
-                              block_sizes=self.block_sizes(), interpret=self.interpret)
+        check_against_oracles(
+            fresh_seed(),
+            n,
+            d,
+            v,
+            dtype,
+            temperature,
+            with_entropy,
+            impl="pallas",
+            block_sizes=self.block_sizes(),
+            interpret=self.interpret,
+        )
 
     def test_float32_logprobs_entropy_and_gradients_on_sizes_off_the_blocks(self):
         self.run(n=37, d=32, v=300, dtype=jnp.float32, temperature=0.7, with_entropy=True)
@@ -112,8 +134,16 @@ class PallasKernelCases:
         seed = fresh_seed()
         hidden, lm_head, targets = random_inputs(seed, 3, 16, QWEN_VOCAB, jnp.float32)
         sizes = BlockSizes(block_n=16, block_v=1024, block_d=16, forward_split_v=16384)
-        logprobs, entropy = token_logprobs(hidden, lm_head, targets, temperature=0.9, return_entropy=True,
-                                           impl="pallas", block_sizes=sizes, interpret=self.interpret)
+        logprobs, entropy = token_logprobs(
+            hidden,
+            lm_head,
+            targets,
+            temperature=0.9,
+            return_entropy=True,
+            impl="pallas",
+            block_sizes=sizes,
+            interpret=self.interpret,
+        )
         expected_lp, expected_ent = float64_logprobs(hidden, lm_head, targets, 0.9)
         assert_close(logprobs, expected_lp, jnp.float32, seed, "logprobs")
         assert_close(entropy, expected_ent, jnp.float32, seed, "entropy")
@@ -156,8 +186,11 @@ def test_pallas_kernels_lower_for_gpu_and_tpu_with_the_default_blocks(platform, 
         rows = online_softmax.BackwardRows(t, result.lse, result.mean_logit, result.lse, result.entropy)
         return kernel.backward(h, w, rows, **common)
 
-    args = (jax.ShapeDtypeStruct((n, d), jnp.bfloat16), jax.ShapeDtypeStruct((d, v), jnp.bfloat16),
-            jax.ShapeDtypeStruct((n,), jnp.int32))
+    args = (
+        jax.ShapeDtypeStruct((n, d), jnp.bfloat16),
+        jax.ShapeDtypeStruct((d, v), jnp.bfloat16),
+        jax.ShapeDtypeStruct((n,), jnp.int32),
+    )
     target = AbstractDevice(device_kind=device_kind, num_cores=1, platform=backend)
     with use_abstract_mesh(AbstractMesh((1,), ("x",), abstract_device=target)):
         lowered = jax.jit(forward_and_backward).trace(*args).lower(lowering_platforms=(platform,))
@@ -194,13 +227,31 @@ def test_interpreter_poisons_outputs_so_an_unwritten_element_is_caught():
 
 def test_xla_path_matches_float64_and_autodiff_at_the_real_vocabulary_size():
     # 151,936 = 9 chunks of 16,384 + a clamped tenth; 13 tokens = 3 chunks of 5 (padded).
-    check_against_oracles(fresh_seed(), n=13, d=16, v=QWEN_VOCAB, dtype=jnp.float32, temperature=0.8,
-                          with_entropy=True, impl="xla", block_sizes=ChunkSizes(chunk_n=5, chunk_v=16384))
+    check_against_oracles(
+        fresh_seed(),
+        n=13,
+        d=16,
+        v=QWEN_VOCAB,
+        dtype=jnp.float32,
+        temperature=0.8,
+        with_entropy=True,
+        impl="xla",
+        block_sizes=ChunkSizes(chunk_n=5, chunk_v=16384),
+    )
 
 
 def test_xla_path_bf16_on_sizes_off_the_chunks():
-    check_against_oracles(fresh_seed(), n=19, d=24, v=333, dtype=jnp.bfloat16, temperature=1.5,
-                          with_entropy=False, impl="xla", block_sizes=ChunkSizes(chunk_n=8, chunk_v=64))
+    check_against_oracles(
+        fresh_seed(),
+        n=19,
+        d=24,
+        v=333,
+        dtype=jnp.bfloat16,
+        temperature=1.5,
+        with_entropy=False,
+        impl="xla",
+        block_sizes=ChunkSizes(chunk_n=8, chunk_v=64),
+    )
 
 
 def test_xla_path_on_an_auto_sharded_mesh_matches_the_unsharded_result():
@@ -210,27 +261,38 @@ def test_xla_path_on_an_auto_sharded_mesh_matches_the_unsharded_result():
     seed = fresh_seed()
     hidden, lm_head, targets = random_inputs(seed, 64, 16, 1000, jnp.float32)
     mesh = jax.make_mesh((4, 2), ("data", "tensor"), axis_types=(AxisType.Auto,) * 2)
-    placed = [jax.device_put(x, NamedSharding(mesh, spec)) for x, spec in
-              ((hidden, PartitionSpec("data", None)), (lm_head, PartitionSpec(None, "tensor")),
-               (targets, PartitionSpec("data")))]
+    placed = [
+        jax.device_put(x, NamedSharding(mesh, spec))
+        for x, spec in (
+            (hidden, PartitionSpec("data", None)),
+            (lm_head, PartitionSpec(None, "tensor")),
+            (targets, PartitionSpec("data")),
+        )
+    ]
 
     @jax.jit
     def value_and_grads(h, w, t):
         def loss(h, w):
-            logprobs, entropy = token_logprobs(h, w, t, return_entropy=True, impl="xla",
-                                               block_sizes=ChunkSizes(chunk_n=16, chunk_v=128))
+            logprobs, entropy = token_logprobs(
+                h, w, t, return_entropy=True, impl="xla", block_sizes=ChunkSizes(chunk_n=16, chunk_v=128)
+            )
             return jnp.sum(logprobs) + jnp.sum(entropy)
 
         return jax.value_and_grad(loss, argnums=(0, 1))(h, w)
 
     single, sharded = value_and_grads(hidden, lm_head, targets), value_and_grads(*placed)
-    for name, got, want in zip(("loss", "d_hidden", "d_lm_head"), jax.tree.leaves(sharded), jax.tree.leaves(single)):
+    for name, got, want in zip(
+        ("loss", "d_hidden", "d_lm_head"), jax.tree.leaves(sharded), jax.tree.leaves(single), strict=True
+    ):
         assert_close(got, want, jnp.float32, seed, name)
 
 
 def compiled(fn, n, d, v):
-    args = (jax.ShapeDtypeStruct((n, d), jnp.float32), jax.ShapeDtypeStruct((d, v), jnp.float32),
-            jax.ShapeDtypeStruct((n,), jnp.int32))
+    args = (
+        jax.ShapeDtypeStruct((n, d), jnp.float32),
+        jax.ShapeDtypeStruct((d, v), jnp.float32),
+        jax.ShapeDtypeStruct((n,), jnp.int32),
+    )
     return jax.jit(fn).lower(*args).compile()
 
 
@@ -303,7 +365,11 @@ def _call(**changes):
         ({"hidden": jnp.zeros((4, 8, 1))}, ValueError, r"hidden must be \[N, D\].*\(4, 8, 1\)"),
         ({"lm_head": jnp.zeros((8,))}, ValueError, r"lm_head must be \[D, V\].*\(8,\)"),
         ({"targets": jnp.zeros((4, 1), jnp.int32)}, ValueError, r"targets must be \[N\].*\(4, 1\)"),
-        ({"lm_head": jnp.zeros((9, 16))}, ValueError, r"hidden.shape=\(4, 8\) and lm_head.shape=\(9, 16\) disagree on D"),
+        (
+            {"lm_head": jnp.zeros((9, 16))},
+            ValueError,
+            r"hidden.shape=\(4, 8\) and lm_head.shape=\(9, 16\) disagree on D",
+        ),
         ({"targets": jnp.zeros((5,), jnp.int32)}, ValueError, r"targets.shape=\(5,\).*disagree on N"),
         ({"hidden": jnp.zeros((0, 8)), "targets": jnp.zeros((0,), jnp.int32)}, ValueError, r"N=0"),
         ({"lm_head": jnp.zeros((8, 0))}, ValueError, r"V=0"),

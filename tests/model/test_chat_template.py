@@ -34,7 +34,9 @@ def test_apply_chat_template_gives_transformers_text_and_ids(tok, case):
     assert tok.apply_chat_template(case["messages"], **options) == case["ids"]
 
 
-@pytest.mark.parametrize("case", CASES["environment_cases"], ids=[c["name"] for c in CASES["environment_cases"]])
+@pytest.mark.parametrize(
+    "case", CASES["environment_cases"], ids=[c["name"] for c in CASES["environment_cases"]]
+)
 def test_jinja_environment_renders_like_transformers(tok, case):
     options = {**_options(case), "chat_template": case["template"]}
     if "error" in case:
@@ -65,7 +67,10 @@ def test_tool_calls_and_results_render_in_the_qwen3_layout(tok):
     case = next(c for c in CASES["cases"] if c["name"] == "tool_call_with_dict_arguments_and_result")
     text = tok.render(case["messages"], tools=case["tools"])
     assert "<tools>\n" + json.dumps(case["tools"][0], ensure_ascii=False) + "\n" in text
-    assert '<tool_call>\n{"name": "bash", "arguments": {"command": "python -m pytest -q"}}\n</tool_call><|im_end|>' in text
+    assert (
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "python -m pytest -q"}}\n</tool_call><|im_end|>'
+        in text
+    )
     assert "<|im_start|>user\n<tool_response>\nF\n1 failed in 0.02s\n</tool_response><|im_end|>\n" in text
 
 
@@ -77,7 +82,9 @@ def test_each_prompt_is_a_token_prefix_of_the_next_with_preserved_thinking(tok):
     for n in range(1, len(messages)):
         if messages[n]["role"] != "assistant":
             continue
-        prompt = tok.apply_chat_template(messages[:n], tools=tools, add_generation_prompt=True, preserve_thinking=True)
+        prompt = tok.apply_chat_template(
+            messages[:n], tools=tools, add_generation_prompt=True, preserve_thinking=True
+        )
         full = tok.apply_chat_template(messages[: n + 1], tools=tools, preserve_thinking=True)
         assert full[: len(prompt)] == prompt, f"turn {n} does not extend the prompt"
 

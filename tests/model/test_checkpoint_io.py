@@ -185,11 +185,16 @@ def test_a_shard_tensor_the_index_does_not_list_is_named(moe_policy, tmp_path):
     "weight_map, message",
     [
         (["lm_head.weight"], r"'weight_map' must be an object, got \['lm_head.weight'\]"),
-        ({"lm_head.weight": 5}, r"weight_map\['lm_head.weight'\] must be a file name in the directory, got 5"),
+        (
+            {"lm_head.weight": 5},
+            r"weight_map\['lm_head.weight'\] must be a file name in the directory, got 5",
+        ),
         ({"lm_head.weight": "../model.safetensors"}, r"must be a file name in the directory, got '../model"),
     ],
 )
-def test_a_malformed_index_weight_map_is_named_with_the_received_value(moe_policy, tmp_path, weight_map, message):
+def test_a_malformed_index_weight_map_is_named_with_the_received_value(
+    moe_policy, tmp_path, weight_map, message
+):
     index, _ = _sharded(moe_policy, tmp_path)
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index | {"weight_map": weight_map}))
     with pytest.raises(ValueError, match=message):

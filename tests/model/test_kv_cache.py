@@ -32,7 +32,7 @@ def test_prefill_then_decode_matches_the_full_forward_in_several_slots(
     bucket = 8
     ids = np.zeros((3, bucket), np.int32)
     pos = np.full((3, bucket), -1, np.int32)
-    for b, (seq, p) in enumerate(zip(seqs, prompts)):
+    for b, (seq, p) in enumerate(zip(seqs, prompts, strict=True)):
         ids[b, :p], pos[b, :p] = seq[:p], np.arange(p)
     out, cache = cached_step(cache, ids, pos, slots)
     logits = [[np.asarray(out.logits[b, t]) for t in range(p)] for b, p in enumerate(prompts)]
@@ -42,7 +42,7 @@ def test_prefill_then_decode_matches_the_full_forward_in_several_slots(
         # Rows whose sequence is finished (or not yet at i) are padding in this decode call.
         ids = np.zeros((3, 1), np.int32)
         pos = np.full((3, 1), -1, np.int32)
-        for b, (seq, p) in enumerate(zip(seqs, prompts)):
+        for b, (seq, p) in enumerate(zip(seqs, prompts, strict=True)):
             if p <= i < len(seq):
                 ids[b, 0], pos[b, 0] = seq[i], i
         out, cache = cached_step(cache, ids, pos, slots)

@@ -15,7 +15,12 @@ CPU8 = MeshConfig(data=1, fsdp=2, tensor=2, expert=2)  # conf/mesh/cpu8.yaml
 
 def test_make_mesh_gives_fsdp_the_devices_the_other_axes_leave():
     mesh = sharding.make_mesh(MeshConfig(tensor=2))
-    assert dict(zip(mesh.axis_names, mesh.devices.shape)) == {"data": 1, "fsdp": 4, "tensor": 2, "expert": 1}
+    assert dict(zip(mesh.axis_names, mesh.devices.shape, strict=True)) == {
+        "data": 1,
+        "fsdp": 4,
+        "tensor": 2,
+        "expert": 1,
+    }
 
 
 @pytest.mark.parametrize(
@@ -114,7 +119,7 @@ def test_moe_gradients_on_the_mesh_match_unsharded(moe_raw, tokens):
     mesh = sharding.make_mesh(CPU8)
     plain = grads(init_policy(moe_config, seed=1, init_std=0.2))
     sharded = grads(sharding.place_on_mesh(init_policy(moe_config, seed=1, init_std=0.2), mesh), mesh)
-    for (path, a), (_, b) in zip(nnx.to_flat_state(plain), nnx.to_flat_state(sharded)):
+    for (path, a), (_, b) in zip(nnx.to_flat_state(plain), nnx.to_flat_state(sharded), strict=True):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-6, err_msg=str(path))
 
 
@@ -156,7 +161,9 @@ def test_load_hf_onto_a_mesh_creates_each_parameter_with_its_sharding(moe_policy
     mesh = sharding.make_mesh(CPU8)
     loaded = load_hf(tmp_path, mesh=mesh)
     expected = sharding.state_shardings(loaded, mesh)
-    for (path, value), (_, target) in zip(nnx.to_flat_state(nnx.state(loaded)), nnx.to_flat_state(expected)):
+    for (path, value), (_, target) in zip(
+        nnx.to_flat_state(nnx.state(loaded)), nnx.to_flat_state(expected), strict=True
+    ):
         assert value[...].sharding == target.get_value(), path
     np.testing.assert_array_equal(
         np.asarray(loaded.embed_tokens[...]), np.asarray(moe_policy.embed_tokens[...])

@@ -18,7 +18,12 @@ def test_replayed_routing_reproduces_logits(moe_policy, jit_forward, tokens):
     forward = jit_forward(moe_policy)
     ids = tokens(2, 12, seed=3)
     first = forward(ids)
-    assert first.routed_experts.dtype == np.int32 and first.routed_experts.shape == (2, 2, 12, 2)  # [L_moe, B, T, K]
+    assert first.routed_experts.dtype == np.int32 and first.routed_experts.shape == (
+        2,
+        2,
+        12,
+        2,
+    )  # [L_moe, B, T, K]
     replayed = forward(ids, forced_experts=first.routed_experts)
     # Same ids -> the same gathered gate weights and the same expert matmuls: bitwise, not merely close.
     np.testing.assert_array_equal(np.asarray(replayed.logits), np.asarray(first.logits))
@@ -188,5 +193,7 @@ def test_dense_model_refuses_forced_experts(dense_policy):
 def test_forced_experts_given_as_nested_lists_are_checked_like_arrays(moe_policy):
     forced = np.tile(np.array([0, 1]), (2, 2, 4, 1))
     forced[1, 1, 3] = [2, 9]
-    with pytest.raises(ValueError, match=r"forced_experts\[1, 1, 3, 1\] = 9 is outside \[-1, num_experts=8\)"):
+    with pytest.raises(
+        ValueError, match=r"forced_experts\[1, 1, 3, 1\] = 9 is outside \[-1, num_experts=8\)"
+    ):
         moe_policy(jnp.zeros((2, 4), jnp.int32), forced_experts=forced.tolist())

@@ -89,7 +89,7 @@ def test_remat_changes_neither_outputs_nor_gradients(dense_config, tokens):
     (plain_loss, plain_grads), (remat_loss, remat_grads) = loss_and_grads(False), loss_and_grads(True)
     assert float(plain_loss) == float(remat_loss)
     # Recomputation reorders float32 sums in the backward: the block tolerance, not bitwise.
-    for g1, g2 in zip(jax.tree.leaves(plain_grads), jax.tree.leaves(remat_grads)):
+    for g1, g2 in zip(jax.tree.leaves(plain_grads), jax.tree.leaves(remat_grads), strict=True):
         np.testing.assert_allclose(np.asarray(g1), np.asarray(g2), rtol=1e-4, atol=1e-6)
 
 

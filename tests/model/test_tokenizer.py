@@ -123,8 +123,12 @@ def test_a_malformed_generation_config_eos_is_named(tmp_path):
 
 def test_added_token_dicts_in_the_config_are_read_by_content(tmp_path):
     directory = _copy_fixture(tmp_path)
-    _edit_json(directory / "tokenizer_config.json", pad_token={"__type": "AddedToken", "content": "<|im_start|>"})
-    assert Tokenizer.from_dir(directory).pad_token_id == Tokenizer.from_dir(FIXTURE).token_to_id("<|im_start|>")
+    _edit_json(
+        directory / "tokenizer_config.json", pad_token={"__type": "AddedToken", "content": "<|im_start|>"}
+    )
+    assert Tokenizer.from_dir(directory).pad_token_id == Tokenizer.from_dir(FIXTURE).token_to_id(
+        "<|im_start|>"
+    )
 
 
 USER = {"role": "user", "content": "hi"}
@@ -166,7 +170,9 @@ BAD_MESSAGES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("messages, error, match", [c[1:] for c in BAD_MESSAGES], ids=[c[0] for c in BAD_MESSAGES])
+@pytest.mark.parametrize(
+    "messages, error, match", [c[1:] for c in BAD_MESSAGES], ids=[c[0] for c in BAD_MESSAGES]
+)
 def test_malformed_messages_raise_naming_the_index_and_field(tok, messages, error, match):
     with pytest.raises(error, match=match):
         tok.apply_chat_template(messages)
@@ -177,7 +183,11 @@ def test_malformed_messages_raise_naming_the_index_and_field(tok, messages, erro
     [
         ({"name": "f"}, TypeError, "tools must be a list"),
         (["bash"], TypeError, r"tools\[0\] must be a JSON schema dict"),
-        ([{"type": "function", "function": {"description": "no name"}}], ValueError, r"tools\[0\].function.name"),
+        (
+            [{"type": "function", "function": {"description": "no name"}}],
+            ValueError,
+            r"tools\[0\].function.name",
+        ),
         ([{"name": "ok"}, {"parameters": {}}], ValueError, r"tools\[1\].name"),
     ],
 )

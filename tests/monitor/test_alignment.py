@@ -40,21 +40,27 @@ def test_pearson_matches_numpy_on_random_probabilities():
     train = np.log(rng.uniform(0.01, 1.0, (3, 50)))
     rollout = train + rng.normal(0, 0.3, train.shape)
     mask = (rng.uniform(size=train.shape) > 0.3).astype(np.float32)
-    got = float(logprob_alignment(jnp.asarray(train), jnp.asarray(rollout), jnp.asarray(mask))["align/prob_pearson"])
+    got = float(
+        logprob_alignment(jnp.asarray(train), jnp.asarray(rollout), jnp.asarray(mask))["align/prob_pearson"]
+    )
     sel = mask > 0
     assert got == pytest.approx(np.corrcoef(np.exp(train[sel]), np.exp(rollout[sel]))[0, 1], abs=1e-5)
 
 
 def test_routing_coverage_and_agreement_count_recorded_pairs_only():
     # L = 2 layers, one row of 3 positions, K = 2.
-    recorded = jnp.asarray([
-        [[[0, 1], [2, 3], [-1, -1]]],
-        [[[1, 0], [-1, -1], [-1, -1]]],
-    ])
-    native = jnp.asarray([
-        [[[1, 0], [2, 0], [3, 1]]],  # {0,1} vs {0,1}: 1; {2,3} vs {2,0}: 1/2
-        [[[1, 3], [0, 1], [0, 1]]],  # {1,0} vs {1,3}: 1/2
-    ])
+    recorded = jnp.asarray(
+        [
+            [[[0, 1], [2, 3], [-1, -1]]],
+            [[[1, 0], [-1, -1], [-1, -1]]],
+        ]
+    )
+    native = jnp.asarray(
+        [
+            [[[1, 0], [2, 0], [3, 1]]],  # {0,1} vs {0,1}: 1; {2,3} vs {2,0}: 1/2
+            [[[1, 3], [0, 1], [0, 1]]],  # {1,0} vs {1,3}: 1/2
+        ]
+    )
     mask = jnp.asarray([[1.0, 1.0, 1.0]])
     out = {k: float(v) for k, v in routing_alignment(recorded, native, mask, input_mask=mask).items()}
     # 3 of 6 (token, layer) pairs were recorded; agreement averages over those 3 only. Averaging over all

@@ -19,7 +19,13 @@ from legorl_jax.model.tokenizer import Tokenizer
 
 FIXTURES = pathlib.Path(__file__).parents[1] / "fixtures"
 TOOL = pathlib.Path(__file__).parents[2] / "tools" / "make_tiny_model.py"
-FILES = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
+FILES = {
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+}
 HF_NAMES = ("qwen3_dense", "qwen3_moe", "qwen3_moe_yarn_mixed", "qwen3_tied")
 # Keys that legitimately differ from the HF fixtures: token ids (HF's tiny configs have none), the init std
 # (the fixtures' weights are redrawn), transformers' version stamp, and max_window_layers (Hub checkpoints
@@ -66,7 +72,10 @@ def test_the_default_moe_directory_has_every_file_and_loads(tiny_moe_dir):
     assert (config["num_experts"], config["num_experts_per_tok"], config["hidden_size"]) == (8, 2, 64)
     tok = Tokenizer.from_dir(tiny_moe_dir)
     assert tok.vocab_size <= config["vocab_size"] == 4096
-    assert (config["eos_token_id"], config["bos_token_id"]) == (tok.token_to_id("<|im_end|>"), tok.pad_token_id)
+    assert (config["eos_token_id"], config["bos_token_id"]) == (
+        tok.token_to_id("<|im_end|>"),
+        tok.pad_token_id,
+    )
     prompt = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True)
     assert tok.decode(prompt) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 
@@ -79,31 +88,52 @@ def test_tensor_names_shapes_and_config_match_what_transformers_saved(tmp_path, 
     assert header(ours_dir / "model.safetensors") == header(hf_dir / "model.safetensors")
     ours = json.loads((ours_dir / "config.json").read_text())
     assert set(ours) - FREE_KEYS == set(hub) - FREE_KEYS
-    assert {k: v for k, v in ours.items() if k not in FREE_KEYS} == {k: v for k, v in hub.items() if k not in FREE_KEYS}
+    assert {k: v for k, v in ours.items() if k not in FREE_KEYS} == {
+        k: v for k, v in hub.items() if k not in FREE_KEYS
+    }
 
 
 def test_weights_are_normal_with_the_initializer_std_and_norms_at_one(tiny_moe_dir):
     weights = safetensors.numpy.load_file(str(tiny_moe_dir / "model.safetensors"))
     assert "lm_head.weight" in weights
     experts = weights["model.layers.1.mlp.experts.7.gate_proj.weight"]
-    assert experts.shape == (64, 64) and abs(float(experts.std()) - 0.02) < 0.002 and abs(float(experts.mean())) < 0.002
-    for name in ("model.norm.weight", "model.layers.0.self_attn.q_norm.weight", "model.layers.1.input_layernorm.weight"):
+    assert (
+        experts.shape == (64, 64)
+        and abs(float(experts.std()) - 0.02) < 0.002
+        and abs(float(experts.mean())) < 0.002
+    )
+    for name in (
+        "model.norm.weight",
+        "model.layers.0.self_attn.q_norm.weight",
+        "model.layers.1.input_layernorm.weight",
+    ):
         np.testing.assert_array_equal(weights[name], 1.0)
 
 
-def test_the_same_seed_writes_the_same_bytes_and_another_seed_other_weights(tmp_path, tiny_model_tool, tiny_moe_dir):
+def test_the_same_seed_writes_the_same_bytes_and_another_seed_other_weights(
+    tmp_path, tiny_model_tool, tiny_moe_dir
+):
     again = tiny_model_tool.make_tiny_model(tmp_path / "again", seed=0)
     other = tiny_model_tool.make_tiny_model(tmp_path / "other", seed=1)
     assert sha256s(again) == sha256s(tiny_moe_dir)
     a, b = sha256s(tiny_moe_dir), sha256s(other)
     assert a["model.safetensors"] != b["model.safetensors"]
-    assert {k: v for k, v in a.items() if k != "model.safetensors"} == {k: v for k, v in b.items() if k != "model.safetensors"}
+    assert {k: v for k, v in a.items() if k != "model.safetensors"} == {
+        k: v for k, v in b.items() if k != "model.safetensors"
+    }
 
 
-def test_regenerating_the_recorded_tiny_model_reproduces_every_file_transformers_loaded(tmp_path, tiny_model_tool):
+def test_regenerating_the_recorded_tiny_model_reproduces_every_file_transformers_loaded(
+    tmp_path, tiny_model_tool
+):
     # tests/fixtures/tiny_model_hf holds HF's logits for this directory; a drift here invalidates them.
     recorded = json.loads((FIXTURES / "tiny_model_hf" / "reference.json").read_text())
-    assert recorded["loading_info"] == {"missing_keys": [], "unexpected_keys": [], "mismatched_keys": [], "error_msgs": []}
+    assert recorded["loading_info"] == {
+        "missing_keys": [],
+        "unexpected_keys": [],
+        "mismatched_keys": [],
+        "error_msgs": [],
+    }
     tiny_model_tool.main([*recorded["make_tiny_model_argv"], "--out", str(tmp_path)])
     assert sha256s(tmp_path) == recorded["sha256"]
 
@@ -130,7 +160,11 @@ def test_tied_bf16_yarn_variant_writes_what_its_flags_say(tmp_path, tiny_model_t
     tiny_model_tool.make_tiny_model(out, spec, seed=seed)
     config = json.loads((out / "config.json").read_text())
     assert config["tie_word_embeddings"] is True and config["torch_dtype"] == "bfloat16"
-    assert config["rope_scaling"] == {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    assert config["rope_scaling"] == {
+        "rope_type": "yarn",
+        "factor": 4.0,
+        "original_max_position_embeddings": 64,
+    }
     assert config["max_position_embeddings"] == 256 and config["norm_topk_prob"] is False
     names = header(out / "model.safetensors")
     assert "lm_head.weight" not in names and {dtype for dtype, _ in names.values()} == {"BF16"}
@@ -139,7 +173,9 @@ def test_tied_bf16_yarn_variant_writes_what_its_flags_say(tmp_path, tiny_model_t
 
 
 def test_spec_argv_round_trips_through_the_command_line(tiny_model_tool):
-    spec = tiny_model_tool.TinyModelSpec(num_layers=3, mlp_only_layers=(0, 2), yarn_factor=2.5, norm_topk_prob=False)
+    spec = tiny_model_tool.TinyModelSpec(
+        num_layers=3, mlp_only_layers=(0, 2), yarn_factor=2.5, norm_topk_prob=False
+    )
     _, parsed, seed = tiny_model_tool.parse_args([*tiny_model_tool.spec_argv(spec, seed=7), "--out", "x"])
     assert (parsed, seed) == (spec, 7)
 

@@ -1,8 +1,8 @@
 """Shared pieces of the trainer tests: the tiny MoE, its trainer, deterministic trials (tiny_run.py)."""
 
 import pytest
-
 import tiny_run
+
 from legorl_jax.model import init_policy
 from legorl_jax.train.step import Trainer
 

@@ -54,10 +54,22 @@ def test_a_singleton_group_gets_no_advantage():
 
 def test_trajectory_advantages_group_by_group_id_and_drop_infra_failures():
     def traj(group, reward, outcome=Outcome.SUBMITTED):
-        return Trajectory(trial_id=f"{group}{reward}", task_id=group, group_id=group, sequences=(),
-                          reward=reward, outcome=outcome)
+        return Trajectory(
+            trial_id=f"{group}{reward}",
+            task_id=group,
+            group_id=group,
+            sequences=(),
+            reward=reward,
+            outcome=outcome,
+        )
 
-    trajs = [traj("a", 1.0), traj("a", 0.0), traj("b", 0.0), traj("b", 1.0), traj("b", float("nan"), Outcome.TIMEOUT)]
+    trajs = [
+        traj("a", 1.0),
+        traj("a", 0.0),
+        traj("b", 0.0),
+        traj("b", 1.0),
+        traj("b", float("nan"), Outcome.TIMEOUT),
+    ]
     adv = trajectory_advantages(trajs)
     expected = 0.5 / (math.sqrt(0.5) + 1e-6)
     np.testing.assert_allclose(adv, [expected, -expected, -expected, expected, 0.0], atol=1e-6)

@@ -23,8 +23,9 @@ def make_sequence(tokens, mask, logprobs=None, routed=None):
 
 
 def make_trajectory(name, *sequences, reward=1.0, outcome=Outcome.SUBMITTED, group="g"):
-    return Trajectory(trial_id=name, task_id="t", group_id=group, sequences=tuple(sequences), reward=reward,
-                      outcome=outcome)
+    return Trajectory(
+        trial_id=name, task_id="t", group_id=group, sequences=tuple(sequences), reward=reward, outcome=outcome
+    )
 
 
 def test_segments_are_laid_out_with_targets_masks_and_logprobs_aligned_to_the_predicting_position():
@@ -72,8 +73,9 @@ def test_routed_experts_land_row_for_row_at_the_packed_input_position():
     routed[0] = [[3, 2], [1, 0]]
     a = make_sequence([5, 6, 7], [0, 1, 1], routed=routed)
     b = make_sequence([8, 9, 10, 11], [0, 0, 1, 1])  # no routing recorded: native
-    batch, _ = pack_trajectories([make_trajectory("a", a), make_trajectory("b", b)], [1.0, 1.0], max_tokens=8,
-                                 routing=SPEC)
+    batch, _ = pack_trajectories(
+        [make_trajectory("a", a), make_trajectory("b", b)], [1.0, 1.0], max_tokens=8, routing=SPEC
+    )
     re = batch.routed_experts
     assert re.shape == (2, 1, 8, 2)
     # b (longer) comes first at offset 0; a at offset 4. Shifting by one would move [0, 1] to offset 6.
@@ -104,7 +106,8 @@ def test_dropped_trials_are_left_out_of_the_batch_and_counted():
     failed = make_sequence([4, 5, 6], [0, 1, 1], [0.0, float("nan"), -0.1])
     batch, stats = pack_trajectories(
         [make_trajectory("ok", ok), make_trajectory("bad", failed, outcome=Outcome.SANDBOX_FAILED)],
-        [1.5, 9.0], max_tokens=8,
+        [1.5, 9.0],
+        max_tokens=8,
     )
     assert stats.dropped_trials == 1 and stats.sampled_tokens == 2 and stats.sequences == 1
     np.testing.assert_array_equal(batch.tokens, [[1, 2, 3, 0, 0, 0, 0, 0]])
@@ -118,8 +121,11 @@ def test_packed_rows_give_the_same_loss_as_one_sequence_per_row():
     rng = np.random.default_rng(0)
     trajs = []
     for i, n in enumerate((5, 3, 7, 2, 4)):
-        trajs.append(make_trajectory(str(i), make_sequence(rng.integers(1, 50, n), [0] + [1] * (n - 1),
-                                                           rng.normal(-1, 0.2, n))))
+        trajs.append(
+            make_trajectory(
+                str(i), make_sequence(rng.integers(1, 50, n), [0] + [1] * (n - 1), rng.normal(-1, 0.2, n))
+            )
+        )
     adv = rng.normal(0, 1, 5).astype(np.float32)
     packed, _ = pack_trajectories(trajs, adv, max_tokens=8)
     unpacked_rows = [pack_trajectories([t], adv[i : i + 1], max_tokens=8)[0] for i, t in enumerate(trajs)]
@@ -132,11 +138,31 @@ def test_packed_rows_give_the_same_loss_as_one_sequence_per_row():
 
     def loss(batch):
         lp = fake_logprobs(batch)
-        return float(policy_loss(lp, lp - 1e-4 * batch.targets, batch.behaviour_logprobs, batch.advantages,
-                                 batch.loss_mask, batch.segment_ids, algo, norm_length=8.0)[0])
+        return float(
+            policy_loss(
+                lp,
+                lp - 1e-4 * batch.targets,
+                batch.behaviour_logprobs,
+                batch.advantages,
+                batch.loss_mask,
+                batch.segment_ids,
+                algo,
+                norm_length=8.0,
+            )[0]
+        )
 
-    stacked = {k: np.concatenate([getattr(b, k) for b in unpacked_rows]) for k in
-               ("tokens", "targets", "positions", "segment_ids", "loss_mask", "advantages", "behaviour_logprobs")}
+    stacked = {
+        k: np.concatenate([getattr(b, k) for b in unpacked_rows])
+        for k in (
+            "tokens",
+            "targets",
+            "positions",
+            "segment_ids",
+            "loss_mask",
+            "advantages",
+            "behaviour_logprobs",
+        )
+    }
     from legorl_jax.types import TrainBatch
 
     unpacked = TrainBatch(routed_experts=None, **stacked)
@@ -146,9 +172,15 @@ def test_packed_rows_give_the_same_loss_as_one_sequence_per_row():
 
 def test_a_generation_becomes_a_sequence_with_routing_at_its_input_positions():
     routed = np.arange(4 * 2 * 2).reshape(4, 2, 2) % 4  # rows for input positions 1..4 (start = 1)
-    gen = Generation(output_ids=np.asarray([7, 8, 9]), output_logprobs=np.asarray([-0.1, -0.2, -0.3]),
-                     routed_experts=routed, finish_reason="stop", weight_version="v3", prompt_tokens=3,
-                     routed_experts_start=1)
+    gen = Generation(
+        output_ids=np.asarray([7, 8, 9]),
+        output_logprobs=np.asarray([-0.1, -0.2, -0.3]),
+        routed_experts=routed,
+        finish_reason="stop",
+        weight_version="v3",
+        prompt_tokens=3,
+        routed_experts_start=1,
+    )
     seq = sequence_from_generation([1, 2, 3], gen)
     np.testing.assert_array_equal(seq.token_ids, [1, 2, 3, 7, 8, 9])
     np.testing.assert_array_equal(seq.loss_mask, [0, 0, 0, 1, 1, 1])
@@ -159,7 +191,11 @@ def test_a_generation_becomes_a_sequence_with_routing_at_its_input_positions():
     assert trajs[0].valid and trajs[0].group_id == "q0" and trajs[0].sequences[0].weight_versions == ("v3",)
     batch, _ = pack_trajectories(trajs, [1.0], max_tokens=8, routing=SPEC)
     # the logits at position 2 (token 3) predict the first sampled token 7 with its behaviour log-prob.
-    assert batch.targets[0, 2] == 7 and batch.loss_mask[0, 2] == 1 and batch.behaviour_logprobs[0, 2] == np.float32(-0.1)
+    assert (
+        batch.targets[0, 2] == 7
+        and batch.loss_mask[0, 2] == 1
+        and batch.behaviour_logprobs[0, 2] == np.float32(-0.1)
+    )
     np.testing.assert_array_equal(batch.routed_experts[:, 0, 2], routed[1])
 
 

@@ -15,11 +15,15 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from legorl_jax.config import CheckpointConfig
-from legorl_jax.train.checkpoint import CheckpointMismatchError, Checkpointer, config_differences
+from legorl_jax.train.checkpoint import Checkpointer, CheckpointMismatchError, config_differences
 from legorl_jax.train.state import TrainState, init_train_state
 
-RUN_CONFIG = {"algo": {"loss": "gspo", "clip_low": 3e-4}, "train": {"total_steps": 10, "checkpoint": {"every": 1}},
-              "mesh": {"fsdp": 2}, "seed": 0}
+RUN_CONFIG = {
+    "algo": {"loss": "gspo", "clip_low": 3e-4},
+    "train": {"total_steps": 10, "checkpoint": {"every": 1}},
+    "mesh": {"fsdp": 2},
+    "seed": 0,
+}
 
 
 def make_state(seed=0, step=0):
@@ -28,8 +32,9 @@ def make_state(seed=0, step=0):
     state = init_train_state(params, optax.adamw(1e-3), seed=seed)
     grads = jax.tree.map(jnp.ones_like, params)
     updates, opt_state = optax.adamw(1e-3).update(grads, state.opt_state, params)
-    return state.replace(step=jnp.asarray(step, jnp.int32), params=optax.apply_updates(params, updates),
-                         opt_state=opt_state)
+    return state.replace(
+        step=jnp.asarray(step, jnp.int32), params=optax.apply_updates(params, updates), opt_state=opt_state
+    )
 
 
 def assert_states_equal(a: TrainState, b: TrainState):
@@ -41,7 +46,9 @@ def test_a_saved_state_restores_exactly_with_cursor_version_and_keeps_the_last_k
     config = CheckpointConfig(directory=str(tmp_path), every=2, keep=2, async_save=True)
     with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
         for step in range(1, 7):
-            saved = ckpt.maybe_save(make_state(step, step), cursor={"batch": step}, weights_version=f"v{step}")
+            saved = ckpt.maybe_save(
+                make_state(step, step), cursor={"batch": step}, weights_version=f"v{step}"
+            )
             assert saved == (step % 2 == 0)
         ckpt.wait()
         assert ckpt.all_steps() == [4, 6]  # keep=2: step 2 was deleted
@@ -54,7 +61,9 @@ def test_a_save_is_due_whenever_a_multiple_of_every_was_reached_even_stepping_ov
     config = CheckpointConfig(directory=str(tmp_path), every=5, keep=5, async_save=False)
     with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
         # two updates per batch: steps 2, 4, 6, ...; multiples of 5 are stepped over, saves land at 6 and 10.
-        saved = [s for s in range(2, 13, 2) if ckpt.maybe_save(make_state(0, s), cursor={}, weights_version="v")]
+        saved = [
+            s for s in range(2, 13, 2) if ckpt.maybe_save(make_state(0, s), cursor={}, weights_version="v")
+        ]
         assert saved == [6, 10]
     with Checkpointer(config, run_config=RUN_CONFIG) as resumed:  # a new process knows the last save
         assert not resumed.should_save(12) and resumed.should_save(15)
@@ -67,12 +76,16 @@ def test_restore_places_arrays_on_the_target_shardings(tmp_path):
     mesh = Mesh(np.asarray(jax.devices()[:8]).reshape(2, 4), ("fsdp", "tensor"))
     sharded = NamedSharding(mesh, PartitionSpec("fsdp", "tensor"))
     target = make_state(0, 0)
-    target = target.replace(params={"w": jax.device_put(target.params["w"], sharded), "b": target.params["b"]})
+    target = target.replace(
+        params={"w": jax.device_put(target.params["w"], sharded), "b": target.params["b"]}
+    )
     with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
         restored = ckpt.restore(target)
     assert restored.state.params["w"].sharding == sharded
     assert len(restored.state.params["w"].addressable_shards) == 8
-    np.testing.assert_array_equal(np.asarray(restored.state.params["w"]), np.asarray(make_state(3, 1).params["w"]))
+    np.testing.assert_array_equal(
+        np.asarray(restored.state.params["w"]), np.asarray(make_state(3, 1).params["w"])
+    )
 
 
 def test_a_checkpoint_from_another_config_is_refused_naming_the_field(tmp_path):
@@ -129,7 +142,11 @@ def test_a_process_killed_mid_save_leaves_only_checkpoints_that_restore(tmp_path
         for step in steps:
             template = init_train_state({"w": jnp.zeros((2048, 2048), jnp.float32)}, optax.sgd(0.1), seed=0)
             restored = ckpt.restore(template, step=step)
-            assert float(restored.state.params["w"].min()) == float(restored.state.params["w"].max()) == float(step)
+            assert (
+                float(restored.state.params["w"].min())
+                == float(restored.state.params["w"].max())
+                == float(step)
+            )
 
 
 def test_a_run_killed_mid_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path):
@@ -137,20 +154,44 @@ def test_a_run_killed_mid_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp
     # a run SIGKILLed right after step 3 (its async save may still be in flight); a resumed run that
     # restores the latest complete checkpoint and trains on from its cursor. Nothing lost, nothing twice.
     worker = pathlib.Path(__file__).parent / "tiny_run.py"
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "",
-           "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache"),
-           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": "",
+        "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache"),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
 
     def run(*args, **kwargs):
-        return subprocess.run([sys.executable, str(worker), "--steps", "5", *args], env=env, capture_output=True,
-                              text=True, timeout=600, **kwargs)
+        return subprocess.run(
+            [sys.executable, str(worker), "--steps", "5", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            **kwargs,
+        )
 
     straight = run("--checkpoint", str(tmp_path / "a"), "--out", str(tmp_path / "straight.npz"))
     assert straight.returncode == 0, straight.stderr[-3000:]
 
-    killed = subprocess.Popen([sys.executable, str(worker), "--steps", "5", "--checkpoint", str(tmp_path / "b"),
-                               "--out", str(tmp_path / "never.npz")], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
+    killed = subprocess.Popen(
+        [
+            sys.executable,
+            str(worker),
+            "--steps",
+            "5",
+            "--checkpoint",
+            str(tmp_path / "b"),
+            "--out",
+            str(tmp_path / "never.npz"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     for line in killed.stdout:
         if line.strip() == "step 3":
             killed.send_signal(signal.SIGKILL)

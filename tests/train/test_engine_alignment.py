@@ -62,7 +62,10 @@ async def test_engine_routing_replay_alignment(policy, trainer):
             for i in range(len(prompts))
         ]
         gens = await asyncio.gather(
-            *[engine.generate(p, s, return_routed_experts=True) for p, s in zip(prompts, sampling)]
+            *[
+                engine.generate(p, s, return_routed_experts=True)
+                for p, s in zip(prompts, sampling, strict=True)
+            ]
         )
     finally:
         engine.close()
@@ -138,8 +141,13 @@ async def test_weights_published_to_disk_are_what_the_engine_serves_next(policy,
         ids = np.concatenate([prompts[0], gens[0].output_ids]).astype(np.int32)
         start = len(prompts[0])
         before = await engine.prompt_logprobs(ids, start)
-        publisher = Publisher(engine, mode="disk", to_policy=trainer.policy_of, directory=tmp_path / "published",
-                              dtype="float32")
+        publisher = Publisher(
+            engine,
+            mode="disk",
+            to_policy=trainer.policy_of,
+            directory=tmp_path / "published",
+            dtype="float32",
+        )
         path = await publisher.publish(state.params, version_of(1))
         served = await engine.prompt_logprobs(ids, start)
         after = await engine.generate(prompts[0], SamplingParams(max_new_tokens=1, seed=0))

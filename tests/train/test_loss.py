@@ -34,8 +34,13 @@ def test_gspo_uses_the_sequence_mean_ratio_and_clips_whole_sequences():
     lp = row(-1.0, -2.0, -0.5, -0.7, 0.0)
     old = lp - row(2e-4, 4e-4, 5e-4, 7e-4, 0.0)
     kwargs = dict(
-        old_logprobs=old, behaviour_logprobs=old, advantages=row(1, 1, 1, 1, 0), loss_mask=row(1, 1, 1, 1, 0),
-        segment_ids=seg(1, 1, 2, 2, 0), algo=algo, norm_length=5.0,
+        old_logprobs=old,
+        behaviour_logprobs=old,
+        advantages=row(1, 1, 1, 1, 0),
+        loss_mask=row(1, 1, 1, 1, 0),
+        segment_ids=seg(1, 1, 2, 2, 0),
+        algo=algo,
+        norm_length=5.0,
     )
     loss, metrics = policy_loss(lp, **kwargs)
     s1 = math.exp(3e-4)
@@ -49,13 +54,20 @@ def test_gspo_uses_the_sequence_mean_ratio_and_clips_whole_sequences():
 
 
 def test_ppo_clip_and_dual_clip_follow_their_formulas():
-    algo = AlgoConfig(loss="ppo", clip_low=0.2, clip_high=0.28, dual_clip=3.0, tis="none", loss_agg="token-mean")
+    algo = AlgoConfig(
+        loss="ppo", clip_low=0.2, clip_high=0.28, dual_clip=3.0, tis="none", loss_agg="token-mean"
+    )
     log_r = row(0.3, -0.3, 1.5, math.log(1.1))
     adv = row(1.0, -1.0, -1.0, 1.0)
     lp = row(-1.0, -1.0, -1.0, -1.0)
     kwargs = dict(
-        old_logprobs=lp - log_r, behaviour_logprobs=lp - log_r, advantages=adv, loss_mask=row(1, 1, 1, 1),
-        segment_ids=seg(1, 1, 1, 1), algo=algo, norm_length=4.0,
+        old_logprobs=lp - log_r,
+        behaviour_logprobs=lp - log_r,
+        advantages=adv,
+        loss_mask=row(1, 1, 1, 1),
+        segment_ids=seg(1, 1, 1, 1),
+        algo=algo,
+        norm_length=4.0,
     )
     loss, metrics = policy_loss(lp, **kwargs)
     # token 1: r = 1.35 > 1.28, A > 0 -> -1.28 (clipped); token 2: r = 0.741 < 0.8, A < 0 -> 0.8 (clipped);
@@ -72,8 +84,13 @@ def test_cispo_keeps_the_gradient_of_clipped_tokens_weighted_by_the_bounded_rati
     lp = row(-1.0, -1.0)
     old = row(-1.5, -3.0)  # r = e^{0.5} = 1.6487 (inside), r = e^{2} = 7.389 -> bounded at 5
     kwargs = dict(
-        old_logprobs=old, behaviour_logprobs=old, advantages=row(1.0, 1.0), loss_mask=row(1, 1),
-        segment_ids=seg(1, 1), algo=algo, norm_length=2.0,
+        old_logprobs=old,
+        behaviour_logprobs=old,
+        advantages=row(1.0, 1.0),
+        loss_mask=row(1, 1),
+        segment_ids=seg(1, 1),
+        algo=algo,
+        norm_length=2.0,
     )
     loss, metrics = policy_loss(lp, **kwargs)
     assert float(loss) == pytest.approx((math.exp(0.5) * 1.0 + 5.0 * 1.0) / 2, abs=1e-5)  # -r A lp, lp = -1
@@ -92,7 +109,9 @@ def test_aggregation_modes_normalise_per_packed_segment():
     # counts; treating the row as one sequence would give 3.25 for seq-mean-token-mean.
     assert float(aggregate(values, mask, segments, "token-mean", norm, 10.0)) == pytest.approx(3.25)
     assert float(aggregate(values, mask, segments, "seq-mean-token-mean", norm, 10.0)) == pytest.approx(2.5)
-    assert float(aggregate(values, mask, segments, "seq-mean-token-sum-norm", norm, 10.0)) == pytest.approx(0.65)
+    assert float(aggregate(values, mask, segments, "seq-mean-token-sum-norm", norm, 10.0)) == pytest.approx(
+        0.65
+    )
 
 
 def test_truncated_is_caps_the_trainer_over_rollout_ratio():
@@ -110,14 +129,22 @@ def test_truncated_is_caps_the_trainer_over_rollout_ratio():
 
 
 def test_masked_is_rejected_tokens_leave_numerator_and_denominator():
-    algo = AlgoConfig(loss="ppo", clip_low=0.2, clip_high=0.2, tis="none", mis="token", mis_high=2.0,
-                      loss_agg="token-mean")
+    algo = AlgoConfig(
+        loss="ppo", clip_low=0.2, clip_high=0.2, tis="none", mis="token", mis_high=2.0, loss_agg="token-mean"
+    )
     lp = row(-1.0, -1.0, -1.0)
     old = lp
     behaviour = row(-1.5, -2.0, -0.5)  # ρ = 1.65 (kept), 2.72 (rejected), 0.61 (kept, ≥ 0.5)
     adv = row(1.0, 5.0, 3.0)
     loss, metrics = policy_loss(
-        lp, old, behaviour, adv, row(1, 1, 1), seg(1, 1, 1), algo, norm_length=3.0,
+        lp,
+        old,
+        behaviour,
+        adv,
+        row(1, 1, 1),
+        seg(1, 1, 1),
+        algo,
+        norm_length=3.0,
     )
     # on-policy ratio 1: loss = -mean(A) over the kept tokens = -(1 + 3) / 2. Keeping the rejected token in
     # the denominator (the slime #657 bug) would give -4/3; keeping it entirely, -3.
@@ -168,8 +195,9 @@ def test_dropped_trials_contribute_exactly_zero_gradient():
     with_dropped = jax.grad(loss_of)(lp, dropped, adv)
     assert np.all(np.asarray(with_dropped)[1] == 0.0)
     # Without the dropped row at all: the same loss and the same gradient on the kept row, bit for bit.
-    without = jax.grad(lambda x: policy_loss(x, old[:1], old[:1], adv[:1], mask[:1], segments[:1], algo,
-                                             norm_length=6.0)[0])(lp[:1])
+    without = jax.grad(
+        lambda x: policy_loss(x, old[:1], old[:1], adv[:1], mask[:1], segments[:1], algo, norm_length=6.0)[0]
+    )(lp[:1])
     np.testing.assert_array_equal(np.asarray(with_dropped)[:1], np.asarray(without))
     assert float(loss_of(lp, dropped, adv)) == float(
         policy_loss(lp[:1], old[:1], old[:1], adv[:1], mask[:1], segments[:1], algo, norm_length=6.0)[0]
@@ -191,8 +219,17 @@ def test_micro_batch_shares_sum_to_the_mini_batch_loss(agg):
     norm = loss_norm(kept, segments, sampled_mask=mask)
     full, full_metrics = policy_loss(lp, old, behaviour, adv, mask, segments, algo, norm_length=8.0)
     parts = [
-        policy_loss(lp[i : i + 2], old[i : i + 2], behaviour[i : i + 2], adv[i : i + 2], mask[i : i + 2],
-                    segments[i : i + 2], algo, norm_length=8.0, norm=norm)
+        policy_loss(
+            lp[i : i + 2],
+            old[i : i + 2],
+            behaviour[i : i + 2],
+            adv[i : i + 2],
+            mask[i : i + 2],
+            segments[i : i + 2],
+            algo,
+            norm_length=8.0,
+            norm=norm,
+        )
         for i in (0, 2)
     ]
     assert float(sum(p[0] for p in parts)) == pytest.approx(float(full), abs=1e-6)
@@ -202,9 +239,21 @@ def test_micro_batch_shares_sum_to_the_mini_batch_loss(agg):
 
 @pytest.mark.parametrize(
     "field, value",
-    [("loss", "grpo"), ("loss_agg", "seq-sum"), ("tis", "seq"), ("mis", "tokens"), ("clip_low", 1.5),
-     ("dual_clip", 0.5), ("tis_cap", 0.0), ("kl_coef", -1.0), ("mis_low", 3.0), ("advantage_std", "ddof")],
+    [
+        ("loss", "grpo"),
+        ("loss_agg", "seq-sum"),
+        ("tis", "seq"),
+        ("mis", "tokens"),
+        ("clip_low", 1.5),
+        ("dual_clip", 0.5),
+        ("tis_cap", 0.0),
+        ("kl_coef", -1.0),
+        ("mis_low", 3.0),
+        ("advantage_std", "ddof"),
+    ],
 )
 def test_bad_algo_values_are_named(field, value):
-    with pytest.raises(ValueError, match=rf"algo\.{field}.*{value!r}" if isinstance(value, str) else rf"algo\.{field}"):
+    with pytest.raises(
+        ValueError, match=rf"algo\.{field}.*{value!r}" if isinstance(value, str) else rf"algo\.{field}"
+    ):
         AlgoConfig(**{field: value})

@@ -5,9 +5,9 @@ import pathlib
 import jax
 import numpy as np
 import pytest
+import tiny_run
 from flax import nnx
 
-import tiny_run
 from legorl_jax.model import init_policy, load_hf
 from legorl_jax.train.publish import Publisher, export_hf, version_of
 
@@ -36,7 +36,9 @@ def to_policy(params):
 async def test_disk_publishing_writes_a_complete_hf_directory_before_the_engine_loads_it(tmp_path):
     trained = init_policy(tiny_run.TINY_MOE, seed=3)
     engine = RecordingEngine()
-    publisher = Publisher(engine, mode="disk", to_policy=to_policy, directory=tmp_path, dtype="float32", keep=2)
+    publisher = Publisher(
+        engine, mode="disk", to_policy=to_policy, directory=tmp_path, dtype="float32", keep=2
+    )
     path = await publisher.publish(params_of(trained), version_of(7))
     assert path == tmp_path / "step-000007"
     source, version, listing = engine.updates[0]
@@ -50,7 +52,9 @@ async def test_disk_publishing_writes_a_complete_hf_directory_before_the_engine_
 
 async def test_bf16_publishing_rounds_within_the_bf16_tolerance_and_keeps_the_last_versions(tmp_path):
     engine = RecordingEngine()
-    publisher = Publisher(engine, mode="disk", to_policy=to_policy, directory=tmp_path, dtype="bfloat16", keep=2)
+    publisher = Publisher(
+        engine, mode="disk", to_policy=to_policy, directory=tmp_path, dtype="bfloat16", keep=2
+    )
     trained = init_policy(tiny_run.TINY_MOE, seed=4)
     for step in (1, 2, 3):
         await publisher.publish(params_of(trained), version_of(step))

@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+import tiny_run
 from omegaconf import OmegaConf
 
-import tiny_run
 from legorl_jax.config import MeshConfig
 from legorl_jax.model import init_policy
 from legorl_jax.model.sharding import make_mesh, rules_from_config
@@ -62,13 +62,23 @@ def assert_first_moments_close(a, b, rel=1e-4):
 def pack(trainer, trajs, advantages=None, min_rows=4):
     """Packed to at least 4 rows, so most tests share one compiled shape [4, 32]."""
     adv = trajectory_advantages(trajs) if advantages is None else advantages
-    return pack_trajectories(trajs, adv, max_tokens=tiny_run.MAX_TOKENS, row_multiple=trainer.row_multiple,
-                             routing=trainer.routing, min_rows=min_rows)
+    return pack_trajectories(
+        trajs,
+        adv,
+        max_tokens=tiny_run.MAX_TOKENS,
+        row_multiple=trainer.row_multiple,
+        routing=trainer.routing,
+        min_rows=min_rows,
+    )
 
 
 def concat_rows(batches):
-    fields = {f.name: np.concatenate([getattr(b, f.name) for b in batches], axis=1 if f.name == "routed_experts" else 0)
-              for f in dataclasses.fields(TrainBatch)}
+    fields = {
+        f.name: np.concatenate(
+            [getattr(b, f.name) for b in batches], axis=1 if f.name == "routed_experts" else 0
+        )
+        for f in dataclasses.fields(TrainBatch)
+    }
     return TrainBatch(**fields)
 
 
@@ -81,8 +91,13 @@ def test_step_on_the_8_device_mesh_equals_the_single_device_step(micro4_trainer)
     mesh_config = cpu8_mesh_config()
     assert (mesh_config.fsdp, mesh_config.expert, mesh_config.tensor) == (2, 2, 2)
     algo, train = tiny_run.tiny_configs(micro_batch_rows=4, learning_rate=1e-3, routing_agreement_every=1)
-    sharded = Trainer(init_policy(tiny_run.TINY_MOE, seed=0), algo, train, mesh=make_mesh(mesh_config),
-                      rules=rules_from_config(mesh_config))
+    sharded = Trainer(
+        init_policy(tiny_run.TINY_MOE, seed=0),
+        algo,
+        train,
+        mesh=make_mesh(mesh_config),
+        rules=rules_from_config(mesh_config),
+    )
     trajs = tiny_run.make_trajectories(7, n=12, routing=sharded.routing)
     batch, stats = pack(sharded, trajs, min_rows=8)
     assert batch.tokens.shape[0] == 8  # two micro-batches of 4 rows, each split over 4 batch shards
@@ -109,8 +124,13 @@ def test_the_h200x8_preset_shards_every_weight_over_8_devices_and_steps_like_one
     mesh_config = mesh_preset("h200x8")
     arch = dataclasses.replace(tiny_run.TINY_MOE, num_experts=8)  # 8 experts: one per device
     algo, train = tiny_run.tiny_configs(micro_batch_rows=8, learning_rate=1e-3)
-    sharded = Trainer(init_policy(arch, seed=0), algo, train, mesh=make_mesh(mesh_config),
-                      rules=rules_from_config(mesh_config))
+    sharded = Trainer(
+        init_policy(arch, seed=0),
+        algo,
+        train,
+        mesh=make_mesh(mesh_config),
+        rules=rules_from_config(mesh_config),
+    )
     single = Trainer(init_policy(arch, seed=0), algo, train)
     trajs = tiny_run.make_trajectories(7, n=12, routing=sharded.routing)
     batch, stats = pack(sharded, trajs, min_rows=8)
@@ -144,8 +164,14 @@ def test_a_packed_batch_gives_the_same_update_as_one_sequence_per_row(tiny_train
     adv = trajectory_advantages(trajs)
     packed, stats = pack(tiny_trainer, trajs, adv)
     assert stats.rows_used < len(trajs) and packed.tokens.shape == (4, tiny_run.MAX_TOKENS)
-    unpacked = concat_rows([pack_trajectories([t], adv[i : i + 1], max_tokens=tiny_run.MAX_TOKENS,
-                                              routing=tiny_trainer.routing)[0] for i, t in enumerate(trajs)])
+    unpacked = concat_rows(
+        [
+            pack_trajectories(
+                [t], adv[i : i + 1], max_tokens=tiny_run.MAX_TOKENS, routing=tiny_trainer.routing
+            )[0]
+            for i, t in enumerate(trajs)
+        ]
+    )
     state = tiny_trainer.init_state(seed=0)
     lp_packed = np.asarray(tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(packed)))
     lp_unpacked = np.asarray(tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(unpacked)))
@@ -155,8 +181,8 @@ def test_a_packed_batch_gives_the_same_update_as_one_sequence_per_row(tiny_train
 
     def by_token(batch, lp):
         sel = batch.loss_mask > 0
-        keys = list(zip(batch.tokens[sel], batch.targets[sel], batch.positions[sel]))
-        return dict(zip(keys, lp[sel]))
+        keys = list(zip(batch.tokens[sel], batch.targets[sel], batch.positions[sel], strict=True))
+        return dict(zip(keys, lp[sel], strict=True))
 
     a, b = by_token(packed, lp_packed), by_token(unpacked, lp_unpacked)
     assert a.keys() == b.keys()
@@ -176,7 +202,9 @@ def test_repeated_steps_on_a_fixed_batch_raise_the_logprobs_of_positive_advantag
     state = tiny_trainer.init_state(seed=0)
     # Behaviour log-probs = the policy's own, as if the engine had sampled them (IS weights 1).
     first = np.asarray(tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(batch)))
-    batch = dataclasses.replace(batch, behaviour_logprobs=np.where(batch.loss_mask > 0, first, 0.0).astype(np.float32))
+    batch = dataclasses.replace(
+        batch, behaviour_logprobs=np.where(batch.loss_mask > 0, first, 0.0).astype(np.float32)
+    )
     positive = (batch.loss_mask > 0) & (batch.advantages > 0)
     negative = (batch.loss_mask > 0) & (batch.advantages < 0)
     assert positive.any() and negative.any()
@@ -195,22 +223,32 @@ def test_replaying_the_trainers_own_routing_reproduces_its_logprobs_and_agrees_f
     state = tiny_trainer.init_state(seed=0)
     native = np.asarray(tiny_trainer.native_routing(state.params, tiny_trainer.device_batch(batch)))
     own = dataclasses.replace(batch, routed_experts=native)
-    native_lp = tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(dataclasses.replace(batch, routed_experts=None)))
+    native_lp = tiny_trainer.old_logprobs(
+        state.params, tiny_trainer.device_batch(dataclasses.replace(batch, routed_experts=None))
+    )
     replayed_lp = tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(own))
     np.testing.assert_allclose(np.asarray(replayed_lp), np.asarray(native_lp), atol=1e-6)
     dev = tiny_trainer.device_batch(own)
     metrics = tiny_trainer.alignment(replayed_lp, dev, jnp.asarray(native))
     assert metrics["align/routing_agreement"] == 1.0 and metrics["align/routing_coverage"] == 1.0
-    random_routing = tiny_trainer.alignment(replayed_lp, tiny_trainer.device_batch(batch), jnp.asarray(native))
+    random_routing = tiny_trainer.alignment(
+        replayed_lp, tiny_trainer.device_batch(batch), jnp.asarray(native)
+    )
     assert random_routing["align/routing_agreement"] < 0.8
 
 
 def test_replay_coverage_counts_the_sequences_without_recorded_routing(tiny_trainer):
     trajs = tiny_run.make_trajectories(13, n=6, routing=tiny_trainer.routing)
-    stripped = [dataclasses.replace(t, sequences=(dataclasses.replace(t.sequences[0], routed_experts=None),))
-                if i % 2 else t for i, t in enumerate(trajs)]
+    stripped = [
+        dataclasses.replace(t, sequences=(dataclasses.replace(t.sequences[0], routed_experts=None),))
+        if i % 2
+        else t
+        for i, t in enumerate(trajs)
+    ]
     batch, stats = pack(tiny_trainer, stripped)
-    recorded = sum(int(t.sequences[0].loss_mask[1:].sum()) for t in stripped if t.sequences[0].routed_experts is not None)
+    recorded = sum(
+        int(t.sequences[0].loss_mask[1:].sum()) for t in stripped if t.sequences[0].routed_experts is not None
+    )
     _, metrics = tiny_trainer.update(tiny_trainer.init_state(seed=0), batch, stats)
     assert metrics["align/routing_coverage"] == pytest.approx(recorded / stats.sampled_tokens, abs=1e-6)
     assert metrics["batch/sampled_tokens"] == stats.sampled_tokens
@@ -232,14 +270,19 @@ def test_several_updates_per_batch_anchor_their_ratios_to_pi_old_from_before_the
     manual = fresh
     for j in range(2):
         rows = {f.name: getattr(batch, f.name) for f in dataclasses.fields(TrainBatch)}
-        mini = {k: None if v is None else (v[:, j::2] if k == "routed_experts" else v[j::2]) for k, v in rows.items()}
+        mini = {
+            k: None if v is None else (v[:, j::2] if k == "routed_experts" else v[j::2])
+            for k, v in rows.items()
+        }
         manual, _, _ = trainer.train_step(manual, trainer.device_batch(mini), jnp.asarray(old[j::2]))
     assert_trees_close(state.params, manual.params, atol=1e-7)
 
 
 def test_a_non_finite_gradient_skips_the_update_and_counts_it(tiny_trainer):
     batch, _ = pack(tiny_trainer, tiny_run.make_trajectories(4, n=6, routing=tiny_trainer.routing))
-    poisoned = dataclasses.replace(batch, advantages=np.where(batch.loss_mask > 0, np.nan, 0.0).astype(np.float32))
+    poisoned = dataclasses.replace(
+        batch, advantages=np.where(batch.loss_mask > 0, np.nan, 0.0).astype(np.float32)
+    )
     state = tiny_trainer.init_state(seed=0)
     before = jax.device_get(state.params)
     new, metrics, _ = tiny_trainer.train_step(state, tiny_trainer.device_batch(poisoned))
@@ -254,7 +297,9 @@ def variant_trainer():
     k3 KL 0.1 to the initial weights, routing replay off (agreement still measured)."""
     algo, train = tiny_run.tiny_configs(warmup_steps=1, routing_replay=False, routing_agreement_every=1)
     policy = init_policy(tiny_run.TINY_MOE, seed=0, dtype="float32", compute_dtype="bfloat16")
-    return Trainer(policy, dataclasses.replace(algo, aux_loss_coef=0.01, kl_coef=0.1), train)  # reference: these weights
+    return Trainer(
+        policy, dataclasses.replace(algo, aux_loss_coef=0.01, kl_coef=0.1), train
+    )  # reference: these weights
 
 
 def test_a_learning_rate_of_zero_is_warned_about_every_step_it_trains_at(variant_trainer, caplog):
@@ -279,7 +324,9 @@ def test_the_moe_aux_loss_and_the_reference_kl_enter_with_their_coefficients(var
     for _ in range(3):  # lr 0, then lr 1e-2 from the reference, then away from it
         state, metrics = variant_trainer.update(state, batch)
         kls.append(metrics["train/kl_ref"])
-        aux, pg, kl, loss = (metrics[k] for k in ("train/aux_loss", "train/pg_loss", "train/kl_ref", "train/loss"))
+        aux, pg, kl, loss = (
+            metrics[k] for k in ("train/aux_loss", "train/pg_loss", "train/kl_ref", "train/loss")
+        )
         # HF's unscaled load-balancing loss is about top_k = 2 for an untrained router.
         assert aux > 1.0
         assert loss == pytest.approx(pg + 0.01 * aux + 0.1 * kl, abs=1e-6)
@@ -287,16 +334,22 @@ def test_the_moe_aux_loss_and_the_reference_kl_enter_with_their_coefficients(var
     assert kls[0] == kls[1] == 0.0 and kls[2] > 0.0
 
 
-@pytest.mark.parametrize("trainer_name, outcome", [("tiny_trainer", Outcome.SANDBOX_FAILED),
-                                                    ("variant_trainer", Outcome.HARNESS_CRASHED)])
-def test_dropped_trials_change_nothing_even_through_the_moe_aux_loss_and_the_kl(request, trainer_name, outcome):
+@pytest.mark.parametrize(
+    "trainer_name, outcome",
+    [("tiny_trainer", Outcome.SANDBOX_FAILED), ("variant_trainer", Outcome.HARNESS_CRASHED)],
+)
+def test_dropped_trials_change_nothing_even_through_the_moe_aux_loss_and_the_kl(
+    request, trainer_name, outcome
+):
     # variant_trainer adds the MoE load-balancing loss (0.01) and the k3 KL (0.1). The aux loss is taken
     # over every real token of the forward, not over the loss mask, so a dropped trial that is packed with
     # a zero mask still pulls the router: its tokens would change the aux loss and the gradient.
     trainer = request.getfixturevalue(trainer_name)
     trajs = tiny_run.make_trajectories(5, n=4, routing=trainer.routing)
-    failed = [dataclasses.replace(t, trial_id=f"failed{i}", outcome=outcome)
-              for i, t in enumerate(tiny_run.make_trajectories(6, n=2, routing=trainer.routing))]
+    failed = [
+        dataclasses.replace(t, trial_id=f"failed{i}", outcome=outcome)
+        for i, t in enumerate(tiny_run.make_trajectories(6, n=2, routing=trainer.routing))
+    ]
     with_failed, stats = pack(trainer, trajs + failed)
     without, _ = pack(trainer, trajs)
     assert stats.dropped_trials == 2 and with_failed.tokens.shape == without.tokens.shape
@@ -330,8 +383,10 @@ def test_fp32_master_weights_train_with_bf16_compute(variant_trainer):
     assert {x.dtype for x in jax.tree.leaves(state.params)} == {jnp.dtype(jnp.float32)}
     assert {x.dtype for x in jax.tree.leaves(state.opt_state) if x.ndim} == {jnp.dtype(jnp.float32)}
     assert math.isfinite(metrics["train/loss"]) and metrics["train/grad_norm"] > 0
-    moved = [float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(jax.tree.leaves(state.params),
-                                                                            jax.tree.leaves(before))]
+    moved = [
+        float(np.abs(np.asarray(a) - np.asarray(b)).max())
+        for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(before), strict=True)
+    ]
     assert max(moved) > 1e-3
 
 
@@ -344,5 +399,10 @@ def test_bad_batches_and_trainer_settings_are_named(tiny_trainer):
     algo, train = tiny_run.tiny_configs(micro_batch_rows=2)
     mesh_config = cpu8_mesh_config()
     with pytest.raises(ValueError, match="micro_batch_rows=2 must be a multiple of the 4 batch shards"):
-        Trainer(init_policy(tiny_run.TINY_MOE, seed=0), algo, train, mesh=make_mesh(mesh_config),
-                rules=rules_from_config(mesh_config))
+        Trainer(
+            init_policy(tiny_run.TINY_MOE, seed=0),
+            algo,
+            train,
+            mesh=make_mesh(mesh_config),
+            rules=rules_from_config(mesh_config),
+        )

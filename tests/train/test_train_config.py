@@ -1,6 +1,7 @@
 """The algo/ and train/ presets compose, and bad values are refused naming field and value."""
 
 import pytest
+
 from legorl_jax.config import AlgoConfig, CheckpointConfig, Config, MeshConfig, TrainConfig
 
 

@@ -11,5 +11,7 @@ def test_importing_the_trainer_initialises_no_jax_backend():
         "from jax._src import xla_bridge\n"
         "print(bool(xla_bridge._backends))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert out.stdout.strip() == "False"

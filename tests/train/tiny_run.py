@@ -20,15 +20,28 @@ from legorl_jax.train.batch import RoutingSpec, pack_trajectories
 from legorl_jax.types import Outcome, Sequence, Trajectory
 
 TINY_MOE = ArchConfig(
-    architectures=("Qwen3MoeForCausalLM",), vocab_size=128, hidden_size=32, intermediate_size=64,
-    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-6,
-    rope_theta=10000.0, max_position_embeddings=256, num_experts=4, num_experts_per_tok=2,
-    moe_intermediate_size=16, norm_topk_prob=True,
+    architectures=("Qwen3MoeForCausalLM",),
+    vocab_size=128,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    rms_norm_eps=1e-6,
+    rope_theta=10000.0,
+    max_position_embeddings=256,
+    num_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=16,
+    norm_topk_prob=True,
 )
 MAX_TOKENS = 32
 
 
-def make_trajectories(seed: int, n: int = 6, *, routing: RoutingSpec | None = None, lengths=(5, 15)) -> list[Trajectory]:
+def make_trajectories(
+    seed: int, n: int = 6, *, routing: RoutingSpec | None = None, lengths=(5, 15)
+) -> list[Trajectory]:
     """n single-sequence trials in groups of 3: prompt of 3 tokens, then sampled tokens; random routing rows."""
     rng = np.random.default_rng(seed)
     out = []
@@ -42,11 +55,16 @@ def make_trajectories(seed: int, n: int = 6, *, routing: RoutingSpec | None = No
             first = rng.integers(0, routing.num_experts, (t, routing.num_layers))
             routed = np.stack([first, (first + 1) % routing.num_experts], axis=-1).astype(np.int16)
             routed[t - 1] = -1  # the last token is never forwarded
-        out.append(Trajectory(
-            trial_id=f"{seed}-{i}", task_id=f"task{i // 3}", group_id=f"g{seed}-{i // 3}",
-            sequences=(Sequence(tokens, mask, lp, routed),), reward=float(rng.integers(0, 2)),
-            outcome=Outcome.SUBMITTED,
-        ))
+        out.append(
+            Trajectory(
+                trial_id=f"{seed}-{i}",
+                task_id=f"task{i // 3}",
+                group_id=f"g{seed}-{i // 3}",
+                sequences=(Sequence(tokens, mask, lp, routed),),
+                reward=float(rng.integers(0, 2)),
+                outcome=Outcome.SUBMITTED,
+            )
+        )
     return out
 
 
@@ -58,8 +76,13 @@ def tiny_configs(**train_overrides) -> tuple[AlgoConfig, TrainConfig]:
 
 def batch_for_step(trainer, step: int):
     trajs = make_trajectories(1000 + step, routing=trainer.routing)
-    return pack_trajectories(trajs, trajectory_advantages(trajs), max_tokens=MAX_TOKENS,
-                             row_multiple=trainer.row_multiple, routing=trainer.routing)
+    return pack_trajectories(
+        trajs,
+        trajectory_advantages(trajs),
+        max_tokens=MAX_TOKENS,
+        row_multiple=trainer.row_multiple,
+        routing=trainer.routing,
+    )
 
 
 def main(argv: list[str]) -> None:
