@@ -542,8 +542,14 @@ class ProxyConfig:
         if self.tool_parser not in TOOL_PARSERS:
             raise ValueError(f"proxy.tool_parser must be one of {TOOL_PARSERS}, got {self.tool_parser!r}")
         if self.shared_tokens not in SHARED_TOKEN_MODES:
-            raise ValueError(f"proxy.shared_tokens must be one of {SHARED_TOKEN_MODES}, got {self.shared_tokens!r}")
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) or not self.temperature > 0:
+            raise ValueError(
+                f"proxy.shared_tokens must be one of {SHARED_TOKEN_MODES}, got {self.shared_tokens!r}"
+            )
+        if (
+            isinstance(self.temperature, bool)
+            or not isinstance(self.temperature, (int, float))
+            or not self.temperature > 0
+        ):
             raise ValueError(f"proxy.temperature must be a number > 0, got {self.temperature!r}")
         for name in ("max_response_tokens", "main_prefix_match", "max_body_bytes"):
             value = getattr(self, name)
@@ -556,9 +562,13 @@ class ProxyConfig:
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
             raise ValueError(f"proxy.max_consecutive_no_tool must be an int >= 0, got {limit!r}")
         if not all(isinstance(p, str) and p for p in self.side_system_prefixes):
-            raise ValueError(f"proxy.side_system_prefixes must be non-empty strings, got {self.side_system_prefixes!r}")
+            raise ValueError(
+                f"proxy.side_system_prefixes must be non-empty strings, got {self.side_system_prefixes!r}"
+            )
         if not isinstance(self.chat_template_kwargs, dict):
-            raise ValueError(f"proxy.chat_template_kwargs must be a mapping, got {self.chat_template_kwargs!r}")
+            raise ValueError(
+                f"proxy.chat_template_kwargs must be a mapping, got {self.chat_template_kwargs!r}"
+            )
         for name in ("archive_dir", "model_name"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"proxy.{name} must be a non-empty string, got {getattr(self, name)!r}")
@@ -619,7 +629,11 @@ class RolloutConfig:
                 raise ValueError(f"rollout.{name} must be a positive int, got {value!r}")
         if not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0:
             raise ValueError(f"rollout.retries must be an int >= 0, got {self.retries!r}")
-        if isinstance(self.trial_timeout_s, bool) or not isinstance(self.trial_timeout_s, (int, float)) or not self.trial_timeout_s > 0:
+        if (
+            isinstance(self.trial_timeout_s, bool)
+            or not isinstance(self.trial_timeout_s, (int, float))
+            or not self.trial_timeout_s > 0
+        ):
             raise ValueError(f"rollout.trial_timeout_s must be a number > 0, got {self.trial_timeout_s!r}")
         for name in ("runs_dir", "experiment"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):

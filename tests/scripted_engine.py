@@ -35,7 +35,9 @@ class ScriptedEngine:
 
     max_len = MAX_LEN
 
-    def __init__(self, tokenizer, script: Callable[[list[int], str], str] | list[str], *, delay_s: float = 0.0):
+    def __init__(
+        self, tokenizer, script: Callable[[list[int], str], str] | list[str], *, delay_s: float = 0.0
+    ):
         self.tokenizer = tokenizer
         self.script = script
         self.delay_s = delay_s
@@ -56,7 +58,9 @@ class ScriptedEngine:
         prompt = check_input_ids(input_ids)
         rid = check_generate_args(prompt, sampling, return_routed_experts, routed_experts_start_len, rid)
         prompt = prompt.tolist()
-        self.calls.append({"prompt": prompt, "sampling": sampling, "start": routed_experts_start_len, "rid": rid})
+        self.calls.append(
+            {"prompt": prompt, "sampling": sampling, "start": routed_experts_start_len, "rid": rid}
+        )
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.fail_with is not None:
@@ -91,11 +95,17 @@ BASH_TOOL = {
     "function": {
         "name": "bash",
         "description": "Run a bash command",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
     },
 }
 
 
 def tool_call_text(name: str, arguments: str, content: str = "") -> str:
     """The tiny template's (Qwen3 JSON) tool-call text, as a policy would sample it."""
-    return (content + "\n" if content else "") + f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'
+    return (
+        content + "\n" if content else ""
+    ) + f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'

@@ -26,7 +26,6 @@ import json
 import os
 import pathlib
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,7 +67,9 @@ def serve_backend(model_dir: str, port: int, engine_ms: float) -> None:
         start = body.get("routed_experts_start_len", 0)
         await asyncio.sleep(engine_ms / 1000)
         rows = np.zeros((len(ids) + len(out) - 1 - start, 2, 2), np.int32)
-        gen = Generation(out, lps, rows, "stop", "bench", len(ids), routed_experts_start=start, matched_stop=int(eos))
+        gen = Generation(
+            out, lps, rows, "stop", "bench", len(ids), routed_experts_start=start, matched_stop=int(eos)
+        )
         return web.json_response(generation_json(gen, rid=body.get("rid") or "r", text=REPLY, return_logprob=True,
                                                  input_logprobs=None, return_routed_experts=True, e2e_latency=0.0))  # fmt: skip
 
@@ -109,7 +110,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def wait_up(url: str, process: subprocess.Popen, log: pathlib.Path | None = None, timeout_s: float = 180) -> None:
+async def wait_up(
+    url: str, process: subprocess.Popen, log: pathlib.Path | None = None, timeout_s: float = 180
+) -> None:
     import aiohttp
 
     deadline = time.monotonic() + timeout_s
@@ -122,17 +125,29 @@ async def wait_up(url: str, process: subprocess.Popen, log: pathlib.Path | None 
                 async with http.get(url, timeout=aiohttp.ClientTimeout(total=2)) as resp:
                     if resp.status < 500:
                         return
-            except (aiohttp.ClientError, asyncio.TimeoutError):
+            except (TimeoutError, aiohttp.ClientError):
                 pass
             await asyncio.sleep(0.3)
     raise RuntimeError(f"{url} did not come up within {timeout_s:.0f} s")
 
 
-async def conversation(http, path: str, url: str, tok, turns: int, latencies: list[float], *, session_url=None,
-                       tool_s: list[float]) -> None:
+async def conversation(
+    http,
+    path: str,
+    url: str,
+    tok,
+    turns: int,
+    latencies: list[float],
+    *,
+    session_url=None,
+    tool_s: list[float],
+) -> None:
     """One session's calls; `path` picks the wire: generate (token ids), chat (OpenAI body). Between calls the
     session waits its tool time, as an agent runs its tool (the same seeded draws on every path)."""
-    messages = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix add() in calc.py."}]
+    messages = [
+        {"role": "system", "content": "You fix bugs."},
+        {"role": "user", "content": "Fix add() in calc.py."},
+    ]
     for turn in range(turns):
         if path == "generate":
             body = {"input_ids": tok.apply_chat_template(messages, tools=[BASH], add_generation_prompt=True),
@@ -159,7 +174,9 @@ async def conversation(http, path: str, url: str, tok, turns: int, latencies: li
                     {"role": "tool", "tool_call_id": call_id, "content": TOOL_RESULT}]  # fmt: skip
 
 
-async def run_path(name: str, urls: dict[str, str], tok, sessions: int, turns: int, tool_ms: float = 0.0) -> list[float]:
+async def run_path(
+    name: str, urls: dict[str, str], tok, sessions: int, turns: int, tool_ms: float = 0.0
+) -> list[float]:
     import aiohttp
 
     latencies: list[float] = []
@@ -170,7 +187,9 @@ async def run_path(name: str, urls: dict[str, str], tok, sessions: int, turns: i
         if name == "ours":
             admin = {"Authorization": "Bearer bench-admin-token"}
             for i in range(sessions):
-                async with http.post(urls["ours"] + "/admin/sessions", json={"task_id": "bench"}, headers=admin) as r:
+                async with http.post(
+                    urls["ours"] + "/admin/sessions", json={"task_id": "bench"}, headers=admin
+                ) as r:
                     session_urls[i] = (await r.json())["openai_base_url"]
         path = "generate" if name == "direct-generate" else "chat"
         base = {"direct-generate": urls["backend"], "direct-chat": urls["backend"] + "/v1", "litellm": urls["litellm"] + "/v1",
@@ -200,20 +219,67 @@ async def bench(args: argparse.Namespace) -> None:
     if model_dir is None:
         import make_tiny_model
 
-        model_dir = str(make_tiny_model.make_tiny_model(tmp / "model", make_tiny_model.TinyModelSpec(max_positions=65536)))
+        model_dir = str(
+            make_tiny_model.make_tiny_model(tmp / "model", make_tiny_model.TinyModelSpec(max_positions=65536))
+        )
     tok = load_tokenizer(model_dir)
     ports = {k: free_port() for k in ("backend", "ours", "litellm")}
     urls = {k: f"http://127.0.0.1:{p}" for k, p in ports.items()}
     procs = [
-        subprocess.Popen([sys.executable, __file__, "--serve-backend", str(ports["backend"]), "--model", model_dir,
-                          "--engine-ms", str(args.engine_ms)], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT),
-        subprocess.Popen([sys.executable, "-m", "legorl_jax.proxy", "--engine-url", urls["backend"], "--model", model_dir,
-                          "--port", str(ports["ours"]), "--admin-token", "bench-admin-token", "--archive-dir",
-                          str(tmp / "archive"), "--context-length", "65536"], env=ENV, cwd=ROOT,
-                         stdout=subprocess.DEVNULL, stderr=open(tmp / "ours.log", "w")),  # fmt: skip
-        subprocess.Popen([str(pathlib.Path(sys.executable).parent / "litellm"), "--model", "openai/bench", "--api_base",
-                          urls["backend"] + "/v1", "--port", str(ports["litellm"]), "--num_workers", "1"],
-                         env={**ENV, "OPENAI_API_KEY": "x", "LITELLM_MASTER_KEY": LITELLM_KEY}, stdout=subprocess.DEVNULL, stderr=open(tmp / "litellm.log", "w")),  # fmt: skip
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--serve-backend",
+                str(ports["backend"]),
+                "--model",
+                model_dir,
+                "--engine-ms",
+                str(args.engine_ms),
+            ],
+            env=ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        ),
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "legorl_jax.proxy",
+                "--engine-url",
+                urls["backend"],
+                "--model",
+                model_dir,
+                "--port",
+                str(ports["ours"]),
+                "--admin-token",
+                "bench-admin-token",
+                "--archive-dir",
+                str(tmp / "archive"),
+                "--context-length",
+                "65536",
+            ],
+            env=ENV,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp / "ours.log", "w"),
+        ),  # fmt: skip
+        subprocess.Popen(
+            [
+                str(pathlib.Path(sys.executable).parent / "litellm"),
+                "--model",
+                "openai/bench",
+                "--api_base",
+                urls["backend"] + "/v1",
+                "--port",
+                str(ports["litellm"]),
+                "--num_workers",
+                "1",
+            ],
+            env={**ENV, "OPENAI_API_KEY": "x", "LITELLM_MASTER_KEY": LITELLM_KEY},
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp / "litellm.log", "w"),
+        ),  # fmt: skip
     ]
     try:
         await wait_up(urls["backend"] + "/health", procs[0])
@@ -223,13 +289,15 @@ async def bench(args: argparse.Namespace) -> None:
         for name in names:  # warm-up: imports, first renders, connection pools
             await run_path(name, urls, tok, 2, 2)
         load_before = os.getloadavg()[0]
-        print(f"load average before: {load_before:.2f}; rounds {args.rounds}; turns {args.turns}; engine {args.engine_ms} ms; "
-              f"tool time uniform in [0, {args.tool_ms:.0f}] ms")
+        print(
+            f"load average before: {load_before:.2f}; rounds {args.rounds}; turns {args.turns}; engine {args.engine_ms} ms; "
+            f"tool time uniform in [0, {args.tool_ms:.0f}] ms"
+        )
         rows = []
         for sessions in args.sessions:
             lat: dict[str, list[float]] = {n: [] for n in names}
             for r in range(args.rounds):
-                order = names[r % len(names):] + names[: r % len(names)]
+                order = names[r % len(names) :] + names[: r % len(names)]
                 for name in order:
                     lat[name] += await run_path(name, urls, tok, sessions, args.turns, args.tool_ms)
             rows.append((sessions, {n: (pct(v, 50), pct(v, 99), len(v)) for n, v in lat.items()}))
@@ -244,8 +312,10 @@ async def bench(args: argparse.Namespace) -> None:
                 p.kill()
     print(f"load average after: {load_after:.2f}")
     print()
-    print("| sessions | calls/path | direct /generate p50 / p99 ms | ours p50 / p99 ms | ours added p50 / p99 ms "
-          "| direct chat p50 / p99 ms | LiteLLM p50 / p99 ms | LiteLLM added p50 / p99 ms |")
+    print(
+        "| sessions | calls/path | direct /generate p50 / p99 ms | ours p50 / p99 ms | ours added p50 / p99 ms "
+        "| direct chat p50 / p99 ms | LiteLLM p50 / p99 ms | LiteLLM added p50 / p99 ms |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for sessions, f in rows:
         dg, ours, dc, lite = f["direct-generate"], f["ours"], f["direct-chat"], f["litellm"]
@@ -254,8 +324,13 @@ async def bench(args: argparse.Namespace) -> None:
               f"{lite[0] - dc[0]:.2f} / {lite[1] - dc[1]:.2f} |")  # fmt: skip
     quiet = max(load_before, load_after) < 1.0
     print()
-    print("peer: LiteLLM proxy (litellm[proxy]) on its OpenAI-compatible route to the same backend, measured in the same run")
-    print("publishable (load average < 1 before and after):", "yes" if quiet else "NO: the host was busy; rerun on a quiet machine")
+    print(
+        "peer: LiteLLM proxy (litellm[proxy]) on its OpenAI-compatible route to the same backend, measured in the same run"
+    )
+    print(
+        "publishable (load average < 1 before and after):",
+        "yes" if quiet else "NO: the host was busy; rerun on a quiet machine",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,8 +339,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turns", type=int, default=10)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--engine-ms", type=float, default=500.0, help="the stand-in model's time per call")
-    p.add_argument("--tool-ms", type=float, default=1000.0, help="each session's tool time between calls: uniform in [0, this]")
-    p.add_argument("--model", default=None, help="HF directory for the tokenizer/template (default: a tiny model made here)")
+    p.add_argument(
+        "--tool-ms",
+        type=float,
+        default=1000.0,
+        help="each session's tool time between calls: uniform in [0, this]",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="HF directory for the tokenizer/template (default: a tiny model made here)",
+    )
     p.add_argument("--serve-backend", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.serve_backend is not None:

@@ -36,7 +36,7 @@ TASK_IDS = ("autocomplete-casefold-prefix", "basecodec-base58-leading-zeros")
 
 
 def call(name: str, **arguments) -> str:
-    return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 def script_for(tasks, tokenizer):
@@ -79,16 +79,25 @@ async def plain(tasks, proxy, harness, n: int) -> list[dict[str, float]]:
         assert report.reward == 1.0, report
         counters = closed.trajectory["counters"]
         wall = time.monotonic() - t0
-        out.append({"wall": wall, "work": (t1 - t0) + counters["model_s"] + counters["tool_s"] + (t2 - t_stop) + (t3 - t2)})
+        out.append(
+            {
+                "wall": wall,
+                "work": (t1 - t0) + counters["model_s"] + counters["tool_s"] + (t2 - t_stop) + (t3 - t2),
+            }
+        )
     return out
 
 
-async def ours(tasks, proxy, harness, n: int, concurrency: int, runs: pathlib.Path) -> tuple[float, list[dict[str, float]]]:
+async def ours(
+    tasks, proxy, harness, n: int, concurrency: int, runs: pathlib.Path
+) -> tuple[float, list[dict[str, float]]]:
     from legorl_jax.config import RolloutConfig
     from legorl_jax.rollout import collect
 
     group = max(n // len(tasks), 1)
-    config = RolloutConfig(concurrency=concurrency, retries=0, runs_dir=str(runs), experiment=f"c{concurrency}-{time.time_ns()}")
+    config = RolloutConfig(
+        concurrency=concurrency, retries=0, runs_dir=str(runs), experiment=f"c{concurrency}-{time.time_ns()}"
+    )
     t0 = time.monotonic()
     batch = await collect(tasks, group_size=group, harness=harness, proxy=proxy, config=config)
     wall = time.monotonic() - t0
@@ -117,7 +126,9 @@ async def bench(args: argparse.Namespace) -> None:
         ensure_task_image(t)
     engine = ScriptedEngine(tokenizer, script_for(tasks, tokenizer), delay_s=args.engine_ms / 1000)
     engine.max_len = 16384
-    proxy = CaptureProxy(engine, tokenizer, ProxyConfig(context_length=16384, archive_dir=str(tmp / "sessions")))
+    proxy = CaptureProxy(
+        engine, tokenizer, ProxyConfig(context_length=16384, archive_dir=str(tmp / "sessions"))
+    )
     await proxy.start()
     harness = get_harness("builtin")
     load_before = os.getloadavg()[0]
@@ -127,7 +138,9 @@ async def bench(args: argparse.Namespace) -> None:
         plain_runs = []
         results: dict[int, list] = {c: [] for c in args.concurrency}
         for r in range(args.rounds):
-            plain_runs += await plain(tasks, proxy, harness, args.trials if r == 0 else max(args.trials // 4, 2))
+            plain_runs += await plain(
+                tasks, proxy, harness, args.trials if r == 0 else max(args.trials // 4, 2)
+            )
             for c in args.concurrency:
                 results[c].append(await ours(tasks, proxy, harness, args.trials, c, tmp / "runs"))
         plain_wall = [p["wall"] for p in plain_runs]
@@ -138,21 +151,28 @@ async def bench(args: argparse.Namespace) -> None:
             walls = [w for w, _ in results[c]]
             per = [p for _, ps in results[c] for p in ps]
             n = len(per)
-            rows.append((f"ours (rollout.collect)", c, n, 60 * n / sum(walls), statistics.mean(p["wall"] for p in per),
+            rows.append(("ours (rollout.collect)", c, n, 60 * n / sum(walls), statistics.mean(p["wall"] for p in per),
                          statistics.mean(1 - p["work"] / p["wall"] for p in per)))  # fmt: skip
     finally:
         await proxy.stop()
     load_after = os.getloadavg()[0]
-    print(f"load average before {load_before:.2f}, after {load_after:.2f}; rounds {args.rounds}; engine {args.engine_ms} ms/call")
+    print(
+        f"load average before {load_before:.2f}, after {load_after:.2f}; rounds {args.rounds}; engine {args.engine_ms} ms/call"
+    )
     print()
-    print("| system | concurrent trials | trials | trials / min | mean trial wall s | orchestrator overhead (share of trial wall) |")
+    print(
+        "| system | concurrent trials | trials | trials / min | mean trial wall s | orchestrator overhead (share of trial wall) |"
+    )
     print("|---|---|---|---|---|---|")
     for name, c, n, tpm, wall, over in rows:
         print(f"| {name} | {c} | {n} | {tpm:.1f} | {wall:.2f} | {100 * over:.1f} % |")
     print()
     print("peer: the same trials as a plain sequential script (no orchestrator), measured in the same run")
     quiet = max(load_before, load_after) < 1.0
-    print("publishable (load average < 1 before and after):", "yes" if quiet else "NO: the host was busy; rerun on a quiet machine")
+    print(
+        "publishable (load average < 1 before and after):",
+        "yes" if quiet else "NO: the host was busy; rerun on a quiet machine",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

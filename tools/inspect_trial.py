@@ -42,7 +42,9 @@ def _find_tokenizer(model: str | None):
 def render(trial_dir: str, model: str | None = None, show_logprobs: bool = False) -> str:
     trajectory, arrays = read_archive(trial_dir)
     tok = _find_tokenizer(model or trajectory.get("tokenizer"))
-    lines = [f"session {trajectory['session_id']}  task {trajectory.get('task_id') or '-'}  trial {trajectory.get('trial_id') or '-'}"]
+    lines = [
+        f"session {trajectory['session_id']}  task {trajectory.get('task_id') or '-'}  trial {trajectory.get('trial_id') or '-'}"
+    ]
     for branch in trajectory["branches"]:
         i = branch["index"]
         data = arrays.get(i)

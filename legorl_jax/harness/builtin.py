@@ -91,7 +91,9 @@ class BuiltinHarness:
                 if status == 400 and reply.get("error", {}).get("code") == "context_length_exceeded":
                     return run.result("context_overflow", step, messages)
                 if status != 200:
-                    raise HarnessCrashed(f"model call {step} failed with HTTP {status}: {json.dumps(reply)[:500]}")
+                    raise HarnessCrashed(
+                        f"model call {step} failed with HTTP {status}: {json.dumps(reply)[:500]}"
+                    )
                 message = reply["choices"][0]["message"]
                 calls = message.get("tool_calls") or []
                 messages.append({k: v for k, v in message.items() if k in ("role", "content", "tool_calls")})
@@ -102,7 +104,9 @@ class BuiltinHarness:
                     continue
                 submitted = False
                 for call in calls:
-                    output, submitted_now = await run.tool(call["function"]["name"], call["function"].get("arguments"))
+                    output, submitted_now = await run.tool(
+                        call["function"]["name"], call["function"].get("arguments")
+                    )
                     submitted |= submitted_now
                     messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
                 if submitted:
@@ -116,11 +120,15 @@ async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> 
             text = await resp.text()
             status = resp.status
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise HarnessCrashed(f"the model endpoint {url} could not be reached: {type(exc).__name__}: {exc}") from None
+        raise HarnessCrashed(
+            f"the model endpoint {url} could not be reached: {type(exc).__name__}: {exc}"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        raise HarnessCrashed(f"the model endpoint answered HTTP {status} with non-JSON: {text[:300]!r}") from None
+        raise HarnessCrashed(
+            f"the model endpoint answered HTTP {status} with non-JSON: {text[:300]!r}"
+        ) from None
     return status, data if isinstance(data, dict) else {"error": {"message": str(data)}}
 
 
@@ -162,7 +170,11 @@ class _Run:
             raise ValueError(f"command must be a non-empty string, got {command!r}")
         self.features["commands"] += 1
         self.features["test_runs"] += bool(TEST_COMMAND.search(command))
-        if self.edited and any(p in command for p in self.edited) and re.search(r"\b(cat|head|tail|sed|less|grep)\b", command):
+        if (
+            self.edited
+            and any(p in command for p in self.edited)
+            and re.search(r"\b(cat|head|tail|sed|less|grep)\b", command)
+        ):
             self.features["rereads_after_edit"] += 1
         result = await self.sandbox.exec(["bash", "-c", command], timeout=self.timeout, workdir=self.workdir)
         note = " (timed out)" if result.timed_out else ""
@@ -181,7 +193,9 @@ class _Run:
         lines = (await self._read(path)).splitlines()
         start, end = args.get("start_line") or 1, args.get("end_line") or len(lines)
         if not isinstance(start, int) or not isinstance(end, int) or start < 1 or end < start:
-            raise ValueError(f"start_line/end_line must be ints with 1 <= start <= end, got {start!r}, {end!r}")
+            raise ValueError(
+                f"start_line/end_line must be ints with 1 <= start <= end, got {start!r}, {end!r}"
+            )
         return _cap("\n".join(f"{i:6}\t{line}" for i, line in enumerate(lines[start - 1 : end], start)))
 
     async def _replace(self, args: dict[str, Any]) -> str:
@@ -202,4 +216,3 @@ class _Run:
     def result(self, status: str, steps: int, messages: list[dict[str, Any]]) -> HarnessResult:
         log = "\n".join(json.dumps(m, ensure_ascii=False) for m in messages)
         return HarnessResult(status, steps, log=log, features=dict(self.features))
-

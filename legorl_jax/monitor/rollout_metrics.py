@@ -84,12 +84,18 @@ def alerts(metrics: Mapping[str, float], *, moe: bool = False) -> list[str]:
     out = []
     pearson = metrics.get("align/prob_pearson")
     if pearson is not None and (math.isnan(pearson) or pearson < 0.99):
-        out.append(f"alignment: trainer/engine probability Pearson {pearson:.4f} < 0.99 (replay or numerics broken?)")
+        out.append(
+            f"alignment: trainer/engine probability Pearson {pearson:.4f} < 0.99 (replay or numerics broken?)"
+        )
     if metrics.get("rollout/scored", 0) and metrics.get("behaviour/tool_calls_per_turn", 0.0) == 0.0:
-        out.append("behaviour: no tool call was parsed in this step (tool parser and chat template disagree, or the policy stopped calling tools)")
+        out.append(
+            "behaviour: no tool call was parsed in this step (tool parser and chat template disagree, or the policy stopped calling tools)"
+        )
     coverage = metrics.get("align/routing_coverage")
     if moe and coverage is not None and coverage < 1.0:
-        out.append(f"alignment: routing coverage {coverage:.4f} < 1 for an MoE policy (some tokens route natively)")
+        out.append(
+            f"alignment: routing coverage {coverage:.4f} < 1 for an MoE policy (some tokens route natively)"
+        )
     if metrics.get("train/learning_rate") == 0.0:
         out.append("train: the learning rate is 0 (the update changes nothing)")
     return out

@@ -57,7 +57,11 @@ async def _serve(args: argparse.Namespace) -> None:
     async with SGLangEngine(args.engine_url, routing=routing) as engine:
         proxy = CaptureProxy.from_model_dir(engine, args.model, config, admin_token=args.admin_token)
         base = await proxy.start(args.host, args.port)
-        print(f"legorl_jax.proxy: ready on {base} (engine {args.engine_url}, mode {args.mode})", file=sys.stderr, flush=True)
+        print(
+            f"legorl_jax.proxy: ready on {base} (engine {args.engine_url}, mode {args.mode})",
+            file=sys.stderr,
+            flush=True,
+        )
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)

@@ -37,7 +37,11 @@ def _text_blocks(value: Any, where: str) -> str:
         raise bad_request(f"{where} must be a string or a list of text blocks, got {preview(value)}", where)
     texts = []
     for j, block in enumerate(value):
-        if not isinstance(block, dict) or block.get("type") != "text" or not isinstance(block.get("text"), str):
+        if (
+            not isinstance(block, dict)
+            or block.get("type") != "text"
+            or not isinstance(block.get("text"), str)
+        ):
             raise bad_request(f"{where}[{j}] must be a text block, got {preview(block)}", f"{where}[{j}]")
         texts.append(block["text"])
     return "\n".join(texts) if where == "system" else "".join(texts)
@@ -49,12 +53,17 @@ def _convert(i: int, msg: Any) -> list[dict[str, Any]]:
         raise bad_request(f"{where} must be an object, got {preview(msg)}", where)
     role = msg.get("role")
     if role not in ("user", "assistant", "system"):
-        raise bad_request(f"{where}.role must be user, assistant or system, got {preview(role)}", f"{where}.role")
+        raise bad_request(
+            f"{where}.role must be user, assistant or system, got {preview(role)}", f"{where}.role"
+        )
     content = msg.get("content")
     if isinstance(content, str):
         return [{"role": role, "content": content}]
     if not isinstance(content, list):
-        raise bad_request(f"{where}.content must be a string or a list of blocks, got {preview(content)}", f"{where}.content")
+        raise bad_request(
+            f"{where}.content must be a string or a list of blocks, got {preview(content)}",
+            f"{where}.content",
+        )
     if role == "system":
         return [{"role": "system", "content": _text_blocks(content, f"{where}.content")}]
     texts: list[str] = []
@@ -80,7 +89,9 @@ def _convert(i: int, msg: Any) -> list[dict[str, Any]]:
             text = inner if isinstance(inner, str) else _tool_result_text(inner, f"{at}.content")
             if block.get("is_error"):
                 text = text or "error"
-            results.append({"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")), "content": text})
+            results.append(
+                {"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")), "content": text}
+            )
         else:
             raise bad_request(
                 f"{at} has type {preview(kind)}, which a text-only policy cannot read in a {role} message", at
@@ -106,7 +117,9 @@ def _tool_result_text(value: Any, where: str) -> str:
     for j, block in enumerate(value):
         if not isinstance(block, dict) or block.get("type") != "text":
             kind = block.get("type") if isinstance(block, dict) else type(block).__name__
-            raise bad_request(f"{where}[{j}] has type {preview(kind)}; tool results must be text", f"{where}[{j}]")
+            raise bad_request(
+                f"{where}[{j}] has type {preview(kind)}; tool results must be text", f"{where}[{j}]"
+            )
         texts.append(str(block.get("text", "")))
     return "".join(texts)
 
@@ -130,15 +143,23 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
             ignored.append(f"tools.{tool.get('type')}")
             continue
         if not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise bad_request(f"tools[{i}].name must be a non-empty string, got {preview(tool.get('name'))}", f"tools[{i}].name")
+            raise bad_request(
+                f"tools[{i}].name must be a non-empty string, got {preview(tool.get('name'))}",
+                f"tools[{i}].name",
+            )
         schema = tool.get("input_schema", {"type": "object", "properties": {}})
         if not isinstance(schema, dict):
-            raise bad_request(f"tools[{i}].input_schema must be an object, got {preview(schema)}", f"tools[{i}].input_schema")
+            raise bad_request(
+                f"tools[{i}].input_schema must be an object, got {preview(schema)}",
+                f"tools[{i}].input_schema",
+            )
         fn = {"name": tool["name"], "description": tool.get("description", ""), "parameters": schema}
         tools.append({"type": "function", "function": fn})
     stops = body.get("stop_sequences") or []
     if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
-        raise bad_request(f"stop_sequences must be a list of non-empty strings, got {preview(stops)}", "stop_sequences")
+        raise bad_request(
+            f"stop_sequences must be a list of non-empty strings, got {preview(stops)}", "stop_sequences"
+        )
     model = body.get("model", "")
     if not isinstance(model, str):
         raise bad_request(f"model must be a string, got {preview(model)}", "model")
@@ -174,7 +195,9 @@ def _blocks(c: Completion) -> list[dict[str, Any]]:
         blocks.append({"type": "text", "text": c.content})
     for call in c.tool_calls:
         fn = call["function"]
-        blocks.append({"type": "tool_use", "id": call["id"], "name": fn["name"], "input": json.loads(fn["arguments"])})
+        blocks.append(
+            {"type": "tool_use", "id": call["id"], "name": fn["name"], "input": json.loads(fn["arguments"])}
+        )
     return blocks
 
 
@@ -201,28 +224,52 @@ def response_json(req: ChatRequest, c: Completion) -> dict[str, Any]:
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:
-    return f"event: {name}\ndata: ".encode() + json.dumps({"type": name, **data}, ensure_ascii=False).encode() + b"\n\n"
+    return (
+        f"event: {name}\ndata: ".encode()
+        + json.dumps({"type": name, **data}, ensure_ascii=False).encode()
+        + b"\n\n"
+    )
 
 
 def stream_events(req: ChatRequest, c: Completion) -> Iterator[bytes]:
     """The SSE events of `c` in Anthropic's order (module docstring)."""
-    start = {**response_json(req, c), "content": [], "stop_reason": None, "stop_sequence": None, "usage": _usage(c, 1)}
+    start = {
+        **response_json(req, c),
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": _usage(c, 1),
+    }
     yield _event("message_start", {"message": start})
     for i, block in enumerate(_blocks(c)):
         kind = block["type"]
         if kind == "thinking":
-            yield _event("content_block_start", {"index": i, "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
-            yield _event("content_block_delta", {"index": i, "delta": {"type": "thinking_delta", "thinking": block["thinking"]}})
-            yield _event("content_block_delta", {"index": i, "delta": {"type": "signature_delta", "signature": ""}})
+            yield _event(
+                "content_block_start",
+                {"index": i, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+            )
+            yield _event(
+                "content_block_delta",
+                {"index": i, "delta": {"type": "thinking_delta", "thinking": block["thinking"]}},
+            )
+            yield _event(
+                "content_block_delta", {"index": i, "delta": {"type": "signature_delta", "signature": ""}}
+            )
         elif kind == "text":
             yield _event("content_block_start", {"index": i, "content_block": {"type": "text", "text": ""}})
             if block["text"]:
-                yield _event("content_block_delta", {"index": i, "delta": {"type": "text_delta", "text": block["text"]}})
+                yield _event(
+                    "content_block_delta",
+                    {"index": i, "delta": {"type": "text_delta", "text": block["text"]}},
+                )
         else:
             head = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             yield _event("content_block_start", {"index": i, "content_block": head})
             partial = json.dumps(block["input"], ensure_ascii=False)
-            yield _event("content_block_delta", {"index": i, "delta": {"type": "input_json_delta", "partial_json": partial}})
+            yield _event(
+                "content_block_delta",
+                {"index": i, "delta": {"type": "input_json_delta", "partial_json": partial}},
+            )
         yield _event("content_block_stop", {"index": i})
     delta = {"stop_reason": _stop_reason(c), "stop_sequence": c.stop_sequence}
     yield _event("message_delta", {"delta": delta, "usage": {"output_tokens": c.completion_tokens}})

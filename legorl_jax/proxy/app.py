@@ -92,14 +92,18 @@ class CaptureProxy:
             )
         self.context_length = limit
         if admin_token is not None and (not isinstance(admin_token, str) or len(admin_token) < 8):
-            raise ValueError(f"admin_token must be a string of at least 8 characters, got {preview(admin_token)}")
+            raise ValueError(
+                f"admin_token must be a string of at least 8 characters, got {preview(admin_token)}"
+            )
         self.admin_token = admin_token or secrets.token_urlsafe(32)
         self.sessions: dict[str, Session] = {}
         self.base_url: str | None = None
         self._runner: web.AppRunner | None = None
 
     @classmethod
-    def from_model_dir(cls, engine: Any, model_dir: str | os.PathLike, config: ProxyConfig | None = None, **kw: Any):
+    def from_model_dir(
+        cls, engine: Any, model_dir: str | os.PathLike, config: ProxyConfig | None = None, **kw: Any
+    ):
         """A proxy with the tokenizer, chat template and context length of the HF directory `model_dir`."""
         from legorl_jax.model.tokenizer import load_tokenizer
 
@@ -225,7 +229,9 @@ class CaptureProxy:
             return web.json_response(surface.error_json(err), status=err.status)
         except web.HTTPRequestEntityTooLarge as exc:
             err = ProxyError(
-                413, "too_large", f"the request body is larger than {self.config.max_body_bytes} bytes: {exc.text}"
+                413,
+                "too_large",
+                f"the request body is larger than {self.config.max_body_bytes} bytes: {exc.text}",
             )
             return web.json_response(surface.error_json(err), status=413)
         except web.HTTPException as exc:
@@ -318,7 +324,9 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise bad_request(f"the request body is not valid JSON: {exc} (got {preview(raw[:60])})", "body") from None
+        raise bad_request(
+            f"the request body is not valid JSON: {exc} (got {preview(raw[:60])})", "body"
+        ) from None
     if not isinstance(body, dict):
         raise bad_request(f"the request body must be a JSON object, got {type(body).__name__}", "body")
     return body

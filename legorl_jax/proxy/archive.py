@@ -46,7 +46,9 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     _atomic_write(path, lambda f: f.write(data))
 
 
-def write_archive(trial_dir: str | os.PathLike, trajectory: dict[str, Any], branches: list[Any]) -> pathlib.Path:
+def write_archive(
+    trial_dir: str | os.PathLike, trajectory: dict[str, Any], branches: list[Any]
+) -> pathlib.Path:
     """Writes the session's files into `trial_dir` (created if missing); returns the folder."""
     folder = pathlib.Path(trial_dir)
     folder.mkdir(parents=True, exist_ok=True)

@@ -53,7 +53,9 @@ class ProxyError(Exception):
     def __init__(self, status: int, code: str, message: str, param: str | None = None):
         super().__init__(message)
         self.status = status
-        self.code = code  # invalid_request | context_length_exceeded | not_found | engine_error | too_large | auth
+        self.code = (
+            code  # invalid_request | context_length_exceeded | not_found | engine_error | too_large | auth
+        )
         self.message = message
         self.param = param
 
@@ -120,7 +122,9 @@ class Completion:
     id: str
     content: str
     reasoning: str | None
-    tool_calls: tuple[dict[str, Any], ...]  # OpenAI tool_calls: {id, type: function, function: {name, arguments}}
+    tool_calls: tuple[
+        dict[str, Any], ...
+    ]  # OpenAI tool_calls: {id, type: function, function: {name, arguments}}
     finish_reason: str  # stop | length | tool_calls
     prompt_tokens: int
     completion_tokens: int
@@ -136,7 +140,13 @@ class Completion:
             msg["reasoning_content"] = self.reasoning
         if self.tool_calls:
             msg["tool_calls"] = [
-                {**c, "function": {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])}}
+                {
+                    **c,
+                    "function": {
+                        "name": c["function"]["name"],
+                        "arguments": json.loads(c["function"]["arguments"]),
+                    },
+                }
                 for c in self.tool_calls
             ]
         return msg

@@ -82,7 +82,13 @@ def _tool_calls(value: Any, where: str) -> list[dict[str, Any]]:
                 f"{where}[{j}].function.arguments must be a JSON string or an object, got {preview(args)}",
                 f"{where}[{j}].function.arguments",
             )
-        calls.append({"id": call.get("id") or "", "type": "function", "function": {"name": fn["name"], "arguments": _object(args)}})
+        calls.append(
+            {
+                "id": call.get("id") or "",
+                "type": "function",
+                "function": {"name": fn["name"], "arguments": _object(args)},
+            }
+        )
     return calls
 
 
@@ -108,8 +114,13 @@ def parse_messages(value: Any) -> tuple[dict[str, Any], ...]:
             raise bad_request(f"{where} must be an object, got {preview(msg)}", where)
         role = msg.get("role")
         if role not in _ROLES:
-            raise bad_request(f"{where}.role must be one of {sorted(_ROLES)}, got {preview(role)}", f"{where}.role")
-        clean: dict[str, Any] = {"role": _ROLES[role], "content": _content(msg.get("content"), f"{where}.content")}
+            raise bad_request(
+                f"{where}.role must be one of {sorted(_ROLES)}, got {preview(role)}", f"{where}.role"
+            )
+        clean: dict[str, Any] = {
+            "role": _ROLES[role],
+            "content": _content(msg.get("content"), f"{where}.content"),
+        }
         if role == "assistant":
             if msg.get("tool_calls"):
                 clean["tool_calls"] = _tool_calls(msg["tool_calls"], f"{where}.tool_calls")
@@ -121,7 +132,9 @@ def parse_messages(value: Any) -> tuple[dict[str, Any], ...]:
                 clean["content"] = ""
         if role == "tool":
             if not isinstance(msg.get("tool_call_id", ""), str):
-                raise bad_request(f"{where}.tool_call_id must be a string, got {preview(msg['tool_call_id'])}")
+                raise bad_request(
+                    f"{where}.tool_call_id must be a string, got {preview(msg['tool_call_id'])}"
+                )
             clean["tool_call_id"] = msg.get("tool_call_id", "")
             if isinstance(msg.get("name"), str):
                 clean["name"] = msg["name"]
@@ -139,10 +152,19 @@ def parse_tools(value: Any) -> tuple[dict[str, Any], ...] | None:
     tools = []
     for i, tool in enumerate(value):
         fn = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(tool, dict) or tool.get("type", "function") != "function" or not isinstance(fn, dict):
-            raise bad_request(f"tools[{i}] must be {{type: function, function: {{...}}}}, got {preview(tool)}", f"tools[{i}]")
+        if (
+            not isinstance(tool, dict)
+            or tool.get("type", "function") != "function"
+            or not isinstance(fn, dict)
+        ):
+            raise bad_request(
+                f"tools[{i}] must be {{type: function, function: {{...}}}}, got {preview(tool)}",
+                f"tools[{i}]",
+            )
         if not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise bad_request(f"tools[{i}].function.name must be a non-empty string, got {preview(fn.get('name'))}")
+            raise bad_request(
+                f"tools[{i}].function.name must be a non-empty string, got {preview(fn.get('name'))}"
+            )
         tools.append({"type": "function", "function": fn})
     return tuple(tools)
 
@@ -155,12 +177,15 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
     top = _int(body, "top_logprobs", 0)
     if top:
         raise bad_request(
-            f"top_logprobs must be 0: the engine reports the sampled token's log-prob only, got {top}", "top_logprobs"
+            f"top_logprobs must be 0: the engine reports the sampled token's log-prob only, got {top}",
+            "top_logprobs",
         )
     stop = body.get("stop")
     stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
     if not all(isinstance(s, str) and s for s in stops):
-        raise bad_request(f"stop must be a string or a list of non-empty strings, got {preview(stop)}", "stop")
+        raise bad_request(
+            f"stop must be a string or a list of non-empty strings, got {preview(stop)}", "stop"
+        )
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise bad_request(f"stream_options must be an object, got {preview(options)}", "stream_options")
@@ -188,7 +213,10 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
 
 
 def _message(c: Completion) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "assistant", "content": c.content if (c.content or not c.tool_calls) else None}
+    msg: dict[str, Any] = {
+        "role": "assistant",
+        "content": c.content if (c.content or not c.tool_calls) else None,
+    }
     if c.reasoning:
         msg["reasoning_content"] = c.reasoning
     if c.tool_calls:
@@ -199,7 +227,8 @@ def _message(c: Completion) -> dict[str, Any]:
 def _logprobs(c: Completion) -> dict[str, Any]:
     return {
         "content": [
-            {"token": t.text, "logprob": t.logprob, "bytes": list(t.text.encode()), "top_logprobs": []} for t in c.tokens
+            {"token": t.text, "logprob": t.logprob, "bytes": list(t.text.encode()), "top_logprobs": []}
+            for t in c.tokens
         ]
     }
 
@@ -244,7 +273,12 @@ def stream_events(req: ChatRequest, c: Completion) -> Iterator[bytes]:
     if c.content:
         yield chunk({"content": c.content}, **({"logprobs": _logprobs(c)} if req.logprobs else {}))
     for i, call in enumerate(c.tool_calls):
-        head = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+        head = {
+            "index": i,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""},
+        }
         yield chunk({"tool_calls": [head]})
         yield chunk({"tool_calls": [{"index": i, "function": {"arguments": call["function"]["arguments"]}}]})
     yield chunk({}, c.finish_reason)
@@ -267,4 +301,11 @@ _TYPES = {
 
 def error_json(err: ProxyError) -> dict[str, Any]:
     code = err.code if err.code in ("context_length_exceeded",) else None
-    return {"error": {"message": err.message, "type": _TYPES.get(err.code, "server_error"), "param": err.param, "code": code}}
+    return {
+        "error": {
+            "message": err.message,
+            "type": _TYPES.get(err.code, "server_error"),
+            "param": err.param,
+            "code": code,
+        }
+    }

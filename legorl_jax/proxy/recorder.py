@@ -75,11 +75,14 @@ def same_message(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
                 return False
             if all(c.get("id") for c in a) and all(c.get("id") for c in b):
                 return [c["id"] for c in a] == [c["id"] for c in b]
-            return [c.get("function", {}).get("name") for c in a] == [c.get("function", {}).get("name") for c in b]
+            return [c.get("function", {}).get("name") for c in a] == [
+                c.get("function", {}).get("name") for c in b
+            ]
         return text_of(ours.get("content")).strip() == text_of(theirs.get("content")).strip()
     keys = ("content", "tool_call_id")
     return all(
-        (text_of(ours.get(k)) if k == "content" else ours.get(k)) == (text_of(theirs.get(k)) if k == "content" else theirs.get(k))
+        (text_of(ours.get(k)) if k == "content" else ours.get(k))
+        == (text_of(theirs.get(k)) if k == "content" else theirs.get(k))
         for k in keys
     )
 
@@ -87,7 +90,9 @@ def same_message(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
 class Renderer:
     """The model's chat template as the recorder uses it: full renders and end-of-turn aware deltas."""
 
-    def __init__(self, tokenizer: Any, template_kwargs: Mapping[str, Any] | None = None, *, fast: bool = True):
+    def __init__(
+        self, tokenizer: Any, template_kwargs: Mapping[str, Any] | None = None, *, fast: bool = True
+    ):
         self.tokenizer = tokenizer
         self.template_kwargs = dict(template_kwargs or {})
         self.fast = fast
@@ -126,8 +131,14 @@ class Renderer:
     def full(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> list[int]:
         return self.tokenizer.encode(self.render(messages, tools, generation_prompt=True))
 
-    def _tail(self, before: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], tools: Any, markers: int,
-              closed: bool) -> str | None:
+    def _tail(
+        self,
+        before: Sequence[Mapping[str, Any]],
+        new: Sequence[Mapping[str, Any]],
+        tools: Any,
+        markers: int,
+        closed: bool,
+    ) -> str | None:
         """The text of `new` and the generation prompt after the `markers`-th end-of-turn marker."""
         full = self.render([*before, *new], tools, generation_prompt=True)
         at = -1
@@ -138,8 +149,14 @@ class Renderer:
         return full[at + len(self.end_marker) if closed else at :]
 
     def delta(
-        self, before: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], tools: Any, *, closed: bool,
-        markers: int, verify: bool = False,
+        self,
+        before: Sequence[Mapping[str, Any]],
+        new: Sequence[Mapping[str, Any]],
+        tools: Any,
+        *,
+        closed: bool,
+        markers: int,
+        verify: bool = False,
     ) -> tuple[list[int], int] | None:
         """(ids of `new` and the generation prompt after `before` as the template renders them there, the
         number of end-of-turn markers in the render of `before` + `new`).
@@ -258,17 +275,25 @@ class Recorder:
 
     def _extends(self, branch: Branch, messages: Sequence[Mapping[str, Any]]) -> bool:
         n = len(branch.messages)
-        return n < len(messages) and all(same_message(a, b) for a, b in zip(branch.messages, messages, strict=False))
+        return n < len(messages) and all(
+            same_message(a, b) for a, b in zip(branch.messages, messages, strict=False)
+        )
 
     def plan(self, messages: Sequence[Mapping[str, Any]], tools: Any, *, kind: str) -> Plan:
         """Where the request goes and its prompt ids (module docstring)."""
         key = canonical_tools(tools)
-        candidates = [b for b in self.branches if b.kind == kind and b.tools_key == key and self._extends(b, messages)]
+        candidates = [
+            b for b in self.branches if b.kind == kind and b.tools_key == key and self._extends(b, messages)
+        ]
         if candidates:
             branch = max(candidates, key=lambda b: (len(b.messages), b.index))
             turns = len(branch.turns)
             found = self.renderer.delta(
-                branch.messages, messages[len(branch.messages) :], tools, closed=branch.closed, markers=branch.markers,
+                branch.messages,
+                messages[len(branch.messages) :],
+                tools,
+                closed=branch.closed,
+                markers=branch.markers,
                 verify=turns % VERIFY_EVERY == 0,
             )
             if found is not None:
@@ -384,7 +409,9 @@ class Recorder:
             branch.routing = np.full((total, *shape), -1, np.int16)
         else:
             if branch.routing.shape[1:] != shape:
-                raise ValueError(f"routed_experts rows changed shape from {branch.routing.shape[1:]} to {shape}")
+                raise ValueError(
+                    f"routed_experts rows changed shape from {branch.routing.shape[1:]} to {shape}"
+                )
             branch.routing = _grow(branch.routing, total)
         start = generation.routed_experts_start
         branch.routing[start : start + len(rows)] = rows.astype(np.int16)
@@ -431,7 +458,9 @@ def _find_all(hay: np.ndarray, needle: np.ndarray, start: int) -> list[int]:
     first = needle[0]
     while at <= len(hay) - m:
         cand = np.flatnonzero(hay[at : len(hay) - m + 1] == first)
-        hit = next((at + int(c) for c in cand if np.array_equal(hay[at + int(c) : at + int(c) + m], needle)), None)
+        hit = next(
+            (at + int(c) for c in cand if np.array_equal(hay[at + int(c) : at + int(c) + m], needle)), None
+        )
         if hit is None:
             break
         found.append(hit)

@@ -171,7 +171,9 @@ class Session:
         if room < 1:
             self.flags["context_overflow"] = True
             self.counters["context_overflows"] += 1
-            raise ProxyError(400, "context_length_exceeded", context_message(prompt_len, self.context_length), "messages")
+            raise ProxyError(
+                400, "context_length_exceeded", context_message(prompt_len, self.context_length), "messages"
+            )
         budget = min(self.config.max_response_tokens, room, req.max_tokens or room)
         if self.config.mode == "train":
             return SamplingParams(max_new_tokens=budget, temperature=self.config.temperature, stop=req.stop)
@@ -188,7 +190,9 @@ class Session:
         try:
             plan = self.recorder.plan(list(req.messages), list(req.tools or ()) or None, kind=kind)
         except (ValueError, TypeError) as exc:  # the chat template refused the conversation
-            raise ProxyError(400, "invalid_request", f"the conversation cannot be rendered: {exc}", "messages") from None
+            raise ProxyError(
+                400, "invalid_request", f"the conversation cannot be rendered: {exc}", "messages"
+            ) from None
         sampling = self._sampling(req, len(plan.prompt_ids))
         turn_index = len(self.turns)
         try:
@@ -209,11 +213,15 @@ class Session:
             self.flags["context_overflow"] = True
             self.counters["context_overflows"] += 1
             raise ProxyError(
-                400, "context_length_exceeded", context_message(exc.prompt_tokens or len(plan.prompt_ids),
-                                                                exc.limit or self.context_length), "messages",
+                400,
+                "context_length_exceeded",
+                context_message(exc.prompt_tokens or len(plan.prompt_ids), exc.limit or self.context_length),
+                "messages",
             ) from None
         except BadRequestError as exc:
-            raise ProxyError(400, "invalid_request", f"the engine refused the request: {exc}", exc.field) from None
+            raise ProxyError(
+                400, "invalid_request", f"the engine refused the request: {exc}", exc.field
+            ) from None
         except EngineError as exc:
             self.flags["engine_failed"] = True
             self.counters["engine_errors"] += 1
@@ -269,7 +277,11 @@ class Session:
 
     def _reply(self, req: ChatRequest, gen: Any) -> tuple[Completion, tuple, bool]:
         ids = [int(t) for t in np.asarray(gen.output_ids)]
-        body = ids[:-1] if ids and gen.finish_reason == "stop" and ids[-1] in self.tokenizer.eos_token_ids else ids
+        body = (
+            ids[:-1]
+            if ids and gen.finish_reason == "stop" and ids[-1] in self.tokenizer.eos_token_ids
+            else ids
+        )
         text = self.tokenizer.decode(body, skip_special_tokens=False) if body else ""
         stop_sequence = gen.matched_stop if isinstance(gen.matched_stop, str) else None
         if stop_sequence and stop_sequence in text:
@@ -277,7 +289,11 @@ class Session:
         parsed = parse_output(self.parser, text, req.tools)
         prefix = "toolu_" if req.surface == "anthropic" else "call_"
         calls = tuple(
-            {"id": prefix + secrets.token_hex(12), "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            {
+                "id": prefix + secrets.token_hex(12),
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
             for c in parsed.calls
         )
         if calls:
@@ -287,7 +303,9 @@ class Session:
         tokens = ()
         if req.logprobs:
             lps = np.asarray(gen.output_logprobs, np.float32)
-            tokens = tuple(OutputToken(self.tokenizer.decode([t]), float(lp)) for t, lp in zip(ids, lps, strict=True))
+            tokens = tuple(
+                OutputToken(self.tokenizer.decode([t]), float(lp)) for t, lp in zip(ids, lps, strict=True)
+            )
         completion = Completion(
             id=_reply_id(req.surface),
             content=parsed.content,
@@ -331,7 +349,9 @@ class Session:
                     output_logprobs=[float(x) for x in t.output_logprobs],
                 )
             turns.append(entry)
-        counters = {k: (dict(v) if isinstance(v, collections.Counter) else v) for k, v in self.counters.items()}
+        counters = {
+            k: (dict(v) if isinstance(v, collections.Counter) else v) for k, v in self.counters.items()
+        }
         main = [b for b in self.recorder.branches if b.kind == "main"]
         return {
             "session_id": self.id,

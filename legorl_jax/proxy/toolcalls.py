@@ -69,12 +69,16 @@ class ToolCallParser(Protocol):
     name: str
     opening: str
 
-    def parse_calls(self, text: str, tools: Sequence[Mapping[str, Any]] | None) -> tuple[str, list[ParsedCall]]:
+    def parse_calls(
+        self, text: str, tools: Sequence[Mapping[str, Any]] | None
+    ) -> tuple[str, list[ParsedCall]]:
         """(content before the calls, calls); raises ValueError when a call is malformed."""
         ...
 
 
-def parse_output(parser: ToolCallParser, text: str, tools: Sequence[Mapping[str, Any]] | None) -> ParsedOutput:
+def parse_output(
+    parser: ToolCallParser, text: str, tools: Sequence[Mapping[str, Any]] | None
+) -> ParsedOutput:
     """Splits `text` (special tokens removed) into reasoning, content and tool calls with `parser`."""
     reasoning, rest = split_reasoning(text)
     if parser.opening not in rest:
@@ -104,7 +108,9 @@ class Qwen3JsonParser:
     name = "qwen3"
     opening = "<tool_call>"
 
-    def parse_calls(self, text: str, tools: Sequence[Mapping[str, Any]] | None) -> tuple[str, list[ParsedCall]]:
+    def parse_calls(
+        self, text: str, tools: Sequence[Mapping[str, Any]] | None
+    ) -> tuple[str, list[ParsedCall]]:
         content = text[: text.index(self.opening)].rstrip("\n")
         blocks = _BLOCK.findall(text)
         if len(blocks) != text.count(self.opening):
@@ -153,7 +159,9 @@ class Qwen3CoderXmlParser:
     name = "qwen3_coder"
     opening = "<tool_call>"
 
-    def parse_calls(self, text: str, tools: Sequence[Mapping[str, Any]] | None) -> tuple[str, list[ParsedCall]]:
+    def parse_calls(
+        self, text: str, tools: Sequence[Mapping[str, Any]] | None
+    ) -> tuple[str, list[ParsedCall]]:
         content = text[: text.index(self.opening)].rstrip("\n")
         blocks = _BLOCK.findall(text)
         if len(blocks) != text.count(self.opening):
@@ -171,14 +179,20 @@ class Qwen3CoderXmlParser:
                 pname = pname.strip()
                 value = raw[1:] if raw.startswith("\n") else raw
                 value = value[:-1] if value.endswith("\n") else value
-                args[pname] = _typed(value, properties.get(pname, {}) if isinstance(properties, Mapping) else {})
+                args[pname] = _typed(
+                    value, properties.get(pname, {}) if isinstance(properties, Mapping) else {}
+                )
             if _PARAMETER.sub("", body).strip():
                 raise ValueError(f"text outside <parameter> blocks in tool call {name!r}")
             calls.append(ParsedCall(name, json.dumps(args, ensure_ascii=False)))
         return content, calls
 
 
-PARSERS: dict[str, type] = {"qwen3": Qwen3JsonParser, "hermes": Qwen3JsonParser, "qwen3_coder": Qwen3CoderXmlParser}
+PARSERS: dict[str, type] = {
+    "qwen3": Qwen3JsonParser,
+    "hermes": Qwen3JsonParser,
+    "qwen3_coder": Qwen3CoderXmlParser,
+}
 
 
 def get_parser(name: str) -> ToolCallParser:
@@ -206,7 +220,11 @@ _PROBE_TEXT = "PROBE-CONTENT"
 
 def check_template(parser: ToolCallParser, tokenizer: Any, **template_kwargs: Any) -> None:
     """Raises ValueError unless `parser` reads back a tool call that the model's chat template wrote."""
-    call = {"id": "call_probe", "type": "function", "function": {"name": "probe_tool", "arguments": _PROBE_ARGS}}
+    call = {
+        "id": "call_probe",
+        "type": "function",
+        "function": {"name": "probe_tool", "arguments": _PROBE_ARGS},
+    }
     messages = [
         {"role": "user", "content": "probe"},
         {"role": "assistant", "content": _PROBE_TEXT, "tool_calls": [call]},

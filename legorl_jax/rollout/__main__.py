@@ -30,11 +30,19 @@ from legorl_jax.harness.base import HarnessNotInstalled
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m legorl_jax.rollout", description=__doc__.split("\n\n")[0])
     p.add_argument("--harness", default="builtin", choices=HARNESS_NAMES)
-    p.add_argument("--tasks", default="builtin", help="'builtin', a SWE-bench JSONL/JSON file, or a Harbor task directory")
+    p.add_argument(
+        "--tasks",
+        default="builtin",
+        help="'builtin', a SWE-bench JSONL/JSON file, or a Harbor task directory",
+    )
     p.add_argument("--split", default=None, help="only tasks of this split")
     p.add_argument("--task-ids", default=None, help="comma-separated instance ids (default: every task)")
-    p.add_argument("--model", required=True, help="the policy's HF directory (tokenizer, chat template, weights)")
-    p.add_argument("--engine-url", default=None, help="an SGLang-API server; default: the embedded engine in process")
+    p.add_argument(
+        "--model", required=True, help="the policy's HF directory (tokenizer, chat template, weights)"
+    )
+    p.add_argument(
+        "--engine-url", default=None, help="an SGLang-API server; default: the embedded engine in process"
+    )
     p.add_argument("--group-size", type=int, default=1)
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--step-limit", type=int, default=30)
@@ -43,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="eval", choices=("eval", "train"))
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--max-response-tokens", type=int, default=4096)
-    p.add_argument("--max-len", type=int, default=None, help="embedded engine: context length (default: the model's)")
+    p.add_argument(
+        "--max-len", type=int, default=None, help="embedded engine: context length (default: the model's)"
+    )
     p.add_argument("--tool-parser", default="qwen3")
     p.add_argument("--runs-dir", default="runs")
     p.add_argument("--experiment", default="eval")
@@ -55,13 +65,18 @@ def table(trajectories: list[Any]) -> str:
     by_task: dict[str, list[Any]] = collections.defaultdict(list)
     for t in trajectories:
         by_task[t.task_id].append(t)
-    lines = ["| task | trials | solved | mean reward | outcomes | turns | response tokens |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| task | trials | solved | mean reward | outcomes | turns | response tokens |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for task_id in sorted(by_task):
         ts = by_task[task_id]
         kept = [t for t in ts if t.valid]
         solved = sum(t.reward == 1.0 for t in kept)
-        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(collections.Counter(t.outcome.value for t in ts).items()))
-        mean = (lambda xs: sum(xs) / len(xs) if xs else 0.0)  # noqa: E731
+        outcomes = ", ".join(
+            f"{k} {v}" for k, v in sorted(collections.Counter(t.outcome.value for t in ts).items())
+        )
+        mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
         lines.append(
             f"| {task_id} | {len(ts)} | {solved}/{len(kept)} | {mean([t.reward for t in kept]):.2f} | {outcomes} | "
             f"{mean([t.features.get('turns', 0) for t in kept]):.1f} | {mean([t.features.get('response_tokens', 0) for t in kept]):.0f} |"

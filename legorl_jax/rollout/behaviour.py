@@ -21,7 +21,10 @@ from typing import Any
 SHELL_TOOLS = {"bash", "Bash", "terminal", "execute_bash", "shell", "run_shell_command"}
 EDIT_TOOLS = {"str_replace", "Edit", "Write", "MultiEdit", "edit", "write", "create_file", "apply_patch"}
 READ_TOOLS = {"view", "Read", "read", "read_file", "open"}
-EDITOR_TOOLS = {"str_replace_editor", "file_editor"}  # one tool, the command says which: view / create / str_replace
+EDITOR_TOOLS = {
+    "str_replace_editor",
+    "file_editor",
+}  # one tool, the command says which: view / create / str_replace
 TEST_COMMAND = re.compile(r"\b(pytest|py\.test|unittest|tox|nose2?)\b")
 SHELL_EDIT = re.compile(r"(\bsed\s+-i|\bpatch\b|\bgit\s+apply\b|(?<![<>2&])>\s*[\w./-]+|\btee\b)")
 SHELL_READ = re.compile(r"\b(cat|head|tail|less|more|grep|sed\s+-n|nl)\b")

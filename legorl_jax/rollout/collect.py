@@ -78,7 +78,9 @@ async def collect(
         raise ValueError(f"group_size must be a positive int, got {group_size!r}")
     ids = [t.instance_id for t in tasks]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"tasks must have distinct instance ids, got duplicates {sorted({i for i in ids if ids.count(i) > 1})}")
+        raise ValueError(
+            f"tasks must have distinct instance ids, got duplicates {sorted({i for i in ids if ids.count(i) > 1})}"
+        )
     limit = asyncio.Semaphore(config.concurrency)
     progress = progress or Progress(len(tasks) * group_size, label=f"step {step} trials")
     started = time.monotonic()

@@ -34,7 +34,9 @@ class Progress:
         if not dropped:
             self.reward_sum += reward
         if not self.tty:
-            log.info("%s %d/%d %s: %s reward %.2f", self.label, self.done, self.total, trial_id, outcome, reward)
+            log.info(
+                "%s %d/%d %s: %s reward %.2f", self.label, self.done, self.total, trial_id, outcome, reward
+            )
         self._show()
 
     @property

@@ -85,7 +85,10 @@ async def _attempt(task: Task, k: int, *, harness: Harness, proxy: Any, trial_id
     info = proxy.open_session(task.instance_id, trial_id, {"attempt": k}, trial_dir=folder)
     try:
         try:
-            async with agent_sandbox(task, sandbox_factory=sandbox_factory, spec=spec) as (sandbox, workspace):
+            async with agent_sandbox(task, sandbox_factory=sandbox_factory, spec=spec) as (
+                sandbox,
+                workspace,
+            ):
                 attempt.timings["sandbox_start_s"] = time.monotonic() - t0
                 base = getattr(sandbox, "proxy_url_base", None) if inside else None
                 sid = info.session_id
@@ -102,17 +105,24 @@ async def _attempt(task: Task, k: int, *, harness: Harness, proxy: Any, trial_id
                 attempt.timings["harness_s"] = time.monotonic() - t1
                 t_stop = time.monotonic()
                 attempt.diff = await sandbox.diff(workspace.base_commit)
-            attempt.timings["sandbox_stop_s"] = time.monotonic() - t_stop  # the diff and the sandbox's removal
+            attempt.timings["sandbox_stop_s"] = (
+                time.monotonic() - t_stop
+            )  # the diff and the sandbox's removal
         except SandboxError as exc:
             if attempt.outcome is None:
                 attempt.outcome, attempt.reason = Outcome.SANDBOX_FAILED, str(exc)
         flags = proxy.sessions[info.session_id].flags if info.session_id in proxy.sessions else {}
         if flags.get("engine_failed"):
-            attempt.outcome, attempt.reason = Outcome.ENGINE_FAILED, attempt.reason or "the engine failed behind the proxy"
+            attempt.outcome, attempt.reason = (
+                Outcome.ENGINE_FAILED,
+                attempt.reason or "the engine failed behind the proxy",
+            )
         if attempt.outcome is None and attempt.result is not None:
             t2 = time.monotonic()
             try:
-                attempt.report = await grade(task, attempt.diff, sandbox_factory=sandbox_factory, config=verifier_config)
+                attempt.report = await grade(
+                    task, attempt.diff, sandbox_factory=sandbox_factory, config=verifier_config
+                )
                 attempt.outcome = policy_outcome(attempt.result, flags)
             except VerifierError as exc:
                 attempt.outcome, attempt.reason = Outcome.VERIFIER_FAILED, str(exc)
@@ -170,7 +180,9 @@ async def run_trial(task: Task, *, harness: Harness, proxy: Any, trial_id: str, 
         attempts.append(attempt)
         if not attempt.outcome.is_infra_failure:
             break
-        log.warning("trial %s attempt %d dropped (%s): %s", trial_id, k, attempt.outcome.value, attempt.reason[:300])
+        log.warning(
+            "trial %s attempt %d dropped (%s): %s", trial_id, k, attempt.outcome.value, attempt.reason[:300]
+        )
     final = attempts[-1]
     trajectory = _trajectory(task, trial_id, group_id, final, attempts)
     summary = {"trial_id": trial_id, "task_id": task.instance_id, "group_id": group_id, "attempts": len(attempts),
@@ -189,7 +201,9 @@ async def _close_leftover(proxy: Any, trial_id: str, folder: pathlib.Path) -> An
     return None
 
 
-def _trajectory(task: Task, trial_id: str, group_id: str, final: _Attempt, attempts: list[_Attempt]) -> Trajectory:
+def _trajectory(
+    task: Task, trial_id: str, group_id: str, final: _Attempt, attempts: list[_Attempt]
+) -> Trajectory:
     closed = final.closed
     trajectory_json = closed.trajectory if closed is not None else {}
     features = behaviour_features(trajectory_json)

@@ -8,13 +8,14 @@ import textwrap
 
 import pytest
 
-
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
 
 
 def in_process(code: str) -> str:
     """Runs `code` in a fresh interpreter (as separate jobs do) and returns its last stdout line."""
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=ENV, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=ENV, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip().splitlines()[-1]
 
@@ -36,11 +37,15 @@ def test_metrics_hparams_and_texts_read_back_through_aims_sdk(tmp_path):
     from legorl_jax.monitor.aim_tracker import read_repo
 
     run = read_repo(repo).get_run(run_hash)
-    assert run.experiment == "unit" and run.name == "gspo lr=1e-6" and [getattr(t, "name", t) for t in run.props.tags] == ["sweep-1"]
+    assert (
+        run.experiment == "unit"
+        and run.name == "gspo lr=1e-6"
+        and [getattr(t, "name", t) for t in run.props.tags] == ["sweep-1"]
+    )
     assert run["hparams"] == {"algo": {"loss": "gspo"}, "train": {"learning_rate": 1e-6}, "tags": ["a", "b"]}
     metrics = {m.name: list(m.values.sparse_numpy()[1]) for m in run.metrics()}
     assert metrics == {"rollout/reward_mean": [0.0, 0.25, 0.5]}  # the NaN loss was never tracked
-    (name, context, _), = run.iter_sequence_info_by_type("aim.text")
+    ((name, context, _),) = run.iter_sequence_info_by_type("aim.text")
     assert name == "trial" and context.to_dict() == {"task": "calc", "reward": 1.0, "outcome": "submitted"}
     texts = run.get_text_sequence("trial", context)
     steps, values = texts.data.items_list()

@@ -9,7 +9,9 @@ from legorl_jax.types import Outcome, Trajectory
 
 
 def test_non_finite_metrics_are_left_out_and_named():
-    kept, dropped = finite_metrics({"train/loss": float("nan"), "train/lr": 1e-6, "rollout/x": "n/a", "rollout/y": 2})
+    kept, dropped = finite_metrics(
+        {"train/loss": float("nan"), "train/lr": 1e-6, "rollout/x": "n/a", "rollout/y": 2}
+    )
     assert kept == {"train/lr": 1e-6, "rollout/y": 2.0} and dropped == ["train/loss", "rollout/x"]
 
 
@@ -35,11 +37,23 @@ def test_rollout_metrics_average_behaviour_over_scored_trials_and_count_drops():
         trial(2, 0.0, Outcome.TIMEOUT, turns=50, tool_calls=0, response_tokens=9999),
     ), seconds=60.0)  # fmt: skip
     m = rollout_metrics(batch)
-    assert m["rollout/trials"] == 3 and m["rollout/scored"] == 2 and m["rollout/coverage"] == pytest.approx(2 / 3)
+    assert (
+        m["rollout/trials"] == 3
+        and m["rollout/scored"] == 2
+        and m["rollout/coverage"] == pytest.approx(2 / 3)
+    )
     assert m["rollout/reward_mean"] == 0.5 and m["rollout/solve_rate"] == 0.5
-    assert m["rollout/outcome/timeout"] == 1 and m["rollout/dropped/timeout"] == 1 and "rollout/dropped/step_limit" not in m
+    assert (
+        m["rollout/outcome/timeout"] == 1
+        and m["rollout/dropped/timeout"] == 1
+        and "rollout/dropped/step_limit" not in m
+    )
     assert m["behaviour/turns_per_trial"] == 5 and m["behaviour/tool_calls_per_turn"] == 0.8
-    assert m["behaviour/no_tool_rate"] == 0.2 and m["behaviour/reread_rate"] == 0.5 and m["behaviour/test_run_rate"] == 0.5
+    assert (
+        m["behaviour/no_tool_rate"] == 0.2
+        and m["behaviour/reread_rate"] == 0.5
+        and m["behaviour/test_run_rate"] == 0.5
+    )
     assert m["behaviour/response_tokens_per_trial"] == 300 and m["behaviour/response_tokens_per_turn"] == 60
     assert m["throughput/trials_per_minute"] == 3.0
 
@@ -47,7 +61,7 @@ def test_rollout_metrics_average_behaviour_over_scored_trials_and_count_drops():
 def test_trial_text_shows_the_conversation_and_its_verdict():
     text = trial_text(trial(0, 1.0, Outcome.SUBMITTED))
     assert text.startswith("# t-0  task calc  outcome submitted  reward 1.00")
-    assert "## assistant\nok\n-> bash({\"command\": \"ls\"})" in text
+    assert '## assistant\nok\n-> bash({"command": "ls"})' in text
 
 
 def test_alerts_name_each_unhealthy_figure_and_stay_quiet_when_healthy():

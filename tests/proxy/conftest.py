@@ -11,7 +11,6 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-
 from scripted_engine import MAX_LEN, ScriptedEngine
 
 HERE = pathlib.Path(__file__).parent

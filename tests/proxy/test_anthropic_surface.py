@@ -9,19 +9,30 @@ from scripted_engine import tool_call_text
 
 from legorl_jax.config import ProxyConfig
 
-BASH = {"name": "Bash", "description": "Run a command", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
-OPENAI_BASH = {"type": "function", "function": {"name": "Bash", "description": "Run a command", "parameters": BASH["input_schema"]}}
+BASH = {
+    "name": "Bash",
+    "description": "Run a command",
+    "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+}
+OPENAI_BASH = {
+    "type": "function",
+    "function": {"name": "Bash", "description": "Run a command", "parameters": BASH["input_schema"]},
+}
 SYSTEM_BLOCKS = [{"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
                  {"type": "text", "text": "Work in /repo."}]  # fmt: skip
 SYSTEM_TEXT = "You are Claude Code.\nWork in /repo."
 
 
-async def test_text_reply_with_system_blocks_renders_like_a_leading_system_message(scripted, serve, tokenizer):
+async def test_text_reply_with_system_blocks_renders_like_a_leading_system_message(
+    scripted, serve, tokenizer
+):
     engine = scripted(["Sure."])
     proxy = await serve(engine)
     info = proxy.open_session()
     client = anthropic.AsyncAnthropic(base_url=info.anthropic_base_url, api_key="x")
-    m = await client.messages.create(model="p", max_tokens=64, system=SYSTEM_BLOCKS, messages=[{"role": "user", "content": "hi"}])
+    m = await client.messages.create(
+        model="p", max_tokens=64, system=SYSTEM_BLOCKS, messages=[{"role": "user", "content": "hi"}]
+    )
     assert [b.type for b in m.content] == ["text"] and m.content[0].text == "Sure."
     assert m.stop_reason == "end_turn" and m.usage.output_tokens == len(tokenizer.encode("Sure.")) + 1
     expected = tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_TEXT}, {"role": "user", "content": "hi"}],
@@ -30,17 +41,29 @@ async def test_text_reply_with_system_blocks_renders_like_a_leading_system_messa
 
 
 async def test_tool_use_round_trip_converts_tool_results_and_extends_the_branch(scripted, serve, tokenizer):
-    engine = scripted(["<think>\ncheck files\n</think>\n\n" + tool_call_text("Bash", '{"command": "ls"}', "Listing."), "All done."])
+    engine = scripted(
+        [
+            "<think>\ncheck files\n</think>\n\n" + tool_call_text("Bash", '{"command": "ls"}', "Listing."),
+            "All done.",
+        ]
+    )
     proxy = await serve(engine)
     info = proxy.open_session()
     client = anthropic.AsyncAnthropic(base_url=info.anthropic_base_url, api_key="x")
     user = {"role": "user", "content": "fix it"}
-    m = await client.messages.create(model="p", max_tokens=200, system=SYSTEM_BLOCKS, tools=[BASH], messages=[user])
+    m = await client.messages.create(
+        model="p", max_tokens=200, system=SYSTEM_BLOCKS, tools=[BASH], messages=[user]
+    )
     assert [b.type for b in m.content] == ["thinking", "text", "tool_use"] and m.stop_reason == "tool_use"
     thinking, text, use = m.content
     assert thinking.thinking == "check files" and text.text == "Listing."
     assert use.id.startswith("toolu_") and use.name == "Bash" and use.input == {"command": "ls"}
-    follow = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": [{"type": "text", "text": "calc.py"}]}]}
+    follow = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": use.id, "content": [{"type": "text", "text": "calc.py"}]}
+        ],
+    }
     m2 = await client.messages.create(model="p", max_tokens=200, system=SYSTEM_BLOCKS, tools=[BASH],
                                       messages=[user, {"role": "assistant", "content": [b.model_dump() for b in m.content]}, follow])  # fmt: skip
     assert m2.content[0].text == "All done."
@@ -50,16 +73,22 @@ async def test_tool_use_round_trip_converts_tool_results_and_extends_the_branch(
                 {"role": "assistant", "content": "Listing.", "reasoning_content": "check files",
                  "tool_calls": [{"id": use.id, "type": "function", "function": {"name": "Bash", "arguments": {"command": "ls"}}}]},
                 {"role": "tool", "tool_call_id": use.id, "content": "calc.py"}]  # fmt: skip
-    assert engine.calls[1]["prompt"] == tokenizer.apply_chat_template(returned, tools=[OPENAI_BASH], add_generation_prompt=True)
+    assert engine.calls[1]["prompt"] == tokenizer.apply_chat_template(
+        returned, tools=[OPENAI_BASH], add_generation_prompt=True
+    )
 
 
 async def test_streaming_events_come_in_anthropic_order_and_the_sdk_assembles_them(scripted, serve):
-    engine = scripted(["<think>\nhmm\n</think>\n\n" + tool_call_text("Bash", '{"command": "pwd"}', "Checking.")])
+    engine = scripted(
+        ["<think>\nhmm\n</think>\n\n" + tool_call_text("Bash", '{"command": "pwd"}', "Checking.")]
+    )
     proxy = await serve(engine)
     info = proxy.open_session()
     client = anthropic.AsyncAnthropic(base_url=info.anthropic_base_url, api_key="x")
     names = []
-    async with client.messages.stream(model="p", max_tokens=100, tools=[BASH], messages=[{"role": "user", "content": "go"}]) as s:
+    async with client.messages.stream(
+        model="p", max_tokens=100, tools=[BASH], messages=[{"role": "user", "content": "go"}]
+    ) as s:
         async for event in s:
             names.append(event.type)
         final = await s.get_final_message()
@@ -71,7 +100,9 @@ async def test_streaming_events_come_in_anthropic_order_and_the_sdk_assembles_th
     assert final.content[2].input == {"command": "pwd"} and final.stop_reason == "tool_use"
 
 
-async def test_beta_query_mid_conversation_system_and_claude_code_fields_are_accepted(scripted, serve, tokenizer):
+async def test_beta_query_mid_conversation_system_and_claude_code_fields_are_accepted(
+    scripted, serve, tokenizer
+):
     engine = scripted(["ok"])
     proxy = await serve(engine)
     info = proxy.open_session()
@@ -98,7 +129,9 @@ async def test_beta_query_mid_conversation_system_and_claude_code_fields_are_acc
 async def test_count_tokens_counts_the_rendered_prompt(scripted, serve, tokenizer):
     proxy = await serve(scripted(["x"]))
     client = anthropic.AsyncAnthropic(base_url=proxy.open_session().anthropic_base_url, api_key="x")
-    r = await client.messages.count_tokens(model="p", system="sys", messages=[{"role": "user", "content": "hello"}])
+    r = await client.messages.count_tokens(
+        model="p", system="sys", messages=[{"role": "user", "content": "hello"}]
+    )
     assert r.input_tokens == len(tokenizer.apply_chat_template(
         [{"role": "system", "content": "sys"}, {"role": "user", "content": "hello"}], add_generation_prompt=True))  # fmt: skip
 
@@ -109,7 +142,9 @@ async def test_stop_sequences_and_max_tokens_map_to_anthropic_stop_reasons(scrip
     client = anthropic.AsyncAnthropic(base_url=proxy.open_session().anthropic_base_url, api_key="x")
     m = await client.messages.create(model="p", max_tokens=3, messages=[{"role": "user", "content": "q"}])
     assert m.stop_reason == "max_tokens" and m.usage.output_tokens == 3
-    m = await client.messages.create(model="p", max_tokens=50, stop_sequences=["END"], messages=[{"role": "user", "content": "q2"}])
+    m = await client.messages.create(
+        model="p", max_tokens=50, stop_sequences=["END"], messages=[{"role": "user", "content": "q2"}]
+    )
     assert engine.calls[-1]["sampling"].stop == ("END",)
 
 
@@ -118,7 +153,9 @@ async def test_a_prompt_over_the_context_says_prompt_is_too_long(scripted, serve
     info = proxy.open_session()
     client = anthropic.AsyncAnthropic(base_url=info.anthropic_base_url, api_key="x", max_retries=0)
     with pytest.raises(anthropic.BadRequestError) as caught:
-        await client.messages.create(model="p", max_tokens=10, messages=[{"role": "user", "content": "a long question"}])
+        await client.messages.create(
+            model="p", max_tokens=10, messages=[{"role": "user", "content": "a long question"}]
+        )
     assert caught.value.body["error"]["type"] == "invalid_request_error"
     assert "prompt is too long" in caught.value.body["error"]["message"]
     assert proxy.sessions[info.session_id].flags["context_overflow"]
@@ -127,7 +164,10 @@ async def test_a_prompt_over_the_context_says_prompt_is_too_long(scripted, serve
 @pytest.mark.parametrize(
     ("messages", "fragment"),
     [
-        ([{"role": "user", "content": [{"type": "image", "source": {}}]}], "messages[0].content[0] has type 'image'"),
+        (
+            [{"role": "user", "content": [{"type": "image", "source": {}}]}],
+            "messages[0].content[0] has type 'image'",
+        ),
         ([{"role": "robot", "content": "x"}], "'robot'"),
         ([{"role": "user", "content": 5}], "got 5"),
         ([], "non-empty list"),

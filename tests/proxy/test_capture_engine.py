@@ -9,7 +9,9 @@ from legorl_jax.config import ProxyConfig
 SYSTEM = {"role": "system", "content": "You fix bugs."}
 
 
-async def test_captured_logprobs_equal_the_engines_prompt_logprobs_on_the_captured_sequence(jax_engine, serve, tokenizer):
+async def test_captured_logprobs_equal_the_engines_prompt_logprobs_on_the_captured_sequence(
+    jax_engine, serve, tokenizer
+):
     temperature = 0.7
     config = ProxyConfig(temperature=temperature, max_response_tokens=12, max_consecutive_no_tool=0)
     proxy = await serve(jax_engine, config)
@@ -17,7 +19,9 @@ async def test_captured_logprobs_equal_the_engines_prompt_logprobs_on_the_captur
     messages = [SYSTEM, {"role": "user", "content": "Fix calc.py."}]
     async with openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x") as client:
         for turn in range(3):
-            r = await client.chat.completions.create(model="p", messages=messages, tools=[BASH_TOOL], temperature=0.0)
+            r = await client.chat.completions.create(
+                model="p", messages=messages, tools=[BASH_TOOL], temperature=0.0
+            )
             messages = [*messages, {"role": "assistant", "content": r.choices[0].message.content},
                         {"role": "user", "content": f"continue {turn}"}]  # fmt: skip
     closed = await proxy.close_session(info.session_id)
@@ -40,7 +44,7 @@ async def test_each_turn_feeds_the_engine_the_branch_so_far_verbatim(jax_engine,
     info = proxy.open_session()
     messages = [SYSTEM, {"role": "user", "content": "hello"}]
     async with openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x") as client:
-        for turn in range(2):
+        for _ in range(2):
             r = await client.chat.completions.create(model="p", messages=messages)
             messages = [*messages, {"role": "assistant", "content": r.choices[0].message.content},
                         {"role": "user", "content": "more"}]  # fmt: skip

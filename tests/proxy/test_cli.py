@@ -42,7 +42,9 @@ async def test_the_proxy_command_serves_sessions_over_an_engine_server(proxy_mod
             async with http.post(base + "/admin/sessions", json={"task_id": "t"}) as resp:
                 info = await resp.json()
             async with openai.AsyncOpenAI(base_url=info["openai_base_url"], api_key="x") as client:
-                r = await client.chat.completions.create(model="p", messages=[{"role": "user", "content": "hi"}])
+                r = await client.chat.completions.create(
+                    model="p", messages=[{"role": "user", "content": "hi"}]
+                )
             assert r.usage.completion_tokens == 6 and r.choices[0].finish_reason == "length"
             async with http.delete(f"{base}/admin/sessions/{info['session_id']}") as resp:
                 closed = await resp.json()

@@ -25,9 +25,13 @@ async def test_plain_completion_returns_the_scripted_text_usage_and_logprobs(scr
     assert choice.message.content == "Hello there." and choice.finish_reason == "stop"
     out_ids = tokenizer.encode("Hello there.") + [engine.eos]
     assert r.usage.completion_tokens == len(out_ids)
-    assert r.usage.prompt_tokens == len(tokenizer.apply_chat_template([SYSTEM, USER], add_generation_prompt=True))
+    assert r.usage.prompt_tokens == len(
+        tokenizer.apply_chat_template([SYSTEM, USER], add_generation_prompt=True)
+    )
     assert [t.token for t in choice.logprobs.content] == [tokenizer.decode([i]) for i in out_ids]
-    assert [t.logprob for t in choice.logprobs.content] == pytest.approx([-0.01 * (1 + i % 97) for i in out_ids])
+    assert [t.logprob for t in choice.logprobs.content] == pytest.approx(
+        [-0.01 * (1 + i % 97) for i in out_ids]
+    )
 
 
 async def test_tool_calls_come_back_with_fresh_ids_and_the_next_turn_extends_the_branch(scripted, serve):
@@ -35,14 +39,21 @@ async def test_tool_calls_come_back_with_fresh_ids_and_the_next_turn_extends_the
     proxy = await serve(engine)
     info = proxy.open_session()
     client = openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="unused")
-    r = await client.chat.completions.create(model="p", messages=[SYSTEM, USER], tools=[BASH_TOOL], tool_choice="auto")
+    r = await client.chat.completions.create(
+        model="p", messages=[SYSTEM, USER], tools=[BASH_TOOL], tool_choice="auto"
+    )
     msg = r.choices[0].message
     assert r.choices[0].finish_reason == "tool_calls"
     assert msg.content == "Looking."
     (call,) = msg.tool_calls
     assert call.id.startswith("call_") and len(call.id) == 29
     assert call.function.name == "bash" and json.loads(call.function.arguments) == {"command": "ls"}
-    history = [SYSTEM, USER, msg.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": call.id, "content": "calc.py"}]
+    history = [
+        SYSTEM,
+        USER,
+        msg.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "calc.py"},
+    ]
     r2 = await client.chat.completions.create(model="p", messages=history, tools=[BASH_TOOL])
     assert r2.choices[0].message.content == "Done."
     session = proxy.sessions[info.session_id]
@@ -53,7 +64,9 @@ async def test_tool_calls_come_back_with_fresh_ids_and_the_next_turn_extends_the
 
 
 async def test_streaming_sends_openai_chunks_in_order_with_usage_and_done(scripted, serve):
-    engine = scripted(["<think>\nplan\n</think>\n\n" + tool_call_text("bash", '{"command": "pwd"}', "Let me see.")])
+    engine = scripted(
+        ["<think>\nplan\n</think>\n\n" + tool_call_text("bash", '{"command": "pwd"}', "Let me see.")]
+    )
     proxy = await serve(engine)
     info = proxy.open_session()
     async with aiohttp.ClientSession() as http:
@@ -127,18 +140,23 @@ async def test_fields_that_change_nothing_are_accepted_and_counted(scripted, ser
         store=False, extra_body={"prompt_cache_key": "conv-1", "brand_new_field": 1},
     )  # fmt: skip
     ignored = proxy.sessions[info.session_id].counters["ignored_fields"]
-    assert {k: ignored[k] for k in ("reasoning_effort", "prompt_cache_key", "metadata", "brand_new_field")} == dict.fromkeys(
-        ("reasoning_effort", "prompt_cache_key", "metadata", "brand_new_field"), 1
-    )
+    assert {
+        k: ignored[k] for k in ("reasoning_effort", "prompt_cache_key", "metadata", "brand_new_field")
+    } == dict.fromkeys(("reasoning_effort", "prompt_cache_key", "metadata", "brand_new_field"), 1)
 
 
 async def test_content_part_arrays_render_like_plain_strings(scripted, serve, tokenizer):
     engine = scripted(["ok"])
     proxy = await serve(engine)
     client = openai.AsyncOpenAI(base_url=proxy.open_session().openai_base_url, api_key="x")
-    parts = {"role": "user", "content": [{"type": "text", "text": "Fix "}, {"type": "text", "text": "calc.py."}]}
+    parts = {
+        "role": "user",
+        "content": [{"type": "text", "text": "Fix "}, {"type": "text", "text": "calc.py."}],
+    }
     await client.chat.completions.create(model="p", messages=[SYSTEM, parts])
-    assert engine.calls[-1]["prompt"] == tokenizer.apply_chat_template([SYSTEM, USER], add_generation_prompt=True)
+    assert engine.calls[-1]["prompt"] == tokenizer.apply_chat_template(
+        [SYSTEM, USER], add_generation_prompt=True
+    )
 
 
 async def test_models_lists_the_policy_and_probes_answer(scripted, serve):
@@ -169,7 +187,11 @@ async def _post(url, body=None, data=None):
         ({"messages": [USER], "n": 3}, "n", "n must be 1"),
         ({"messages": []}, "messages", "non-empty list"),
         ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role", "'wizard'"),
-        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "messages[0].content[0]", "'image_url'"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+            "messages[0].content[0]",
+            "'image_url'",
+        ),
         ({"messages": [USER], "temperature": "hot"}, "temperature", "'hot'"),
         ({"messages": [USER], "top_logprobs": 5}, "top_logprobs", "got 5"),
         ({"messages": [USER], "tools": [{"type": "retrieval"}]}, "tools[0]", "retrieval"),
@@ -189,7 +211,9 @@ async def test_invalid_json_is_a_400_and_an_unknown_session_a_404(scripted, serv
     info = proxy.open_session()
     status, err = await _post(info.openai_base_url + "/chat/completions", data=b"{not json")
     assert status == 400 and "not valid JSON" in err["error"]["message"]
-    status, err = await _post(proxy.base_url + "/s/" + "0" * 32 + "/v1/chat/completions", {"messages": [USER]})
+    status, err = await _post(
+        proxy.base_url + "/s/" + "0" * 32 + "/v1/chat/completions", {"messages": [USER]}
+    )
     assert status == 404 and "unknown session" in err["error"]["message"]
 
 
@@ -208,7 +232,10 @@ async def test_a_prompt_over_the_context_is_a_non_retryable_400_that_flags_the_s
     with pytest.raises(openai.BadRequestError) as caught:
         await client.chat.completions.create(model="p", messages=[SYSTEM, USER])
     assert caught.value.code == "context_length_exceeded"
-    assert "maximum context length is 20 tokens" in caught.value.message and "prompt is too long" in caught.value.message
+    assert (
+        "maximum context length is 20 tokens" in caught.value.message
+        and "prompt is too long" in caught.value.message
+    )
     assert proxy.sessions[info.session_id].flags["context_overflow"] and engine.calls == []
 
 
@@ -241,13 +268,17 @@ async def test_a_format_failure_is_returned_as_text_and_counted(scripted, serve)
     assert np.asarray(session.turns[0].output_ids).size > 0
 
 
-async def test_parallel_tool_calls_come_back_as_several_calls_and_their_results_extend_the_branch(scripted, serve, tokenizer):
+async def test_parallel_tool_calls_come_back_as_several_calls_and_their_results_extend_the_branch(
+    scripted, serve, tokenizer
+):
     two = tool_call_text("bash", '{"command": "ls"}') + "\n" + tool_call_text("bash", '{"command": "pwd"}')
     engine = scripted([two, "Done."])
     proxy = await serve(engine)
     info = proxy.open_session()
     async with openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x") as client:
-        r = await client.chat.completions.create(model="p", messages=[SYSTEM, USER], tools=[BASH_TOOL], parallel_tool_calls=True)
+        r = await client.chat.completions.create(
+            model="p", messages=[SYSTEM, USER], tools=[BASH_TOOL], parallel_tool_calls=True
+        )
         calls = r.choices[0].message.tool_calls
         assert [json.loads(c.function.arguments)["command"] for c in calls] == ["ls", "pwd"]
         assert len({c.id for c in calls}) == 2
@@ -257,8 +288,11 @@ async def test_parallel_tool_calls_come_back_as_several_calls_and_their_results_
     session = proxy.sessions[info.session_id]
     assert [t.branch for t in session.turns] == [0, 0]
     # Both results share one user turn, as the template groups consecutive tool messages.
-    added = engine.calls[1]["prompt"][len(engine.calls[0]["prompt"]) + len(session.turns[0].output_ids):]
-    assert tokenizer.decode(added) == "\n<|im_start|>user\n<tool_response>\nout 0\n</tool_response>\n<tool_response>\nout 1\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    added = engine.calls[1]["prompt"][len(engine.calls[0]["prompt"]) + len(session.turns[0].output_ids) :]
+    assert (
+        tokenizer.decode(added)
+        == "\n<|im_start|>user\n<tool_response>\nout 0\n</tool_response>\n<tool_response>\nout 1\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 async def test_litellm_reads_a_context_overflow_as_a_context_window_error_and_does_not_retry(scripted, serve):
@@ -266,5 +300,7 @@ async def test_litellm_reads_a_context_overflow_as_a_context_window_error_and_do
     proxy = await serve(engine, ProxyConfig(context_length=20))
     info = proxy.open_session()
     with pytest.raises(litellm.ContextWindowExceededError):
-        await litellm.acompletion(model="openai/p", api_base=info.openai_base_url, api_key="x", messages=[SYSTEM, USER])
+        await litellm.acompletion(
+            model="openai/p", api_base=info.openai_base_url, api_key="x", messages=[SYSTEM, USER]
+        )
     assert proxy.sessions[info.session_id].counters["context_overflows"] == 1  # one request: no retry

@@ -15,7 +15,9 @@ SYSTEM = {"role": "system", "content": "You fix bugs."}
 USER = {"role": "user", "content": "add() in calc.py subtracts; fix it."}
 
 
-async def turn(rec: Recorder, engine: ScriptedEngine, messages, tools, *, kind="main", parser="qwen3", recompute=None):
+async def turn(
+    rec: Recorder, engine: ScriptedEngine, messages, tools, *, kind="main", parser="qwen3", recompute=None
+):
     """One proxy turn on the recorder: plan, generate, parse, commit. Returns (plan, generation, reply)."""
     plan = rec.plan(messages, tools, kind=kind)
     gen = await engine.generate(list(plan.prompt_ids), SamplingParams(max_new_tokens=200),
@@ -48,9 +50,13 @@ CALL = '<tool_call>\n{"name": "bash", "arguments": {"command": "CMD"}}\n</tool_c
 
 
 @pytest.mark.parametrize("template", ["tiny", "coder"])
-async def test_incremental_prompt_equals_a_one_shot_render_over_a_tool_loop(tokenizer, coder_tokenizer, template):
+async def test_incremental_prompt_equals_a_one_shot_render_over_a_tool_loop(
+    tokenizer, coder_tokenizer, template
+):
     tok, parser = (tokenizer, "qwen3") if template == "tiny" else (coder_tokenizer, "qwen3_coder")
-    coder_call = "<tool_call>\n<function=bash>\n<parameter=command>\nCMD\n</parameter>\n</function>\n</tool_call>"
+    coder_call = (
+        "<tool_call>\n<function=bash>\n<parameter=command>\nCMD\n</parameter>\n</function>\n</tool_call>"
+    )
     call = CALL if template == "tiny" else coder_call
     replies = [
         "<think>\nLook first.\n</think>\n\nLet me look.\n" + call.replace("CMD", "cat calc.py"),
@@ -64,7 +70,9 @@ async def test_incremental_prompt_equals_a_one_shot_render_over_a_tool_loop(toke
     tools = [BASH_TOOL]
     for i in range(3):
         plan, gen, reply = await turn(rec, engine, sent, tools, parser=parser)
-        assert list(plan.prompt_ids) == tok.apply_chat_template(returned, tools=tools, add_generation_prompt=True), i
+        assert list(plan.prompt_ids) == tok.apply_chat_template(
+            returned, tools=tools, add_generation_prompt=True
+        ), i
         assert plan.branch == (None if i == 0 else 0)
         sent, returned = [*sent, resent(reply)], [*returned, reply]
         if i < 2:
@@ -99,7 +107,12 @@ async def test_end_of_turn_tokens_after_a_sampled_stop_are_context(tokenizer):
     rec = Recorder(Renderer(tokenizer))
     _, gen1, reply = await turn(rec, engine, [SYSTEM, USER], [BASH_TOOL])
     end = len(rec.branches[0].ids)
-    messages = [SYSTEM, USER, resent(reply), {"role": "tool", "tool_call_id": reply["tool_calls"][0]["id"], "content": "x"}]
+    messages = [
+        SYSTEM,
+        USER,
+        resent(reply),
+        {"role": "tool", "tool_call_id": reply["tool_calls"][0]["id"], "content": "x"},
+    ]
     await turn(rec, engine, messages, [BASH_TOOL])
     b = rec.branches[0]
     newline = tokenizer.encode("\n")[0]
@@ -126,10 +139,17 @@ async def test_a_reply_cut_by_length_gets_the_template_end_of_turn_as_context(to
 
 
 async def test_a_rewritten_history_opens_a_branch_that_masks_the_shared_prefix(tokenizer):
-    engine = ScriptedEngine(tokenizer, [CALL.replace("CMD", "ls"), CALL.replace("CMD", "cat calc.py"), "compacted answer"])
+    engine = ScriptedEngine(
+        tokenizer, [CALL.replace("CMD", "ls"), CALL.replace("CMD", "cat calc.py"), "compacted answer"]
+    )
     rec = Recorder(Renderer(tokenizer))
     _, _, r1 = await turn(rec, engine, [SYSTEM, USER], [BASH_TOOL])
-    m2 = [SYSTEM, USER, resent(r1), {"role": "tool", "tool_call_id": r1["tool_calls"][0]["id"], "content": "calc.py"}]
+    m2 = [
+        SYSTEM,
+        USER,
+        resent(r1),
+        {"role": "tool", "tool_call_id": r1["tool_calls"][0]["id"], "content": "calc.py"},
+    ]
     await turn(rec, engine, m2, [BASH_TOOL])
     # The harness compacts: the first tool exchange is replaced by a summary message.
     compacted = [SYSTEM, USER, {"role": "user", "content": "Summary: you listed the files."}]
@@ -148,19 +168,28 @@ async def test_a_rewritten_history_opens_a_branch_that_masks_the_shared_prefix(t
 
 
 @pytest.mark.parametrize("mode", ["mask", "recompute"])
-async def test_replies_an_earlier_branch_sampled_are_masked_or_recomputed_never_a_placeholder(tokenizer, mode):
+async def test_replies_an_earlier_branch_sampled_are_masked_or_recomputed_never_a_placeholder(
+    tokenizer, mode
+):
     reply_text = "I will list the files now."
     engine = ScriptedEngine(tokenizer, [reply_text, "next"])
     rec = Recorder(Renderer(tokenizer), shared_tokens=mode)
     _, gen1, r1 = await turn(rec, engine, [SYSTEM, USER], None)
     # A reminder injected into the system prompt: the same reply now sits in another context.
-    messages = [{"role": "system", "content": "REMINDER. You fix bugs."}, USER, resent(r1), {"role": "user", "content": "go"}]
+    messages = [
+        {"role": "system", "content": "REMINDER. You fix bugs."},
+        USER,
+        resent(r1),
+        {"role": "user", "content": "go"},
+    ]
     plan = rec.plan(messages, None, kind="main")
     assert plan.branch is None
     sampled = gen1.output_ids.tolist()  # the reply and its <|im_end|>
     positions = list(plan.rerendered)
     assert [plan.prompt_ids[p] for p in positions] == sampled
-    recomputed = np.asarray(await engine.prompt_logprobs(list(plan.prompt_ids), 1), np.float32)[np.asarray(positions) - 1]
+    recomputed = np.asarray(await engine.prompt_logprobs(list(plan.prompt_ids), 1), np.float32)[
+        np.asarray(positions) - 1
+    ]
     gen = await engine.generate(list(plan.prompt_ids), SamplingParams(max_new_tokens=20))
     branch = rec.commit(plan, gen, {"role": "assistant", "content": "next"}, turn=1,
                         recomputed=recomputed if mode == "recompute" else None)  # fmt: skip
@@ -179,7 +208,11 @@ async def test_recompute_mode_without_the_recomputed_log_probs_is_refused(tokeni
     engine = ScriptedEngine(tokenizer, ["I will list the files now.", "x"])
     rec = Recorder(Renderer(tokenizer), shared_tokens="recompute")
     _, _, r1 = await turn(rec, engine, [SYSTEM, USER], None)
-    plan = rec.plan([{"role": "system", "content": "Other."}, USER, resent(r1), {"role": "user", "content": "go"}], None, kind="main")
+    plan = rec.plan(
+        [{"role": "system", "content": "Other."}, USER, resent(r1), {"role": "user", "content": "go"}],
+        None,
+        kind="main",
+    )
     gen = await engine.generate(list(plan.prompt_ids), SamplingParams(max_new_tokens=4))
     with pytest.raises(ValueError, match="recomputed must hold"):
         rec.commit(plan, gen, {"role": "assistant", "content": "x"}, turn=1)
@@ -189,8 +222,13 @@ async def test_changed_tools_open_a_new_branch(tokenizer):
     engine = ScriptedEngine(tokenizer, ["a", "b"])
     rec = Recorder(Renderer(tokenizer))
     _, _, r1 = await turn(rec, engine, [SYSTEM, USER], [BASH_TOOL])
-    other = {"type": "function", "function": {"name": "view", "parameters": {"type": "object", "properties": {}}}}
-    plan, _, _ = await turn(rec, engine, [SYSTEM, USER, resent(r1), {"role": "user", "content": "?"}], [BASH_TOOL, other])
+    other = {
+        "type": "function",
+        "function": {"name": "view", "parameters": {"type": "object", "properties": {}}},
+    }
+    plan, _, _ = await turn(
+        rec, engine, [SYSTEM, USER, resent(r1), {"role": "user", "content": "?"}], [BASH_TOOL, other]
+    )
     assert plan.branch is None and len(rec.branches) == 2
 
 
@@ -204,7 +242,11 @@ async def test_routing_rows_cover_every_input_position_but_the_last(tokenizer):
         # Routing is asked from the previous turn's last sampled token: the first input never forwarded.
         assert plan.routing_start == (0 if i == 0 else before - 1)
         if "tool_calls" in reply:
-            messages = [*messages, resent(reply), {"role": "tool", "tool_call_id": reply["tool_calls"][0]["id"], "content": "ok"}]
+            messages = [
+                *messages,
+                resent(reply),
+                {"role": "tool", "tool_call_id": reply["tool_calls"][0]["id"], "content": "ok"},
+            ]
     seq = rec.sequences()[0]
     routed = seq.routed_experts
     assert routed.shape == (len(seq.token_ids), 2, 2)
@@ -242,11 +284,19 @@ async def test_the_fast_render_is_checked_and_kept_on_the_chatml_template(tokeni
     sent = [SYSTEM, USER]
     for i in range(6):
         plan, _, reply = await turn(rec, engine, sent, [BASH_TOOL])
-        assert list(plan.prompt_ids) == tokenizer.apply_chat_template(sent, tools=[BASH_TOOL], add_generation_prompt=True)
+        assert list(plan.prompt_ids) == tokenizer.apply_chat_template(
+            sent, tools=[BASH_TOOL], add_generation_prompt=True
+        )
         sent = [*sent, reply, {"role": "user", "content": f"next {i}"}]
     assert renderer.fast and renderer.fast_mismatches == 0
-    assert renderer.fast_renders == 5 and renderer.verified_renders == 1  # the one shape of turn (a user message) checked once
+    assert (
+        renderer.fast_renders == 5 and renderer.verified_renders == 1
+    )  # the one shape of turn (a user message) checked once
     sent = [*sent[:-1], {"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
-    plan, _, _ = await turn(rec, engine, sent, [BASH_TOOL])  # a new shape (two user messages) is checked again
-    assert list(plan.prompt_ids) == tokenizer.apply_chat_template(sent, tools=[BASH_TOOL], add_generation_prompt=True)
+    plan, _, _ = await turn(
+        rec, engine, sent, [BASH_TOOL]
+    )  # a new shape (two user messages) is checked again
+    assert list(plan.prompt_ids) == tokenizer.apply_chat_template(
+        sent, tools=[BASH_TOOL], add_generation_prompt=True
+    )
     assert renderer.verified_renders == 2

@@ -24,7 +24,12 @@ TOOLS_ROOT = __import__("pathlib").Path(__file__).parents[2] / "tools"
 async def test_admin_api_opens_reads_and_closes_a_session_into_its_trial_folder(scripted, serve, tmp_path):
     proxy = await serve(scripted(["Hi."]))
     async with aiohttp.ClientSession() as http:
-        body = {"task_id": "calc", "trial_id": "calc-0", "metadata": {"step": 3}, "trial_dir": str(tmp_path / "trial")}
+        body = {
+            "task_id": "calc",
+            "trial_id": "calc-0",
+            "metadata": {"step": 3},
+            "trial_dir": str(tmp_path / "trial"),
+        }
         async with http.post(proxy.base_url + "/admin/sessions", json=body, headers=ADMIN) as resp:
             assert resp.status == 201
             info = await resp.json()
@@ -38,7 +43,9 @@ async def test_admin_api_opens_reads_and_closes_a_session_into_its_trial_folder(
             trajectory = await resp.json()
         (turn,) = trajectory["turns"]
         assert trajectory["task_id"] == "calc" and trajectory["metadata"] == {"step": 3}
-        assert turn["branch"] == 0 and turn["finish_reason"] == "stop" and turn["weight_version"] == "scripted"
+        assert (
+            turn["branch"] == 0 and turn["finish_reason"] == "stop" and turn["weight_version"] == "scripted"
+        )
         assert len(turn["output_logprobs"]) == len(turn["output_ids"]) and turn["prompt_ids"]
         async with http.delete(f"{proxy.base_url}/admin/sessions/{sid}", headers=ADMIN) as resp:
             closed = await resp.json()
@@ -50,11 +57,15 @@ async def test_admin_api_opens_reads_and_closes_a_session_into_its_trial_folder(
     ids = arrays[0]["token_ids"].tolist()
     assert ids == turn["prompt_ids"] + turn["output_ids"]
     assert arrays[0]["loss_mask"].tolist() == [0] * len(turn["prompt_ids"]) + [1] * len(turn["output_ids"])
-    np.testing.assert_allclose(arrays[0]["behaviour_logprobs"][len(turn["prompt_ids"]) :], turn["output_logprobs"])
+    np.testing.assert_allclose(
+        arrays[0]["behaviour_logprobs"][len(turn["prompt_ids"]) :], turn["output_logprobs"]
+    )
     assert arrays[0]["routed_experts"].shape == (len(ids), 2, 2)
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong-token"}, {"Authorization": "test-admin-token"}])
+@pytest.mark.parametrize(
+    "headers", [{}, {"Authorization": "Bearer wrong-token"}, {"Authorization": "test-admin-token"}]
+)
 async def test_a_wrong_or_missing_admin_token_is_a_401_that_touches_nothing(scripted, serve, headers):
     proxy = await serve(scripted(["x"]))
     info = proxy.open_session()
@@ -69,7 +80,10 @@ async def test_a_wrong_or_missing_admin_token_is_a_401_that_touches_nothing(scri
 async def test_admin_open_rejects_unknown_fields_and_bad_values_by_name(scripted, serve):
     proxy = await serve(scripted(["x"]))
     async with aiohttp.ClientSession() as http:
-        for body, fragment in (({"task": "x"}, "unknown fields ['task']"), ({"metadata": [1]}, "metadata must be an object")):
+        for body, fragment in (
+            ({"task": "x"}, "unknown fields ['task']"),
+            ({"metadata": [1]}, "metadata must be an object"),
+        ):
             async with http.post(proxy.base_url + "/admin/sessions", json=body, headers=ADMIN) as resp:
                 assert resp.status == 400
                 assert fragment in (await resp.json())["error"]["message"]
@@ -82,9 +96,16 @@ async def test_a_retried_request_gets_the_same_answer_and_appends_once(scripted,
     client = openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x")
     body = dict(model="p", messages=[SYSTEM, USER])
     # One retry while the first is in flight, one after it was answered.
-    a, b = await asyncio.gather(client.chat.completions.create(**body), client.chat.completions.create(**body))
+    a, b = await asyncio.gather(
+        client.chat.completions.create(**body), client.chat.completions.create(**body)
+    )
     c = await client.chat.completions.create(**body)
-    assert a.choices[0].message.content == b.choices[0].message.content == c.choices[0].message.content == "first answer"
+    assert (
+        a.choices[0].message.content
+        == b.choices[0].message.content
+        == c.choices[0].message.content
+        == "first answer"
+    )
     assert a.id == b.id == c.id
     session = proxy.sessions[info.session_id]
     assert len(engine.calls) == 1 and len(session.turns) == 1 and session.counters["retries"] == 2
@@ -97,7 +118,11 @@ async def test_a_client_that_hangs_up_does_not_lose_the_turn_its_retry_gets(scri
     body = {"model": "p", "messages": [SYSTEM, USER]}
     async with aiohttp.ClientSession() as http:
         with pytest.raises(asyncio.TimeoutError):
-            async with http.post(info.openai_base_url + "/chat/completions", json=body, timeout=aiohttp.ClientTimeout(total=0.1)):
+            async with http.post(
+                info.openai_base_url + "/chat/completions",
+                json=body,
+                timeout=aiohttp.ClientTimeout(total=0.1),
+            ):
                 pass
         async with http.post(info.openai_base_url + "/chat/completions", json=body) as resp:
             reply = await resp.json()
@@ -120,7 +145,10 @@ async def test_sixty_four_sessions_of_ten_calls_concurrently_record_every_turn_o
             for turn in range(10):
                 r = await client.chat.completions.create(model="p", messages=messages, tools=[BASH_TOOL])
                 msg = r.choices[0].message
-                assert json.loads(msg.tool_calls[0].function.arguments)["command"] == f"echo {info.session_id[:6]} {turn}"
+                assert (
+                    json.loads(msg.tool_calls[0].function.arguments)["command"]
+                    == f"echo {info.session_id[:6]} {turn}"
+                )
                 messages = [*messages, msg.model_dump(exclude_none=True),
                             {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": f"out {turn}"}]  # fmt: skip
         return info.session_id
@@ -140,12 +168,24 @@ async def test_a_side_conversation_stays_out_of_training_and_is_counted(scripted
     proxy = await serve(engine)
     info = proxy.open_session()
     client = openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x")
-    title = [{"role": "system", "content": "You are a title generator. You output ONLY a thread title."}, USER]
-    await client.chat.completions.create(model="p", messages=title)  # OpenCode sends this before the agent call
+    title = [
+        {"role": "system", "content": "You are a title generator. You output ONLY a thread title."},
+        USER,
+    ]
+    await client.chat.completions.create(
+        model="p", messages=title
+    )  # OpenCode sends this before the agent call
     r = await client.chat.completions.create(model="p", messages=[SYSTEM, USER], tools=[BASH_TOOL])
-    await client.chat.completions.create(model="p", messages=[{"role": "system", "content": "Summarise."}, USER])
+    await client.chat.completions.create(
+        model="p", messages=[{"role": "system", "content": "Summarise."}, USER]
+    )
     msg = r.choices[0].message
-    history = [SYSTEM, USER, msg.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": "x"}]
+    history = [
+        SYSTEM,
+        USER,
+        msg.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": "x"},
+    ]
     await client.chat.completions.create(model="p", messages=history, tools=[BASH_TOOL])
     session = proxy.sessions[info.session_id]
     assert [b.kind for b in session.recorder.branches] == ["side", "main", "side"]
@@ -166,7 +206,11 @@ async def test_consecutive_replies_without_a_tool_call_end_the_session(scripted,
     for _ in range(4):
         r = await client.chat.completions.create(model="p", messages=messages, tools=[BASH_TOOL])
         replies.append(r.choices[0].message.content)
-        messages = [*messages, {"role": "assistant", "content": replies[-1]}, {"role": "user", "content": "use a tool"}]
+        messages = [
+            *messages,
+            {"role": "assistant", "content": replies[-1]},
+            {"role": "user", "content": "use a tool"},
+        ]
     assert replies[:2] == ["thinking aloud"] * 2
     assert replies[2] == replies[3] == termination_text(3)
     session = proxy.sessions[info.session_id]
@@ -181,7 +225,12 @@ async def test_inspect_trial_prints_each_span_marked_sampled_or_context(scripted
     client = openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x")
     r = await client.chat.completions.create(model="p", messages=[SYSTEM, USER], tools=[BASH_TOOL])
     msg = r.choices[0].message
-    history = [SYSTEM, USER, msg.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": "calc.py"}]
+    history = [
+        SYSTEM,
+        USER,
+        msg.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": "calc.py"},
+    ]
     await client.chat.completions.create(model="p", messages=history, tools=[BASH_TOOL])
     await proxy.close_session(info.session_id)
     out = subprocess.run([sys.executable, str(TOOLS_ROOT / "inspect_trial.py"), str(tmp_path / "t")],

@@ -13,8 +13,12 @@ TOOLS = [
             "name": "edit",
             "parameters": {
                 "type": "object",
-                "properties": {"path": {"type": "string"}, "line": {"type": "integer"}, "force": {"type": "boolean"},
-                               "body": {"type": "string"}},  # fmt: skip
+                "properties": {
+                    "path": {"type": "string"},
+                    "line": {"type": "integer"},
+                    "force": {"type": "boolean"},
+                    "body": {"type": "string"},
+                },  # fmt: skip
             },
         },
     }
@@ -26,7 +30,10 @@ def test_qwen3_parser_reads_several_json_calls_and_the_content_before_them():
            '<tool_call>\n{"name": "edit", "arguments": "{\\"path\\": \\"a.py\\"}"}\n</tool_call>'  # fmt: skip
     out = parse_output(get_parser("qwen3"), text, None)
     assert out.content == "Let me look."
-    assert [(c.name, json.loads(c.arguments)) for c in out.calls] == [("bash", {"command": "ls -la"}), ("edit", {"path": "a.py"})]
+    assert [(c.name, json.loads(c.arguments)) for c in out.calls] == [
+        ("bash", {"command": "ls -la"}),
+        ("edit", {"path": "a.py"}),
+    ]
     assert not out.format_failure
 
 
@@ -61,7 +68,12 @@ def test_qwen3_coder_parser_types_parameters_by_the_tool_schema():
     out = parse_output(get_parser("qwen3_coder"), text, TOOLS)
     assert out.content == "Fixing it."
     assert out.calls[0].name == "edit"
-    assert json.loads(out.calls[0].arguments) == {"path": "src/a.py", "line": 12, "force": True, "body": "  x = 1\n  y = 2"}
+    assert json.loads(out.calls[0].arguments) == {
+        "path": "src/a.py",
+        "line": 12,
+        "force": True,
+        "body": "  x = 1\n  y = 2",
+    }
 
 
 def test_qwen3_coder_parser_flags_an_integer_parameter_that_is_not_a_number():

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from rollout_fixtures import MAX_LEN, TASK_IDS
 
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_task
-
-from rollout_fixtures import MAX_LEN, TASK_IDS
 
 
 @pytest.fixture(scope="session")

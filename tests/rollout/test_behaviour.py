@@ -34,7 +34,9 @@ def test_features_count_edits_test_runs_and_rereads_across_tool_vocabularies():
 
 
 def test_a_read_before_any_edit_is_not_a_reread():
-    f = behaviour_features({"turns": [turn(("view", {"path": "a.py"})), turn(("str_replace", {"path": "a.py"}))]})
+    f = behaviour_features(
+        {"turns": [turn(("view", {"path": "a.py"})), turn(("str_replace", {"path": "a.py"}))]}
+    )
     assert f["rereads_after_edit"] == 0 and f["edits"] == 1
 
 
@@ -42,7 +44,9 @@ def test_the_progress_line_logs_each_trial_when_not_on_a_terminal(caplog):
     stream = io.StringIO()
     progress = Progress(3, label="step 0 trials", stream=stream)
     with caplog.at_level(logging.INFO, logger="legorl_jax.rollout"):
-        for i, (outcome, reward, dropped) in enumerate([("submitted", 1.0, False), ("timeout", 0.0, True), ("step_limit", 0.0, False)]):
+        for i, (outcome, reward, dropped) in enumerate(
+            [("submitted", 1.0, False), ("timeout", 0.0, True), ("step_limit", 0.0, False)]
+        ):
             progress.start()
             progress.finish(f"t-{i}", outcome, reward, dropped)
         progress.close()

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.docker
 
 
 def call(name: str, **arguments) -> str:
-    return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 def fix_script(task) -> list[str]:
@@ -52,10 +52,14 @@ async def proxy_on(tokenizer, tmp_path):
 
 
 def rollout_config(tmp_path, **kw) -> RolloutConfig:
-    return RolloutConfig(runs_dir=str(tmp_path / "runs"), experiment="t", **{"concurrency": 2, "retries": 0, **kw})
+    return RolloutConfig(
+        runs_dir=str(tmp_path / "runs"), experiment="t", **{"concurrency": 2, "retries": 0, **kw}
+    )
 
 
-async def test_a_scripted_fix_through_the_builtin_harness_scores_reward_one(task, tokenizer, proxy_on, tmp_path):
+async def test_a_scripted_fix_through_the_builtin_harness_scores_reward_one(
+    task, tokenizer, proxy_on, tmp_path
+):
     engine = ScriptedEngine(tokenizer, fix_script(task))
     engine.max_len = 8192
     proxy = await proxy_on(engine, context_length=8192)
@@ -80,7 +84,9 @@ async def test_a_scripted_fix_through_the_builtin_harness_scores_reward_one(task
     assert recorded["task_id"] == task.instance_id
 
 
-async def test_the_tiny_models_own_sampling_ends_every_trial_in_a_policy_outcome(two_tasks, jax_engine, proxy_on, tmp_path):
+async def test_the_tiny_models_own_sampling_ends_every_trial_in_a_policy_outcome(
+    two_tasks, jax_engine, proxy_on, tmp_path
+):
     proxy = await proxy_on(jax_engine, max_response_tokens=12, max_consecutive_no_tool=2)
     batch = await collect(two_tasks, group_size=2, harness=get_harness("builtin"), proxy=proxy, step=0, step_limit=6,
                           config=rollout_config(tmp_path))  # fmt: skip
@@ -88,7 +94,9 @@ async def test_the_tiny_models_own_sampling_ends_every_trial_in_a_policy_outcome
     assert {t.outcome for t in batch.trajectories} <= {Outcome.NO_TOOL_COLLAPSE, Outcome.STEP_LIMIT, Outcome.SUBMITTED,
                                                        Outcome.FORMAT_FAILURE}  # fmt: skip
     assert all(t.reward == 0.0 for t in batch.trajectories)  # random weights fix nothing
-    assert sorted(t.group_id for t in batch.trajectories) == sorted(f"{t.instance_id}@0" for t in two_tasks for _ in range(2))
+    assert sorted(t.group_id for t in batch.trajectories) == sorted(
+        f"{t.instance_id}@0" for t in two_tasks for _ in range(2)
+    )
     for t in batch.trajectories:
         assert t.sequences and t.sequences[0].num_sampled > 0
         folder = tmp_path / "runs" / "t" / "trials" / "step_0" / t.trial_id
@@ -105,7 +113,9 @@ class CrashingHarness:
         raise HarnessCrashed("the harness process exited with code 1: Traceback ... KeyError: 'choices'")
 
 
-async def test_injected_infrastructure_failures_drop_only_that_trial_with_its_reason(two_tasks, tokenizer, proxy_on, tmp_path):
+async def test_injected_infrastructure_failures_drop_only_that_trial_with_its_reason(
+    two_tasks, tokenizer, proxy_on, tmp_path
+):
     broken, healthy = two_tasks
     marker = broken.problem_statement.strip().splitlines()[0]
 
@@ -120,8 +130,12 @@ async def test_injected_infrastructure_failures_drop_only_that_trial_with_its_re
     batch = await collect([broken, healthy], group_size=1, harness=get_harness("builtin"), proxy=proxy, step=1,
                           config=rollout_config(tmp_path, retries=1))  # fmt: skip
     by_task = {t.task_id: t for t in batch.trajectories}
-    assert by_task[broken.instance_id].outcome is Outcome.ENGINE_FAILED and not by_task[broken.instance_id].valid
-    assert by_task[broken.instance_id].timings["attempts"] == 2  # retried once with a fresh sandbox and session
+    assert (
+        by_task[broken.instance_id].outcome is Outcome.ENGINE_FAILED and not by_task[broken.instance_id].valid
+    )
+    assert (
+        by_task[broken.instance_id].timings["attempts"] == 2
+    )  # retried once with a fresh sandbox and session
     assert by_task[healthy.instance_id].outcome is Outcome.SUBMITTED
     assert batch.dropped == {"engine_failed": 1} and len(batch.kept) == 1
     crashed = await run_trial(healthy, harness=CrashingHarness(), proxy=proxy, trial_id="crash-0", group_id="g",
@@ -150,7 +164,9 @@ async def test_a_killed_sandbox_is_a_dropped_sandbox_failure(task, tokenizer, pr
     assert t.outcome is Outcome.SANDBOX_FAILED and not t.valid
 
 
-async def test_a_trial_over_its_wall_clock_limit_is_timeout_and_leaves_nothing_behind(task, tokenizer, proxy_on, tmp_path):
+async def test_a_trial_over_its_wall_clock_limit_is_timeout_and_leaves_nothing_behind(
+    task, tokenizer, proxy_on, tmp_path
+):
     engine = ScriptedEngine(tokenizer, [call("bash", command="sleep 30")], delay_s=0.0)
     engine.max_len = 8192
     proxy = await proxy_on(engine, context_length=8192)
@@ -197,7 +213,9 @@ class InsideProbe:
         return HarnessResult("submitted", 0)
 
 
-async def test_a_harness_inside_the_sandbox_reaches_the_proxy_and_nothing_else(task, tokenizer, proxy_on, tmp_path):
+async def test_a_harness_inside_the_sandbox_reaches_the_proxy_and_nothing_else(
+    task, tokenizer, proxy_on, tmp_path
+):
     import asyncio
 
     hits = []

@@ -27,7 +27,9 @@ def test_the_evaluation_command_prints_a_per_task_table_and_keeps_the_archive(ro
     assert row.split("|")[2].strip() == "2" and row.split("|")[3].strip() == "0/2"
     assert "solve rate 0/2 scored trials (coverage 2/2); dropped: none" in out.stdout
     for g in range(2):
-        summary = json.loads((tmp_path / "ev" / "trials" / "step_0" / f"{TASK_IDS[0]}-{g}" / "trial.json").read_text())
+        summary = json.loads(
+            (tmp_path / "ev" / "trials" / "step_0" / f"{TASK_IDS[0]}-{g}" / "trial.json").read_text()
+        )
         assert summary["outcome"] in ("step_limit", "no_tool_collapse") and summary["reward"] == 0.0
 
 

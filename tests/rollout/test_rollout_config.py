@@ -12,7 +12,11 @@ def test_without_a_harness_override_the_builtin_harness_runs(compose_config):
 
 def test_plus_harness_selects_a_preset(compose_config):
     cfg = compose_config(["+harness=builtin", "harness.step_limit=12"])
-    assert cfg.harness.name == "builtin" and cfg.harness.step_limit == 12 and cfg.harness.options == {"command_timeout_s": 60}
+    assert (
+        cfg.harness.name == "builtin"
+        and cfg.harness.step_limit == 12
+        and cfg.harness.options == {"command_timeout_s": 60}
+    )
 
 
 @pytest.mark.parametrize(
