@@ -23,13 +23,14 @@ from legorl_jax.tasks.protection import RemovedChange
 APPLY_STATUSES = ("applied", "empty", "failed", "malformed")
 
 
-DROP_REASONS = ("sandbox", "hidden_tests", "timeout", "memory", "no_result", "internal")
+DROP_REASONS = ("sandbox", "task", "hidden_tests", "timeout", "memory", "no_result", "internal")
 
 
 class VerifierError(RuntimeError):
     """Grading could not produce a verdict because the infrastructure failed (not the policy).
 
-    `reason` is one of `DROP_REASONS`: the sandbox failed to start or run a command, the hidden tests did not
+    `reason` is one of `DROP_REASONS`: the sandbox failed to start or run a command, the task cannot be graded
+    (its workdir holds no git repository), the hidden tests did not
     apply, the tests ran past the timeout or the memory limit, they left no result, or the verifier itself
     broke (`internal`). The last four are raised only when the empty diff fails the same way; otherwise the
     diff caused them and the grade is a reward of 0.

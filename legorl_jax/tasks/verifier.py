@@ -221,6 +221,12 @@ async def _grade_in(task: Task, sandbox: Sandbox, filtered: FilteredPatch, durat
     scratch = f"/tmp/legorl-verify-{secrets.token_hex(16)}"
     await _must(sandbox, ["mkdir", "-p", "-m", "700", scratch], "creating the scratch directory")
     await _must(sandbox, ["touch", f"{scratch}/before-apply"], "stamping the tree")
+    inside = await _exec(sandbox, ["git", "rev-parse", "--is-inside-work-tree"], workdir=task.workdir)
+    if inside.stdout.strip() != "true":
+        raise VerifierError(f"task {task.instance_id!r}: the workdir {task.workdir} of image {task.image!r} holds no git "
+                            "repository; the agent's work reaches the grading sandbox as a git diff against it, so "
+                            "the image must commit its files there (e.g. `git init && git add -A && git commit` in "
+                            "the Dockerfile)", "task")
     before = await _changed_paths(sandbox, task)
     phase = time.monotonic()
     apply = await _apply(sandbox, task, format_patch(list(filtered.kept)), f"{scratch}/agent.patch")

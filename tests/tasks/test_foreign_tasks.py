@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 
 import pytest
-from harbor_fixture import GOLD_DIFF, write_harbor_task
+from harbor_fixture import GOLD_DIFF, TASK_TOML, write_harbor_task
 from swebench_fixture import GOLD, build_swebench_image, write_jsonl
 
 from legorl_jax.sandbox import images
@@ -106,3 +106,16 @@ def test_a_missing_swebench_image_that_no_registry_serves_says_how_to_load_it(tm
     (task,) = load_swebench_file(path)
     with pytest.raises(ImageError, match=r"pulling it failed.*docker load -i"):
         ensure_task_image(task)
+
+
+def test_a_harbor_task_whose_workdir_has_no_git_repository_is_refused_saying_so(tmp_path):
+    root = write_harbor_task(tmp_path / "nogit", images.ensure_base_image(),
+                             task_toml=TASK_TOML.replace("legorl/harbor-add", "legorl/harbor-nogit"))
+    (root / "environment" / "Dockerfile").write_text(
+        f"FROM {images.ensure_base_image()}\nUSER root\nCOPY repo/ /app/\n"
+        "RUN mkdir -p /logs && chown -R agent:agent /app /logs\nWORKDIR /app\n")
+    task = load_harbor_task(root)
+    ensure_task_image(task)
+    with pytest.raises(VerifierError, match="/app of image .* holds no git repository") as caught:
+        asyncio.run(grade(task, GOLD_DIFF))
+    assert caught.value.reason == "task"
