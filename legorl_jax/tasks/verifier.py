@@ -300,7 +300,8 @@ def _report(
         resolved = ran and reward >= 1.0
     return VerifierReport(
         task_id=task.instance_id, kind=task.kind, reward=reward, resolved=resolved, apply=apply,
-        tests=statuses, failed_tests=failed if task.tests else (), removed_changes=tuple(removed),
+        # A Harbor verifier reports only its reward: its listed tests have no status to fail on.
+        tests=statuses, failed_tests=failed if task.tests and task.kind != "harbor" else (), removed_changes=tuple(removed),
         tampering=tuple(tampering), leftover_processes=tuple(leftovers), exit_code=exit_code, output=output,
         output_truncated=truncated, durations=dict(durations or {}),
     )
