@@ -172,8 +172,12 @@ async def grade(task: Task, diff: str, *, sandbox_factory: SandboxFactory | None
     started = time.monotonic()
     durations: dict[str, float] = {}
     try:
-        filtered = filter_patch(parse_patch(diff), hidden_paths=hidden_test_paths(task.test_patch),
-                                protected_globs=task.protected_paths)
+        hidden = hidden_test_paths(task.test_patch)
+    except PatchError as err:  # the task's fault, not the diff's
+        raise VerifierError(f"task {task.instance_id!r}: its hidden tests are not a readable diff: {err}",
+                            "hidden_tests") from err
+    try:
+        filtered = filter_patch(parse_patch(diff), hidden_paths=hidden, protected_globs=task.protected_paths)
     except PatchError as err:
         return _report(task, ApplyResult("malformed", None, str(err)), durations={"total": time.monotonic() - started})
     factory = sandbox_factory or functools.partial(default_sandbox_factory, backend=config.backend)

@@ -115,6 +115,18 @@ def test_a_diff_that_crashes_or_times_out_the_tests_scores_0_as_tampering(task, 
     assert any("not with the empty diff" in t for t in report.tampering), report.tampering
 
 
+def test_a_fork_bomb_scores_0_as_tampering(task, config, backend):
+    if backend == "docker":
+        pytest.skip("on Docker the exec-timeout sweep of the sandbox's processes does not finish against a live "
+                    "fork bomb (a Docker-backend limit, not the verifier's); bubblewrap kills the pid namespace")
+    task = dataclasses.replace(task, timeouts=Timeouts(verify_s=20))
+    bomb = "\nimport os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    report = asyncio.run(grade(task, _with_gold_and(task, bomb), config=config))
+    assert isinstance(report, VerifierReport), report
+    assert report.reward == 0.0
+    assert any("not with the empty diff" in t for t in report.tampering), report.tampering
+
+
 def test_a_failure_the_empty_diff_shares_is_still_infrastructure(task, config):
     broken = dataclasses.replace(task, test_cmd="python3 -m no_such_test_runner")
     with pytest.raises(VerifierError, match="left no JUnit report") as caught:
