@@ -18,7 +18,8 @@ from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_task
 from legorl_jax.tasks.report import VerifierError, VerifierReport, drop_rates
 from legorl_jax.tasks.schema import Timeouts
 from legorl_jax.tasks.task_image import ensure_task_image
-from legorl_jax.tasks.verifier import grade, grade_many
+from legorl_jax.tasks.verifier import (_changed_paths, _protected_writes, default_sandbox_factory, grade, grade_many,
+                                        verifier_sandbox_spec)
 
 TASK_ID = "autocomplete-casefold-prefix"
 
@@ -142,3 +143,22 @@ def test_one_item_that_raises_leaves_the_others_results_in_the_batch(task, confi
     assert results[1].reward == 0.0 and results[1].apply.status == "malformed"
     assert isinstance(results[2], VerifierError) and results[2].reason == "internal"
     assert drop_rates(results)["internal"] == pytest.approx(1 / 3)
+
+
+# Attack class 3, defence in depth: whatever the apply writes is judged again, not the diff's text.
+@pytest.mark.parametrize(("write", "expected"), [
+    ("mkdir -p .git/info && printf '* filter=x\\n' > .git/info/attributes", "git metadata"),
+    ("printf 'import os\\n' > conftest.py", "test file"),
+])
+def test_protected_files_the_apply_really_wrote_are_tampering(task, config, write, expected):
+    async def scenario():
+        async with default_sandbox_factory(verifier_sandbox_spec(task, config), backend=config.backend) as sandbox:
+            scratch = "/tmp/legorl-verify-test"
+            await sandbox.exec(["sh", "-c", f"mkdir -p {scratch} && touch {scratch}/before-apply"])
+            before = await _changed_paths(sandbox, task)
+            await asyncio.sleep(0.05)  # a later mtime than the stamp, as an apply has
+            assert (await sandbox.exec(["sh", "-c", write], workdir=task.workdir)).exit_code == 0
+            return await _protected_writes(sandbox, task, scratch, before)
+
+    problems = asyncio.run(scenario())
+    assert problems and expected in problems[0], problems
