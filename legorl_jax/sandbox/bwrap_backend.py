@@ -14,7 +14,17 @@ persist across execs, and they too count against the `disk_mb` tmpfs.
 
 Each exec is one `bwrap --unshare-all --die-with-parent --new-session` run: new user (the image user's
 uid/gid), pid, network (loopback only), ipc, uts and cgroup namespaces, a fresh /proc and a minimal
-/dev, a cleared environment. Consequences: a timeout kills the whole tree for sure (killing bubblewrap
+/dev, a cleared environment.
+
+Hardening (the sandbox must not see or become the host): bubblewrap itself is pid 1 inside, so its own
+environment is readable at /proc/1/environ; it is started with an allow-listed environment (`PATH` only),
+never this process's. As root with a read-only root, bubblewrap runs as the unprivileged host uid
+`SANDBOX_HOST_UID` (`setpriv`), so the sandbox user is that uid on the host, not root; the writable state is
+chowned to it. (With `read_only_root=False` the overlay's lower layer is owned by host root and must stay
+writable through the mapping, so there the sandbox user still maps to host root: use Docker for untrusted
+code on such images.) `--disable-userns` forbids nested user namespaces, and a seccomp filter (`seccomp.py`,
+Docker's default profile in spirit) refuses mounts, namespace changes, kernel modules, keyrings, `bpf` and
+the rest. Consequences: a timeout kills the whole tree for sure (killing bubblewrap
 kills its pid namespace, daemons and setsid children included), and nothing outlives the exec that
 started it; state carries over only through the files.
 
@@ -43,7 +53,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from legorl_jax.sandbox import cgroups, reaper, relay, rootfs
+from legorl_jax.sandbox import cgroups, reaper, relay, rootfs, seccomp
 from legorl_jax.sandbox.base import SandboxError, SandboxSpec
 from legorl_jax.sandbox.exec_sandbox import TIMEOUT_EXIT_CODE, CappedBuffer, ExecSandbox, RawResult, Stdin
 from legorl_jax.sandbox.seed import ImageFacts, home_needs_mount
@@ -51,6 +61,9 @@ from legorl_jax.sandbox.seed import ImageFacts, home_needs_mount
 log = logging.getLogger(__name__)
 
 LIMIT_MODES = ("auto", "cgroup", "rlimit")
+SANDBOX_HOST_UID = 65534  # nobody: owns nothing on the host, so code that escapes the namespaces can do little
+# bubblewrap's own environment is visible inside as /proc/1/environ: nothing of this process's goes there.
+BWRAP_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 _JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
 _PROXY_DIR = "/tmp/.legorl-proxy"
 FORWARDER = r"""
@@ -96,7 +109,20 @@ def state_root() -> Path:
     """Where sandbox state directories live (`$LEGORL_SANDBOX_STATE`, else /tmp/legorl-bwrap-<uid>)."""
     root = Path(os.environ.get("LEGORL_SANDBOX_STATE") or f"/tmp/legorl-bwrap-{os.geteuid()}")
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if os.geteuid() == 0:
+        os.chmod(root, 0o711)  # bubblewrap runs as SANDBOX_HOST_UID and must reach its bind sources
     return root
+
+
+def _mount_points() -> set[str]:
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        return {line.split()[4].replace("\\040", " ") for line in handle if len(line.split()) > 4}
+
+
+def _chown_tree(path: Path, uid: int) -> None:
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+            os.lchown(name, uid, uid)
 
 
 class BwrapSandbox(ExecSandbox):
@@ -136,13 +162,16 @@ class BwrapSandbox(ExecSandbox):
             if not (self._root / "usr/bin/python3").exists():
                 raise SandboxError(f"network='proxy_only' on bubblewrap needs python3 in {self._root}")
             self._relay = await relay.start_unix_relay(str(self.state / "proxy" / "s"), self.spec.proxy_port)
+            if self._host_uid() is not None:
+                os.chmod(self.state / "proxy" / "s", 0o666)  # connect() needs write permission on the socket
             self.proxy_url_base = f"http://127.0.0.1:{self.spec.proxy_port}"
         self.base_commit = self._facts.base_commit
 
     def _prepare(self) -> None:
         spec, facts = self.spec, self._facts
         self.state = state_root() / self.name
-        self.state.mkdir(mode=0o700)
+        self.state.mkdir(mode=0o711 if self._host_uid() is not None else 0o700)
+        (self.state / "seccomp.bpf").write_bytes(seccomp.filter_program())
         (self.state / "owner.json").write_text(json.dumps(reaper.owner_labels(spec.labels)))
         fs = self.state / "fs"
         fs.mkdir()
@@ -171,6 +200,17 @@ class BwrapSandbox(ExecSandbox):
         home = self._root / facts.home.lstrip("/")
         if home_needs_mount(facts, spec.workdir) and home.is_dir():
             shutil.copytree(home, fs / "home", symlinks=True, dirs_exist_ok=True)
+        if self._host_uid() is not None:
+            os.chmod(fs, 0o711)
+            for part in ("work", "home", "tmp", "proxy"):
+                _chown_tree(fs / part, SANDBOX_HOST_UID)
+            # The root filesystem and mount sources may lie where that uid cannot reach (root's cache under
+            # /root): bind them, read-only, under the state directory it can traverse.
+            for i, source in enumerate([str(self._root), *spec.mounts.values()]):
+                target = self.state / "binds" / str(i)
+                target.mkdir(parents=True)
+                _check(["mount", "--bind", source, str(target)], "bind mount")
+                _check(["mount", "-o", "remount,bind,ro", str(target)], "read-only remount")
         if self.limits == "cgroup":
             self._cgroup = cgroups.CgroupLimits.create(self.name, memory_mb=spec.memory_mb, pids=spec.pids,
                                                        cpus=spec.cpus)
@@ -186,19 +226,25 @@ class BwrapSandbox(ExecSandbox):
 
     # -- exec -----------------------------------------------------------------------------------------
 
-    def _argv(self, argv: list[str], workdir: str, env: dict[str, str]) -> list[str]:
+    def _host_uid(self) -> int | None:
+        """The unprivileged host uid bubblewrap runs as, or None when it runs as this process's user."""
+        return SANDBOX_HOST_UID if os.geteuid() == 0 and self.spec.read_only_root else None
+
+    def _argv(self, argv: list[str], workdir: str, env: dict[str, str], seccomp_fd: int) -> list[str]:
         spec, facts, fs = self.spec, self._facts, self.state / "fs"
-        args = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
-                "--uid", str(facts.uid), "--gid", str(facts.gid), "--hostname", "sandbox"]
+        args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+                "--uid", str(facts.uid), "--gid", str(facts.gid), "--hostname", "sandbox", "--seccomp", str(seccomp_fd)]
+        binds = self.state / "binds"
+        root = binds / "0" if self._host_uid() is not None else self._root
         if spec.read_only_root:
-            args += ["--ro-bind", str(self._root), "/", "--dev", "/dev", "--proc", "/proc",
+            args += ["--ro-bind", str(root), "/", "--dev", "/dev", "--proc", "/proc",
                      "--bind", str(fs / "tmp"), "/tmp", "--bind", str(fs / "work"), spec.workdir]
             if home_needs_mount(facts, spec.workdir) and facts.home != "/tmp":
                 args += ["--bind", str(fs / "home"), facts.home]
         else:
             args += ["--bind", str(self.state / "root"), "/", "--dev", "/dev", "--proc", "/proc"]
-        for target, source in spec.mounts.items():
-            args += ["--ro-bind", source, target]
+        for i, (target, source) in enumerate(spec.mounts.items(), start=1):
+            args += ["--ro-bind", str(binds / str(i)) if self._host_uid() is not None else source, target]
         # Through sh, so a missing command is exit 127 as on Docker, not a bubblewrap error.
         argv = ["/bin/sh", "-c", 'exec "$@"', "legorl-exec", *argv]
         if spec.network == "proxy_only":
@@ -215,18 +261,27 @@ class BwrapSandbox(ExecSandbox):
         if self._cgroup is not None:
             files = self._cgroup.procs_files
             prefix = ["/bin/sh", "-c", _JOIN, "legorl-join", str(len(files)), *files]
-        return [*prefix, *limits, "--", *args, "--", *argv]
+        drop = []
+        if self._host_uid() is not None:
+            uid = str(self._host_uid())
+            drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+        return [*prefix, *limits, "--", *drop, *args, "--", *argv]
 
     async def _run(self, argv: list[str], *, timeout: float | None, workdir: str, env: dict[str, str],
                    stdin: Stdin, limit: int) -> RawResult:
         oom_before = self._cgroup.oom_kills() if self._cgroup else 0
         started = time.monotonic()
+        filter_fd = os.open(self.state / "seccomp.bpf", os.O_RDONLY)
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self._argv(argv, workdir, env), stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                *self._argv(argv, workdir, env, filter_fd),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=BWRAP_ENV,
+                pass_fds=(filter_fd,))
         except OSError as exc:
             raise SandboxError(f"starting bubblewrap failed: {exc}") from exc
+        finally:
+            os.close(filter_fd)
         out, err = CappedBuffer(limit), CappedBuffer(limit)
         io = asyncio.gather(_drain(proc.stdout, out), _drain(proc.stderr, err), _feed(proc, stdin))
         timed_out = False
@@ -329,6 +384,14 @@ def remove_state(state: Path, mounted: bool | None = None) -> None:
     fs = state / "fs"
     if os.path.ismount(state / "root"):
         subprocess.run(["umount", "-l", str(state / "root")], capture_output=True, timeout=60)
+    # A bind mount of a directory on the same filesystem is invisible to os.path.ismount: unmount each one
+    # unconditionally (they are read-only, so rmtree below can never reach into the root filesystem).
+    binds = sorted((state / "binds").glob("*")) if (state / "binds").is_dir() else []
+    for bind in binds:
+        subprocess.run(["umount", "-l", str(bind)], capture_output=True, timeout=60)
+    still = _mount_points() & {str(b) for b in binds}
+    if still:  # never rmtree through a mount of the root filesystem cache
+        raise OSError(f"could not unmount {sorted(still)}")
     if mounted or (mounted is None and os.path.ismount(fs)):
         subprocess.run(["umount", "-l", str(fs)], capture_output=True, timeout=60)
     shutil.rmtree(state, ignore_errors=True)

@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -175,9 +176,10 @@ async def _validate(tasks: list[Task], factory: SandboxFactory, *, build: bool, 
                 empty = await grade(task, "", sandbox_factory=factory)
                 return task, {"gold": gold.reward, "empty": empty.reward, "why": gold.failed_tests + gold.tampering}
             except (VerifierError, SandboxError) as err:
-                return task, {"error": str(err)}
+                return task, {"error": str(err), "reason": getattr(err, "reason", "sandbox")}
 
     results = await asyncio.gather(*(one(t) for t in tasks))
+    reasons = Counter(r["reason"] for _, r in results if "error" in r)
     worst = EXIT_OK
     for task, r in results:
         if "error" in r:
@@ -189,6 +191,8 @@ async def _validate(tasks: list[Task], factory: SandboxFactory, *, build: bool, 
             print(f"FAIL   {task.instance_id}: gold {r['gold']:g}, empty {r['empty']:g} {list(r['why'])[:5]}")
             worst = max(worst, EXIT_INVALID) if worst != EXIT_INFRA else worst
     print(f"{sum(1 for _, r in results if r.get('gold') == 1.0 and r.get('empty') == 0.0)}/{len(results)} tasks valid")
+    if reasons:
+        print("dropped by reason: " + ", ".join(f"{reason} {n / len(results):.0%}" for reason, n in sorted(reasons.items())))
     return worst
 
 

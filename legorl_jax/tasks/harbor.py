@@ -22,15 +22,23 @@ image's HEAD is the base); `test_cmd` = `bash /tests/test.sh`; `log_parser` = `h
 `verifier_dir` = `tests/`, uploaded to `/tests` of the grading sandbox only after the agent's diff is
 applied; the gold `patch` is empty (the oracle runs `solution/solve.sh`, kept in `metadata.solution_dir`).
 
+`task.toml` is read as Harbor 0.26 reads it: its top-level keys are exactly those of Harbor's `TaskConfig`
+(`schema_version`, `task`, `metadata`, `verifier`, `agent`, `environment`, `solution`, `source`,
+`multi_step_reward_strategy`, `steps`, `artifacts`), and the older documented `version` is renamed to
+`schema_version` (unless both are given). Multi-step tasks (`steps` in task.toml, or a `steps/` directory) are
+not supported: loading one alone is a `TaskError` saying so; in a directory of tasks each is skipped with a
+warning naming it, and the others load.
+
 The verifier moves the agent's work to a fresh sandbox as a git diff, so the image must hold a git repository
-at `workdir` (SWE-style Harbor tasks do); that is checked when the task is graded, not here. Every malformed
-field raises `TaskError` naming the task, the field and the value.
+at `workdir` (SWE-style Harbor tasks do); the verifier refuses a workdir without one with an error that says
+so. Every malformed field raises `TaskError` naming the task, the field and the value.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import tomllib
 from collections.abc import Mapping
@@ -43,8 +51,14 @@ from legorl_jax.tasks.schema import Task, TaskError, Timeouts
 TEST_CMD = "bash /tests/test.sh"
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _NAME_RE = re.compile(r"[^a-z0-9._-]+")
-_SECTIONS = ("schema_version", "task", "metadata", "verifier", "agent", "environment", "solution", "steps",
-             "artifacts")
+# harbor 0.26.0 `harbor/models/task/config.py::TaskConfig` fields.
+_SECTIONS = ("schema_version", "task", "metadata", "verifier", "agent", "environment", "solution", "source",
+             "multi_step_reward_strategy", "steps", "artifacts")
+log = logging.getLogger(__name__)
+
+
+class MultiStepTaskError(TaskError):
+    """A multi-step Harbor task, which this loader does not support."""
 
 
 def is_harbor_dir(path: Path) -> bool:
@@ -60,7 +74,13 @@ def load_harbor_tasks(path: Path) -> list[Task]:
     dirs = [d for d in sorted(path.iterdir()) if d.is_dir() and is_harbor_dir(d)] if path.is_dir() else []
     if not dirs:
         raise TaskError(str(path), "directory", f"holds no Harbor task (task.toml + instruction.md): {str(path)!r}")
-    return sorted((load_harbor_task(d) for d in dirs), key=lambda t: t.instance_id)
+    tasks = []
+    for d in dirs:
+        try:
+            tasks.append(load_harbor_task(d))
+        except MultiStepTaskError as err:
+            log.warning("skipping Harbor task %s: %s", d, err)
+    return sorted(tasks, key=lambda t: t.instance_id)
 
 
 def load_harbor_task(task_dir: Path) -> Task:
@@ -71,9 +91,16 @@ def load_harbor_task(task_dir: Path) -> Task:
         config = tomllib.loads((task_dir / "task.toml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise TaskError(name, "task.toml", f"cannot be read as TOML: {err}") from None
+    if "version" in config:  # Harbor's own rename (TaskConfig.handle_version_rename)
+        config.setdefault("schema_version", config.pop("version"))
     unknown = sorted(set(config) - set(_SECTIONS))
     if unknown:
         raise TaskError(name, "task.toml", f"has unknown top-level keys {unknown}; known: {list(_SECTIONS)}")
+    if config.get("steps") or (task_dir / "steps").is_dir():
+        raise MultiStepTaskError(name, "steps", f"{str(task_dir)!r} is a multi-step task, which is not supported")
+    source = config.get("source")
+    if source is not None and not isinstance(source, str):
+        raise TaskError(name, "source", f"must be a string, got {source!r}")
     sections = {s: _table(name, config, s) for s in ("task", "metadata", "verifier", "agent", "environment")}
     task_name = sections["task"].get("name")
     if task_name is not None and (not isinstance(task_name, str) or not task_name.strip()):
@@ -159,6 +186,8 @@ def load_harbor_task(task_dir: Path) -> Task:
             "verifier_user": verifier_user,
             "solution_dir": str(solution.parent.resolve()) if solution.is_file() else "",
             "tags": list(sections["metadata"].get("tags", [])),
+            "source": source or "",
+            "schema_version": str(config.get("schema_version", "")),
         },
     )
 

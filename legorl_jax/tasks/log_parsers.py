@@ -9,7 +9,9 @@ Names resolve in this order:
   (5.x `PARSER_REGISTRY`, or the `parse_log_*` functions of 4.x); with 4.x, a task without a `log_parser`
   gets the one swebench maps its repository to (5.x rows name theirs).
 - Without swebench, `pytest` (alias `parse_log_pytest`, `parse_log_pytest_v2`) is ours: the `-rA`
-  short-summary parser of `pytest_report`, which reads the same lines swebench's pytest parser reads.
+  short-summary parser of `pytest_report`, which reads the same lines swebench's pytest parser reads; so is
+  `parse_log_pytest_options` (the same, with a path-like parameter id cut to its last component, as swebench
+  names those tests).
 
 Any other name raises `UnknownParserError` (a `ValueError`) that lists the names available here, so a task
 that needs swebench's Django parser on a machine without swebench fails at load time, not with a silent 0.
@@ -21,16 +23,34 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable, Mapping
 
 from legorl_jax.tasks.pytest_report import parse_pytest_log
 
 LogParser = Callable[[str], dict[str, str]]
 OWN_MODES = ("junit", "harbor_reward")
+_OPTION_RE = re.compile(r"(.*?)\[(.*)\]")
+
+
+def parse_pytest_options_log(text: str, known_ids: tuple[str, ...] = ()) -> dict[str, str]:
+    """`-rA` lines, with a parameter id that is a path (`[/a/b/c.dcm]`, not `//`, no `*`) cut to `[/c.dcm]`."""
+    out: dict[str, str] = {}
+    for test, status in parse_pytest_log(text, known_ids).items():
+        m = _OPTION_RE.fullmatch(test)
+        if m is not None:
+            main, option = m.groups()
+            if option.startswith("/") and not option.startswith("//") and "*" not in option:
+                test = f"{main}[/{option.split('/')[-1]}]"
+        out[test] = status
+    return out
+
+
 _OURS: Mapping[str, LogParser] = {
     "pytest": parse_pytest_log,
     "parse_log_pytest": parse_pytest_log,
     "parse_log_pytest_v2": parse_pytest_log,
+    "parse_log_pytest_options": parse_pytest_options_log,
 }
 _SWEBENCH_STATUS = {
     "PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped", "XFAIL": "xfailed",
@@ -64,6 +84,10 @@ def _swebench_parsers() -> tuple[dict[str, Callable], dict[str, Callable]]:
     if isinstance(registry, Mapping):
         by_name.update({str(k): v for k, v in registry.items() if callable(v)})
     by_repo = dict(getattr(package, "MAP_REPO_TO_PARSER", {}) or {})
+    for module in modules:  # 5.x keeps one map per language (MAP_REPO_TO_PARSER_PY, ..._JS, ...)
+        for attr, value in vars(module).items():
+            if attr.startswith("MAP_REPO_TO_PARSER_") and isinstance(value, Mapping):
+                by_repo.update(value)
     return by_name, by_repo
 
 
@@ -72,15 +96,15 @@ def available_parsers() -> list[str]:
     return sorted(set(OWN_MODES) | set(_OURS) | set(_swebench_parsers()[0]))
 
 
-def default_parser_name(repo: str) -> str:
-    """The parser a task of `repo` gets when its record names none."""
+def swebench_parser_for_repo(repo: str) -> str | None:
+    """The parser name the installed swebench maps `repo` to, or None (no swebench, or repo unknown to it)."""
     by_name, by_repo = _swebench_parsers()
     fn = by_repo.get(repo)
     if fn is not None:
         for name, candidate in by_name.items():
             if candidate is fn:
                 return name
-    return "pytest"
+    return None
 
 
 def check_parser_name(name: str) -> None:

@@ -12,7 +12,9 @@ Hunk bodies are consumed by their `@@ -a,b +c,d @@` line counts, not by pattern:
 text, or whose header cannot be read, raises `PatchError` (a `ValueError`) naming the line.
 
 Paths are repo-relative with the `a/` / `b/` prefix removed (plain diffs: the first component, like `-p1`);
-git's C-style quoted paths (`"a/x\\ty"`) are unquoted. `None` stands for `/dev/null`.
+git's C-style quoted paths (`"a/x\\ty"`) are unquoted. `None` stands for `/dev/null`. A git section whose `---` /
+`+++` lines name other files than its header (and rename lines) is refused: the verifier filters by one set of
+paths, so git apply and patch must not write another. File modes are compared as numbers (`0120000` is a symlink).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ _OTHER_HEADERS = (
 )
 SYMLINK_MODE = "120000"
 GITLINK_MODE = "160000"
+# Modes are compared as numbers: git reads "0120000" as a symlink too, so string equality would miss it.
+_FILE_TYPE_MASK, _FILE_TYPE_SYMLINK, _FILE_TYPE_GITLINK = 0o170000, 0o120000, 0o160000
+_MODE_RE = re.compile(r"^[0-7]{1,7}$")
 
 
 class PatchError(ValueError):
@@ -56,15 +61,19 @@ class FilePatch:
 
     @property
     def is_symlink(self) -> bool:
-        return SYMLINK_MODE in (self.old_mode, self.new_mode)
+        return _FILE_TYPE_SYMLINK in _file_types(self)
 
     @property
     def is_gitlink(self) -> bool:
-        return GITLINK_MODE in (self.old_mode, self.new_mode)
+        return _FILE_TYPE_GITLINK in _file_types(self)
 
     @property
     def is_new(self) -> bool:
         return self.old_path is None
+
+
+def _file_types(patch: FilePatch) -> set[int]:
+    return {int(m, 8) & _FILE_TYPE_MASK for m in (patch.old_mode, patch.new_mode) if m is not None}
 
 
 def parse_patch(text: str) -> list[FilePatch]:
@@ -113,6 +122,8 @@ def _parse_git_section(lines: list[str], start: int) -> tuple[FilePatch, int]:
         line = lines[i].rstrip("\r\n")
         if line.startswith(_MODE_HEADERS):
             mode = line.rsplit(" ", 1)[1]
+            if not _MODE_RE.match(mode):
+                raise PatchError(f"line {i + 1}: {line!r} holds no octal file mode")
             if line.startswith(("old mode ", "deleted file mode ")):
                 old_mode = mode
             if line.startswith(("new mode ", "new file mode ")):
@@ -130,6 +141,8 @@ def _parse_git_section(lines: list[str], start: int) -> tuple[FilePatch, int]:
             elif line.startswith("index ") and old_mode is None and new_mode is None:
                 fields = line.split()
                 if len(fields) == 3:  # "index abc..def 100644": mode unchanged
+                    if not _MODE_RE.match(fields[2]):
+                        raise PatchError(f"line {i + 1}: {line!r} holds no octal file mode")
                     old_mode = new_mode = fields[2]
             i += 1
         else:
@@ -144,8 +157,11 @@ def _parse_git_section(lines: list[str], start: int) -> tuple[FilePatch, int]:
         i += 1
     elif i + 1 < len(lines) and lines[i].startswith("--- ") and lines[i + 1].startswith("+++ "):
         minus, plus = _side_path(lines[i], i), _side_path(lines[i + 1], i + 1)
-        old_path = None if minus is None else old_path or minus
-        new_path = None if plus is None else new_path or plus
+        # git apply and patch write what ---/+++ name; the filter checks the header's paths. A section whose
+        # two disagree (header README.md, +++ conftest.py) would be checked against one file and write another.
+        if minus != old_path or plus != new_path:
+            raise PatchError(f"line {start + 1}: the header {header.strip()!r} and its ---/+++ lines name different "
+                             f"files ({old_path!r} -> {new_path!r} vs {minus!r} -> {plus!r})")
         i = _consume_hunks(lines, i + 2)
     if old_path is None and new_path is None:
         raise PatchError(f"line {start + 1}: {header.strip()!r} has neither an old nor a new path")
@@ -255,7 +271,10 @@ def _unquote(raw: str, index: int) -> str:
             out.append(_ESCAPES[body[i + 1]])
             i += 2
         elif re.match(r"[0-7]{3}", body[i + 1 : i + 4]):
-            out.append(int(body[i + 1 : i + 4], 8))
+            value = int(body[i + 1 : i + 4], 8)
+            if value > 0xFF:
+                raise PatchError(f"line {index + 1}: octal escape \\{body[i + 1 : i + 4]} above \\377 in quoted path {raw!r}")
+            out.append(value)
             i += 4
         else:
             raise PatchError(f"line {index + 1}: bad escape in quoted path {raw!r}")

@@ -11,10 +11,11 @@ the code is dropped whole, file by file, and reported with the rule that caught 
   `noxfile.py` and `pyproject.toml` (its `[tool.pytest.ini_options]` table can add `-p`/`--deselect`/plugins;
   we drop the whole file change rather than parse TOML out of a diff).
 - `interpreter start-up hook`: `sitecustomize.py`, `usercustomize.py`, `*.pth` anywhere.
-- `shadows the test runner`: any top-level module or package named like the runner (`pytest`, `_pytest`,
-  `pluggy`, `py`, `iniconfig`, `conftest`), or a *new* top-level module (`x.py`, `x.so`, or `x/__init__.py`)
+- `shadows the test runner`: any top-level module or package named like the runner or a module it imports
+  (`pytest`, `_pytest`, `pluggy`, `py`, `iniconfig`, `conftest`, `attr`, `attrs`, `packaging`, ...), or a *new* top-level module (`x.py`, `x.so`, or `x/__init__.py`)
   named like a standard-library module, which the test process would import instead of the real one because
-  the repository root is first on `sys.path` (a directory without `__init__.py` shadows nothing).
+  the repository root is first on `sys.path` (a directory without `__init__.py` shadows nothing). A rename or
+  copy counts as new for its target.
 - `symbolic link` / `submodule`: a symlink can redirect a later write into a protected file, a gitlink
   points at code outside the diff; fixes need neither.
 - `protected by the task`: a glob from `Task.protected_paths` (`fnmatch` on the repo-relative path; a
@@ -39,7 +40,12 @@ TEST_CONFIG_FILES = frozenset(
     {"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg", "noxfile.py", "pyproject.toml"}
 )
 STARTUP_HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
-RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "conftest"})
+# pytest and everything it imports (pytest 7.x: attrs, iniconfig, packaging, pluggy, exceptiongroup, tomli,
+# pygments for reports, colorama on Windows, its `py` shim).
+RUNNER_MODULES = frozenset({
+    "pytest", "_pytest", "pluggy", "py", "_py", "iniconfig", "conftest", "attr", "attrs", "packaging",
+    "exceptiongroup", "tomli", "pygments", "colorama",
+})
 # Names a repository root legitimately holds even though a stdlib module shares them.
 _STDLIB_SHADOW_EXEMPT = frozenset({"setup", "this", "antigravity", "__future__", "__main__"})
 _MODULE_SUFFIXES = frozenset({"py", "pyc", "so", "pyd"})
@@ -92,7 +98,9 @@ def _why_protected(patch: FilePatch, hidden: frozenset[str], globs: tuple[str, .
     if patch.is_gitlink:
         return "submodule"
     for path in patch.paths:
-        reason = protected_reason(path, hidden=hidden, globs=globs, is_new=patch.is_new)
+        # A rename or copy creates its target as surely as a new file does, so it gets the new-file checks.
+        creates = patch.is_new or (path == patch.new_path and patch.old_path != patch.new_path)
+        reason = protected_reason(path, hidden=hidden, globs=globs, is_new=creates)
         if reason is not None:
             return reason
     return None

@@ -27,6 +27,9 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 
+import defusedxml
+import defusedxml.ElementTree as SafeET
+
 STATUSES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 _OUTCOME_CLASS = {
     "passed": "ok", "xpassed": "ok", "failed": "bad", "error": "bad", "skipped": "skip", "xfailed": "skip",
@@ -68,11 +71,17 @@ def junit_key(node_id: str) -> tuple[str, str]:
 
 
 def parse_junit(xml_bytes: bytes) -> JUnitReport:
-    """Reads a pytest JUnit XML report (xunit1 or xunit2)."""
+    """Reads a pytest JUnit XML report (xunit1 or xunit2).
+
+    The file is written where code of the agent's runs, so it is parsed with `defusedxml`: a DTD, an entity
+    declaration (billion laughs) or an external entity is refused (`ReportError`), never expanded or fetched.
+    """
     try:
-        root = ET.fromstring(xml_bytes)
+        root = SafeET.fromstring(xml_bytes, forbid_dtd=True)
     except ET.ParseError as err:
         raise ReportError(f"the JUnit report is not well-formed XML: {err}") from None
+    except defusedxml.DefusedXmlException as err:
+        raise ReportError(f"the JUnit report holds a forbidden XML construct ({type(err).__name__}: {err})") from None
     if root.tag not in ("testsuites", "testsuite"):
         raise ReportError(f"the JUnit report's root element is <{root.tag}>, not <testsuites>/<testsuite>")
     cases: dict[tuple[str, str], str] = {}

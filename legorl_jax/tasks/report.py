@@ -23,8 +23,35 @@ from legorl_jax.tasks.protection import RemovedChange
 APPLY_STATUSES = ("applied", "empty", "failed", "malformed")
 
 
+DROP_REASONS = ("sandbox", "task", "hidden_tests", "timeout", "memory", "no_result", "internal")
+
+
 class VerifierError(RuntimeError):
-    """Grading could not produce a verdict because the infrastructure failed (not the policy)."""
+    """Grading could not produce a verdict because the infrastructure failed (not the policy).
+
+    `reason` is one of `DROP_REASONS`: the sandbox failed to start or run a command, the task cannot be graded
+    (its workdir holds no git repository), the hidden tests did not
+    apply, the tests ran past the timeout or the memory limit, they left no result, or the verifier itself
+    broke (`internal`). The last four are raised only when the empty diff fails the same way; otherwise the
+    diff caused them and the grade is a reward of 0.
+    """
+
+    def __init__(self, message: str, reason: str = "sandbox") -> None:
+        if reason not in DROP_REASONS:
+            raise ValueError(f"reason must be one of {DROP_REASONS}, got {reason!r}")
+        super().__init__(message)
+        self.reason = reason
+
+
+def drop_rates(results: list[VerifierReport | VerifierError]) -> dict[str, float]:
+    """The fraction of `results` dropped for each reason (`VerifierError.reason`), every reason listed."""
+    if not results:
+        return dict.fromkeys(DROP_REASONS, 0.0)
+    counts = dict.fromkeys(DROP_REASONS, 0)
+    for result in results:
+        if isinstance(result, VerifierError):
+            counts[result.reason] += 1
+    return {reason: count / len(results) for reason, count in counts.items()}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,26 +9,34 @@ objects is read too.
 - `image`: the row's, else `image_template` formatted with `instance_id` in Docker's spelling (lowercase,
   `__` → `_1776_`, as swebench names its images), e.g. `swebench/sweb.eval.x86_64.{instance_id}:latest`.
 - `test_cmd`: a bash script run in `workdir` whose output the log parser reads. The row's; else, for a
-  swebench 5.x row, the set-up lines and the command between the markers of its `eval_script`; else, with
-  swebench 4.x installed, derived as its eval scripts do (`MAP_REPO_VERSION_TO_SPECS[repo][version]
-  ["test_cmd"]` followed by the test files of `test_patch`, in the image's conda `testbed` env). Otherwise a
-  missing `test_cmd` is an error.
-- `log_parser`: the row's, else swebench's parser for the repo, else `pytest` (see `log_parsers`); an
-  unknown name is an error at load time.
+  swebench 5.x row, the set-up lines and the command between the markers of its `eval_script`; else derived
+  as swebench 4.x's eval scripts do: `test_cmd` of the repo and version, followed by the test directives of
+  `test_patch` (exactly `get_test_directives` of swebench 4.1.0), in the image's conda `testbed` env. swebench
+  5.x no longer ships the per-repo specs (rows carry `eval_script` and `log_parser` instead, and its task
+  repos an `eval.sh`), so the specs come from an installed 4.x when there is one, else from the table the
+  project keeps (`swebench_specs.json`, 4.1.0's, written by `tools/make_swebench_specs.py`).
+- `log_parser`: the row's, else the installed swebench's parser for the repo (its `MAP_REPO_TO_PARSER*`),
+  else the spec table's. A row whose parser none of them names is an error, never a silent default.
+
+Where each came from is recorded in `metadata["test_cmd_source"]` and `metadata["log_parser_source"]`
+(`row`, `eval_script`, `swebench <version>`, `spec table (swebench 4.1.0)`). A file may hold the same row twice
+(SWE-agent's test data does); identical repeats are skipped with a warning, differing ones are an error.
 
 Every bad row raises `TaskError` naming the instance (with the file and line), the field and the value.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
+import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from legorl_jax.tasks.log_parsers import UnknownParserError, check_parser_name, default_parser_name
+from legorl_jax.tasks.log_parsers import UnknownParserError, check_parser_name, swebench_parser_for_repo
 from legorl_jax.tasks.patchset import PatchError, parse_patch
 from legorl_jax.tasks.schema import Task, TaskError, Timeouts, require
 
@@ -40,7 +48,18 @@ _REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "patch",
 _CONDA = "source /opt/miniconda3/bin/activate && conda activate testbed"
 _START_MARKER, _END_MARKER = ">>>>> Start Test Output", ">>>>> End Test Output"
 _SETUP_PREFIXES = ("source ", "conda activate", "cd ", "export ", ". ")
-_NON_TEST_SUFFIXES = (".json", ".png", ".csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
+# swebench 4.1.0's NON_TEST_EXTS, its "csv" without a dot included: upstream drops any path ending in csv.
+_NON_TEST_SUFFIXES = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
+_DIRECTIVE_RE = re.compile(r"diff --git a/.* b/(.*)")
+SPEC_TABLE = Path(__file__).with_name("swebench_specs.json")
+SPEC_TABLE_SOURCE = "spec table (swebench 4.1.0)"
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def spec_table() -> Mapping[str, Any]:
+    """The project's copy of swebench 4.1.0's per-repo test commands and parser names."""
+    return json.loads(SPEC_TABLE.read_text(encoding="utf-8"))
 
 
 def docker_instance_id(instance_id: str) -> str:
@@ -74,12 +93,20 @@ def load_swebench_file(path: Path, *, image_template: str = DEFAULT_IMAGE_TEMPLA
                 rows.append((lineno, json.loads(line)))
             except json.JSONDecodeError as err:
                 raise TaskError(f"{path.name}:{lineno}", "line", f"is not valid JSON: {err}") from None
-    tasks = [task_from_row(row, f"{path.name}:{n}", image_template, str(path.resolve())) for n, row in rows]
-    seen: set[str] = set()
-    for task in tasks:
-        if task.instance_id in seen:
-            raise TaskError(task.instance_id, "instance_id", f"appears more than once in {str(path)!r}")
-        seen.add(task.instance_id)
+    tasks: list[Task] = []
+    seen: dict[str, tuple[int, Any]] = {}
+    for n, row in rows:
+        instance_id = row.get("instance_id") if isinstance(row, Mapping) else None
+        if isinstance(instance_id, str) and instance_id in seen:
+            first_line, first = seen[instance_id]
+            if first != row:
+                raise TaskError(instance_id, "instance_id", f"appears more than once in {str(path)!r} (rows "
+                                f"{first_line} and {n}) with different contents")
+            log.warning("%s: row %d repeats row %d (%s) exactly; skipped", path, n, first_line, instance_id)
+            continue
+        tasks.append(task_from_row(row, f"{path.name}:{n}", image_template, str(path.resolve())))
+        if isinstance(instance_id, str):
+            seen[instance_id] = (n, row)
     return tasks
 
 
@@ -103,16 +130,10 @@ def task_from_row(row: Any, where: str, image_template: str = DEFAULT_IMAGE_TEMP
         except PatchError as err:
             raise TaskError(label, field, f"is not a readable diff: {err}") from None
     repo = require(label, row, "repo")
-    log_parser = row.get("log_parser") or default_parser_name(repo)
-    if not isinstance(log_parser, str):
-        raise TaskError(label, "log_parser", f"must be a string, got {log_parser!r}")
-    try:
-        check_parser_name(log_parser)
-    except UnknownParserError as err:
-        raise TaskError(label, "log_parser", str(err)) from None
-    test_cmd = row.get("test_cmd")
+    log_parser, parser_source = _log_parser(label, row, repo)
+    test_cmd, cmd_source = row.get("test_cmd"), "row"
     if test_cmd is None:
-        test_cmd = _derived_test_cmd(label, row, repo, version, test_patch)
+        test_cmd, cmd_source = _derived_test_cmd(label, row, repo, version, test_patch)
     elif not isinstance(test_cmd, str):
         raise TaskError(label, "test_cmd", f"must be a string, got {test_cmd!r}")
     image = row.get("image") or image_template.format(instance_id=docker_instance_id(str(instance_id)))
@@ -143,7 +164,8 @@ def task_from_row(row: Any, where: str, image_template: str = DEFAULT_IMAGE_TEMP
             domain=row.get("domain", ""),
             title=row.get("title", ""),
             source_dir=source,
-            metadata={k: row[k] for k in ("hints_text", "created_at", "eval_type") if k in row},
+            metadata={**{k: row[k] for k in ("hints_text", "created_at", "eval_type") if k in row},
+                      "test_cmd_source": cmd_source, "log_parser_source": parser_source},
         )
     except TaskError as err:
         # Re-label with the file position: the record's own id alone does not say where it is.
@@ -162,28 +184,53 @@ def _test_list(label: str, row: Mapping[str, Any], field: str) -> list[str]:
     return value
 
 
-def _derived_test_cmd(label: str, row: Mapping[str, Any], repo: str, version: str, test_patch: str) -> str:
+def _log_parser(label: str, row: Mapping[str, Any], repo: str) -> tuple[str, str]:
+    """(parser name, where it came from): the row, the installed swebench, or the spec table."""
+    name, source = row.get("log_parser"), "row"
+    if name is None:
+        name, source = swebench_parser_for_repo(repo), f"swebench {_swebench_version()}"
+    if name is None:
+        name, source = spec_table()["log_parser"].get(repo), SPEC_TABLE_SOURCE
+    if name is None:
+        raise TaskError(label, "log_parser", f"is missing, and neither the installed swebench nor the spec table "
+                        f"knows a parser for repo {repo!r}; add a log_parser to the row")
+    if not isinstance(name, str):
+        raise TaskError(label, "log_parser", f"must be a string, got {name!r}")
+    try:
+        check_parser_name(name)
+    except UnknownParserError as err:
+        raise TaskError(label, "log_parser", f"{err} (from {source})") from None
+    return name, source
+
+
+def _swebench_version() -> str:
+    try:
+        return importlib.import_module("swebench").__version__
+    except (ImportError, AttributeError):
+        return "(not installed)"
+
+
+def _derived_test_cmd(label: str, row: Mapping[str, Any], repo: str, version: str, test_patch: str) -> tuple[str, str]:
     eval_script = row.get("eval_script")
     if eval_script is not None:
-        return command_from_eval_script(label, eval_script)
+        return command_from_eval_script(label, eval_script), "eval_script"
+    specs, source = None, SPEC_TABLE_SOURCE
     try:
-        constants = importlib.import_module("swebench.harness.constants")
+        specs = getattr(importlib.import_module("swebench.harness.constants"), "MAP_REPO_VERSION_TO_SPECS", None)
     except ImportError:
-        raise TaskError(
-            label, "test_cmd", "is missing, and the row has no eval_script; deriving it from repo/version needs "
-            "swebench 4.x (not installed); add a test_cmd to the row"
-        ) from None
-    specs = getattr(constants, "MAP_REPO_VERSION_TO_SPECS", None)
-    if specs is None:
-        raise TaskError(label, "test_cmd", "is missing and neither the row's eval_script nor this swebench's "
-                        "repo/version specs (swebench 4.x) can provide it; add a test_cmd or an eval_script")
-    try:
-        base_cmd = specs[repo][version]["test_cmd"]
-    except KeyError:
-        raise TaskError(label, "test_cmd", f"is missing and swebench has no spec for {repo!r} version {version!r}") from None
+        pass
+    base_cmd = None
+    if specs is not None and "test_cmd" in specs.get(repo, {}).get(version, {}):
+        base_cmd, source = specs[repo][version]["test_cmd"], f"swebench {_swebench_version()}"
+    else:
+        base_cmd = spec_table()["test_cmd"].get(repo, {}).get(version)
+    if base_cmd is None:
+        raise TaskError(label, "test_cmd", f"is missing, the row has no eval_script, and neither the installed "
+                        f"swebench nor the spec table has a test command for repo {repo!r} version {version!r}; "
+                        "add a test_cmd or an eval_script to the row")
     if isinstance(base_cmd, list):
         base_cmd = base_cmd[-1]
-    return f"{_CONDA} && {base_cmd} {' '.join(directives_from_test_patch(repo, test_patch))}"
+    return f"{_CONDA} && {base_cmd} {' '.join(directives_from_test_patch(repo, test_patch))}", source
 
 
 def command_from_eval_script(label: str, eval_script: Any) -> str:
@@ -203,15 +250,9 @@ def command_from_eval_script(label: str, eval_script: Any) -> str:
 
 
 def directives_from_test_patch(repo: str, test_patch: str) -> list[str]:
-    """The test files `test_patch` touches, as swebench passes them to the test command."""
-    directives = [p.path for p in parse_patch(test_patch) if not p.path.endswith(_NON_TEST_SUFFIXES)]
+    """The test directives swebench 4.1.0's `get_test_directives` makes of `test_patch`: the `b/` path of every
+    `diff --git` line, minus its non-test extensions; for Django, dotted module names without `tests/`."""
+    directives = [d for d in _DIRECTIVE_RE.findall(test_patch) if not d.endswith(_NON_TEST_SUFFIXES)]
     if repo != "django/django":
         return directives
-    out = []
-    for d in directives:
-        name = d.rsplit("/", 1)[-1]
-        if not (name == "tests.py" or name.startswith("test_") or "/tests/" in d or "/test_" in d):
-            continue
-        d = re.sub(r"\.py$", "", d)
-        out.append(d.removeprefix("tests/").replace("/", "."))
-    return out
+    return [d.removesuffix(".py").removeprefix("tests/").replace("/", ".") for d in directives]

@@ -9,8 +9,9 @@
   `task.image` (`sandbox.rootfs.ensure_tree_image`: the base root filesystem, with that repository copied
   into the workdir at each start), so the built-in suite runs on bubblewrap alone.
 - Harbor tasks without `docker_image`: `environment/` is the build context and its Dockerfile the recipe.
-- SWE-bench tasks (and Harbor tasks naming a `docker_image`): the image must already be on the daemon;
-  nothing is pulled (there is no registry here), and a missing one is an `ImageError`.
+- SWE-bench tasks (and Harbor tasks naming a `docker_image`): the official image is used when it is on the
+  daemon, and pulled when it is missing; when no registry answers, the `ImageError` says how to bring it in
+  offline (`docker save` where a registry answers, `docker load` here), and nothing is graded.
 
 `sandbox.images.ensure_image` names what it builds by content hash; the result is tagged as `task.image` as
 well, so the name the loaders chose at load time (and that the verifier and the trial start from) points at
@@ -48,10 +49,7 @@ def ensure_task_image(task: Task) -> str:
         )
     else:
         if not images.image_exists(task.image):
-            raise ImageError(
-                f"task {task.instance_id!r}: image {task.image!r} is not on the Docker daemon "
-                "(prebuilt images are never pulled here; load or build it first)"
-            )
+            _pull(task)
         return task.image
     _tag(built, task.image)
     return task.image
@@ -87,6 +85,20 @@ def _tree_builtin(task: Task) -> None:
                              f"{task.base_commit}; reload the suite")
 
     rootfs.ensure_tree_image(task.image, populate, workdir=task.workdir, base_commit=task.base_commit)
+
+
+def _pull(task: Task) -> None:
+    repository, _, tag = task.image.rpartition(":") if ":" in task.image.rsplit("/", 1)[-1] else (task.image, "", "latest")
+    try:
+        daemon.client().images.pull(repository, tag=tag)
+    except daemon.api_error_types() as exc:
+        raise ImageError(
+            f"task {task.instance_id!r}: image {task.image!r} is not on the Docker daemon and pulling it failed "
+            f"({str(exc).strip()[:300]}). Where a registry answers: `docker pull {task.image} && docker save "
+            f"{task.image} -o image.tar`; then here: `docker load -i image.tar`"
+        ) from exc
+    if not images.image_exists(task.image):
+        raise ImageError(f"task {task.instance_id!r}: pulling {task.image!r} reported success but the image is missing")
 
 
 def _repo_name(image: str) -> str:

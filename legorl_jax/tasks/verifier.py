@@ -2,40 +2,59 @@
 
 One grade, in a fresh sandbox started from the task's clean image (never the agent's sandbox):
 
-1. The agent's diff is parsed file by file (`patchset`) and every change to a protected path is dropped
-   and reported (`protection`: tests, conftest, pytest/tox/setup configuration, `pyproject.toml`,
-   start-up hooks, `.git*`, runner shadowing, symlinks, the task's own globs, the hidden test paths).
+1. The agent's diff is parsed file by file (`patchset`; a section whose `---`/`+++` lines name other files than
+   its header is refused as malformed) and every change to a protected path is dropped and reported
+   (`protection`: tests, conftest, pytest/tox/setup configuration, `pyproject.toml`, start-up hooks, `.git*`,
+   runner shadowing, symlinks, the task's own globs, the hidden test paths).
 2. What is left is applied with `git apply`, then `git apply --3way`, then `patch --fuzz=5` (swebench's
    fallback chain, the tree restored between attempts). A diff that none of them applies is the policy's
-   failure: reward 0, apply status `failed`; the tests are not run.
-3. The hidden tests (`task.test_patch`) are applied with plain `git apply`; Harbor tasks get their `tests/` uploaded to `/tests`
-   only now. Failing here is the infrastructure's fault (`VerifierError`): the filtered diff cannot touch
-   those paths.
+   failure: reward 0, apply status `failed`; the tests are not run. What the apply *really* wrote is then
+   checked against the same rules: any file under `.git/` newer than the apply (config filters, attributes,
+   hooks), and every path `git status` shows changed, are judged again; a protected one is tampering.
+3. The hidden tests (`task.test_patch`) are applied with plain `git apply`, through a private empty git
+   directory with no system or user config (no filter, hook or attribute of the repository's is used);
+   Harbor tasks get their `tests/` uploaded to `/tests` only now. Failing here is infrastructure.
 4. The test command runs with the task's timeout, after a snapshot of the running processes:
-   - built-in tasks: pytest with `-rA` and a JUnit report at a fresh random path outside the repository;
-     the report, the `-rA` lines, the closing count line and the exit code are cross-checked
-     (`pytest_report.cross_check`), and any disagreement is tampering (reward 0). Code of the agent's that
-     runs inside pytest can forge all of those consistently (patching pytest's report objects from the
-     package the tests import), so a *canary* runs in the same session: a test that always fails, under a
-     random name beside the hidden tests, at a random place in the test order, written only now. If it is
-     not reported `failed`, results are being rewritten: tampering (reward 0);
+   - built-in tasks: pytest run as `python -P` with the repository root appended to `sys.path` (nothing of
+     the agent's can shadow pytest, its imports or the standard library), `-rA`, and a JUnit report at a
+     random path outside the repository; the report, the `-rA` lines, the closing count line and the exit
+     code are cross-checked (`pytest_report.cross_check`). Two canaries (`canary`) are planted inside a hidden
+     test file: copies of real hidden tests, one with its expected value changed (must fail), one unchanged
+     (must come out as its original);
    - SWE-bench tasks: the test script between random start/end markers, read by the task's log parser;
      a non-zero exit with no failing test, or a zero exit with one, is tampering;
    - Harbor tasks: `bash /tests/test.sh`, then `/logs/verifier/reward.txt` (a number) or `reward.json`.
-5. Processes the test run left behind are listed and killed before any result file is read. For Harbor
-   tasks, whose reward file is the only evidence, a survivor is tampering (it could have rewritten it).
+5. Processes the test run left behind are listed and killed before any result file is read. Result files
+   are read with a timeout and a byte cap, only when they are regular files (a FIFO or a link to
+   `/dev/zero` is tampering, not a hang), and XML is parsed with `defusedxml`. For Harbor tasks, whose
+   reward file is the only evidence, a survivor is tampering (it could have rewritten it).
 
 Reward is 1.0 exactly when every FAIL_TO_PASS test `passed` and every PASS_TO_PASS test passed (SWE-bench
 tasks also accept `skipped`/`xfailed` for PASS_TO_PASS, as swebench does; an `xfailed` FAIL_TO_PASS test is
-not a fix, which is stricter than swebench) and no tampering was seen. A timeout, a missing image, a
-container that does not start, or a run that left no result raises `VerifierError`; so does a JUnit report
-that is missing while pytest exited non-zero before its closing line, whereas a missing report after exit 0
-or after the closing line is tampering (so code of the agent's cannot turn a failing run into a dropped one).
+not a fix, which is stricter than swebench) and no tampering was seen.
+
+Policy failure or infrastructure: a timeout, the memory limit, a run that left no result, a sandbox command
+that failed are `VerifierError`s (with a `reason`, see `report.drop_rates`) only when the empty diff fails the
+same way in the same kind of sandbox; after a diff that applied, they are otherwise the diff's doing (it
+crashed, killed its parent, filled /tmp, closed the pipes, slept past the limit) and score 0, reported as
+tampering, so a policy cannot learn to crash instead of failing. `grade_many` returns every item's result:
+any exception in one grade becomes a `VerifierError` (reason `internal`) in its place.
+
+What is guaranteed against code that runs inside the test process (the agent's package, imported by the
+tests): it cannot change which tests run or how pytest is configured (protected paths, `-P`, plugin
+autoload off, `PYTEST_ADDOPTS` cleared), cannot outlive the run (survivors are killed before results are
+read), cannot make the grader hang or read anything but a capped regular file, and any inconsistent forgery of
+the three result sources is caught. What is not guaranteed: that process can forge all of pytest's results
+consistently; the canaries catch every forgery that cannot tell them from the real hidden tests. Code that
+reads the hidden test files at import, knows this scheme and finds the near-duplicate pair can still spare
+them; only a separate process that the tests do not share with the package would close that.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
 import functools
 import json
 import math
@@ -43,14 +62,14 @@ import posixpath
 import secrets
 import shlex
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxSpec
+from legorl_jax.tasks.canary import CanaryError, plan_canaries
 from legorl_jax.tasks.log_parsers import resolve_log_parser
 from legorl_jax.tasks.patchset import PatchError, format_patch, parse_patch
-from legorl_jax.tasks.protection import FilteredPatch, RemovedChange, filter_patch, hidden_test_paths
+from legorl_jax.tasks.protection import FilteredPatch, RemovedChange, filter_patch, hidden_test_paths, protected_reason
 from legorl_jax.tasks.pytest_report import ReportError, cross_check, parse_junit, parse_pytest_log, parse_summary, statuses_for
 from legorl_jax.tasks.report import ApplyResult, VerifierError, VerifierReport, cap_text
 from legorl_jax.tasks.schema import Task
@@ -59,7 +78,24 @@ SandboxFactory = Callable[[SandboxSpec], Sandbox]
 APPLY_TIMEOUT_S = 120.0
 REPORT_OUTPUT_CHARS = 65536
 EXEC_OUTPUT_BYTES = 16 << 20
-_MAX_JUNIT_BYTES = 32 << 20
+_MAX_JUNIT_BYTES = 8 << 20  # base64 of it stays under EXEC_OUTPUT_BYTES
+_MAX_REWARD_BYTES = 64 << 10
+READ_TIMEOUT_S = 60.0
+# Prints a file the test run could have replaced, base64-encoded, at most $2 bytes of it; refuses a symlink
+# (to /dev/zero, say) and anything that is not a regular file (a FIFO would block the reader forever).
+_READ_SCRIPT = r"""
+p=$1
+if [ -L "$p" ]; then echo "is a symbolic link" >&2; exit 3; fi
+if [ ! -e "$p" ]; then exit 4; fi
+if [ ! -f "$p" ]; then echo "is not a regular file" >&2; exit 5; fi
+head -c "$2" -- "$p" | base64 -w0
+"""
+# A private, empty git directory and no user or system config: the hidden tests are applied without any
+# filter, hook or attribute the agent's diff could have planted in the repository's own .git.
+_PRIVATE_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_ATTR_NOSYSTEM": "1"}
+# Files under .git that applying and restoring the tree write by themselves.
+_GIT_SELF_WRITES = ("-path", ".git/objects", "-prune", "-o", "-path", ".git/logs", "-prune", "-o",
+                    "-name", "index", "-o", "-name", "index.lock", "-o", "-name", "ORIG_HEAD", "-o", "!", "-type", "d")
 _F2P_OK = frozenset({"passed"})
 _P2P_OK = {"builtin": frozenset({"passed"}), "swebench": frozenset({"passed", "skipped", "xfailed"})}
 _APPLY_METHODS = (
@@ -80,6 +116,26 @@ for d in /proc/[0-9]*; do
   echo "$p $(tr '\0' ' ' < "$d/cmdline" 2>/dev/null | cut -c1-200)"
 done
 """
+
+
+@dataclasses.dataclass(frozen=True)
+class RunVerdict:
+    """What a test run's results say, as its runner read them."""
+
+    statuses: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Status of every listed test (empty for Harbor tasks, whose verifier reports only a reward)."""
+    tampering: tuple[str, ...] = ()
+    """Every sign that the results were forged; non-empty means reward 0."""
+    reward: float | None = None
+    """The reward the task's own verifier wrote (Harbor); None when the listed tests decide."""
+
+
+@dataclasses.dataclass
+class _Progress:
+    """How far one grade got, for turning a crash caused by the diff into a reward of 0."""
+
+    apply: ApplyResult | None = None
+    exit_code: int | None = None
 
 
 def default_sandbox_factory(spec: SandboxSpec, backend: str = "auto") -> Sandbox:
@@ -116,37 +172,88 @@ async def grade(task: Task, diff: str, *, sandbox_factory: SandboxFactory | None
     started = time.monotonic()
     durations: dict[str, float] = {}
     try:
-        filtered = filter_patch(parse_patch(diff), hidden_paths=hidden_test_paths(task.test_patch),
-                                protected_globs=task.protected_paths)
+        hidden = hidden_test_paths(task.test_patch)
+    except PatchError as err:  # the task's fault, not the diff's
+        raise VerifierError(f"task {task.instance_id!r}: its hidden tests are not a readable diff: {err}",
+                            "hidden_tests") from err
+    try:
+        filtered = filter_patch(parse_patch(diff), hidden_paths=hidden, protected_globs=task.protected_paths)
     except PatchError as err:
         return _report(task, ApplyResult("malformed", None, str(err)), durations={"total": time.monotonic() - started})
     factory = sandbox_factory or functools.partial(default_sandbox_factory, backend=config.backend)
     timeout = task.timeouts.verify_s * config.timeout_multiplier
+    progress = _Progress()
     try:
-        async with factory(verifier_sandbox_spec(task, config)) as sandbox:
-            durations["start"] = time.monotonic() - started
-            return await _grade_in(task, sandbox, filtered, durations, started, timeout)
-    except SandboxError as err:
-        raise VerifierError(f"task {task.instance_id!r}: the grading sandbox failed: {err}") from err
+        try:
+            async with factory(verifier_sandbox_spec(task, config)) as sandbox:
+                durations["start"] = time.monotonic() - started
+                return await _grade_in(task, sandbox, filtered, durations, started, timeout, progress)
+        except SandboxError as err:
+            raise VerifierError(f"task {task.instance_id!r}: the grading sandbox failed: {err}", "sandbox") from err
+    except VerifierError as err:
+        # Crashing, killing the sandbox's processes, exhausting a limit or sleeping past the timeout must not
+        # turn a failing diff into a dropped trial: it is infrastructure only if the empty diff fails too.
+        if progress.apply is None or progress.apply.status != "applied":
+            raise
+        if not await _empty_diff_grades(task, sandbox_factory, config):
+            raise
+        durations["total"] = time.monotonic() - started
+        return _report(task, progress.apply, removed=filtered.removed, durations=durations,
+                       exit_code=progress.exit_code, output=str(err)[-REPORT_OUTPUT_CHARS:],
+                       tampering=[f"the grade failed with this diff ({err.reason}) but not with the empty diff, so "
+                                  f"the diff caused it: {err}"])
+
+
+_EMPTY_DIFF_OK: set[tuple[str, ...]] = set()
+
+
+async def _empty_diff_grades(task: Task, sandbox_factory: SandboxFactory | None, config: VerifierConfig) -> bool:
+    """Whether the empty diff grades without a `VerifierError` in the same kind of sandbox (cached when so)."""
+    key = (task.instance_id, task.image, task.test_cmd, task.test_patch, config.backend, str(sandbox_factory))
+    if key in _EMPTY_DIFF_OK:
+        return True
+    try:
+        await grade(task, "", sandbox_factory=sandbox_factory, config=config)
+    except VerifierError:
+        return False
+    _EMPTY_DIFF_OK.add(key)
+    return True
 
 
 async def _grade_in(task: Task, sandbox: Sandbox, filtered: FilteredPatch, durations: dict[str, float],
-                    started: float, timeout: float) -> VerifierReport:
+                    started: float, timeout: float, progress: _Progress) -> VerifierReport:
     scratch = f"/tmp/legorl-verify-{secrets.token_hex(16)}"
     await _must(sandbox, ["mkdir", "-p", "-m", "700", scratch], "creating the scratch directory")
+    await _must(sandbox, ["touch", f"{scratch}/before-apply"], "stamping the tree")
+    inside = await _exec(sandbox, ["git", "rev-parse", "--is-inside-work-tree"], workdir=task.workdir)
+    if inside.stdout.strip() != "true":
+        raise VerifierError(f"task {task.instance_id!r}: the workdir {task.workdir} of image {task.image!r} holds no git "
+                            "repository; the agent's work reaches the grading sandbox as a git diff against it, so "
+                            "the image must commit its files there (e.g. `git init && git add -A && git commit` in "
+                            "the Dockerfile)", "task")
+    before = await _changed_paths(sandbox, task)
     phase = time.monotonic()
     apply = await _apply(sandbox, task, format_patch(list(filtered.kept)), f"{scratch}/agent.patch")
     durations["apply"] = time.monotonic() - phase
     if apply.status == "failed":
         durations["total"] = time.monotonic() - started
         return _report(task, apply, removed=filtered.removed, durations=durations)
+    written = await _protected_writes(sandbox, task, scratch, before)
+    if written:
+        durations["total"] = time.monotonic() - started
+        return _report(task, apply, removed=filtered.removed, durations=durations, tampering=written)
+    progress.apply = apply
     phase = time.monotonic()
     if task.test_patch.strip():
         # Plain `git apply` only: the filtered diff cannot touch these paths, so a fuzzy fallback would only
         # hide a broken task (and restoring the tree for it would undo the agent's changes).
-        hidden = await _apply(sandbox, task, task.test_patch, f"{scratch}/hidden.patch", _APPLY_METHODS[:1])
+        await _must(sandbox, ["git", "init", "-q", f"{scratch}/git"], "creating a private git directory")
+        private = {**_PRIVATE_GIT_ENV, "GIT_DIR": f"{scratch}/git/.git", "GIT_WORK_TREE": task.workdir,
+                   "HOME": scratch, "XDG_CONFIG_HOME": scratch}
+        hidden = await _apply(sandbox, task, task.test_patch, f"{scratch}/hidden.patch", _APPLY_METHODS[:1], env=private)
         if hidden.status != "applied":
-            raise VerifierError(f"task {task.instance_id!r}: the hidden tests do not apply: {hidden.log[-2000:]}")
+            raise VerifierError(f"task {task.instance_id!r}: the hidden tests do not apply: {hidden.log[-2000:]}",
+                                "hidden_tests")
     if task.kind == "harbor":
         await sandbox.upload(task.verifier_dir, "/tests")
         await _must(sandbox, ["sh", "-c", "rm -rf /logs/verifier && mkdir -p /logs/verifier"], "clearing /logs/verifier")
@@ -160,25 +267,28 @@ async def _grade_in(task: Task, sandbox: Sandbox, filtered: FilteredPatch, durat
     else:
         run = _HarborRun(task, timeout)
     result = await run.execute(sandbox)
+    progress.exit_code = result.exit_code
     durations["tests"] = time.monotonic() - phase
     if result.timed_out:
-        raise VerifierError(f"task {task.instance_id!r}: the tests ran past the verifier timeout of {timeout:.0f} s")
+        raise VerifierError(f"task {task.instance_id!r}: the tests ran past the verifier timeout of {timeout:.0f} s",
+                            "timeout")
     if getattr(result, "oom_killed", False):
         raise VerifierError(f"task {task.instance_id!r}: the tests hit the grading sandbox's memory limit "
-                            f"(exit {result.exit_code}); raise verifier.memory_mb if the suite needs more")
+                            f"(exit {result.exit_code}); raise verifier.memory_mb if the suite needs more", "memory")
     leftovers = await _kill_leftovers(sandbox, baseline)
     verdict = await run.read(sandbox, result, leftovers)
     durations["total"] = time.monotonic() - started
     output, truncated = cap_text(result.stdout + ("\n--- stderr ---\n" + result.stderr if result.stderr else ""),
                                  REPORT_OUTPUT_CHARS)
     return _report(task, apply, removed=filtered.removed, durations=durations, leftovers=leftovers,
-                   exit_code=result.exit_code, output=output, truncated=truncated or result.truncated, **verdict)
+                   exit_code=result.exit_code, output=output, truncated=truncated or result.truncated,
+                   statuses=verdict.statuses, tampering=verdict.tampering, reward=verdict.reward)
 
 
 def _report(
     task: Task, apply: ApplyResult, *, removed: tuple[RemovedChange, ...] = (), durations: dict[str, float] | None = None,
     leftovers: tuple[str, ...] = (), exit_code: int | None = None, output: str = "", truncated: bool = False,
-    statuses: dict[str, str] | None = None, tampering: list[str] | tuple[str, ...] = (), reward: float | None = None,
+    statuses: Mapping[str, str] | None = None, tampering: list[str] | tuple[str, ...] = (), reward: float | None = None,
 ) -> VerifierReport:
     statuses = dict(statuses or {})
     p2p_ok = _P2P_OK.get(task.kind, frozenset({"passed"}))
@@ -194,7 +304,8 @@ def _report(
         resolved = ran and reward >= 1.0
     return VerifierReport(
         task_id=task.instance_id, kind=task.kind, reward=reward, resolved=resolved, apply=apply,
-        tests=statuses, failed_tests=failed if task.tests else (), removed_changes=tuple(removed),
+        # A Harbor verifier reports only its reward: its listed tests have no status to fail on.
+        tests=statuses, failed_tests=failed if task.tests and task.kind != "harbor" else (), removed_changes=tuple(removed),
         tampering=tuple(tampering), leftover_processes=tuple(leftovers), exit_code=exit_code, output=output,
         output_truncated=truncated, durations=dict(durations or {}),
     )
@@ -208,12 +319,62 @@ async def _exec(sandbox: Sandbox, cmd: list[str] | str, *, timeout: float = APPL
 async def _must(sandbox: Sandbox, cmd: list[str], what: str, workdir: str | None = None) -> ExecResult:
     result = await _exec(sandbox, cmd, workdir=workdir)
     if result.exit_code != 0 or result.timed_out:
-        raise VerifierError(f"{what} failed (exit {result.exit_code}): {(result.stderr or result.stdout)[-1000:]}")
+        raise VerifierError(f"{what} failed (exit {result.exit_code}): {(result.stderr or result.stdout)[-1000:]}",
+                            "sandbox")
     return result
 
 
+async def _read_untrusted(sandbox: Sandbox, path: str, cap: int) -> tuple[bytes | None, str | None]:
+    """(content, None), (None, None) when `path` does not exist, or (None, why) when it may not be read:
+    a symlink, not a regular file, or over `cap` bytes. Read with a timeout, never following a link."""
+    result = await _exec(sandbox, ["sh", "-c", _READ_SCRIPT, "sh", path, str(cap + 1)], timeout=READ_TIMEOUT_S)
+    if result.timed_out:
+        return None, f"{path} could not be read within {READ_TIMEOUT_S:.0f} s"
+    if result.exit_code == 4:
+        return None, None
+    if result.exit_code in (3, 5):
+        return None, f"{path} {result.stderr.strip()}"
+    if result.exit_code != 0:
+        raise VerifierError(f"reading {path} failed (exit {result.exit_code}): {result.stderr[-500:]}", "sandbox")
+    data = base64.b64decode(result.stdout.strip())
+    if len(data) > cap:
+        return None, f"{path} is over the {cap} byte cap"
+    return data, None
+
+
+async def _changed_paths(sandbox: Sandbox, task: Task) -> frozenset[tuple[str, bool]]:
+    """(path, is new) for every file `git status` shows changed, untracked or ignored in the workdir."""
+    result = await _must(sandbox, ["git", "-c", "core.quotepath=false", "status", "--porcelain=v1", "-z",
+                                   "--untracked-files=all", "--ignored=traditional", "--no-renames"],
+                         "reading git status", task.workdir)
+    out = set()
+    for entry in result.stdout.split("\0"):
+        if len(entry) > 3:
+            out.add((entry[3:], entry[:2] in ("??", "!!", "A ")))
+    return frozenset(out)
+
+
+async def _protected_writes(sandbox: Sandbox, task: Task, scratch: str, before: frozenset[tuple[str, bool]]) -> list[str]:
+    """Every protected path the apply really changed (the filter judged the diff's text; git and patch may
+    have written elsewhere): files under .git newer than the stamp, then `git status` against the one before."""
+    git_dir = await _exec(sandbox, ["find", ".git", *_GIT_SELF_WRITES, "-newer", f"{scratch}/before-apply", "-print"],
+                          workdir=task.workdir)
+    touched = [p for p in git_dir.stdout.splitlines() if p and p != ".git"]
+    if touched:
+        # git itself would read them from now on (config filters, attributes, hooks): nothing more runs.
+        return [f"applying the diff wrote into the repository's git metadata: {touched[:10]}"]
+    hidden = hidden_test_paths(task.test_patch)
+    problems = []
+    for path, new in sorted(await _changed_paths(sandbox, task) - before):
+        reason = protected_reason(path.rstrip("/"), hidden=hidden, globs=task.protected_paths, is_new=new)
+        if reason is not None:
+            problems.append(f"applying the diff changed {path!r}, which the filter would have dropped ({reason})")
+    return problems
+
+
 async def _apply(sandbox: Sandbox, task: Task, patch_text: str, path: str,
-                 methods: tuple[tuple[str, list[str]], ...] = _APPLY_METHODS) -> ApplyResult:
+                 methods: tuple[tuple[str, list[str]], ...] = _APPLY_METHODS,
+                 env: dict[str, str] | None = None) -> ApplyResult:
     """Applies `patch_text` in the workdir trying `methods` in turn; the tree is restored between attempts."""
     if not patch_text.strip():
         return ApplyResult("empty")
@@ -221,7 +382,7 @@ async def _apply(sandbox: Sandbox, task: Task, patch_text: str, path: str,
     logs: list[str] = []
     before: ExecResult | None = None
     for name, argv in methods:
-        result = await _exec(sandbox, [*argv, path], workdir=task.workdir)
+        result = await _exec(sandbox, [*argv, path], workdir=task.workdir, env=env)
         logs.append(f"$ {name}\n{result.stdout}{result.stderr}".strip())
         if result.exit_code == 0 and not result.timed_out:
             return ApplyResult("applied", name, cap_text("\n".join(logs), 8000)[0])
@@ -238,7 +399,8 @@ async def _apply(sandbox: Sandbox, task: Task, patch_text: str, path: str,
 async def _processes(sandbox: Sandbox) -> dict[str, str]:
     result = await _exec(sandbox, ["sh", "-c", _PS_SCRIPT], timeout=60)
     if result.exit_code != 0:
-        raise VerifierError(f"listing the sandbox's processes failed (exit {result.exit_code}): {result.stderr[-500:]}")
+        raise VerifierError(f"listing the sandbox's processes failed (exit {result.exit_code}): {result.stderr[-500:]}",
+                            "sandbox")
     out: dict[str, str] = {}
     for line in result.stdout.splitlines():
         pid, _, cmd = line.partition(" ")
@@ -256,65 +418,71 @@ async def _kill_leftovers(sandbox: Sandbox, baseline: dict[str, str]) -> tuple[s
     return tuple(f"{pid} {cmd}".strip() for pid, cmd in sorted(extra.items(), key=lambda kv: int(kv[0])))
 
 
-def canary_test(task: Task) -> tuple[str, str]:
-    """(node id, file source) of a fresh canary test `<dir>/test_<hex>.py::test_<hex>` failing an assertion.
-
-    It sits in the directory of the first hidden test file (the repository root when there is none), so
-    neither its place nor its name tells it apart from a hidden test.
-    """
-    hidden = sorted(p for p in hidden_test_paths(task.test_patch) if p.endswith(".py"))
-    folder = posixpath.dirname(hidden[0]) if hidden else ""
-    path, name = posixpath.join(folder, f"test_{secrets.token_hex(6)}.py"), f"test_{secrets.token_hex(5)}"
-    left, right = secrets.randbelow(1000), 1000 + secrets.randbelow(1000)
-    return f"{path}::{name}", f"def {name}():\n    assert {left} == {right}\n"
+def pytest_argv(test_cmd: str, workdir: str) -> list[str]:
+    """`test_cmd` as argv, with `python[3] -m pytest` run as `python -P` and the repository root appended to
+    `sys.path` (after the standard library and site-packages), so no module of the agent's can shadow
+    pytest, its imports or the standard library; the package under test still imports."""
+    argv = shlex.split(test_cmd)
+    if len(argv) >= 3 and posixpath.basename(argv[0]) in ("python", "python3") and argv[1:3] == ["-m", "pytest"]:
+        bootstrap = (f"import sys; sys.path.append({workdir!r}); import pytest; "
+                     "raise SystemExit(pytest.console_main())")
+        return [argv[0], "-P", "-c", bootstrap, *argv[3:]]
+    return argv
 
 
 class _BuiltinRun:
-    """pytest with a JUnit report at a random path and a canary test; three result sources cross-checked."""
+    """pytest with a JUnit report at a random path and two canaries planted in a hidden test file; three result
+    sources cross-checked, the must-fail canary must fail and the must-pass one must match its original."""
 
     def __init__(self, task: Task, scratch: str, timeout: float) -> None:
         self.task, self.timeout = task, timeout
         self.junit = f"{scratch}/{secrets.token_hex(16)}.xml"
-        self.canary, self.canary_source = canary_test(task)
+        try:
+            self.plan = plan_canaries(task)
+        except CanaryError as err:
+            raise VerifierError(str(err), "internal") from err
+        self.canaries = tuple(c.node_id for c in self.plan.canaries)
 
     async def execute(self, sandbox: Sandbox) -> ExecResult:
-        canary_file = posixpath.join(self.task.workdir, self.canary.split("::")[0])
-        await sandbox.write_file(canary_file, self.canary_source)
+        await sandbox.write_file(posixpath.join(self.task.workdir, self.plan.path), self.plan.source)
         tests = list(self.task.tests)
-        tests.insert(secrets.randbelow(len(tests) + 1), self.canary)
+        for canary in self.canaries:
+            tests.insert(secrets.randbelow(len(tests) + 1), canary)
         # --maxfail=0 (no limit) overrides a -x in the task's command, which would let the canary end the run.
-        argv = [*shlex.split(self.task.test_cmd), "--rootdir", self.task.workdir, "-rA", "-o", "junit_family=xunit2",
-                "--maxfail=0", f"--junitxml={self.junit}", *tests]
+        argv = [*pytest_argv(self.task.test_cmd, self.task.workdir), "--rootdir", self.task.workdir, "-rA",
+                "-o", "junit_family=xunit2", "--maxfail=0", f"--junitxml={self.junit}", *tests]
         # Plugins come from the image only when asked for; none is needed and each one is code we would trust.
         env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "", "PYTHONDONTWRITEBYTECODE": "1"}
         return await _exec(sandbox, argv, timeout=self.timeout, workdir=self.task.workdir, env=env)
 
-    async def read(self, sandbox: Sandbox, result: ExecResult, leftovers: tuple[str, ...]) -> dict[str, Any]:
-        size = await _exec(sandbox, ["stat", "-c", "%s", self.junit], timeout=30)
-        if size.exit_code != 0:
+    async def read(self, sandbox: Sandbox, result: ExecResult, leftovers: tuple[str, ...]) -> RunVerdict:
+        data, refused = await _read_untrusted(sandbox, self.junit, _MAX_JUNIT_BYTES)
+        if refused is not None:
+            return RunVerdict(tampering=(f"the JUnit report was replaced: {refused}",))
+        if data is None:
             if result.exit_code == 0:
-                return {"tampering": ["pytest exited 0 but wrote no JUnit report"]}
+                return RunVerdict(tampering=("pytest exited 0 but wrote no JUnit report",))
             if parse_summary(result.stdout) is not None:
                 # pytest reached its closing line, which it prints after writing the report: it was removed.
-                return {"tampering": [f"pytest finished (exit {result.exit_code}) but its JUnit report is gone"]}
+                return RunVerdict(tampering=(f"pytest finished (exit {result.exit_code}) but its JUnit report is gone",))
             raise VerifierError(f"task {self.task.instance_id!r}: the test run left no JUnit report "
-                                f"(exit {result.exit_code}): {(result.stderr or result.stdout)[-2000:]}")
-        if int(size.stdout.strip() or 0) > _MAX_JUNIT_BYTES:
-            return {"tampering": [f"the JUnit report is {size.stdout.strip()} bytes, over the {_MAX_JUNIT_BYTES} cap"]}
+                                f"(exit {result.exit_code}): {(result.stderr or result.stdout)[-2000:]}", "no_result")
         try:
-            report = parse_junit(await sandbox.read_file(self.junit))
+            report = parse_junit(data)
         except ReportError as err:
-            return {"tampering": [str(err)]}
-        ran = (*self.task.tests, self.canary)
+            return RunVerdict(tampering=(str(err),))
+        ran = (*self.task.tests, *self.canaries)
         problems = cross_check(report, parse_pytest_log(result.stdout, ran), parse_summary(result.stdout),
                                result.exit_code, ran)
-        canary = statuses_for(report, [self.canary])[self.canary]
-        if canary != "failed":
-            problems.append(f"the canary test {self.canary}, which always fails, was reported {canary}: "
-                            "something in the test process rewrites results")
+        seen = statuses_for(report, [*self.canaries, *(c.original for c in self.plan.canaries)])
+        for canary in self.plan.canaries:
+            expected = "failed" if canary.kind == "must_fail" else seen[canary.original]
+            if seen[canary.node_id] != expected:
+                problems.append(f"a canary test ({canary.kind}) was reported {seen[canary.node_id]}, not {expected}: "
+                                "something in the test process rewrites results")
         if problems and result.truncated:
             problems.append("the test output hit the capture limit, so its summary could not be checked")
-        return {"statuses": statuses_for(report, self.task.tests), "tampering": problems}
+        return RunVerdict(statuses_for(report, self.task.tests), tuple(problems))
 
 
 class _SwebenchRun:
@@ -334,16 +502,16 @@ class _SwebenchRun:
         await sandbox.write_file(self.script, body)
         return await _exec(sandbox, ["bash", self.script], timeout=self.timeout, workdir=self.task.workdir)
 
-    async def read(self, sandbox: Sandbox, result: ExecResult, leftovers: tuple[str, ...]) -> dict[str, Any]:
+    async def read(self, sandbox: Sandbox, result: ExecResult, leftovers: tuple[str, ...]) -> RunVerdict:
         out = result.stdout
         first, last = out.find(self.start), out.rfind(self.end)
         if first == -1 or last == -1 or last < first:
             raise VerifierError(f"task {self.task.instance_id!r}: the test script never reached its output markers "
-                                f"(exit {result.exit_code}): {(result.stderr or out)[-2000:]}")
+                                f"(exit {result.exit_code}): {(result.stderr or out)[-2000:]}", "no_result")
         parsed = resolve_log_parser(self.task.log_parser, self.task.tests)(out[first + len(self.start) : last])
         if not parsed:
             raise VerifierError(f"task {self.task.instance_id!r}: the log parser {self.task.log_parser!r} found no "
-                                f"test result in the output (exit {result.exit_code})")
+                                f"test result in the output (exit {result.exit_code})", "no_result")
         statuses = {t: parsed.get(t, "missing") for t in self.task.tests}
         failing = [t for t, s in parsed.items() if s in ("failed", "error")]
         problems = []
@@ -351,7 +519,7 @@ class _SwebenchRun:
             problems.append(f"the test command exited {result.exit_code} but its log shows no failing test")
         if result.exit_code == 0 and failing:
             problems.append(f"the test command exited 0 but its log shows failing tests {failing[:5]}")
-        return {"statuses": statuses, "tampering": problems}
+        return RunVerdict(statuses, tuple(problems))
 
 
 class _HarborRun:
@@ -365,28 +533,28 @@ class _HarborRun:
         return await _exec(sandbox, shlex.split(self.task.test_cmd), timeout=self.timeout,
                            workdir=self.task.workdir, env=env)
 
-    async def read(self, sandbox: Sandbox, result: ExecResult, leftovers: tuple[str, ...]) -> dict[str, Any]:
-        files = await _exec(sandbox, ["sh", "-c", "cd /logs/verifier 2>/dev/null && ls -1"], timeout=30)
-        names = set(files.stdout.split())
-        if "reward.txt" in names:
-            raw = (await sandbox.read_file("/logs/verifier/reward.txt")).decode("utf-8", "replace").strip()
-            reward = _number(self.task, raw, "reward.txt")
-        elif "reward.json" in names:
-            reward = _json_reward(self.task, (await sandbox.read_file("/logs/verifier/reward.json")).decode("utf-8", "replace"))
-        else:
-            raise VerifierError(f"task {self.task.instance_id!r}: tests/test.sh wrote no /logs/verifier/reward.txt or "
-                                f"reward.json (exit {result.exit_code}): {(result.stderr or result.stdout)[-2000:]}")
-        tampering = [f"processes outlived tests/test.sh and could have rewritten the reward: {list(leftovers)[:5]}"] if leftovers else []
-        return {"reward": reward, "tampering": tampering}
+    async def read(self, sandbox: Sandbox, result: ExecResult, leftovers: tuple[str, ...]) -> RunVerdict:
+        tampering = (f"processes outlived tests/test.sh and could have rewritten the reward: {list(leftovers)[:5]}",
+                     ) if leftovers else ()
+        for name, parse in (("reward.txt", lambda raw: _number(self.task, raw.strip(), "reward.txt")),
+                            ("reward.json", lambda raw: _json_reward(self.task, raw))):
+            data, refused = await _read_untrusted(sandbox, f"/logs/verifier/{name}", _MAX_REWARD_BYTES)
+            if refused is not None:
+                return RunVerdict(reward=0.0, tampering=(*tampering, f"the reward file was replaced: {refused}"))
+            if data is not None:
+                return RunVerdict(reward=parse(data.decode("utf-8", "replace")), tampering=tampering)
+        raise VerifierError(f"task {self.task.instance_id!r}: tests/test.sh wrote no /logs/verifier/reward.txt or "
+                            f"reward.json (exit {result.exit_code}): {(result.stderr or result.stdout)[-2000:]}",
+                            "no_result")
 
 
 def _number(task: Task, raw: str, what: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise VerifierError(f"task {task.instance_id!r}: {what} holds {raw[:100]!r}, not a number") from None
+        raise VerifierError(f"task {task.instance_id!r}: {what} holds {raw[:100]!r}, not a number", "no_result") from None
     if not math.isfinite(value):
-        raise VerifierError(f"task {task.instance_id!r}: {what} holds {raw[:100]!r}, not a finite number")
+        raise VerifierError(f"task {task.instance_id!r}: {what} holds {raw[:100]!r}, not a finite number", "no_result")
     return value
 
 
@@ -394,18 +562,20 @@ def _json_reward(task: Task, raw: str) -> float:
     try:
         data = json.loads(raw)
     except json.JSONDecodeError:
-        raise VerifierError(f"task {task.instance_id!r}: reward.json is not JSON: {raw[:200]!r}") from None
+        raise VerifierError(f"task {task.instance_id!r}: reward.json is not JSON: {raw[:200]!r}", "no_result") from None
     if isinstance(data, dict) and "reward" in data:
         return _number(task, str(data["reward"]), "reward.json")
     if isinstance(data, dict) and len(data) == 1:
         return _number(task, str(next(iter(data.values()))), "reward.json")
-    raise VerifierError(f"task {task.instance_id!r}: reward.json must hold a 'reward' key or one value, got {raw[:200]!r}")
+    raise VerifierError(f"task {task.instance_id!r}: reward.json must hold a 'reward' key or one value, got {raw[:200]!r}",
+                        "no_result")
 
 
 async def grade_many(tasks_and_diffs: list[tuple[Task, str]], *, sandbox_factory: SandboxFactory | None = None,
                      config: VerifierConfig | None = None) -> list[VerifierReport | VerifierError]:
     """Grades several diffs, `config.concurrency` sandboxes at a time; infrastructure failures come back as
-    `VerifierError` values in their place instead of cancelling the others."""
+    `VerifierError` values in their place instead of cancelling the others, and so does any other exception
+    one grade raises (reason `internal`): one item's failure never loses another's result."""
     config = config or VerifierConfig()
     gate = asyncio.Semaphore(config.concurrency)
 
@@ -415,5 +585,10 @@ async def grade_many(tasks_and_diffs: list[tuple[Task, str]], *, sandbox_factory
                 return await grade(task, diff, sandbox_factory=sandbox_factory, config=config)
             except VerifierError as err:
                 return err
+            except Exception as err:  # noqa: BLE001 - one broken grade must not cost the batch its other results
+                failure = VerifierError(f"task {task.instance_id!r}: grading raised {type(err).__name__}: {err}",
+                                        "internal")
+                failure.__cause__ = err
+                return failure
 
     return await asyncio.gather(*(one(t, d) for t, d in tasks_and_diffs))

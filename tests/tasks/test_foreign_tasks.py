@@ -6,10 +6,11 @@ import asyncio
 import dataclasses
 
 import pytest
-from harbor_fixture import GOLD_DIFF, write_harbor_task
+from harbor_fixture import GOLD_DIFF, TASK_TOML, write_harbor_task
 from swebench_fixture import GOLD, build_swebench_image, write_jsonl
 
 from legorl_jax.sandbox import images
+from legorl_jax.sandbox.images import ImageError
 from legorl_jax.tasks.agent_sandbox import oracle_diff
 from legorl_jax.tasks.harbor import load_harbor_task
 from legorl_jax.tasks.report import VerifierError
@@ -96,3 +97,25 @@ def test_a_harbor_verifier_that_writes_no_reward_raises_verifier_error(harbor_ta
     (tests / "test.sh").write_text("#!/bin/bash\necho forgot the reward\n")
     with pytest.raises(VerifierError, match="wrote no /logs/verifier/reward.txt"):
         asyncio.run(grade(dataclasses.replace(harbor_task, verifier_dir=str(tests)), GOLD_DIFF))
+
+
+@pytest.mark.docker
+def test_a_missing_swebench_image_that_no_registry_serves_says_how_to_load_it(tmp_path):
+    # A registry address nothing listens on: the pull fails the way it does on a machine without network.
+    path = write_jsonl(tmp_path / "one.jsonl", "localhost:1/sweb.eval.x86_64.legorl_1776_calc-1:v0", "a" * 40)
+    (task,) = load_swebench_file(path)
+    with pytest.raises(ImageError, match=r"pulling it failed.*docker load -i"):
+        ensure_task_image(task)
+
+
+def test_a_harbor_task_whose_workdir_has_no_git_repository_is_refused_saying_so(tmp_path):
+    root = write_harbor_task(tmp_path / "nogit", images.ensure_base_image(),
+                             task_toml=TASK_TOML.replace("legorl/harbor-add", "legorl/harbor-nogit"))
+    (root / "environment" / "Dockerfile").write_text(
+        f"FROM {images.ensure_base_image()}\nUSER root\nCOPY repo/ /app/\n"
+        "RUN mkdir -p /logs && chown -R agent:agent /app /logs\nWORKDIR /app\n")
+    task = load_harbor_task(root)
+    ensure_task_image(task)
+    with pytest.raises(VerifierError, match="/app of image .* holds no git repository") as caught:
+        asyncio.run(grade(task, GOLD_DIFF))
+    assert caught.value.reason == "task"

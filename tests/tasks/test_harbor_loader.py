@@ -98,3 +98,70 @@ def test_a_bad_config_json_or_test_patch_is_named(tmp_path):
 def test_a_directory_without_harbor_tasks_is_an_error(tmp_path):
     with pytest.raises(TaskError, match="holds no Harbor task"):
         load_harbor_tasks(tmp_path)
+
+
+# The Harbor cookbook's task.toml style: the documented top-level `version` (Harbor renames it to
+# schema_version), a `source`, artifacts, and a multi-step sibling in the same directory.
+COOKBOOK_TOML = """\
+version = "1.0"
+source = "harbor-cookbook/recipes/simple-bugfix"
+artifacts = ["/app/calc.py"]
+
+[task]
+name = "cookbook/simple-bugfix"
+description = "Fix add()"
+authors = [{ name = "Harbor", email = "harbor@example.com" }]
+keywords = ["python", "bugfix"]
+
+[metadata]
+difficulty = "easy"
+category = "debugging"
+
+[verifier]
+timeout_sec = 120.0
+
+[agent]
+timeout_sec = 600.0
+
+[environment]
+build_timeout_sec = 600.0
+cpus = 1
+memory_mb = 2048
+allow_internet = false
+"""
+
+MULTI_STEP_TOML = 'multi_step_reward_strategy = "final"\n' + COOKBOOK_TOML.replace(
+    "cookbook/simple-bugfix", "cookbook/two-steps") + """
+[[steps]]
+name = "write"
+
+[[steps]]
+name = "test"
+"""
+
+
+def test_a_cookbook_task_with_version_source_and_artifacts_loads(tmp_path):
+    task = load_harbor_task(write_harbor_task(tmp_path / "bugfix", task_toml=COOKBOOK_TOML))
+    assert task.instance_id == "simple-bugfix"
+    assert task.metadata["schema_version"] == "1.0"
+    assert task.metadata["source"] == "harbor-cookbook/recipes/simple-bugfix"
+
+
+def test_version_and_schema_version_together_keep_schema_version(tmp_path):
+    toml = 'schema_version = "1.4"\n' + COOKBOOK_TOML
+    assert load_harbor_task(write_harbor_task(tmp_path / "bugfix", task_toml=toml)).metadata["schema_version"] == "1.4"
+
+
+def test_a_multi_step_task_is_skipped_with_a_warning_naming_it_and_the_others_load(tmp_path, caplog):
+    write_harbor_task(tmp_path / "set" / "bugfix", task_toml=COOKBOOK_TOML)
+    write_harbor_task(tmp_path / "set" / "steps-in-toml", task_toml=MULTI_STEP_TOML)
+    steps_dir = write_harbor_task(tmp_path / "set" / "steps-dir",
+                                  task_toml=COOKBOOK_TOML.replace("cookbook/simple-bugfix", "cookbook/steps-dir"))
+    (steps_dir / "steps" / "one").mkdir(parents=True)
+    assert [t.instance_id for t in load_harbor_tasks(tmp_path / "set")] == ["simple-bugfix"]
+    assert "steps-in-toml" in caplog.text and "steps-dir" in caplog.text and "multi-step" in caplog.text
+
+
+def test_loading_one_multi_step_task_is_an_error_saying_so(tmp_path):
+    with pytest.raises(TaskError, match="steps-in-toml.*multi-step task, which is not supported"):
+        load_harbor_task(write_harbor_task(tmp_path / "steps-in-toml", task_toml=MULTI_STEP_TOML))

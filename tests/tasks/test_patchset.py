@@ -125,3 +125,35 @@ def test_non_string_input_is_a_type_error():
 
 def test_an_empty_diff_has_no_patches():
     assert parse_patch("") == [] and parse_patch("\n\n") == []
+
+
+# Attack class 3 (red team): the filter checked the `diff --git` paths while git apply / patch wrote the
+# ---/+++ ones. Each disagreement is refused before anything is filtered.
+@pytest.mark.parametrize("section", [
+    "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/conftest.py\n@@ -1 +1 @@\n-a\n+b\n",
+    "diff --git a/README.md b/README.md\n--- /dev/null\n+++ b/conftest.py\n@@ -0,0 +1 @@\n+b\n",
+    "diff --git a/README.md b/README.md\n--- a/tests/test_x.py\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n",
+    "diff --git a/pkg/m.py b/pkg/m.py\nnew file mode 100644\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -0,0 +1 @@\n+b\n",
+], ids=["plus-renames", "dev-null-creates", "minus-differs", "new-file-with-old-side"])
+def test_a_section_whose_header_and_side_paths_disagree_is_refused(section):
+    with pytest.raises(PatchError, match="name different files"):
+        parse_patch(section)
+
+
+def test_a_symlink_mode_written_with_a_leading_zero_is_still_a_symlink():
+    diff = ("diff --git a/pkg/link b/pkg/link\nnew file mode 0120000\n--- /dev/null\n+++ b/pkg/link\n"
+            "@@ -0,0 +1 @@\n+../tests/conftest.py\n\\ No newline at end of file\n")
+    (patch,) = parse_patch(diff)
+    assert patch.is_symlink
+
+
+def test_a_mode_that_is_not_octal_is_refused():
+    with pytest.raises(PatchError, match="no octal file mode"):
+        parse_patch("diff --git a/x b/x\nold mode 100644\nnew mode 1o0755\n")
+
+
+# Attack class 5 (red team): an octal escape above \377 raised a bare ValueError that ended a grading batch.
+def test_an_octal_escape_above_377_in_a_quoted_path_is_a_patch_error():
+    diff = 'diff --git "a/\\777x" "b/\\777x"\n--- "a/\\777x"\n+++ "b/\\777x"\n@@ -1 +1 @@\n-a\n+b\n'
+    with pytest.raises(PatchError, match=r"above \\377"):
+        parse_patch(diff)

@@ -100,3 +100,16 @@ def test_hidden_test_paths_lists_every_path_a_test_patch_writes():
     diff = ("diff --git a/checks/t.py b/checks/t.py\nnew file mode 100644\n--- /dev/null\n+++ b/checks/t.py\n"
             "@@ -0,0 +1 @@\n+x\n")
     assert hidden_test_paths(diff) == frozenset({"checks/t.py"})
+
+
+def test_a_rename_into_a_stdlib_named_top_level_module_is_dropped_like_a_new_one():
+    diff = ("diff --git a/pkg/helpers.py b/json.py\nsimilarity index 100%\n"
+            "rename from pkg/helpers.py\nrename to json.py\n")
+    result = filter_patch(parse_patch(diff))
+    assert result.kept == () and result.removed[0].reason == "shadows the test runner"
+
+
+@pytest.mark.parametrize("name", ["attr", "attrs", "packaging", "exceptiongroup", "tomli", "pygments"])
+def test_modules_pytest_imports_are_runner_modules_whether_new_or_edited(name):
+    assert protected_reason(f"{name}.py") == "shadows the test runner"
+    assert protected_reason(f"{name}/__init__.py") == "shadows the test runner"

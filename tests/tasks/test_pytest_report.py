@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from legorl_jax.tasks.pytest_report import (
+    ReportError,
     cross_check,
     junit_key,
     parse_junit,
@@ -143,3 +144,17 @@ def test_closing_lines_in_both_verbose_and_quiet_styles_parse():
     assert parse_summary("1 failed, 2 errors in 1.00s (0:00:01)") == {"failed": 1, "error": 2}
     assert parse_summary("no tests ran in 0.01s") == {}
     assert parse_summary("all good") is None
+
+
+# The JUnit report is a file the agent's code can write: entity expansion and external entities are refused.
+@pytest.mark.parametrize("xml", [
+    b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
+    b'<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]><testsuites><testsuite><testcase classname="x" name="&c;"/>'
+    b'</testsuite></testsuites>',
+    b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY e SYSTEM "file:///etc/passwd">]><testsuites><testsuite>'
+    b'<testcase classname="x" name="&e;"/></testsuite></testsuites>',
+    b'<?xml version="1.0"?><!DOCTYPE testsuites SYSTEM "http://example.invalid/x.dtd"><testsuites/>',
+], ids=["billion-laughs", "external-entity", "external-dtd"])
+def test_a_report_with_a_dtd_or_entities_is_refused_not_expanded(xml):
+    with pytest.raises(ReportError, match="forbidden XML construct"):
+        parse_junit(xml)

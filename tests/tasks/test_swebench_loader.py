@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -25,7 +24,7 @@ def row(**changes) -> dict:
         "instance_id": "octo__widgets-123", "repo": "octo/widgets", "base_commit": SHA,
         "problem_statement": "widgets break", "patch": PATCH, "test_patch": TEST_PATCH,
         "FAIL_TO_PASS": json.dumps(["tests/test_m.py::test_a"]), "PASS_TO_PASS": "[]", "version": 1.2,
-        "environment_setup_commit": "b" * 40, "test_cmd": "pytest -rA tests/test_m.py", "hints_text": "look at m",
+        "environment_setup_commit": "b" * 40, "test_cmd": "pytest -rA tests/test_m.py", "log_parser": "pytest", "hints_text": "look at m",
     }
     base.update(changes)
     return {k: v for k, v in base.items() if v is not None}
@@ -101,10 +100,70 @@ def test_an_unknown_log_parser_error_lists_the_available_ones(tmp_path):
     assert all(name in str(err.value) for name in available_parsers())
 
 
-@pytest.mark.skipif(importlib.util.find_spec("swebench") is not None, reason="with swebench the test_cmd is derived")
-def test_a_missing_test_cmd_without_swebench_installed_is_an_error_saying_so(tmp_path):
-    with pytest.raises(TaskError, match="test_cmd.*no eval_script.*swebench 4.x"):
+def test_a_missing_test_cmd_for_a_repo_no_spec_knows_is_an_error_saying_so(tmp_path):
+    with pytest.raises(TaskError, match="octo__widgets-123.*test_cmd.*no eval_script.*'octo/widgets' version '1.2'"):
         load_swebench_file(write_rows(tmp_path / "set.jsonl", row(test_cmd=None)))
+
+
+def test_a_row_with_a_test_cmd_but_no_log_parser_is_an_error_not_a_pytest_default(tmp_path):
+    with pytest.raises(TaskError, match=r"octo__widgets-123 \(set.jsonl:1\).*log_parser.*'octo/widgets'"):
+        load_swebench_file(write_rows(tmp_path / "set.jsonl", row(log_parser=None)))
+
+
+# Real rows (SWE-agent's test data, ../shared/data/swebench): official fields only, no test_cmd, no parser.
+REAL_ROWS = Path("/work/shared/data/swebench/dev-easy.json")
+real_rows = pytest.mark.skipif(not REAL_ROWS.is_file(), reason="the shared SWE-bench rows are not on this machine")
+# swebench 4.1.0's get_test_directives on each real row, computed with that release.
+UPSTREAM_DIRECTIVES = {
+    "pydicom__pydicom-1458": ["pydicom/tests/test_numpy_pixel_data.py"],
+    "pylint-dev__astroid-1268": ["tests/unittest_nodes.py"],
+    "pydicom__pydicom-1194": ["pydicom/tests/test_filewriter.py"],
+    "sqlfluff__sqlfluff-2386": ["test/core/rules/docstring_test.py", "test/rules/std_L054_test.py"],
+}
+
+
+@real_rows
+def test_real_swebench_rows_load_with_the_spec_table_and_say_so():
+    tasks = load_swebench_file(REAL_ROWS)
+    assert [t.instance_id for t in tasks] == list(UPSTREAM_DIRECTIVES)  # the exact repeat of astroid is skipped
+    by_id = {t.instance_id: t for t in tasks}
+    assert by_id["pydicom__pydicom-1458"].log_parser == "parse_log_pytest_options"
+    assert by_id["sqlfluff__sqlfluff-2386"].log_parser == "parse_log_pytest"
+    for task in tasks:
+        assert task.metadata["test_cmd_source"] in ("spec table (swebench 4.1.0)",) or task.metadata[
+            "test_cmd_source"].startswith("swebench 4")
+        assert task.test_cmd.endswith("pytest -rA " + " ".join(UPSTREAM_DIRECTIVES[task.instance_id]))
+        assert task.image == f"swebench/sweb.eval.x86_64.{docker_instance_id(task.instance_id)}:latest"
+
+
+@real_rows
+def test_real_rows_load_the_same_from_jsonl_with_json_encoded_test_lists(tmp_path):
+    rows = json.loads(REAL_ROWS.read_text())
+    as_hf = [{**r, "FAIL_TO_PASS": json.dumps(r["FAIL_TO_PASS"]), "PASS_TO_PASS": json.dumps(r["PASS_TO_PASS"])}
+             for r in rows]
+    from_jsonl = load_swebench_file(write_rows(tmp_path / "dev.jsonl", *as_hf))
+    from_json = load_swebench_file(REAL_ROWS)
+    assert [(t.instance_id, t.FAIL_TO_PASS, t.PASS_TO_PASS, t.test_cmd) for t in from_jsonl] == [
+        (t.instance_id, t.FAIL_TO_PASS, t.PASS_TO_PASS, t.test_cmd) for t in from_json]
+
+
+@real_rows
+def test_directives_equal_upstream_for_every_real_row():
+    for r in json.loads(REAL_ROWS.read_text()):
+        assert directives_from_test_patch(r["repo"], r["test_patch"]) == UPSTREAM_DIRECTIVES[r["instance_id"]]
+
+
+def test_django_directives_keep_non_test_modules_the_patch_touches_as_upstream_does():
+    # django__django-16255's test patch; swebench 4.1.0 gives both modules (ours dropped urls.http).
+    patch = "".join(f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1 +1 @@\n-a\n+b\n"
+                    for p in ("tests/sitemaps_tests/test_http.py", "tests/sitemaps_tests/urls/http.py"))
+    assert directives_from_test_patch("django/django", patch) == ["sitemaps_tests.test_http", "sitemaps_tests.urls.http"]
+
+
+def test_a_repeated_instance_with_different_contents_is_an_error(tmp_path):
+    path = write_rows(tmp_path / "set.jsonl", row(), row(problem_statement="other"))
+    with pytest.raises(TaskError, match="octo__widgets-123.*rows 1 and 2.*different"):
+        load_swebench_file(path)
 
 
 def test_a_line_that_is_not_json_names_its_line(tmp_path):
@@ -121,9 +180,10 @@ def test_a_row_that_is_not_an_object_is_an_error(tmp_path):
         load_swebench_file(path)
 
 
-def test_duplicate_instance_ids_are_an_error(tmp_path):
-    with pytest.raises(TaskError, match="octo__widgets-123.*more than once"):
-        load_swebench_file(write_rows(tmp_path / "set.jsonl", row(), row()))
+def test_an_exact_repeat_of_a_row_loads_once(tmp_path, caplog):
+    tasks = load_swebench_file(write_rows(tmp_path / "set.jsonl", row(), row()))
+    assert [t.instance_id for t in tasks] == ["octo__widgets-123"]
+    assert "row 2 repeats row 1" in caplog.text
 
 
 def test_an_image_template_without_the_placeholder_is_an_error(tmp_path):

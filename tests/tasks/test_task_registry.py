@@ -14,7 +14,7 @@ from legorl_jax.tasks.log_parsers import (
     UnknownParserError,
     available_parsers,
     check_parser_name,
-    default_parser_name,
+    swebench_parser_for_repo,
     resolve_log_parser,
 )
 from legorl_jax.tasks.registry import find_task, load_suite
@@ -97,4 +97,4 @@ def test_our_pytest_parser_reads_ra_lines_and_verifier_modes_are_not_log_parsers
 def test_an_unknown_parser_name_is_an_error_listing_the_known_ones():
     with pytest.raises(UnknownParserError, match=r"'parse_log_cobol'.*available: \[.*'pytest'"):
         check_parser_name("parse_log_cobol")
-    assert default_parser_name("octo/widgets") == "pytest"
+    assert swebench_parser_for_repo("octo/widgets") is None

@@ -16,7 +16,6 @@ from legorl_jax.config import VerifierConfig
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_suite, load_builtin_task
 from legorl_jax.tasks.protection import hidden_test_paths
 from legorl_jax.tasks.report import VerifierError
-from legorl_jax.tasks.schema import Timeouts
 from legorl_jax.tasks.task_image import ensure_task_image
 from legorl_jax.tasks.verifier import grade, grade_many
 
@@ -296,17 +295,11 @@ def test_a_missing_image_raises_verifier_error(suite_tasks):
         asyncio.run(grade(task, task.patch))
 
 
-def test_tests_that_run_past_the_timeout_raise_verifier_error(suite_tasks):
-    task = dataclasses.replace(suite_tasks[SAMPLE], timeouts=Timeouts(verify_s=3))
-    diff = make_diff(task, lambda r: append(r / package_init(task), "\nimport time\ntime.sleep(60)\n"))
-    with pytest.raises(VerifierError, match="verifier timeout of 3 s"):
-        asyncio.run(grade(task, diff))
-
-
 def test_a_test_run_that_leaves_no_report_raises_verifier_error(suite_tasks):
     task = dataclasses.replace(suite_tasks[SAMPLE], test_cmd="python3 -m no_such_test_runner")
-    with pytest.raises(VerifierError, match="left no JUnit report"):
+    with pytest.raises(VerifierError, match="left no JUnit report") as caught:
         asyncio.run(grade(task, ""))
+    assert caught.value.reason == "no_result"
 
 
 def test_hidden_tests_that_do_not_apply_raise_verifier_error(suite_tasks):
