@@ -12,6 +12,11 @@ Run it with the interpreter of the environment the harness must land in (`make t
   with ours, so it goes into this interpreter's environment (it is pyproject's `harness` extra), under a
   constraint that keeps every package already installed at its version: adding the harness never
   changes what the rest of the project runs on; if that cannot be done, pip says which package clashes.
+- `swe_agent`: SWE-agent 1.1.0 in its own virtualenv (its dependencies clash with ours), installed editable
+  from the upstream release archive (`--source PATH`; default `../shared/vendor/swe-agent-1.1.0.tar.gz`
+  beside the checkout), plus a self-contained SWE-ReX 1.4.0 server (`swerex-remote`) for the sandbox
+  image's Python 3.11, which the adapter bind-mounts read-only into the trial sandbox, so nothing is
+  downloaded at trial time. Everything lands under `legorl_jax.harness.swe_agent.install_dir()`.
 """
 
 from __future__ import annotations
@@ -80,9 +85,18 @@ def install_mini_swe_agent(wheelhouse: pathlib.Path) -> str:
     return f"installed {MINI_SWE_AGENT_REQUIREMENT} into {sys.prefix} (wheels kept in {wheelhouse})"
 
 
+def install_swe_agent(wheelhouse: pathlib.Path, source: pathlib.Path | None = None) -> str:
+    """SWE-agent 1.1.0 in its own venv plus the in-sandbox SWE-ReX runtime (module docstring)."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+    from legorl_jax.harness import swe_agent
+
+    return swe_agent.install(source=source, wheelhouse=wheelhouse)
+
+
 # NAME -> installer(wheelhouse) -> a one-line account of what it did. Add a harness by adding its function here.
 INSTALLERS = {
     "mini_swe_agent": install_mini_swe_agent,
+    "swe_agent": install_swe_agent,
 }
 
 
@@ -91,8 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", choices=sorted(INSTALLERS), help="the harness to install")
     parser.add_argument("--wheelhouse", type=pathlib.Path, default=None,
                         help="where downloaded wheels are kept for offline re-installs (default: the user cache)")
+    parser.add_argument("--source", type=pathlib.Path, default=None,
+                        help="swe_agent: the SWE-agent release archive or unpacked tree to install from")
     args = parser.parse_args(argv)
-    print(INSTALLERS[args.name](args.wheelhouse or default_wheelhouse(args.name)))
+    extra = {"source": args.source} if args.source is not None else {}
+    if extra and args.name != "swe_agent":
+        parser.error("--source applies to swe_agent only")
+    print(INSTALLERS[args.name](args.wheelhouse or default_wheelhouse(args.name), **extra))
     return 0
 
 

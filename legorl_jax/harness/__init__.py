@@ -22,6 +22,7 @@ __all__ = ["HARNESSES", "Harness", "HarnessCrashed", "HarnessNotInstalled", "Har
 HARNESSES = {
     "builtin": "legorl_jax.harness.builtin:BuiltinHarness",
     "mini_swe_agent": "legorl_jax.harness.mini_swe_agent:MiniSweAgentHarness",
+    "swe_agent": "legorl_jax.harness.swe_agent:SweAgentHarness",
 }
 
 

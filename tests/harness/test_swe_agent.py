@@ -1,0 +1,100 @@
+"""The real SWE-agent 1.1.0 (its own venv, from the vendored release) against the real capture proxy, its
+commands run by a real SWE-ReX server inside the real agent sandbox.
+
+The scripted engine stands in for the policy only; the proxy, SWE-agent's agent loop, tools and templates,
+litellm, SWE-ReX, the sandbox and the verifier are all real. The `harness` tests skip, naming the install
+command, where `python tools/install_harness.py swe_agent` has not run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scripted_engine import ScriptedEngine
+
+from legorl_jax.harness import HarnessNotInstalled, LLMEndpoint, get_harness, swe_agent
+from legorl_jax.tasks.agent_sandbox import agent_sandbox, agent_sandbox_spec
+from legorl_jax.tasks.verifier import grade
+
+ROOT = pathlib.Path(__file__).parents[2]
+TASK = "autocomplete-casefold-prefix"
+
+needs_install = pytest.mark.skipif(
+    swe_agent.installed() is None, reason=f"SWE-agent is not installed: {swe_agent.INSTALL_COMMAND}"
+)
+
+
+def tool_call(name: str, **arguments) -> str:
+    """One tool call in the tiny template's (Qwen3 JSON) format, as the policy would sample it."""
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+def fix_script(task) -> list[str]:
+    """SWE-agent's own tools for the task's known fix: bash applies it, then submit twice (the default
+    config's review_on_submit_m answers the first submit with a review checklist)."""
+    return [
+        tool_call("bash", command=f"git apply <<'PATCH'\n{task.patch}PATCH"),
+        tool_call("submit"),
+        tool_call("submit"),
+    ]
+
+
+@pytest.mark.harness
+@pytest.mark.docker
+@needs_install
+async def test_a_scripted_fix_through_swe_agent_submits_scores_reward_one_and_records_every_sampled_token(
+    builtin_tasks, tokenizer, proxy_on
+):
+    task = builtin_tasks[TASK]
+    script = fix_script(task)
+    engine = ScriptedEngine(tokenizer, script)
+    harness = get_harness("swe_agent")
+    proxy = await proxy_on(engine)
+    session = proxy.open_session(task.instance_id, f"{task.instance_id}-swea")
+    llm = LLMEndpoint(session.openai_base_url, session.anthropic_base_url, step_limit=10)
+    spec = dataclasses.replace(agent_sandbox_spec(task, mounts=harness.mounts), user=harness.sandbox_user)
+    async with agent_sandbox(task, spec=spec) as (sandbox, workspace):
+        result = await harness.run(task, sandbox, llm)
+        diff = await sandbox.diff(workspace.base_commit)
+    closed = await proxy.close_session(session.session_id)
+    assert result.exit_status == "submitted" and result.steps == len(script), result.log[-3000:]
+    trajectory = json.loads(result.log)
+    assert trajectory["info"]["exit_status"] == "submitted"
+    assert trajectory["info"]["submission"].startswith("diff --git a/typeahead/normalize.py")
+    report = await grade(task, diff)
+    assert report.reward == 1.0 and report.resolved and not report.tampering, report
+    # Every reply is one turn on the session's main branch, each sampled token with the engine's log-prob.
+    assert len(engine.calls) == len(script)
+    (seq,) = closed.sequences
+    sampled = seq.loss_mask == 1
+    assert sampled.sum() == sum(len(tokenizer.encode(text)) + 1 for text in script)
+    expected = np.asarray([-0.01 * (1 + (t % 97)) for t in seq.token_ids[sampled]], np.float32)
+    np.testing.assert_allclose(seq.behaviour_logprobs[sampled], expected, rtol=0, atol=1e-7)
+    assert not any(closed.flags.values()), closed.flags
+
+
+@pytest.mark.harness
+@needs_install
+def test_installing_it_again_changes_nothing():
+    record = (swe_agent.install_dir() / "installed.json").read_text()
+    ran = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "install_harness.py"), "swe_agent"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "is already installed" in ran.stdout
+    assert (swe_agent.install_dir() / "installed.json").read_text() == record
+
+
+def test_without_the_install_the_harness_names_its_install_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("LEGORL_HARNESS_HOME", str(tmp_path))
+    with pytest.raises(HarnessNotInstalled, match=r"python tools/install_harness.py swe_agent"):
+        get_harness("swe_agent")
