@@ -182,6 +182,26 @@ while chunk := conn.recv(65536):
 """
 
 
+# What `sweagent run --config` does (RunSingle from the config), with one difference: swe-rex 1.4.0's
+# RemoteDeployment.is_alive takes no `timeout`, which every other deployment takes and SWE-agent 1.1.0 passes
+# when it autosubmits after an error or a limit (agents.py: `deployment.is_alive(timeout=10)`), so that path
+# would crash with a TypeError. The subclass gives it the common signature; nothing else changes.
+_DRIVER = """
+import sys, yaml
+from sweagent.run.run_single import RunSingle, RunSingleConfig
+from swerex.deployment.remote import RemoteDeployment
+
+class Deployment(RemoteDeployment):
+    async def is_alive(self, *, timeout=None):
+        return await self.runtime.is_alive(timeout=timeout)
+
+config = RunSingleConfig.model_validate(yaml.safe_load(open(sys.argv[1])))
+single = RunSingle.from_config(config)
+single.env.deployment = Deployment.from_config(config.env.deployment)
+single.run()
+"""
+
+
 class SandboxRelay:
     """An HTTP relay on the host's loopback into a SWE-ReX server listening on the sandbox's own loopback.
 
@@ -249,7 +269,7 @@ class SandboxRelay:
 
 
 class SweAgentHarness:
-    """SWE-agent 1.1.0 (module docstring): `sweagent run` in its venv, SWE-ReX in the trial sandbox."""
+    """SWE-agent 1.1.0 (module docstring): its RunSingle in its venv, SWE-ReX in the trial sandbox."""
 
     name = "swe_agent"
     network = "none"
@@ -391,9 +411,9 @@ class SweAgentHarness:
                 }
                 env.update({"PYTHONUNBUFFERED": "1", "SWE_AGENT_LOG_STREAM_LEVEL": "INFO"})
                 proc = await asyncio.create_subprocess_exec(
-                    str(self.root / "venv" / "bin" / "sweagent"),
-                    "run",
-                    "--config",
+                    str(self.root / "venv" / "bin" / "python"),
+                    "-c",
+                    _DRIVER,
                     str(config),
                     cwd=tmp,
                     env=env,
@@ -410,7 +430,7 @@ class SweAgentHarness:
             trajs = list(pathlib.Path(tmp, "out").glob("*/*.traj"))
             if proc.returncode != 0 or not trajs:
                 raise HarnessCrashed(
-                    f"sweagent run exited {proc.returncode} without a trajectory"
+                    f"SWE-agent (RunSingle) exited {proc.returncode} without a trajectory"
                     f"{'; relay: ' + '; '.join(relay.failures[-3:]) if relay.failures else ''}:\n"
                     f"{output[-4000:]}"
                 )

@@ -98,3 +98,30 @@ def test_without_the_install_the_harness_names_its_install_command(monkeypatch, 
     monkeypatch.setenv("LEGORL_HARNESS_HOME", str(tmp_path))
     with pytest.raises(HarnessNotInstalled, match=r"python tools/install_harness.py swe_agent"):
         get_harness("swe_agent")
+
+
+@pytest.mark.harness
+@pytest.mark.docker
+@needs_install
+@pytest.mark.parametrize(
+    ("reply", "step_limit", "status"),
+    [
+        ("The bug is in the prefix matching; I would lowercase both sides.", 10, "format_failure"),
+        (tool_call("bash", command="ls"), 2, "step_limit"),
+    ],
+)
+async def test_its_own_exits_map_to_policy_outcomes(
+    builtin_tasks, tokenizer, proxy_on, reply, step_limit, status
+):
+    task = builtin_tasks[TASK]
+    engine = ScriptedEngine(tokenizer, [reply])
+    harness = get_harness("swe_agent")
+    proxy = await proxy_on(engine, max_consecutive_no_tool=10)
+    session = proxy.open_session(task.instance_id, f"{task.instance_id}-{status}")
+    llm = LLMEndpoint(session.openai_base_url, session.anthropic_base_url, step_limit=step_limit)
+    spec = dataclasses.replace(agent_sandbox_spec(task, mounts=harness.mounts), user=harness.sandbox_user)
+    async with agent_sandbox(task, spec=spec) as (sandbox, _):
+        result = await harness.run(task, sandbox, llm)
+    await proxy.close_session(session.session_id)
+    assert result.exit_status == status, json.loads(result.log)["info"]
+    assert 1 <= result.steps <= max(step_limit, 4)
