@@ -82,6 +82,8 @@ async def _attempt(task: Task, k: int, *, harness: Harness, proxy: Any, trial_id
     port = int(proxy.base_url.rsplit(":", 1)[1]) if inside and proxy.base_url else None
     spec = agent_sandbox_spec(task, sandbox_config, network="proxy_only" if inside else None, proxy_port=port,
                               mounts=getattr(harness, "mounts", None))  # fmt: skip
+    if getattr(harness, "sandbox_user", None):  # e.g. SWE-agent hard-codes /root: its sandbox runs as root
+        spec = dataclasses.replace(spec, user=harness.sandbox_user)
     info = proxy.open_session(task.instance_id, trial_id, {"attempt": k}, trial_dir=folder)
     try:
         try:
