@@ -102,6 +102,15 @@ def _tool_schema(tools: Sequence[Mapping[str, Any]] | None, name: str) -> Mappin
 _BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
+def _split_blocks(text: str) -> tuple[str, list[str]]:
+    """(the content before the first <tool_call>, the text of every block); an unclosed block is a ValueError."""
+    content = text[: text.index("<tool_call>")].rstrip("\n")
+    blocks = _BLOCK.findall(text)
+    if len(blocks) != text.count("<tool_call>"):
+        raise ValueError("a <tool_call> block is not closed")
+    return content, blocks
+
+
 class Qwen3JsonParser:
     """Qwen3 / Hermes: `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>` blocks."""
 
@@ -111,10 +120,7 @@ class Qwen3JsonParser:
     def parse_calls(
         self, text: str, tools: Sequence[Mapping[str, Any]] | None
     ) -> tuple[str, list[ParsedCall]]:
-        content = text[: text.index(self.opening)].rstrip("\n")
-        blocks = _BLOCK.findall(text)
-        if len(blocks) != text.count(self.opening):
-            raise ValueError("a <tool_call> block is not closed")
+        content, blocks = _split_blocks(text)
         calls = []
         for block in blocks:
             try:
@@ -162,10 +168,7 @@ class Qwen3CoderXmlParser:
     def parse_calls(
         self, text: str, tools: Sequence[Mapping[str, Any]] | None
     ) -> tuple[str, list[ParsedCall]]:
-        content = text[: text.index(self.opening)].rstrip("\n")
-        blocks = _BLOCK.findall(text)
-        if len(blocks) != text.count(self.opening):
-            raise ValueError("a <tool_call> block is not closed")
+        content, blocks = _split_blocks(text)
         calls = []
         for block in blocks:
             match = _FUNCTION.fullmatch(block.strip())
