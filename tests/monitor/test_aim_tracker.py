@@ -1,12 +1,12 @@
 """The Aim tracker: metrics, hyper-parameters and trial texts read back through Aim's own SDK, in a fresh
 process as `aim up` or the compare command would; a resumed job continues the same run."""
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 
-import pytest
 
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
 
@@ -34,22 +34,25 @@ def test_metrics_hparams_and_texts_read_back_through_aims_sdk(tmp_path):
         t.close()
         print(t.run_hash)
     """)
-    from legorl_jax.monitor.aim_tracker import read_repo
-
-    run = read_repo(repo).get_run(run_hash)
-    assert (
-        run.experiment == "unit"
-        and run.name == "gspo lr=1e-6"
-        and [getattr(t, "name", t) for t in run.props.tags] == ["sweep-1"]
-    )
-    assert run["hparams"] == {"algo": {"loss": "gspo"}, "train": {"learning_rate": 1e-6}, "tags": ["a", "b"]}
-    metrics = {m.name: list(m.values.sparse_numpy()[1]) for m in run.metrics()}
-    assert metrics == {"rollout/reward_mean": [0.0, 0.25, 0.5]}  # the NaN loss was never tracked
-    ((name, context, _),) = run.iter_sequence_info_by_type("aim.text")
-    assert name == "trial" and context.to_dict() == {"task": "calc", "reward": 1.0, "outcome": "submitted"}
-    texts = run.get_text_sequence("trial", context)
-    steps, values = texts.data.items_list()
-    assert list(steps) == [2] and [str(text) for text in values[0]] == ["## user\nfix it"]
+    seen = json.loads(in_process(f"""
+        import json
+        from legorl_jax.monitor.aim_tracker import read_repo
+        run = read_repo({str(repo)!r}).get_run({run_hash!r})
+        ((name, context, _),) = run.iter_sequence_info_by_type("aim.text")
+        steps, values = run.get_text_sequence(name, context).data.items_list()
+        print(json.dumps({{
+            "experiment": run.experiment, "name": run.name, "tags": [getattr(t, "name", t) for t in run.props.tags],
+            "hparams": run["hparams"],
+            "metrics": {{m.name: [float(v) for v in m.values.sparse_numpy()[1]] for m in run.metrics()}},
+            "text": [name, context.to_dict(), [int(s) for s in steps], [str(t) for t in values[0]]],
+        }}))
+    """))
+    assert (seen["experiment"], seen["name"], seen["tags"]) == ("unit", "gspo lr=1e-6", ["sweep-1"])
+    assert seen["hparams"] == {"algo": {"loss": "gspo"}, "train": {"learning_rate": 1e-6}, "tags": ["a", "b"]}
+    assert seen["metrics"] == {"rollout/reward_mean": [0.0, 0.25, 0.5]}  # the NaN loss was never tracked
+    name, context, steps, texts = seen["text"]
+    assert name == "trial" and context == {"task": "calc", "reward": 1.0, "outcome": "submitted"}
+    assert steps == [2] and texts == ["## user\nfix it"]
 
 
 def test_a_resumed_job_continues_the_same_aim_run(tmp_path):
@@ -63,15 +66,16 @@ def test_a_resumed_job_continues_the_same_aim_run(tmp_path):
     """
     first = in_process(job.format(repo=repo, resume=None, value=1.0, step=0))
     again = in_process(job.format(repo=repo, resume=first, value=0.5, step=1))
-    from legorl_jax.monitor.aim_tracker import read_repo
-
-    runs = list(read_repo(repo).iter_runs())
-    assert first == again and [r.hash for r in runs] == [first]
-    assert [list(m.values.sparse_numpy()[1]) for m in runs[0].metrics()] == [[1.0, 0.5]]
+    seen = json.loads(in_process(f"""
+        import json
+        from legorl_jax.monitor.aim_tracker import read_repo
+        runs = list(read_repo({repo!r}).iter_runs())
+        print(json.dumps([[r.hash, [[float(v) for v in m.values.sparse_numpy()[1]] for m in r.metrics()]] for r in runs]))
+    """))
+    assert first == again and seen == [[first, [[1.0, 0.5]]]]
 
 
 def test_reading_a_folder_that_is_no_aim_repository_names_it(tmp_path):
-    from legorl_jax.monitor.aim_tracker import read_repo
-
-    with pytest.raises(FileNotFoundError, match="nothing is not an Aim repository"):
-        read_repo(tmp_path / "nothing")
+    out = subprocess.run([sys.executable, "-c", f"from legorl_jax.monitor.aim_tracker import read_repo; read_repo({str(tmp_path / 'nothing')!r})"],
+                         capture_output=True, text=True, env=ENV, timeout=120)  # fmt: skip
+    assert out.returncode == 1 and "nothing is not an Aim repository" in out.stderr
