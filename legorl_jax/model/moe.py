@@ -116,6 +116,14 @@ def tile_rows(pairs: int, experts: int) -> int:
     return int(min(128, max(8, 1 << max(0, math.ceil(math.log2(max(1, pairs / max(1, experts))))))))
 
 
+def _swiglu(dot, xs, w_gate, w_up, w_down):
+    """down(silu(gate(xs)) * up(xs)) with `dot(rows, weights)` the (grouped or single-expert) matmul; the
+    weights are cast to the activations' dtype and `dot` sums in float32."""
+    dtype = xs.dtype
+    gate, up = dot(xs, w_gate.astype(dtype)), dot(xs, w_up.astype(dtype))
+    return dot((jax.nn.silu(gate) * up).astype(dtype), w_down.astype(dtype))
+
+
 def _tiled_matmuls(
     xs: Float[Array, "r d"],
     tile_expert: Int[Array, " tiles"],
@@ -126,14 +134,14 @@ def _tiled_matmuls(
     """SwiGLU of each `tile`-row block of `xs` through the expert named by `tile_expert` (float32 sums)."""
     tiles = tile_expert.shape[0]
     d = xs.shape[-1]
-    dtype = xs.dtype
+    # Cast once here, so that _swiglu's casts inside the scan are no-ops.
+    w_gate, w_up, w_down = (w.astype(xs.dtype) for w in (w_gate, w_up, w_down))
 
     def one(_, block):
         rows, e = block
-        gate = jnp.dot(rows, w_gate[e].astype(dtype), preferred_element_type=jnp.float32)
-        up = jnp.dot(rows, w_up[e].astype(dtype), preferred_element_type=jnp.float32)
-        hidden = (jax.nn.silu(gate) * up).astype(dtype)
-        return None, jnp.dot(hidden, w_down[e].astype(dtype), preferred_element_type=jnp.float32)
+        return None, _swiglu(
+            lambda a, w: jnp.dot(a, w[e], preferred_element_type=jnp.float32), rows, w_gate, w_up, w_down
+        )
 
     _, out = jax.lax.scan(one, None, (xs.reshape(tiles, -1, d), tile_expert))
     return out.reshape(-1, d)
@@ -172,11 +180,12 @@ def grouped_experts(
     xs = x[order // k]  # [N*K, D], sorted by expert
     sorted_held = key[order] < local_experts
     if impl == "ragged_dot":
-        gate = jax.lax.ragged_dot(xs, w_gate.astype(dtype), group_sizes, preferred_element_type=jnp.float32)
-        up = jax.lax.ragged_dot(xs, w_up.astype(dtype), group_sizes, preferred_element_type=jnp.float32)
-        hidden = (jax.nn.silu(gate) * up).astype(dtype)
-        out = jax.lax.ragged_dot(
-            hidden, w_down.astype(dtype), group_sizes, preferred_element_type=jnp.float32
+        out = _swiglu(
+            lambda a, w: jax.lax.ragged_dot(a, w, group_sizes, preferred_element_type=jnp.float32),
+            xs,
+            w_gate,
+            w_up,
+            w_down,
         )
     else:
         pairs = n * k
