@@ -15,10 +15,10 @@ Model FLOPs per token (the "6N" convention, counting only useful work): 3 × for
 2 × (matmul parameters a token touches: q/k/v/o projections, the router, its top-k experts or the dense
 MLP, the LM head) + 4 × H × Dh × (T + 1) / 2 per layer (causal scores and values over the average
 context). MFU = model FLOP/s over the rate of a plain fp32 `jnp.dot` of `--matmul` × `--matmul` measured
-in the same process once before each timed step of the row (median: the peer of that row). On CPU, XLA
-lowers `jax.lax.ragged_dot` densely (every expert against every routed row), so the hardware does E / K
-times the expert FLOPs counted here and the CPU MFU of a MoE is low by construction; an accelerator
-lowers it to a grouped matmul.
+in the same process once before each timed step of the row (median: the peer of that row). On CPU the
+experts run as per-expert tiles of the routed rows (`moe.grouped_experts`, `tiles`; XLA:CPU would lower
+`jax.lax.ragged_dot` densely, E / K times the expert FLOPs), whose padding to whole tiles adds up to about
+the routed rows again; an accelerator keeps `ragged_dot`'s grouped matmul.
 """
 
 from __future__ import annotations

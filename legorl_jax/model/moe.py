@@ -13,8 +13,9 @@ Routing (HF `Qwen3MoeTopKRouter`, and R3 of ARCHITECTURE §5):
   tokens of `token_mask` (padding excluded), from the ids actually used (forced or native).
 
 Experts run grouped: the B*T*K (token, slot) pairs are sorted by expert and pushed through
-`jax.lax.ragged_dot` (one grouped matmul per projection), then unsorted and combined with the gate
-weights. HF sums the K expert outputs in expert order, we in slot order: equal up to float rounding.
+`jax.lax.ragged_dot` (one grouped matmul per projection; GPU / TPU) or, on CPU where XLA lowers
+`ragged_dot` densely, through per-expert tiles of the sorted rows (`grouped_experts`), then unsorted and
+combined with the gate weights. HF sums the K expert outputs in expert order, we in slot order: equal up to float rounding.
 
 Expert parallelism. When the `experts` logical axis maps to mesh axes of size > 1 (sharding.py), the
 grouped FFN runs under `jax.shard_map` over the whole mesh; each device holds E / |expert| experts
@@ -100,6 +101,52 @@ def load_balancing_loss(
     return jnp.where(rows > 0, loss, 0.0)
 
 
+GROUPED_IMPLS = ("ragged_dot", "tiles")
+
+
+def default_grouped_impl(backend: str | None = None) -> str:
+    """`tiles` on CPU, where XLA lowers `ragged_dot` densely (every expert against every row, E / K times
+    the routed FLOPs); `ragged_dot` elsewhere (its grouped-matmul lowering on GPU / TPU)."""
+    return "tiles" if (backend or jax.default_backend()) == "cpu" else "ragged_dot"
+
+
+def tile_rows(pairs: int, experts: int) -> int:
+    """Rows per tile of the tiled path: about pairs / experts (a power of two in [8, 128]), so the padding
+    of each expert group to whole tiles (< one tile per expert) costs at most about the routed rows again."""
+    return int(min(128, max(8, 1 << max(0, math.ceil(math.log2(max(1, pairs / max(1, experts))))))))
+
+
+def _swiglu(dot, xs, w_gate, w_up, w_down):
+    """down(silu(gate(xs)) * up(xs)) with `dot(rows, weights)` the (grouped or single-expert) matmul; the
+    weights are cast to the activations' dtype and `dot` sums in float32."""
+    dtype = xs.dtype
+    gate, up = dot(xs, w_gate.astype(dtype)), dot(xs, w_up.astype(dtype))
+    return dot((jax.nn.silu(gate) * up).astype(dtype), w_down.astype(dtype))
+
+
+def _tiled_matmuls(
+    xs: Float[Array, "r d"],
+    tile_expert: Int[Array, " tiles"],
+    w_gate: Float[Array, "e d f"],
+    w_up: Float[Array, "e d f"],
+    w_down: Float[Array, "e f d"],
+) -> Float[Array, "r d"]:
+    """SwiGLU of each `tile`-row block of `xs` through the expert named by `tile_expert` (float32 sums)."""
+    tiles = tile_expert.shape[0]
+    d = xs.shape[-1]
+    # Cast once here, so that _swiglu's casts inside the scan are no-ops.
+    w_gate, w_up, w_down = (w.astype(xs.dtype) for w in (w_gate, w_up, w_down))
+
+    def one(_, block):
+        rows, e = block
+        return None, _swiglu(
+            lambda a, w: jnp.dot(a, w[e], preferred_element_type=jnp.float32), rows, w_gate, w_up, w_down
+        )
+
+    _, out = jax.lax.scan(one, None, (xs.reshape(tiles, -1, d), tile_expert))
+    return out.reshape(-1, d)
+
+
 def grouped_experts(
     x: Float[Array, "n d"],
     ids: Int[Array, "n k"],
@@ -108,8 +155,19 @@ def grouped_experts(
     w_up: Float[Array, "e d f"],
     w_down: Float[Array, "e f d"],
     first_expert: Int[Array, ""] | int = 0,
+    impl: str | None = None,
 ) -> Float[Array, "n d"]:
-    """sum_k weights[n, k] * Expert_{ids[n, k]}(x[n]) over the experts held here, `first_expert` onwards."""
+    """sum_k weights[n, k] * Expert_{ids[n, k]}(x[n]) over the experts held here, `first_expert` onwards.
+
+    Both implementations sort the N*K (token, slot) pairs by expert. `ragged_dot` pushes the sorted rows
+    through one grouped matmul per projection. `tiles` pads each expert's group to whole tiles of
+    `tile_rows` rows (a static bound: N*K + E*(tile-1) rows) and scans over the tiles, each one a dense
+    SwiGLU against its single expert's weights, so its cost follows the routed rows on any backend.
+    `impl=None` takes `default_grouped_impl()`. Both sum in float32; they agree to float rounding.
+    """
+    impl = impl or default_grouped_impl()
+    if impl not in GROUPED_IMPLS:
+        raise ValueError(f"grouped_experts impl must be one of {GROUPED_IMPLS}, got {impl!r}")
     n, k = ids.shape
     local_experts = w_gate.shape[0]
     dtype = x.dtype
@@ -120,11 +178,32 @@ def grouped_experts(
     order = jnp.argsort(key, stable=True)
     group_sizes = jnp.bincount(key, length=local_experts + 1)[:local_experts].astype(jnp.int32)
     xs = x[order // k]  # [N*K, D], sorted by expert
-    gate = jax.lax.ragged_dot(xs, w_gate.astype(dtype), group_sizes, preferred_element_type=jnp.float32)
-    up = jax.lax.ragged_dot(xs, w_up.astype(dtype), group_sizes, preferred_element_type=jnp.float32)
-    hidden = (jax.nn.silu(gate) * up).astype(dtype)
-    out = jax.lax.ragged_dot(hidden, w_down.astype(dtype), group_sizes, preferred_element_type=jnp.float32)
-    out = jnp.where((key[order] < local_experts)[:, None], out, 0.0).astype(dtype)
+    sorted_held = key[order] < local_experts
+    if impl == "ragged_dot":
+        out = _swiglu(
+            lambda a, w: jax.lax.ragged_dot(a, w, group_sizes, preferred_element_type=jnp.float32),
+            xs,
+            w_gate,
+            w_up,
+            w_down,
+        )
+    else:
+        pairs = n * k
+        tile = tile_rows(pairs, local_experts)
+        tiles = -(-(pairs + local_experts * (tile - 1)) // tile)
+        padded = -(-group_sizes // tile) * tile  # each group rounded up to whole tiles
+        padded_end = jnp.cumsum(padded)
+        group_start = jnp.cumsum(group_sizes) - group_sizes
+        expert = jnp.minimum(key[order], local_experts - 1)
+        rank = jnp.arange(pairs) - group_start[expert]  # position within its expert's group
+        dest = jnp.where(sorted_held, padded_end[expert] - padded[expert] + rank, tiles * tile)
+        buf = jnp.zeros((tiles * tile, x.shape[-1]), dtype).at[dest].set(xs, mode="drop")
+        # Tiles past the last group run expert E-1 on zero rows that no pair reads back.
+        tile_expert = jnp.searchsorted(padded_end, jnp.arange(tiles) * tile, side="right")
+        tile_expert = jnp.minimum(tile_expert, local_experts - 1).astype(jnp.int32)
+        out = _tiled_matmuls(buf, tile_expert, w_gate, w_up, w_down)
+        out = jnp.take(out, dest, axis=0, mode="fill", fill_value=0)
+    out = jnp.where(sorted_held[:, None], out, 0.0).astype(dtype)
     per_slot = out[jnp.argsort(order)].reshape(n, k, -1)  # back to (token, slot) order
     return jnp.einsum("nkd,nk->nd", per_slot, weights.astype(dtype))
 

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from legorl_jax.model.moe import grouped_experts, load_balancing_loss, route, router_stats
+from legorl_jax.model.moe import (
+    GROUPED_IMPLS,
+    default_grouped_impl,
+    grouped_experts,
+    load_balancing_loss,
+    route,
+    router_stats,
+    tile_rows,
+)
 
 
 def _softmax(x):
@@ -94,7 +102,8 @@ def test_gate_weights_of_forced_rows_are_the_current_softmax_at_the_forced_ids()
             np.testing.assert_allclose(weights[0, t], expected, rtol=1e-6)
 
 
-def test_grouped_experts_match_a_per_expert_loop():
+@pytest.mark.parametrize("impl", GROUPED_IMPLS)
+def test_grouped_experts_match_a_per_expert_loop(impl):
     rng = np.random.default_rng(1)
     n, k, e, d, f = 10, 2, 6, 8, 5
     x = rng.standard_normal((n, d)).astype(np.float32)
@@ -111,7 +120,7 @@ def test_grouped_experts_match_a_per_expert_loop():
         return ((g / (1 + np.exp(-g))) * (v @ wu[j])) @ wd[j]
 
     expected = np.stack([sum(w[i, s] * expert(ids[i, s], x[i]) for s in range(k)) for i in range(n)])
-    got = grouped_experts(*(jnp.asarray(a) for a in (x, ids, w, wg, wu, wd)))
+    got = grouped_experts(*(jnp.asarray(a) for a in (x, ids, w, wg, wu, wd)), impl=impl)
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-4)
     # A device holding experts 3..5 only (expert parallelism) adds exactly their share.
     held = ids >= 3
@@ -121,8 +130,47 @@ def test_grouped_experts_match_a_per_expert_loop():
             for i in range(n)
         ]
     )
-    got = grouped_experts(*(jnp.asarray(a) for a in (x, ids, w, wg[3:], wu[3:], wd[3:])), first_expert=3)
+    got = grouped_experts(
+        *(jnp.asarray(a) for a in (x, ids, w, wg[3:], wu[3:], wd[3:])), first_expert=3, impl=impl
+    )
     np.testing.assert_allclose(np.asarray(got), partial, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("n", "e"), [(1, 8), (37, 8), (300, 16)])  # decode, a skewed prefill, many tiles
+def test_tiled_experts_match_ragged_dot_in_values_and_gradients(n, e):
+    rng = np.random.default_rng(n)
+    k, d, f = 2, 16, 12
+    x = jnp.asarray(rng.standard_normal((n, d)), jnp.float32)
+    # Half the tokens go to expert 1, so one group spans several tiles and most experts get few rows.
+    ids = np.stack([rng.choice(e, k, replace=False) for _ in range(n)])
+    ids[: n // 2, 0] = 1
+    ids[: n // 2, 1] = np.where(ids[: n // 2, 1] == 1, 0, ids[: n // 2, 1])
+    ids = jnp.asarray(ids, jnp.int32)
+    w = jnp.asarray(rng.random((n, k)), jnp.float32)
+    wg, wu = (jnp.asarray(rng.standard_normal((e, d, f)), jnp.float32) for _ in range(2))
+    wd = jnp.asarray(rng.standard_normal((e, f, d)), jnp.float32)
+
+    def loss(impl):
+        def fn(x, w, wg, wu, wd):
+            y = grouped_experts(x, ids, w, wg, wu, wd, impl=impl)
+            return jnp.sum(jnp.sin(y)), y
+
+        return jax.jit(jax.value_and_grad(fn, argnums=(0, 1, 2, 3, 4), has_aux=True))(x, w, wg, wu, wd)
+
+    (_, y_ragged), g_ragged = loss("ragged_dot")
+    (_, y_tiles), g_tiles = loss("tiles")
+    np.testing.assert_allclose(np.asarray(y_tiles), np.asarray(y_ragged), rtol=1e-5, atol=1e-5)
+    for name, a, b in zip(("x", "weights", "w_gate", "w_up", "w_down"), g_tiles, g_ragged):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def test_grouped_impl_is_chosen_per_backend_and_checked():
+    assert default_grouped_impl("cpu") == "tiles"
+    assert default_grouped_impl("gpu") == default_grouped_impl("tpu") == "ragged_dot"
+    assert tile_rows(1, 8) == 8 and tile_rows(4096, 8) == 128 and tile_rows(300 * 2, 16) == 64
+    z = jnp.zeros((2, 4))
+    with pytest.raises(ValueError, match="'dense'"):
+        grouped_experts(z, jnp.zeros((2, 1), jnp.int32), z[:, :1], *(jnp.zeros((2, 4, 4)),) * 3, impl="dense")
 
 
 def _hf_load_balancing_loss(layer_logits, top_k, attention_mask):
