@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -167,7 +168,7 @@ async def test_a_killed_sandbox_is_a_dropped_sandbox_failure(task, tokenizer, pr
 async def test_a_trial_over_its_wall_clock_limit_is_timeout_and_leaves_nothing_behind(
     task, tokenizer, proxy_on, tmp_path
 ):
-    engine = ScriptedEngine(tokenizer, [call("bash", command="sleep 30")], delay_s=0.0)
+    engine = ScriptedEngine(tokenizer, [call("bash", command="sleep 37.25")], delay_s=0.0)
     engine.max_len = 8192
     proxy = await proxy_on(engine, context_length=8192)
     t = await run_trial(task, harness=get_harness("builtin"), proxy=proxy, trial_id="slow-0", group_id="g",
@@ -178,7 +179,12 @@ async def test_a_trial_over_its_wall_clock_limit_is_timeout_and_leaves_nothing_b
     left = subprocess.run(["docker", "ps", "-aq", "--filter", "label=legorl.role=agent",
                            "--filter", f"label=legorl.task={task.instance_id}"], capture_output=True, text=True).stdout  # fmt: skip
     assert left.strip() == ""
-    procs = subprocess.run(["pgrep", "-f", "sleep 30"], capture_output=True, text=True).stdout
+    # The container's processes go with it; the kernel may take a moment to reap them after the removal.
+    for _ in range(50):
+        procs = subprocess.run(["pgrep", "-f", "sleep 37.25"], capture_output=True, text=True).stdout
+        if not procs.strip():
+            break
+        time.sleep(0.2)
     assert procs.strip() == ""
 
 
