@@ -290,20 +290,19 @@ class CaptureProxy:
         return web.json_response({"object": "list", "data": [model]})
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
-        session = self.session(request.match_info["sid"])
-        req = openai_api.parse_request(await _json_body(request))
-        completion = await session.complete(req)
-        if req.stream:
-            return await _stream(request, openai_api.stream_events(req, completion))
-        return web.json_response(openai_api.response_json(req, completion))
+        return await self._complete(request, openai_api)
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, anthropic_api)
+
+    async def _complete(self, request: web.Request, surface: Any) -> web.StreamResponse:
+        """One model call on `surface` (openai_api or anthropic_api): parse, complete, answer or stream."""
         session = self.session(request.match_info["sid"])
-        req = anthropic_api.parse_request(await _json_body(request))
+        req = surface.parse_request(await _json_body(request))
         completion = await session.complete(req)
         if req.stream:
-            return await _stream(request, anthropic_api.stream_events(req, completion))
-        return web.json_response(anthropic_api.response_json(req, completion))
+            return await _stream(request, surface.stream_events(req, completion))
+        return web.json_response(surface.response_json(req, completion))
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
         self.session(request.match_info["sid"])
