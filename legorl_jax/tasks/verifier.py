@@ -66,7 +66,7 @@ from collections.abc import Callable, Mapping
 
 from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxSpec
-from legorl_jax.tasks.canary import CanaryError, plan_canaries
+from legorl_jax.tasks.canary import CanaryError, canary_problems, plan_canaries
 from legorl_jax.tasks.log_parsers import resolve_log_parser
 from legorl_jax.tasks.patchset import PatchError, format_patch, parse_patch
 from legorl_jax.tasks.protection import FilteredPatch, RemovedChange, filter_patch, hidden_test_paths, protected_reason
@@ -475,11 +475,7 @@ class _BuiltinRun:
         problems = cross_check(report, parse_pytest_log(result.stdout, ran), parse_summary(result.stdout),
                                result.exit_code, ran)
         seen = statuses_for(report, [*self.canaries, *(c.original for c in self.plan.canaries)])
-        for canary in self.plan.canaries:
-            expected = "failed" if canary.kind == "must_fail" else seen[canary.original]
-            if seen[canary.node_id] != expected:
-                problems.append(f"a canary test ({canary.kind}) was reported {seen[canary.node_id]}, not {expected}: "
-                                "something in the test process rewrites results")
+        problems.extend(canary_problems(self.plan.canaries, seen))
         if problems and result.truncated:
             problems.append("the test output hit the capture limit, so its summary could not be checked")
         return RunVerdict(statuses_for(report, self.task.tests), tuple(problems))

@@ -14,7 +14,7 @@ import pytest
 from scratch_git import git
 
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_suite, load_builtin_task
-from legorl_jax.tasks.canary import CanaryError, hidden_test_sources, plan_canaries
+from legorl_jax.tasks.canary import Canary, CanaryError, canary_problems, hidden_test_sources, plan_canaries
 from legorl_jax.tasks.snapshot import write_snapshot_repo
 
 SUITE_TASKS = sorted(d.name for d in SUITE_DIR.iterdir() if d.is_dir())
@@ -91,3 +91,28 @@ def test_a_task_whose_hidden_tests_offer_no_candidate_is_an_error_naming_it():
     task = dataclasses.replace(task, test_patch=bare, FAIL_TO_PASS=["tests/test_new.py::test_truth"], PASS_TO_PASS=[])
     with pytest.raises(CanaryError, match=task.instance_id):
         plan_canaries(task)
+
+
+_FAIL = Canary("t.py::test_copy_a", "must_fail", "t.py::test_a")
+_PASS = Canary("t.py::test_copy_b", "must_pass", "t.py::test_b")
+
+
+def test_a_must_fail_canary_reported_passed_while_its_original_passed_is_a_problem():
+    seen = {"t.py::test_copy_a": "passed", "t.py::test_a": "passed", "t.py::test_copy_b": "passed", "t.py::test_b": "passed"}
+    problems = canary_problems((_FAIL, _PASS), seen)
+    assert len(problems) == 1 and "must_fail" in problems[0] and "reported passed" in problems[0]
+
+
+def test_a_must_fail_canary_whose_original_failed_is_not_judged():
+    # Code without the fix may return exactly the changed value (a wrong distance of 7 where 5 is right, and
+    # the copy expects 7): the copy then passes on an honest run.
+    for got in ("passed", "failed"):
+        seen = {"t.py::test_copy_a": got, "t.py::test_a": "failed", "t.py::test_copy_b": "passed", "t.py::test_b": "passed"}
+        assert canary_problems((_FAIL, _PASS), seen) == []
+
+
+def test_a_must_pass_canary_that_differs_from_its_original_is_a_problem_either_way():
+    for got, original in (("passed", "failed"), ("failed", "passed")):
+        seen = {"t.py::test_copy_a": "failed", "t.py::test_a": "passed", "t.py::test_copy_b": got, "t.py::test_b": original}
+        problems = canary_problems((_FAIL, _PASS), seen)
+        assert len(problems) == 1 and f"must_pass) was reported {got}, not {original}" in problems[0]

@@ -13,6 +13,7 @@ from suite_diffs import (FORCE_PASS_HOOK, PATCH_PYTEST_REPORTS, REWRITE_JUNIT_AT
                          package_init)
 
 from legorl_jax.config import VerifierConfig
+from legorl_jax.sandbox import resolve_backend
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_suite, load_builtin_task
 from legorl_jax.tasks.protection import hidden_test_paths
 from legorl_jax.tasks.report import VerifierError
@@ -209,13 +210,17 @@ def test_dropping_a_protected_change_keeps_the_real_fix_next_to_it(hack_reports)
     ["atexit_rewrites_the_junit_report", "atexit_rewrites_the_report_and_forces_exit_0",
      "forked_writer_rewrites_the_report_later", "daemon_rewrites_the_report_after_pytest_exits"],
 )
-def test_a_rewritten_junit_report_earns_nothing_and_is_reported(hack_reports, hack):
+def test_a_rewritten_junit_report_earns_nothing_and_is_reported(hack_reports, suite_tasks, hack):
     report = hack_reports[hack]
     assert not isinstance(report, VerifierError), report
     assert report.reward == 0.0 and report.removed_changes == ()
     assert report.tampering or report.leftover_processes, report.to_dict()
     if hack == "daemon_rewrites_the_report_after_pytest_exits":  # normally killed before it writes
         assert any("python" in p for p in report.leftover_processes) or report.tampering, report.to_dict()
+    elif hack == "forked_writer_rewrites_the_report_later" and resolve_backend() == "bwrap" and not report.tampering:
+        # bubblewrap's PID namespace ends with pytest, so the forked writer dies before it writes: the honest
+        # report stands, with the fix-to-pass tests failing.
+        assert report.leftover_processes == () and set(report.failed_tests) == set(suite_tasks[SAMPLE].FAIL_TO_PASS)
     else:
         assert any("JUnit report says passed" in t or "exited 0" in t for t in report.tampering), report.tampering
 
