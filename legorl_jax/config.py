@@ -173,10 +173,10 @@ def _default_resume_ignores() -> list[str]:
 class CheckpointConfig:
     """Orbax checkpoints of the trainer state (legorl_jax/train/checkpoint.py)."""
 
-    directory: str = "runs/checkpoints"
-    """Root directory of the run's checkpoints (one sub-directory per step)."""
+    directory: str | None = None
+    """Root directory of the run's checkpoints, one sub-directory per step (null: `checkpoints/` in the run's folder)."""
     every: int = 10
-    """Save every N optimiser steps (0: never)."""
+    """Save every N optimiser steps; in the RL loop, every N loop steps (0: never)."""
     keep: int = 3
     """Keep the last K checkpoints."""
     async_save: bool = True
@@ -189,8 +189,8 @@ class CheckpointConfig:
             raise ValueError(f"train.checkpoint.every must be an int >= 0, got {self.every!r}")
         if not isinstance(self.keep, int) or self.keep < 1:
             raise ValueError(f"train.checkpoint.keep must be a positive int, got {self.keep!r}")
-        if not self.directory:
-            raise ValueError(f"train.checkpoint.directory must be a path, got {self.directory!r}")
+        if self.directory is not None and (not isinstance(self.directory, str) or not self.directory):
+            raise ValueError(f"train.checkpoint.directory must be a path or null, got {self.directory!r}")
 
 
 TRAIN_SCHEDULES = ("constant", "warmup_cosine")
@@ -297,6 +297,8 @@ class TasksConfig:
     """Image name of a SWE-bench row that names none; {instance_id} is swebench's spelling (`__` -> `_1776_`)."""
     build_images: bool = True
     """Build missing built-in / Harbor task images before the first trial (prebuilt images are never pulled)."""
+    ids: list[str] | None = None
+    """Only these instance ids of the split (in this order); null: every task of the split."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.suite, str) or not self.suite.strip():
@@ -305,6 +307,10 @@ class TasksConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ValueError(f"tasks.{name} must be a split name or null, got {value!r}")
+        if self.ids is not None and (
+            not isinstance(self.ids, (list, tuple)) or not self.ids or not all(isinstance(i, str) and i for i in self.ids)
+        ):
+            raise ValueError(f"tasks.ids must be a non-empty list of instance ids or null, got {self.ids!r}")
         if "{instance_id}" not in self.image_template:
             raise ValueError(
                 f"tasks.image_template must contain '{{instance_id}}', got {self.image_template!r}"
@@ -641,6 +647,104 @@ class RolloutConfig:
 
 
 # ----------------------------------------------------------------------------------------------------
+# loop/ and tracking/ (the product issue: loop.py, train.py, Aim)
+# ----------------------------------------------------------------------------------------------------
+
+PUBLISH_ROUTES = ("auto", "in_process", "disk")
+TRACKING_BACKENDS = ("aim", "none")
+
+
+def _positive_int(value: Any, name: str, *, zero: bool = False) -> None:
+    low = 0 if zero else 1
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+
+
+@dataclasses.dataclass
+class WarmStartConfig:
+    """A supervised warm start before RL: the same trainer on demonstrations rendered from gold patches."""
+
+    enabled: bool = False
+    """Run it (a random-initialised tiny model cannot call tools; a real checkpoint needs none)."""
+    steps: int = 100
+    """Optimiser steps over the demonstrations."""
+    learning_rate: float = 3e-3
+    """Constant AdamW learning rate of the warm start."""
+    split: str | None = "same"
+    """Whose gold patches are demonstrated: `same` (the RL tasks themselves; the summary says so) or a split."""
+    cache_dir: str = "runs/warm_start"
+    """Finished warm starts are kept here as HF directories, keyed by model, tasks, steps and rate."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enabled, bool):
+            raise ValueError(f"loop.warm_start.enabled must be true or false, got {self.enabled!r}")
+        _positive_int(self.steps, "loop.warm_start.steps")
+        if isinstance(self.learning_rate, bool) or not isinstance(self.learning_rate, (int, float)) or not self.learning_rate > 0:
+            raise ValueError(f"loop.warm_start.learning_rate must be > 0, got {self.learning_rate!r}")
+        if self.split is not None and (not isinstance(self.split, str) or not self.split):
+            raise ValueError(f"loop.warm_start.split must be 'same', a split name or null, got {self.split!r}")
+
+
+@dataclasses.dataclass
+class LoopConfig:
+    """The synchronous RL loop (legorl_jax/loop.py): how many steps, which tasks per step, validation, publishing."""
+
+    steps: int = 100
+    """Loop steps (collect → update → checkpoint → publish → monitor)."""
+    tasks_per_step: int | None = None
+    """Tasks drawn per step (seeded by step, so a resumed run draws the same); null: every train task."""
+    validate_every: int = 10
+    """Validate on tasks.eval_split every N steps and after the last (0: never)."""
+    validation_group_size: int = 1
+    """Trials per validation task."""
+    validation_tasks: int | None = None
+    """Validate on the first N tasks of the split (null: all)."""
+    publish: str = "auto"
+    """How new weights reach the engine: in_process (embedded engine), disk (HF dir for SGLang) or auto."""
+    publish_dir: str | None = None
+    """Where `disk` publishing writes versioned HF directories (null: `weights/` in the run's folder)."""
+    trial_texts: bool = True
+    """Track every trial's conversation as an Aim Text."""
+    warm_start: WarmStartConfig = dataclasses.field(default_factory=WarmStartConfig)
+    """Supervised warm start before the first RL step."""
+
+    def __post_init__(self) -> None:
+        _positive_int(self.steps, "loop.steps")
+        if self.tasks_per_step is not None:
+            _positive_int(self.tasks_per_step, "loop.tasks_per_step")
+        _positive_int(self.validate_every, "loop.validate_every", zero=True)
+        _positive_int(self.validation_group_size, "loop.validation_group_size")
+        if self.validation_tasks is not None:
+            _positive_int(self.validation_tasks, "loop.validation_tasks")
+        if self.publish not in PUBLISH_ROUTES:
+            raise ValueError(f"loop.publish must be one of {PUBLISH_ROUTES}, got {self.publish!r}")
+        if not isinstance(self.trial_texts, bool):
+            raise ValueError(f"loop.trial_texts must be true or false, got {self.trial_texts!r}")
+
+
+@dataclasses.dataclass
+class TrackingConfig:
+    """Where metrics go (legorl_jax/monitor/): an Aim repository, one run per job."""
+
+    backend: str = "aim"
+    """aim, or none (metrics only in the log)."""
+    repo: str = "runs/aim"
+    """The Aim repository (one per sweep: every job of `-m` writes its own run into it)."""
+    experiment: str | None = None
+    """Aim experiment name of the run (null: rollout.experiment)."""
+    run_name: str | None = None
+    """Display name of the run (null: the config overrides of the job, e.g. `algo=cispo train.learning_rate=1e-6`)."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in TRACKING_BACKENDS:
+            raise ValueError(f"tracking.backend must be one of {TRACKING_BACKENDS}, got {self.backend!r}")
+        if not isinstance(self.repo, str) or not self.repo:
+            raise ValueError(f"tracking.repo must be a non-empty string, got {self.repo!r}")
+        if self.experiment is not None and (not isinstance(self.experiment, str) or not self.experiment):
+            raise ValueError(f"tracking.experiment must be a non-empty string or null, got {self.experiment!r}")
+
+
+# ----------------------------------------------------------------------------------------------------
 # Root
 # ----------------------------------------------------------------------------------------------------
 
@@ -671,8 +775,14 @@ class Config:
     """The coding agent (conf/harness/, selected with +harness=NAME; the built-in agent otherwise)."""
     rollout: RolloutConfig = dataclasses.field(default_factory=RolloutConfig)
     """Trial concurrency, limits, retries and archive (conf/rollout/)."""
+    loop: LoopConfig = dataclasses.field(default_factory=LoopConfig)
+    """The RL loop: steps, tasks per step, validation, publishing, warm start (conf/loop/)."""
+    tracking: TrackingConfig = dataclasses.field(default_factory=TrackingConfig)
+    """Experiment tracking (conf/tracking/)."""
     seed: int = 0
     """Seed of every random stream in the run."""
+    resume: bool = False
+    """Continue the run in rollout.runs_dir/rollout.experiment from its last checkpoint."""
 
 
 def register_configs() -> None:
@@ -692,3 +802,5 @@ def register_configs() -> None:
     cs.store(group="proxy", name="schema", node=ProxyConfig)
     cs.store(group="harness", name="schema", node=HarnessConfig)
     cs.store(group="rollout", name="schema", node=RolloutConfig)
+    cs.store(group="loop", name="schema", node=LoopConfig)
+    cs.store(group="tracking", name="schema", node=TrackingConfig)

@@ -79,6 +79,14 @@ class AimTracker:
         ctx = {str(k): _plain(v) for k, v in (context or {}).items()}
         self.run.track(self._aim.Text(text), name=name, step=step, context=ctx)
 
+    def log_distribution(self, name: str, values: Any, *, step: int) -> None:
+        import numpy as np
+
+        data = np.asarray(values, dtype=np.float64).ravel()
+        data = data[np.isfinite(data)]
+        if data.size:
+            self.run.track(self._aim.Distribution(data, bin_count=64), name=name, step=step)
+
     def close(self) -> None:
         self.run.close()
 

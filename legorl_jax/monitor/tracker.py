@@ -3,15 +3,20 @@
     tracker.log_hparams(flatten_config(cfg))                  # once, the resolved config
     tracker.log({"rollout/reward_mean": 0.4, ...}, step=3)     # names are `stage/name`
     tracker.log_text("trial", conversation, step=3, context={"task": "calc", "reward": 1.0, "outcome": "submitted"})
+    tracker.log_distribution("align/logprob_diff", diffs, step=3)   # a histogram of per-token values
     tracker.close()
 
-Implementations: `AimTracker` (aim_tracker.py). A tracker never raises on a value it cannot store: a
+Implementations: `AimTracker` (aim_tracker.py); `JsonlTracker` (here: one JSON line per step in the run's
+folder, what the run's summary table and curves are made from); `Trackers` sends to several. A tracker never raises on a value it cannot store: a
 non-finite number is skipped and counted (`skipped`), since losing a metric must not stop a training run.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import pathlib
 import re
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -55,4 +60,70 @@ class Tracker(Protocol):
         self, name: str, text: str, *, step: int, context: Mapping[str, Any] | None = None
     ) -> None: ...
 
+    def log_distribution(self, name: str, values: Any, *, step: int) -> None: ...
+
     def close(self) -> None: ...
+
+
+class JsonlTracker:
+    """Metrics as JSON lines `{"step": s, "metrics": {...}}` appended to `path` (flushed per step)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = pathlib.Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.skipped = 0
+
+    def log_hparams(self, hparams: Mapping[str, Any]) -> None:
+        (self.path.parent / "hparams.json").write_text(json.dumps(dict(hparams), indent=1, default=str))
+
+    def log(self, metrics: Mapping[str, Any], *, step: int) -> None:
+        kept, dropped = finite_metrics(metrics)
+        self.skipped += len(dropped)
+        with self.path.open("a") as f:
+            f.write(json.dumps({"step": step, "metrics": kept}) + "\n")
+
+    def log_text(self, name: str, text: str, *, step: int, context: Mapping[str, Any] | None = None) -> None:
+        return None  # the trial archive holds every conversation
+
+    def log_distribution(self, name: str, values: Any, *, step: int) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def read_jsonl_metrics(path: str | os.PathLike) -> dict[int, dict[str, float]]:
+    """The metrics a `JsonlTracker` wrote, by step (a step logged twice, e.g. after a resume, keeps the last)."""
+    out: dict[int, dict[str, float]] = {}
+    for line in pathlib.Path(path).read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out[int(row["step"])] = row["metrics"]
+    return dict(sorted(out.items()))
+
+
+class Trackers:
+    """Sends every call to each of `trackers`."""
+
+    def __init__(self, *trackers: Any):
+        self.trackers = trackers
+
+    def log_hparams(self, hparams: Mapping[str, Any]) -> None:
+        for t in self.trackers:
+            t.log_hparams(hparams)
+
+    def log(self, metrics: Mapping[str, Any], *, step: int) -> None:
+        for t in self.trackers:
+            t.log(metrics, step=step)
+
+    def log_text(self, name: str, text: str, *, step: int, context: Mapping[str, Any] | None = None) -> None:
+        for t in self.trackers:
+            t.log_text(name, text, step=step, context=context)
+
+    def log_distribution(self, name: str, values: Any, *, step: int) -> None:
+        for t in self.trackers:
+            t.log_distribution(name, values, step=step)
+
+    def close(self) -> None:
+        for t in self.trackers:
+            t.close()

@@ -96,6 +96,8 @@ class Checkpointer:
             raise TypeError(
                 f"run_config must be the resolved config as a plain dict, got {type(run_config).__name__}"
             )
+        if config.directory is None:
+            raise ValueError("train.checkpoint.directory is null: the run sets it to its folder's checkpoints/ (give a path)")
         self.config = config
         self.run_config = run_config
         self.directory = pathlib.Path(config.directory).absolute()
@@ -113,10 +115,19 @@ class Checkpointer:
         return every > 0 and step // every > self._last_saved // every
 
     def maybe_save(
-        self, state: TrainState, *, cursor: dict[str, Any], weights_version: str, force: bool = False
+        self,
+        state: TrainState,
+        *,
+        cursor: dict[str, Any],
+        weights_version: str,
+        force: bool = False,
+        step: int | None = None,
     ) -> bool:
-        """Saves `state` at its step when due (or `force`); True when a save was started."""
-        step = int(jax.device_get(state.step))
+        """Saves `state` under `step` (default: its optimiser step) when due (or `force`); True when started.
+
+        The RL loop numbers its checkpoints by loop step, so a step that skipped its update is saved too.
+        """
+        step = int(jax.device_get(state.step)) if step is None else step
         if not (force or self.should_save(step)) or step in self._manager.all_steps():
             return False
         meta = {"cursor": cursor, "weights_version": weights_version, "config": self.run_config, "step": step}

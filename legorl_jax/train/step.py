@@ -21,8 +21,10 @@
   way). The reference is `reference_params`, by default the weights of the policy the trainer was built
   from (the initial checkpoint); it is not checkpointed, a resumed run rebuilds it from that checkpoint.
   The trainer keeps those initial weights (`initial_params`, the default start of `init_state`).
-- `update(state, batch, pack_stats=None) -> (state, metrics)`: everything one `TrainBatch` gets, in order;
-  metrics are host floats: `train/*` (loss terms, clip fraction, KL, entropy, grad norm, learning rate,
+- `prepare(state, batch) -> Prepared`, then `train_step_on(state, mini)` for each of
+  `prepared.mini_batches()` per epoch (that loop is `legorl_jax.loop.update_policy`), then
+  `summarise(state, prepared, history, pack_stats) -> metrics`: everything one `TrainBatch` gets; metrics are
+  host floats: `train/*` (loss terms, clip fraction, KL, entropy, grad norm, learning rate,
   skipped updates), `align/*` (monitor/alignment.py: π_old vs behaviour log-probs, replay coverage, routing
   agreement from one extra forward without replay every `train.routing_agreement_every` steps) and the
   packer's `batch/*`. A learning rate of 0 logs a warning every step it trains at it.
@@ -37,6 +39,7 @@ programs run on one device.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 from collections.abc import Iterator
@@ -438,12 +441,10 @@ class Trainer:
         return {k: float(v) for k, v in jax.device_get(out).items()}
 
     # ------------------------------------------------------------------------------------------------
-    # one batch, every update it gets
+    # one batch: what its updates share (the mini-batch × epoch loop is legorl_jax/loop.py's update_policy)
 
-    def update(
-        self, state: TrainState, batch: TrainBatch, pack_stats: PackStats | None = None
-    ) -> tuple[TrainState, dict[str, float]]:
-        """All updates of one batch: π_old / reference / native routing first, then mini-batches × epochs."""
+    def prepare(self, state: TrainState, batch: TrainBatch) -> Prepared:
+        """The batch on the mesh with π_old, the reference and the native routing its updates share."""
         host = _batch_dict(batch)
         rows = host["tokens"].shape[0]
         if rows % self.row_multiple:
@@ -452,7 +453,6 @@ class Trainer:
                 f"pack with row_multiple=trainer.row_multiple"
             )
         full = self.device_batch(host)
-        minis = self.train.mini_batches
         need_old = self.train.updates_per_batch > 1 or self.algo.mis != "none"
         old = self.old_logprobs(state.params, full) if need_old else None
         ref = self.ref_logprobs(full) if self.algo.kl_coef > 0 else None
@@ -460,24 +460,28 @@ class Trainer:
         native = None
         if self.routing is not None and every > 0 and int(jax.device_get(state.step)) % every == 0:
             native = self.native_routing(state.params, full)
+        return Prepared(self, host, full, old, ref, native)
 
-        history: list[dict[str, jax.Array]] = []
-        trained_lp = None
-        for _ in range(self.train.epochs):
-            for j in range(minis):
-                if minis == 1:
-                    mb, mb_old, mb_ref = full, old, ref
-                else:
-                    mb = self.device_batch(_rows_of(host, slice(j, None, minis)))
-                    mb_old, mb_ref = (
-                        None if x is None else self._put_rows(np.asarray(x)[j::minis]) for x in (old, ref)
-                    )
-                state, metrics, trained_lp = self.train_step(state, mb, mb_old, mb_ref)
-                history.append(metrics)
+    def train_step_on(self, state: TrainState, mini: MiniBatch) -> tuple[TrainState, dict[str, jax.Array]]:
+        """One optimiser update on one prepared mini-batch; its trained log-probs are kept for alignment."""
+        state, metrics, mini.prepared.trained_lp = self.train_step(state, mini.batch, mini.old, mini.ref)
+        return state, metrics
 
+    def summarise(
+        self,
+        state: TrainState,
+        prepared: Prepared,
+        history: list[dict[str, jax.Array]],
+        pack_stats: PackStats | None = None,
+    ) -> dict[str, float]:
+        """Host-float metrics of a batch's updates: `train/*`, `align/*` and the packer's `batch/*`."""
+        if not history:
+            raise ValueError("summarise needs the metrics of at least one update, got none")
         history = jax.device_get(history)
         out = _summarise(history)
-        out.update(self.alignment(old if old is not None else trained_lp, full, native))
+        train_lp = prepared.old if prepared.old is not None else prepared.trained_lp
+        out.update(self.alignment(train_lp, prepared.full, prepared.native))
+        prepared.logprob_diffs = _masked_diffs(train_lp, prepared.host)
         out["train/step"] = float(jax.device_get(state.step))
         out["train/skipped_total"] = float(jax.device_get(state.skipped))
         if pack_stats is not None:
@@ -490,10 +494,50 @@ class Trainer:
                     self.train.schedule,
                     self.train.total_steps,
                 )
-        return state, out
+        return out
 
     def _put_rows(self, x: np.ndarray) -> jax.Array:
         return jax.device_put(x, None if self.mesh is None else self._row_sharding("tokens"))
+
+
+@dataclasses.dataclass
+class MiniBatch:
+    """One mini-batch of a prepared batch, on the mesh, with its share of π_old and the reference."""
+
+    prepared: Prepared
+    batch: dict[str, jax.Array]
+    old: jax.Array | None
+    ref: jax.Array | None
+
+
+@dataclasses.dataclass
+class Prepared:
+    """A batch ready for its updates (`Trainer.prepare`): host and device arrays, π_old, reference, routing."""
+
+    trainer: Trainer
+    host: dict[str, Any]
+    full: dict[str, jax.Array]
+    old: jax.Array | None
+    ref: jax.Array | None
+    native: jax.Array | None
+    trained_lp: jax.Array | None = None
+    logprob_diffs: np.ndarray | None = None  # trainer minus behaviour log-prob per sampled token (summarise)
+
+    def mini_batches(self) -> Iterator[MiniBatch]:
+        """`train.mini_batches` mini-batches: rows j, j + M, ... (one pass; call again for the next epoch)."""
+        minis = self.trainer.train.mini_batches
+        if minis == 1:
+            yield MiniBatch(self, self.full, self.old, self.ref)
+            return
+        for j in range(minis):
+            batch = self.trainer.device_batch(_rows_of(self.host, slice(j, None, minis)))
+            old, ref = (None if x is None else self.trainer._put_rows(np.asarray(x)[j::minis]) for x in (self.old, self.ref))
+            yield MiniBatch(self, batch, old, ref)
+
+
+def _masked_diffs(train_lp: jax.Array, host: dict[str, Any]) -> np.ndarray:
+    mask = np.asarray(host["loss_mask"]) > 0
+    return (np.asarray(jax.device_get(train_lp)) - np.asarray(host["behaviour_logprobs"]))[mask].astype(np.float32)
 
 
 def _rows_of(host: dict[str, Any], rows: slice) -> dict[str, Any]:

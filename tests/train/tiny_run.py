@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 
+from legorl_jax.loop import update_policy
 from legorl_jax.config import AlgoConfig, CheckpointConfig, TrainConfig
 from legorl_jax.model import ArchConfig, init_policy
 from legorl_jax.train.advantages import trajectory_advantages
@@ -109,7 +110,7 @@ def main(argv: list[str]) -> None:
             print(f"resumed {start}", flush=True)
         for step in range(start, args.steps):
             batch, stats = batch_for_step(trainer, step)
-            state, _ = trainer.update(state, batch, stats)
+            state, _ = update_policy(trainer, state, batch, stats)
             ckpt.maybe_save(state, cursor={"next_step": step + 1}, weights_version=f"step-{step + 1}")
             print(f"step {step + 1}", flush=True)
         ckpt.wait()

@@ -1,0 +1,201 @@
+"""The synchronous RL loop (ARCHITECTURE §2), top to bottom: collect → advantages → pack → update →
+checkpoint → publish → monitor, with validation every `loop.validate_every` steps.
+
+    parts = Parts(config, trainer, proxy, harness, train_tasks, validation_tasks, checkpointer, publisher, tracker)
+    summary = await run_loop(parts, state, start_step=0)
+
+`train.py` builds the parts (engine, proxy, harness, trainer, checkpointer, publisher, tracker) from the Hydra
+config and resumes; this module only orders them. A loop step `s` collects with the weights published as
+`version_of(s)` and, after its update, publishes `version_of(s + 1)`. A step whose trials were all dropped
+(infrastructure failures) skips the update and says why; so does a step whose every group had one reward
+(no advantage, nothing to learn). The checkpoint's cursor is the next loop step and the Aim run, so a resumed
+run continues the same Aim run at the step after the last one saved, and the trial archive of steps after
+it (trials of a step that was never trained on) is set aside, not reused: nothing lost, nothing trained twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from legorl_jax.config import Config
+from legorl_jax.monitor.rollout_metrics import alerts, rollout_metrics, trial_text
+from legorl_jax.rollout.collect import Batch, collect
+from legorl_jax.tasks.schema import Task
+from legorl_jax.train.advantages import trajectory_advantages
+from legorl_jax.train.batch import PackStats, pack_trajectories
+from legorl_jax.train.checkpoint import Checkpointer
+from legorl_jax.train.publish import Publisher, version_of
+from legorl_jax.train.state import TrainState
+from legorl_jax.train.step import Trainer
+from legorl_jax.types import TrainBatch
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Parts:
+    """What one run is made of (built by train.py)."""
+
+    config: Config
+    trainer: Trainer
+    proxy: Any
+    harness: Any
+    train_tasks: Sequence[Task]
+    validation_tasks: Sequence[Task]
+    checkpointer: Checkpointer
+    publisher: Publisher
+    tracker: Any
+    validation_proxy: Any | None = None
+    run_id: str = ""
+
+
+@dataclasses.dataclass
+class StepRecord:
+    """One loop step as the summary table shows it."""
+
+    step: int
+    metrics: dict[str, float]
+    trained: bool
+    skipped_because: str = ""
+
+
+def update_policy(
+    trainer: Trainer, state: TrainState, batch: TrainBatch, stats: PackStats | None = None, *, diffs: list | None = None
+) -> tuple[TrainState, dict[str, float]]:
+    """Every optimiser update one packed batch gets: mini-batches × epochs, after π_old / reference / routing.
+
+    `diffs`, when given, receives the per-token trainer − behaviour log-prob differences (for a histogram).
+    """
+    prepared = trainer.prepare(state, batch)
+    history = []
+    for _epoch in range(trainer.train.epochs):
+        for mini_batch in prepared.mini_batches():
+            state, metrics = trainer.train_step_on(state, mini_batch)
+            history.append(metrics)
+    summary = trainer.summarise(state, prepared, history, stats)
+    if diffs is not None:
+        diffs.append(prepared.logprob_diffs)
+    return state, summary
+
+
+def tasks_for_step(tasks: Sequence[Task], step: int, per_step: int | None, seed: int) -> list[Task]:
+    """The tasks of loop step `step`: all, or `per_step` drawn by (seed, step), so a resumed run draws the same."""
+    if per_step is None or per_step >= len(tasks):
+        return list(tasks)
+    return random.Random(f"{seed}:{step}").sample(list(tasks), per_step)
+
+
+async def run_loop(parts: Parts, state: TrainState, *, start_step: int = 0) -> list[StepRecord]:
+    """Runs loop steps `start_step .. loop.steps - 1` (module docstring); returns one record per step run."""
+    cfg = parts.config
+    records = []
+    for step in range(start_step, cfg.loop.steps):
+        started = time.monotonic()
+        tasks = tasks_for_step(parts.train_tasks, step, cfg.loop.tasks_per_step, cfg.seed)
+        batch = await _collect(parts, tasks, step, parts.proxy, cfg.rollout.group_size, "trials")
+        metrics = rollout_metrics(batch)
+        timings = {"rollout": time.monotonic() - started}
+
+        reason = _nothing_to_learn(batch)
+        if reason:
+            log.warning("step %d: update skipped: %s", step, reason)
+        else:
+            t = time.monotonic()
+            advantages = trajectory_advantages(batch.trajectories, std=cfg.algo.advantage_std)
+            packed, stats = pack_trajectories(
+                batch.trajectories, advantages, max_tokens=cfg.train.max_tokens, row_multiple=parts.trainer.row_multiple,
+                overflow=cfg.train.overflow, routing=parts.trainer.routing,
+            )  # fmt: skip
+            timings["packing"] = time.monotonic() - t
+            t = time.monotonic()
+            diffs: list = []
+            state, train_metrics = update_policy(parts.trainer, state, packed, stats, diffs=diffs)
+            metrics.update(train_metrics)
+            parts.tracker.log_distribution("align/logprob_diff", diffs[0], step=step)
+            timings["train_step"] = time.monotonic() - t
+
+        t = time.monotonic()
+        cursor = {"next_step": step + 1, "run_id": parts.run_id}
+        parts.checkpointer.maybe_save(state, cursor=cursor, weights_version=version_of(step + 1), step=step + 1)
+        timings["checkpoint"] = time.monotonic() - t
+        if not reason:
+            t = time.monotonic()
+            await parts.publisher.publish(state.params, version_of(step + 1))
+            timings["publish"] = time.monotonic() - t
+
+        if _validation_due(cfg, step):
+            metrics.update(await validate(parts, step))
+        timings["total"] = time.monotonic() - started
+        metrics.update({f"time/{name}_s": seconds for name, seconds in timings.items()})
+        metrics["loop/skipped_update"] = float(bool(reason))
+        _monitor(parts, step, batch, metrics)
+        records.append(StepRecord(step, metrics, not reason, reason))
+    parts.checkpointer.wait()
+    return records
+
+
+async def validate(parts: Parts, step: int) -> dict[str, float]:
+    """The validation split's solve rate with the current weights: `val/solve_rate`, `val/coverage`, ..."""
+    cfg = parts.config
+    tasks = list(parts.validation_tasks)[: cfg.loop.validation_tasks]
+    proxy = parts.validation_proxy or parts.proxy
+    batch = await _collect(parts, tasks, step, proxy, cfg.loop.validation_group_size, "validation")
+    figures = rollout_metrics(batch)
+    return {
+        "val/solve_rate": figures["rollout/solve_rate"],
+        "val/reward_mean": figures["rollout/reward_mean"],
+        "val/coverage": figures["rollout/coverage"],
+        "val/trials": figures["rollout/trials"],
+    }
+
+
+async def _collect(parts: Parts, tasks: Sequence[Task], step: int, proxy: Any, group_size: int, kind: str) -> Batch:
+    cfg = parts.config
+    rollout = cfg.rollout if kind == "trials" else dataclasses.replace(cfg.rollout, experiment=f"{cfg.rollout.experiment}/{kind}")
+    return await collect(
+        tasks, group_size=group_size, harness=parts.harness, proxy=proxy, config=rollout, step=step,
+        step_limit=cfg.harness.step_limit, model=cfg.harness.model, sandbox_config=cfg.sandbox,
+        verifier_config=cfg.verifier,
+    )  # fmt: skip
+
+
+def _nothing_to_learn(batch: Batch) -> str:
+    """Why this batch cannot change the policy, or '' when it can."""
+    if not batch.kept:
+        return f"all {len(batch.trajectories)} trials were dropped ({batch.dropped})"
+    groups: dict[str, set[float]] = {}
+    for t in batch.kept:
+        groups.setdefault(t.group_id, set()).add(t.reward)
+    if all(len(rewards) == 1 for rewards in groups.values()):
+        return "every group's trials got the same reward, so every advantage is 0"
+    return ""
+
+
+def _validation_due(cfg: Config, step: int) -> bool:
+    every = cfg.loop.validate_every
+    last = step == cfg.loop.steps - 1
+    return every > 0 and bool(cfg.tasks.eval_split) and ((step + 1) % every == 0 or last)
+
+
+def _monitor(parts: Parts, step: int, batch: Batch, metrics: dict[str, float]) -> None:
+    cfg = parts.config
+    parts.tracker.log(metrics, step=step)
+    if cfg.loop.trial_texts:
+        for t in batch.trajectories:
+            context = {"task": t.task_id, "reward": t.reward, "outcome": t.outcome.value, "harness": cfg.harness.name, "step": step}
+            parts.tracker.log_text("trials/conversation", trial_text(t), step=step, context=context)
+    for line in alerts(metrics, moe=parts.trainer.routing is not None):
+        log.warning("step %d: %s", step, line)
+    log.info(
+        "step %d: reward %.3f solve %.3f (%d scored of %d) dropped %s%s", step, metrics["rollout/reward_mean"],
+        metrics["rollout/solve_rate"], int(metrics["rollout/scored"]), int(metrics["rollout/trials"]), batch.dropped or "none",
+        f" val solve {metrics['val/solve_rate']:.3f}" if "val/solve_rate" in metrics else "",
+    )  # fmt: skip
+

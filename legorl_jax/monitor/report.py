@@ -1,0 +1,81 @@
+"""Tables and curves of runs: the per-step table a job ends with, and the PNG of one or several runs' curves.
+
+    print(step_table(metrics_by_step))                      # reward, solve rate, Pearson, dropped, per step
+    plot_curves({"run a": metrics_a, "run b": metrics_b}, "curves.png")
+
+`metrics_by_step` is `{step: {name: value}}`, what `JsonlTracker` writes or what
+`python -m legorl_jax.monitor.compare` reads back from Aim. matplotlib draws off-screen (Agg).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Mapping
+
+CURVES = (
+    ("rollout/reward_mean", "reward (train trials)"),
+    ("rollout/solve_rate", "solve rate (train trials)"),
+    ("val/solve_rate", "solve rate (validation)"),
+    ("align/prob_pearson", "trainer/engine probability Pearson"),
+    ("behaviour/turns_per_trial", "turns per trial"),
+    ("behaviour/no_tool_rate", "replies without a tool call"),
+)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def dropped_by_reason(metrics: Mapping[str, float]) -> str:
+    parts = [f"{k.removeprefix('rollout/dropped/')} {int(v)}" for k, v in sorted(metrics.items())
+             if k.startswith("rollout/dropped/") and v]  # fmt: skip
+    return ", ".join(parts) or "none"
+
+
+def step_table(metrics_by_step: Mapping[int, Mapping[str, float]]) -> str:
+    """One Markdown row per step: trials, reward, solve rate, validation, Pearson, dropped, update, seconds."""
+    lines = [
+        "| step | trials (scored) | reward | solve rate | val solve rate | Pearson | dropped | updated | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for step, m in sorted(metrics_by_step.items()):
+        updated = "no" if m.get("loop/skipped_update") else "yes"
+        lines.append(
+            f"| {step} | {int(m.get('rollout/trials', 0))} ({int(m.get('rollout/scored', 0))}) | "
+            f"{_fmt(m.get('rollout/reward_mean'))} | {_fmt(m.get('rollout/solve_rate'))} | {_fmt(m.get('val/solve_rate'))} | "
+            f"{_fmt(m.get('align/prob_pearson'), 4)} | {dropped_by_reason(m)} | {updated} | {_fmt(m.get('time/total_s'), 0)} |"
+        )  # fmt: skip
+    return "\n".join(lines)
+
+
+def plot_curves(runs: Mapping[str, Mapping[int, Mapping[str, float]]], path: str | os.PathLike) -> pathlib.Path:
+    """A PNG with one panel per curve of `CURVES` that any run has, one line per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    present = [(name, title) for name, title in CURVES if any(name in m for run in runs.values() for m in run.values())]
+    if not present:
+        raise ValueError(f"none of the runs {sorted(runs)} has any of the metrics {[n for n, _ in CURVES]}")
+    cols = min(3, len(present))
+    rows = -(-len(present) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.4 * rows), squeeze=False)
+    for ax, (name, title) in zip(axes.flat, present, strict=False):
+        for label, run in runs.items():
+            points = [(s, m[name]) for s, m in sorted(run.items()) if name in m]
+            if points:
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=label)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(present):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=8)
+    fig.tight_layout()
+    out = pathlib.Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

@@ -1,0 +1,227 @@
+"""One training job from a resolved `Config`: build the parts, resume or start, run the loop, summarise.
+
+    summary = asyncio.run(train(config, job="algo=cispo"))      # what train.py calls
+
+Layout of a run (`<rollout.runs_dir>/<rollout.experiment>/`): `checkpoints/` (orbax), `trials/step_<s>/`
+(every trial's archive), `validation/`, `weights/` (disk publishing), `metrics.jsonl`, `summary.md` and
+`curves.png`. Aim runs go to `tracking.repo` (one repository for all jobs of a sweep).
+
+Starting where a run already has checkpoints is refused unless `resume=true` (nothing is overwritten); with
+`resume=true` the last checkpoint's state, loop cursor and Aim run continue, and the trial archive of steps
+after it (collected, never trained on) is moved aside to `trials/step_<s>.abandoned-<time>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import pathlib
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from legorl_jax.config import Config
+from legorl_jax.loop import Parts, StepRecord, run_loop
+
+log = logging.getLogger(__name__)
+TINY_MODEL_TOOL = pathlib.Path(__file__).resolve().parents[1] / "tools" / "make_tiny_model.py"
+DEFAULT_TINY_MODEL = "runs/tiny-moe"
+
+
+@dataclasses.dataclass
+class RunSummary:
+    """What a job did: its folder, its steps, the warm start (if any), and the Aim run."""
+
+    run_dir: pathlib.Path
+    records: list[StepRecord]
+    warm_start: str
+    aim_repo: str | None
+    run_id: str
+    start_step: int
+
+
+def run_dir(config: Config) -> pathlib.Path:
+    return pathlib.Path(config.rollout.runs_dir) / config.rollout.experiment
+
+
+def ensure_model(path: str) -> str:
+    """`path` when it is an HF directory; the default tiny model is made on first use; anything else is an error."""
+    folder = pathlib.Path(path)
+    if (folder / "config.json").is_file():
+        return str(folder)
+    if folder.as_posix().rstrip("/").endswith(DEFAULT_TINY_MODEL):
+        log.info("making the tiny random Qwen3-MoE at %s (tools/make_tiny_model.py)", folder)
+        subprocess.run([sys.executable, str(TINY_MODEL_TOOL), "--out", str(folder)], check=True)
+        return str(folder)
+    raise FileNotFoundError(f"model.path {path!r} is not an HF model directory (no config.json)")
+
+
+def load_tasks(config: Config) -> tuple[list[Any], list[Any]]:
+    """(train tasks, validation tasks) of `tasks`, with `tasks.ids` applied to the train split."""
+    from legorl_jax.tasks.registry import find_task, load_suite
+
+    tc = config.tasks
+    train = load_suite(tc.suite, tc.split, image_template=tc.image_template)
+    if tc.ids:
+        train = [find_task(train, i) for i in tc.ids]
+    if not train:
+        raise ValueError(f"tasks: the suite {tc.suite!r} has no task in split {tc.split!r}")
+    validation = load_suite(tc.suite, tc.eval_split, image_template=tc.image_template) if tc.eval_split else []
+    return train, validation
+
+
+def set_aside_uncommitted_trials(folder: pathlib.Path, next_step: int) -> list[pathlib.Path]:
+    """Moves `step_<s>` archives with s >= next_step (never trained on) aside; returns their new paths."""
+    moved = []
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for kind in ("trials", "validation/trials"):
+        root = folder / kind
+        if not root.is_dir():
+            continue
+        for step_dir in sorted(root.glob("step_*")):
+            suffix = step_dir.name.removeprefix("step_")
+            if suffix.isdigit() and int(suffix) >= next_step:
+                target = step_dir.with_name(f"{step_dir.name}.abandoned-{stamp}")
+                step_dir.rename(target)
+                moved.append(target)
+    return moved
+
+
+@contextlib.asynccontextmanager
+async def make_engine(config: Config, model_dir: str) -> AsyncIterator[tuple[Any, str]]:
+    """The rollout engine of `engine` and the publishing route it takes (in_process or disk)."""
+    ec = config.engine
+    if ec.backend == "jax":
+        from legorl_jax.engine.jax_engine import JaxEngine
+
+        engine = JaxEngine.from_dir(model_dir, dtype=ec.dtype, max_running=ec.max_running, max_len=ec.max_len,
+                                    min_bucket=ec.min_prefill_bucket, prefill_chunk=ec.chunked_prefill_size,
+                                    weight_version=ec.weight_version)  # fmt: skip
+        try:
+            yield engine, "in_process"
+        finally:
+            engine.close()
+        return
+    from legorl_jax.engine.sglang_client import SGLangEngine
+    from legorl_jax.rollout.__main__ import _routing
+
+    async with contextlib.AsyncExitStack() as stack:
+        url = ec.url
+        if url is None:
+            from legorl_jax.engine.sglang_launcher import SGLangLauncher
+
+            url = await stack.enter_async_context(SGLangLauncher(ec.sglang, model_dir, weight_version=ec.weight_version))
+        engine = await stack.enter_async_context(
+            SGLangEngine(url, routing=_routing(model_dir), timeout_s=ec.request_timeout_s, retries=ec.connect_retries,
+                         backoff_s=ec.retry_backoff_s)  # fmt: skip
+        )
+        yield engine, "disk"
+
+
+def make_tracker(config: Config, folder: pathlib.Path, *, job: str, resume_hash: str | None) -> Any:
+    from legorl_jax.monitor.tracker import JsonlTracker, Trackers
+
+    trackers: list[Any] = [JsonlTracker(folder / "metrics.jsonl")]
+    if config.tracking.backend == "aim":
+        from legorl_jax.monitor.aim_tracker import AimTracker
+
+        trackers.append(AimTracker(config.tracking.repo, experiment=config.tracking.experiment or config.rollout.experiment,
+                                   run_name=config.tracking.run_name or job or config.rollout.experiment,
+                                   resume_hash=resume_hash))  # fmt: skip
+    return Trackers(*trackers)
+
+
+def run_config_of(config: Config) -> dict[str, Any]:
+    """The config a checkpoint records and a resume must match (minus the resume switch itself)."""
+    plain = json.loads(json.dumps(dataclasses.asdict(config), default=str))
+    plain.pop("resume", None)
+    return plain
+
+
+async def train(config: Config, *, job: str = "") -> RunSummary:
+    """Runs one job (module docstring)."""
+    from legorl_jax.harness import get_harness
+    from legorl_jax.model import load_hf
+    from legorl_jax.model.sharding import make_mesh, rules_from_config
+    from legorl_jax.proxy import CaptureProxy
+    from legorl_jax.tasks.task_image import ensure_task_image
+    from legorl_jax.train.checkpoint import Checkpointer
+    from legorl_jax.train.publish import Publisher, version_of
+    from legorl_jax.train.step import Trainer
+    from legorl_jax.warm_start import warm_start
+
+    folder = run_dir(config)
+    checkpoint = config.train.checkpoint
+    if checkpoint.directory is None:
+        checkpoint = dataclasses.replace(checkpoint, directory=str(folder / "checkpoints"))
+    checkpointer = Checkpointer(checkpoint, run_config=run_config_of(config))
+    latest = checkpointer.latest_step()
+    if latest is not None and not config.resume:
+        checkpointer.close()
+        raise FileExistsError(f"{folder} already holds a run (checkpoint step {latest}): pass resume=true to continue it, "
+                              f"or choose another rollout.experiment")  # fmt: skip
+    if config.resume and latest is None:
+        checkpointer.close()
+        raise FileNotFoundError(f"resume=true but {folder / 'checkpoints'} holds no checkpoint to resume from")
+
+    train_tasks, validation_tasks = load_tasks(config)
+    if config.tasks.build_images:
+        for task in {t.instance_id: t for t in [*train_tasks, *validation_tasks]}.values():
+            await asyncio.to_thread(ensure_task_image, task)
+
+    model_dir = ensure_model(config.model.path)
+    warm = ""
+    if config.loop.warm_start.enabled:
+        ws = config.loop.warm_start
+        same = ws.split in (None, "same")
+        demo_tasks = train_tasks if same else load_tasks(dataclasses.replace(config, tasks=dataclasses.replace(config.tasks, split=ws.split, ids=None)))[0]
+        report = await warm_start(config, demo_tasks, model_dir, same_tasks_as_rl=same)
+        model_dir, warm = report.model_dir, report.describe()
+        log.info("%s", warm)
+
+    mesh = make_mesh(config.mesh)
+    trainer = Trainer(load_hf(model_dir, config.model.dtype), config.algo, config.train, mesh=mesh,
+                      rules=rules_from_config(config.mesh))  # fmt: skip
+    state, start_step, run_id = trainer.init_state(seed=config.seed), 0, ""
+    if config.resume:
+        restored = checkpointer.restore(trainer.abstract_state())
+        state, start_step = restored.state, int(restored.cursor["next_step"])
+        run_id = str(restored.cursor.get("run_id", ""))
+        moved = set_aside_uncommitted_trials(folder, start_step)
+        log.info("resumed %s at loop step %d (optimiser step %d); set aside %s", folder, start_step, restored.step,
+                 [str(m) for m in moved] or "nothing")  # fmt: skip
+
+    tracker = make_tracker(config, folder, job=job, resume_hash=run_id or None)
+    run_id = getattr(tracker.trackers[-1], "run_hash", "") or run_id
+    tracker.log_hparams(run_config_of(config))
+    harness = get_harness(config.harness.name, **config.harness.options)
+    aim_repo = config.tracking.repo if config.tracking.backend == "aim" else None
+    try:
+        async with make_engine(config, model_dir) as (engine, route):
+            route = route if config.loop.publish == "auto" else config.loop.publish
+            publisher = Publisher(engine, mode=route, to_policy=trainer.policy_of, directory=config.loop.publish_dir or folder / "weights",
+                                  source_dir=model_dir)  # fmt: skip
+            if config.resume:
+                await publisher.publish(state.params, version_of(start_step))
+            proxy = CaptureProxy.from_model_dir(engine, model_dir, dataclasses.replace(config.proxy, archive_dir=str(folder / "sessions")))
+            eval_proxy = CaptureProxy.from_model_dir(engine, model_dir, dataclasses.replace(
+                config.proxy, mode="eval", archive_dir=str(folder / "sessions")))  # fmt: skip
+            await proxy.start("127.0.0.1", 0)
+            await eval_proxy.start("127.0.0.1", 0)
+            try:
+                parts = Parts(config, trainer, proxy, harness, train_tasks, validation_tasks, checkpointer, publisher,
+                              tracker, validation_proxy=eval_proxy, run_id=run_id)  # fmt: skip
+                records = await run_loop(parts, state, start_step=start_step)
+            finally:
+                await proxy.stop()
+                await eval_proxy.stop()
+    finally:
+        checkpointer.wait()
+        checkpointer.close()
+        tracker.close()
+    return RunSummary(folder, records, warm, aim_repo, run_id, start_step)

@@ -1,0 +1,270 @@
+"""A supervised warm start: the trainer on demonstrations rendered from gold patches through the built-in harness.
+
+    model_dir, report = await warm_start(config, tasks, base_dir)    # an HF directory, cached
+
+A random-initialised tiny model cannot call tools, so RL on it never sees a reward. The warm start makes
+demonstrations the way a rollout is made: the real built-in harness runs in a real sandbox against the
+capture proxy, whose engine (`TeacherEngine`) replies with the gold patch's edits as the harness's own tool
+calls (`str_replace` per hunk, with the fewest context lines that make `old` unique in the file, then
+`submit`); the tools really run, the verifier grades the result, and only demonstrations scored 1 are kept.
+The recorded sequences (the proxy's exact token ids, loss mask on the assistant tokens) are trained on by the
+same `Trainer` with advantage 1 and no importance weighting: with one update per batch the ratio is exactly 1,
+so the policy-gradient step is the log-likelihood gradient. The result is written as an HF directory under
+`loop.warm_start.cache_dir`, keyed by the base model, the tasks, the steps and the rate, and reused.
+
+`report` says exactly what was done (tasks demonstrated, demonstrations kept, steps, final loss), and whether the
+demonstrated tasks are the ones RL is measured on (`split: same`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import logging
+import pathlib
+import shutil
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from legorl_jax.config import AlgoConfig, Config, ProxyConfig, RolloutConfig, TrainConfig
+from legorl_jax.engine.base import SamplingParams, check_generate_args, check_input_ids
+from legorl_jax.tasks.patchset import parse_patch, split_lines
+from legorl_jax.tasks.schema import Task
+from legorl_jax.types import Generation, Trajectory
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmStartReport:
+    """What the warm start did (printed in the run summary)."""
+
+    model_dir: str
+    tasks: tuple[str, ...]
+    kept: tuple[str, ...]
+    steps: int
+    learning_rate: float
+    first_loss: float
+    last_loss: float
+    seconds: float
+    cached: bool
+    same_tasks_as_rl: bool
+
+    def describe(self) -> str:
+        where = "the same tasks RL trains and is measured on" if self.same_tasks_as_rl else "tasks RL is not measured on"
+        how = "reused from the cache" if self.cached else f"made in {self.seconds:.0f} s"
+        return (
+            f"warm start ({how}): {self.steps} supervised steps at lr {self.learning_rate:g} on "
+            f"{len(self.kept)} gold-patch demonstrations ({', '.join(self.kept)}) of {where}; "
+            f"demonstration NLL per token {self.first_loss:.3f} -> {self.last_loss:.3f}; weights {self.model_dir}"
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# demonstrations
+
+
+def gold_edits(task: Task) -> list[dict[str, str]]:
+    """The gold patch as `str_replace` arguments, one per hunk, each `old` unique in its file."""
+    repo = pathlib.Path(task.image_context)
+    edits = []
+    for patch in parse_patch(task.patch):
+        if patch.binary or not patch.old_path or not patch.new_path or patch.old_path != patch.new_path:
+            raise ValueError(f"task {task.instance_id!r}: the gold patch {patch.new_path!r} is not an edit of one file")
+        source = (repo / patch.old_path).read_text()
+        for old_lines, new_lines in _hunks(patch.text):
+            edits.append({"path": patch.new_path, **_smallest_unique(source, old_lines, new_lines, task, patch.new_path)})
+    if not edits:
+        raise ValueError(f"task {task.instance_id!r}: the gold patch has no hunk")
+    return edits
+
+
+def _hunks(text: str) -> list[tuple[list[str], list[str]]]:
+    """(old side, new side) lines of every hunk, each line with its `-`/`+`/` ` kind kept as the first char."""
+    hunks: list[tuple[list[str], list[str]]] = []
+    for line in split_lines(text):
+        if line.startswith("@@"):
+            hunks.append(([], []))
+        elif hunks and line[:1] in (" ", "-", "+"):
+            kind, body = line[0], line[1:]
+            if kind in (" ", "-"):
+                hunks[-1][0].append(kind + body)
+            if kind in (" ", "+"):
+                hunks[-1][1].append(kind + body)
+    return hunks
+
+
+def _smallest_unique(source: str, old: list[str], new: list[str], task: Task, path: str) -> dict[str, str]:
+    """`old`/`new` texts trimmed to the changed lines plus the fewest shared context lines keeping `old` unique."""
+    lead = 0
+    while lead < min(len(old), len(new)) and old[lead][0] == " " and new[lead][0] == " ":
+        lead += 1
+    trail = 0
+    while trail < min(len(old), len(new)) - lead and old[-1 - trail][0] == " " and new[-1 - trail][0] == " ":
+        trail += 1
+    for extra in range(0, max(lead, trail) + 1):
+        a, b = max(lead - extra, 0), max(trail - extra, 0)
+        old_text = "".join(line[1:] for line in old[a : len(old) - b])
+        new_text = "".join(line[1:] for line in new[a : len(new) - b])
+        if old_text and source.count(old_text) == 1:
+            return {"old": old_text, "new": new_text}
+    raise ValueError(f"task {task.instance_id!r}: no unique `old` text for a hunk of {path!r}")
+
+
+def demonstration_replies(task: Task, render_call: Any) -> list[str]:
+    """The assistant texts of the demonstration: one tool call per reply, the edits then `submit`."""
+    calls = [("str_replace", edit) for edit in gold_edits(task)] + [("submit", {})]
+    return [render_call(name, args) for name, args in calls]
+
+
+def qwen3_tool_call(name: str, arguments: dict[str, Any]) -> str:
+    """A tool call as a Qwen3 (hermes JSON) model writes it."""
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
+
+
+class TeacherEngine:
+    """An `Engine` that replies with fixed texts, one per call: the demonstrator behind the proxy.
+
+    Its log-probs are 0 (nothing is sampled); the warm start never uses them (no importance weighting).
+    """
+
+    def __init__(self, tokenizer: Any, replies: Sequence[str], *, max_len: int, eos_id: int):
+        self.tokenizer, self.replies, self.max_len, self.eos_id = tokenizer, list(replies), max_len, eos_id
+        self.calls = 0
+
+    async def generate(self, input_ids: Any, sampling: SamplingParams, *, return_routed_experts: bool = False,
+                       routed_experts_start_len: int = 0, rid: str | None = None) -> Generation:  # fmt: skip
+        prompt = check_input_ids(input_ids)
+        check_generate_args(prompt, sampling, return_routed_experts, routed_experts_start_len, rid)
+        text = self.replies[min(self.calls, len(self.replies) - 1)]
+        self.calls += 1
+        out = [*self.tokenizer.encode(text), self.eos_id]
+        if len(out) > sampling.max_new_tokens:
+            raise ValueError(f"a demonstration reply of {len(out)} tokens exceeds max_new_tokens={sampling.max_new_tokens}")
+        return Generation(np.asarray(out, np.int32), np.zeros(len(out), np.float32), None, "stop", "teacher", len(prompt),
+                          routed_experts_start=routed_experts_start_len)  # fmt: skip
+
+    async def prompt_logprobs(self, input_ids: Any, start: int, *, temperature: float = 1.0) -> np.ndarray:
+        return np.zeros(len(list(input_ids)) - start, np.float32)
+
+    async def update_weights(self, source: Any, version: str) -> None:
+        raise ValueError("the teacher engine has no weights")
+
+    async def health(self) -> bool:
+        return True
+
+    async def abort(self, rid: str) -> None:
+        return None
+
+
+async def record_demonstrations(config: Config, tasks: Sequence[Task], model_dir: str, folder: pathlib.Path) -> list[Trajectory]:
+    """One demonstration trial per task (module docstring); those not scored 1 are left out and logged."""
+    from legorl_jax.harness.builtin import BuiltinHarness
+    from legorl_jax.model.tokenizer import load_tokenizer
+    from legorl_jax.proxy import CaptureProxy
+    from legorl_jax.rollout.trial import run_trial
+
+    tokenizer = load_tokenizer(model_dir)
+    eos = tokenizer.token_to_id("<|im_end|>")
+    rollout = RolloutConfig(group_size=1, concurrency=1, trial_timeout_s=config.rollout.trial_timeout_s, retries=1,
+                            runs_dir=str(folder), experiment="demonstrations")  # fmt: skip
+    proxy_config = dataclasses.replace(config.proxy, archive_dir=str(folder / "sessions"), max_consecutive_no_tool=0)
+    harness = BuiltinHarness(**config.harness.options) if config.harness.name == "builtin" else BuiltinHarness()
+    kept = []
+    for task in tasks:
+        engine = TeacherEngine(tokenizer, demonstration_replies(task, qwen3_tool_call), max_len=config.engine.max_len, eos_id=eos)
+        proxy = CaptureProxy(engine, tokenizer, proxy_config)
+        await proxy.start("127.0.0.1", 0)
+        try:
+            trajectory = await run_trial(
+                task, harness=harness, proxy=proxy, trial_id=task.instance_id, group_id=task.instance_id,
+                trial_dir=folder / "trials" / task.instance_id, config=rollout, step_limit=config.harness.step_limit,
+                model=config.harness.model, sandbox_config=config.sandbox, verifier_config=config.verifier,
+            )  # fmt: skip
+        finally:
+            await proxy.stop()
+        if trajectory.valid and trajectory.reward == 1.0:
+            kept.append(trajectory)
+        else:
+            log.warning("warm start: the demonstration of %s scored %s (%s); left out", task.instance_id,
+                        trajectory.reward, trajectory.outcome.value)  # fmt: skip
+    return kept
+
+
+# --------------------------------------------------------------------------------------------------
+# training
+
+
+def cache_key(config: Config, tasks: Sequence[Task], model_dir: str) -> str:
+    weights = pathlib.Path(model_dir) / "model.safetensors"
+    stamp = weights.stat().st_size if weights.exists() else 0
+    blob = json.dumps({
+        "model": str(pathlib.Path(model_dir).resolve()), "weights": stamp, "tasks": [t.instance_id for t in tasks],
+        "patches": [hashlib.sha256(t.patch.encode()).hexdigest()[:16] for t in tasks],
+        "steps": config.loop.warm_start.steps, "lr": config.loop.warm_start.learning_rate,
+        "max_tokens": config.train.max_tokens, "harness": config.harness.name, "version": 1,
+    }, sort_keys=True)  # fmt: skip
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def supervised_configs(config: Config) -> tuple[AlgoConfig, TrainConfig]:
+    """The trainer's settings for the warm start: advantage 1, no IS weights, native routing, a constant rate."""
+    algo = dataclasses.replace(config.algo, tis="none", mis="none", kl_coef=0.0, temperature=1.0)
+    train = dataclasses.replace(
+        config.train, learning_rate=config.loop.warm_start.learning_rate, schedule="constant", warmup_steps=0,
+        total_steps=config.loop.warm_start.steps, mini_batches=1, epochs=1, routing_replay=False,
+        routing_agreement_every=0,
+    )  # fmt: skip
+    return algo, train
+
+
+async def warm_start(config: Config, tasks: Sequence[Task], model_dir: str, *, same_tasks_as_rl: bool) -> WarmStartReport:
+    """The warm-started HF directory for `tasks` (made, or taken from the cache), and what was done."""
+    from legorl_jax.loop import update_policy
+    from legorl_jax.model import load_hf
+    from legorl_jax.train.batch import pack_trajectories
+    from legorl_jax.train.publish import export_hf
+    from legorl_jax.train.step import Trainer
+
+    ws = config.loop.warm_start
+    root = pathlib.Path(ws.cache_dir)
+    key = cache_key(config, tasks, model_dir)
+    done = root / key / "model"
+    meta_path = root / key / "report.json"
+    if done.is_dir() and meta_path.exists():
+        return dataclasses.replace(WarmStartReport(**{**json.loads(meta_path.read_text()), "cached": True}),
+                                   same_tasks_as_rl=same_tasks_as_rl)  # fmt: skip
+    started = time.monotonic()
+    work = root / key / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    demos = await record_demonstrations(config, tasks, model_dir, work)
+    if not demos:
+        raise RuntimeError(f"warm start: no demonstration of {[t.instance_id for t in tasks]} scored 1; see {work}")
+    algo, train = supervised_configs(config)
+    trainer = Trainer(load_hf(model_dir, config.model.dtype), algo, train)
+    longest = max(len(s.token_ids) for d in demos for s in d.sequences)
+    if longest > train.max_tokens:
+        raise ValueError(f"warm start: a demonstration has {longest} tokens, more than train.max_tokens={train.max_tokens}")
+    batch, stats = pack_trajectories(demos, np.ones(len(demos), np.float32), max_tokens=train.max_tokens,
+                                     row_multiple=trainer.row_multiple, overflow="drop")  # fmt: skip
+    state = trainer.init_state(seed=config.seed)
+    losses = []
+    for step in range(ws.steps):
+        state, metrics = await asyncio.to_thread(update_policy, trainer, state, batch, stats)
+        # The behaviour log-probs are 0, so align/k1 (mean of behaviour - trainer) is the NLL per token.
+        losses.append(metrics["align/k1"])
+        if step % 20 == 0 or step == ws.steps - 1:
+            log.info("warm start step %d/%d: demonstration NLL per token %.4f", step + 1, ws.steps, losses[-1])
+    export_hf(trainer.policy_of(state.params), root / key, "model", dtype="float32", source_dir=model_dir)
+    report = WarmStartReport(
+        model_dir=str(done), tasks=tuple(t.instance_id for t in tasks), kept=tuple(d.task_id for d in demos), steps=ws.steps,
+        learning_rate=ws.learning_rate, first_loss=float(losses[0]), last_loss=float(losses[-1]),
+        seconds=time.monotonic() - started, cached=False, same_tasks_as_rl=same_tasks_as_rl,
+    )  # fmt: skip
+    meta_path.write_text(json.dumps(dataclasses.asdict(report), indent=1))
+    return report
