@@ -43,9 +43,11 @@ test: setup system images harnesses
 test-all: setup system images harnesses
 	$(PY) -m pytest -q -m '' $(PYTEST_ARGS)
 
-demo: setup
-	@echo "make demo: the end-to-end loop (capture proxy + harness + trainer) is not built yet; see README." >&2
-	@exit 1
+# The whole loop on the embedded defaults (conf/experiment/demo.yaml): a warm start on gold-patch
+# demonstrations (cached in runs/warm_start), then RL steps; each demo run gets its own folder under runs/.
+DEMO_ARGS ?=
+demo: setup system images
+	$(PY) train.py experiment=demo rollout.experiment=demo-$$(date +%Y%m%d-%H%M%S) $(DEMO_ARGS)
 
 # Independent HF transformers references (needs torch; never a runtime dependency).
 fixtures:

@@ -1,15 +1,16 @@
 """Train a coding agent with RL through its own harness: `python train.py [overrides]`.
 
-    python train.py                                   # tiny MoE, embedded engine, built-in tasks and harness, GSPO
-    python train.py experiment=demo                   # what `make demo` runs (warm start, then RL; ~15 min on 2 cores)
-    python train.py +harness=mini_swe_agent           # another harness (+harness=swe_agent, ...)
+    python train.py                          # tiny MoE, embedded engine, built-in tasks and harness, GSPO
+    python train.py experiment=demo          # what `make demo` runs (warm start, then RL)
+    python train.py +harness=mini_swe_agent  # another harness (+harness=swe_agent, ...)
     python train.py engine=sglang engine.url=http://127.0.0.1:30000 model.path=/models/Qwen3-8B
     python train.py -m algo=gspo,cispo train.learning_rate=1e-6,3e-6    # a sweep: one Aim run per job
-    python train.py experiment=demo resume=true       # continue the last run from its checkpoint
-    aim up --repo runs/aim                            # browse and compare the runs
+    python train.py experiment=demo rollout.experiment=NAME resume=true  # continue a run from its checkpoint
+    aim up --repo runs/aim                   # browse and compare the runs
 
-The config is `conf/` (schemas in legorl_jax/config.py). Each job writes `<rollout.runs_dir>/<rollout.experiment>/`
-(a sweep's jobs get `-<job number>` appended) and ends with a per-step table, `summary.md` and `curves.png`.
+The config is `conf/` (schemas in legorl_jax/config.py). Each job writes
+`<rollout.runs_dir>/<rollout.experiment>/` (a sweep's jobs get `-<job number>` appended) and ends with a
+per-step table, `summary.md` and `curves.png`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ log = logging.getLogger("train")
 
 
 def _job(cfg: DictConfig) -> tuple[Config, str]:
-    """The validated `Config` of this job and its name (its overrides); a sweep job gets its own run folder."""
+    """The validated `Config` of this job and its name (its overrides); a sweep job gets its own folder."""
     hc = HydraConfig.get()
     job = " ".join(o for o in hc.overrides.task if not o.startswith(("resume=", "hydra.")))
     if hc.mode == RunMode.MULTIRUN:
@@ -44,32 +45,12 @@ def _job(cfg: DictConfig) -> tuple[Config, str]:
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from legorl_jax.monitor.report import plot_curves, step_table
-    from legorl_jax.monitor.tracker import read_jsonl_metrics
+    from legorl_jax.monitor.report import run_summary
     from legorl_jax.run import train
 
     config, job = _job(cfg)
     summary = asyncio.run(train(config, job=job))
-    metrics = read_jsonl_metrics(summary.run_dir / "metrics.jsonl")
-    table = step_table(metrics)
-    lines = [f"# {config.rollout.experiment}: {config.loop.steps} steps of {config.algo.loss} with the {config.harness.name} harness", ""]
-    if summary.warm_start:
-        lines += [summary.warm_start, ""]
-    if summary.start_step:
-        lines += [f"resumed at step {summary.start_step}", ""]
-    lines += [table, ""]
-    first, last = metrics.get(min(metrics)) if metrics else None, metrics.get(max(metrics)) if metrics else None
-    if first and last:
-        lines.append(
-            f"solve rate: step {min(metrics)} {first.get('rollout/solve_rate', 0):.3f} over {int(first.get('rollout/scored', 0))} "
-            f"trials -> step {max(metrics)} {last.get('rollout/solve_rate', 0):.3f} over {int(last.get('rollout/scored', 0))} trials"
-        )  # fmt: skip
-    png = plot_curves({config.rollout.experiment: metrics}, summary.run_dir / "curves.png") if metrics else None
-    lines += [
-        f"trials: {summary.run_dir / 'trials'}   checkpoints: {summary.run_dir / 'checkpoints'}   curves: {png}",
-        f"browse in Aim: aim up --repo {summary.aim_repo}" if summary.aim_repo else "tracking: metrics.jsonl only",
-    ]
-    text = "\n".join(lines)
+    text = run_summary(config, summary)
     (summary.run_dir / "summary.md").write_text(text + "\n")
     print("\n" + text, flush=True)
 

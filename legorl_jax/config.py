@@ -24,7 +24,7 @@ _DTYPES = ("float32", "bfloat16", "float16")
 class ModelConfig:
     """Which checkpoint the policy is loaded from and how it computes."""
 
-    path: str = "${oc.env:LEGORL_MODEL,runs/tiny-moe}"
+    path: str = "runs/tiny-moe"
     """HF model directory (config.json + safetensors + tokenizer); any Qwen3 / Qwen3-MoE checkpoint."""
     dtype: str = "float32"
     """Parameter dtype after loading (float32 master weights; bfloat16 for inference-only use)."""

@@ -1,7 +1,8 @@
 """The synchronous RL loop (ARCHITECTURE §2), top to bottom: collect → advantages → pack → update →
 checkpoint → publish → monitor, with validation every `loop.validate_every` steps.
 
-    parts = Parts(config, trainer, proxy, harness, train_tasks, validation_tasks, checkpointer, publisher, tracker)
+    parts = Parts(config, trainer, proxy, harness, train_tasks, validation_tasks, checkpointer, publisher,
+                  tracker)
     summary = await run_loop(parts, state, start_step=0)
 
 `train.py` builds the parts (engine, proxy, harness, trainer, checkpointer, publisher, tracker) from the Hydra
@@ -21,8 +22,6 @@ import random
 import time
 from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from legorl_jax.config import Config
 from legorl_jax.monitor.rollout_metrics import alerts, rollout_metrics, trial_text
@@ -67,7 +66,12 @@ class StepRecord:
 
 
 def update_policy(
-    trainer: Trainer, state: TrainState, batch: TrainBatch, stats: PackStats | None = None, *, diffs: list | None = None
+    trainer: Trainer,
+    state: TrainState,
+    batch: TrainBatch,
+    stats: PackStats | None = None,
+    *,
+    diffs: list | None = None,
 ) -> tuple[TrainState, dict[str, float]]:
     """Every optimiser update one packed batch gets: mini-batches × epochs, after π_old / reference / routing.
 
@@ -86,7 +90,7 @@ def update_policy(
 
 
 def tasks_for_step(tasks: Sequence[Task], step: int, per_step: int | None, seed: int) -> list[Task]:
-    """The tasks of loop step `step`: all, or `per_step` drawn by (seed, step), so a resumed run draws the same."""
+    """The tasks of loop step `step`: all, or `per_step` drawn by (seed, step) so a resume redraws them."""
     if per_step is None or per_step >= len(tasks):
         return list(tasks)
     return random.Random(f"{seed}:{step}").sample(list(tasks), per_step)
@@ -110,9 +114,13 @@ async def run_loop(parts: Parts, state: TrainState, *, start_step: int = 0) -> l
             t = time.monotonic()
             advantages = trajectory_advantages(batch.trajectories, std=cfg.algo.advantage_std)
             packed, stats = pack_trajectories(
-                batch.trajectories, advantages, max_tokens=cfg.train.max_tokens, row_multiple=parts.trainer.row_multiple,
-                overflow=cfg.train.overflow, routing=parts.trainer.routing,
-            )  # fmt: skip
+                batch.trajectories,
+                advantages,
+                max_tokens=cfg.train.max_tokens,
+                row_multiple=parts.trainer.row_multiple,
+                overflow=cfg.train.overflow,
+                routing=parts.trainer.routing,
+            )
             timings["packing"] = time.monotonic() - t
             t = time.monotonic()
             diffs: list = []
@@ -122,8 +130,10 @@ async def run_loop(parts: Parts, state: TrainState, *, start_step: int = 0) -> l
             timings["train_step"] = time.monotonic() - t
 
         t = time.monotonic()
-        cursor = {"next_step": step + 1, "run_id": parts.run_id}
-        parts.checkpointer.maybe_save(state, cursor=cursor, weights_version=version_of(step + 1), step=step + 1)
+        cursor = {"next_step": step + 1, "run_id": parts.run_id, "optimiser_step": int(state.step)}
+        parts.checkpointer.maybe_save(
+            state, cursor=cursor, weights_version=version_of(step + 1), step=step + 1
+        )
         timings["checkpoint"] = time.monotonic() - t
         if not reason:
             t = time.monotonic()
@@ -156,14 +166,27 @@ async def validate(parts: Parts, step: int) -> dict[str, float]:
     }
 
 
-async def _collect(parts: Parts, tasks: Sequence[Task], step: int, proxy: Any, group_size: int, kind: str) -> Batch:
+async def _collect(
+    parts: Parts, tasks: Sequence[Task], step: int, proxy: Any, group_size: int, kind: str
+) -> Batch:
     cfg = parts.config
-    rollout = cfg.rollout if kind == "trials" else dataclasses.replace(cfg.rollout, experiment=f"{cfg.rollout.experiment}/{kind}")
+    rollout = (
+        cfg.rollout
+        if kind == "trials"
+        else dataclasses.replace(cfg.rollout, experiment=f"{cfg.rollout.experiment}/{kind}")
+    )
     return await collect(
-        tasks, group_size=group_size, harness=parts.harness, proxy=proxy, config=rollout, step=step,
-        step_limit=cfg.harness.step_limit, model=cfg.harness.model, sandbox_config=cfg.sandbox,
+        tasks,
+        group_size=group_size,
+        harness=parts.harness,
+        proxy=proxy,
+        config=rollout,
+        step=step,
+        step_limit=cfg.harness.step_limit,
+        model=cfg.harness.model,
+        sandbox_config=cfg.sandbox,
         verifier_config=cfg.verifier,
-    )  # fmt: skip
+    )
 
 
 def _nothing_to_learn(batch: Batch) -> str:
@@ -189,13 +212,23 @@ def _monitor(parts: Parts, step: int, batch: Batch, metrics: dict[str, float]) -
     parts.tracker.log(metrics, step=step)
     if cfg.loop.trial_texts:
         for t in batch.trajectories:
-            context = {"task": t.task_id, "reward": t.reward, "outcome": t.outcome.value, "harness": cfg.harness.name, "step": step}
+            context = {
+                "task": t.task_id,
+                "reward": t.reward,
+                "outcome": t.outcome.value,
+                "harness": cfg.harness.name,
+                "step": step,
+            }
             parts.tracker.log_text("trials/conversation", trial_text(t), step=step, context=context)
     for line in alerts(metrics, moe=parts.trainer.routing is not None):
         log.warning("step %d: %s", step, line)
     log.info(
-        "step %d: reward %.3f solve %.3f (%d scored of %d) dropped %s%s", step, metrics["rollout/reward_mean"],
-        metrics["rollout/solve_rate"], int(metrics["rollout/scored"]), int(metrics["rollout/trials"]), batch.dropped or "none",
+        "step %d: reward %.3f solve %.3f (%d scored of %d) dropped %s%s",
+        step,
+        metrics["rollout/reward_mean"],
+        metrics["rollout/solve_rate"],
+        int(metrics["rollout/scored"]),
+        int(metrics["rollout/trials"]),
+        batch.dropped or "none",
         f" val solve {metrics['val/solve_rate']:.3f}" if "val/solve_rate" in metrics else "",
-    )  # fmt: skip
-
+    )

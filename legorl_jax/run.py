@@ -50,7 +50,7 @@ def run_dir(config: Config) -> pathlib.Path:
 
 
 def ensure_model(path: str) -> str:
-    """`path` when it is an HF directory; the default tiny model is made on first use; anything else is an error."""
+    """`path` if it is an HF directory; the default tiny model is made on first use; else an error."""
     folder = pathlib.Path(path)
     if (folder / "config.json").is_file():
         return str(folder)
@@ -71,7 +71,9 @@ def load_tasks(config: Config) -> tuple[list[Any], list[Any]]:
         train = [find_task(train, i) for i in tc.ids]
     if not train:
         raise ValueError(f"tasks: the suite {tc.suite!r} has no task in split {tc.split!r}")
-    validation = load_suite(tc.suite, tc.eval_split, image_template=tc.image_template) if tc.eval_split else []
+    validation = (
+        load_suite(tc.suite, tc.eval_split, image_template=tc.image_template) if tc.eval_split else []
+    )
     return train, validation
 
 
@@ -99,9 +101,15 @@ async def make_engine(config: Config, model_dir: str) -> AsyncIterator[tuple[Any
     if ec.backend == "jax":
         from legorl_jax.engine.jax_engine import JaxEngine
 
-        engine = JaxEngine.from_dir(model_dir, dtype=ec.dtype, max_running=ec.max_running, max_len=ec.max_len,
-                                    min_bucket=ec.min_prefill_bucket, prefill_chunk=ec.chunked_prefill_size,
-                                    weight_version=ec.weight_version)  # fmt: skip
+        engine = JaxEngine.from_dir(
+            model_dir,
+            dtype=ec.dtype,
+            max_running=ec.max_running,
+            max_len=ec.max_len,
+            min_bucket=ec.min_prefill_bucket,
+            prefill_chunk=ec.chunked_prefill_size,
+            weight_version=ec.weight_version,
+        )
         try:
             yield engine, "in_process"
         finally:
@@ -115,10 +123,17 @@ async def make_engine(config: Config, model_dir: str) -> AsyncIterator[tuple[Any
         if url is None:
             from legorl_jax.engine.sglang_launcher import SGLangLauncher
 
-            url = await stack.enter_async_context(SGLangLauncher(ec.sglang, model_dir, weight_version=ec.weight_version))
+            url = await stack.enter_async_context(
+                SGLangLauncher(ec.sglang, model_dir, weight_version=ec.weight_version)
+            )
         engine = await stack.enter_async_context(
-            SGLangEngine(url, routing=_routing(model_dir), timeout_s=ec.request_timeout_s, retries=ec.connect_retries,
-                         backoff_s=ec.retry_backoff_s)  # fmt: skip
+            SGLangEngine(
+                url,
+                routing=_routing(model_dir),
+                timeout_s=ec.request_timeout_s,
+                retries=ec.connect_retries,
+                backoff_s=ec.retry_backoff_s,
+            )
         )
         yield engine, "disk"
 
@@ -130,9 +145,14 @@ def make_tracker(config: Config, folder: pathlib.Path, *, job: str, resume_hash:
     if config.tracking.backend == "aim":
         from legorl_jax.monitor.aim_tracker import AimTracker
 
-        trackers.append(AimTracker(config.tracking.repo, experiment=config.tracking.experiment or config.rollout.experiment,
-                                   run_name=config.tracking.run_name or job or config.rollout.experiment,
-                                   resume_hash=resume_hash))  # fmt: skip
+        trackers.append(
+            AimTracker(
+                config.tracking.repo,
+                experiment=config.tracking.experiment or config.rollout.experiment,
+                run_name=config.tracking.run_name or job or config.rollout.experiment,
+                resume_hash=resume_hash,
+            )
+        )
     return Trackers(*trackers)
 
 
@@ -163,11 +183,15 @@ async def train(config: Config, *, job: str = "") -> RunSummary:
     latest = checkpointer.latest_step()
     if latest is not None and not config.resume:
         checkpointer.close()
-        raise FileExistsError(f"{folder} already holds a run (checkpoint step {latest}): pass resume=true to continue it, "
-                              f"or choose another rollout.experiment")  # fmt: skip
+        raise FileExistsError(
+            f"{folder} already holds a run (checkpoint step {latest}): pass resume=true to continue it, "
+            f"or choose another rollout.experiment"
+        )
     if config.resume and latest is None:
         checkpointer.close()
-        raise FileNotFoundError(f"resume=true but {folder / 'checkpoints'} holds no checkpoint to resume from")
+        raise FileNotFoundError(
+            f"resume=true but {folder / 'checkpoints'} holds no checkpoint to resume from"
+        )
 
     train_tasks, validation_tasks = load_tasks(config)
     if config.tasks.build_images:
@@ -179,22 +203,38 @@ async def train(config: Config, *, job: str = "") -> RunSummary:
     if config.loop.warm_start.enabled:
         ws = config.loop.warm_start
         same = ws.split in (None, "same")
-        demo_tasks = train_tasks if same else load_tasks(dataclasses.replace(config, tasks=dataclasses.replace(config.tasks, split=ws.split, ids=None)))[0]
+        demo_tasks = (
+            train_tasks
+            if same
+            else load_tasks(
+                dataclasses.replace(config, tasks=dataclasses.replace(config.tasks, split=ws.split, ids=None))
+            )[0]
+        )
         report = await warm_start(config, demo_tasks, model_dir, same_tasks_as_rl=same)
         model_dir, warm = report.model_dir, report.describe()
         log.info("%s", warm)
 
     mesh = make_mesh(config.mesh)
-    trainer = Trainer(load_hf(model_dir, config.model.dtype), config.algo, config.train, mesh=mesh,
-                      rules=rules_from_config(config.mesh))  # fmt: skip
+    trainer = Trainer(
+        load_hf(model_dir, config.model.dtype),
+        config.algo,
+        config.train,
+        mesh=mesh,
+        rules=rules_from_config(config.mesh),
+    )
     state, start_step, run_id = trainer.init_state(seed=config.seed), 0, ""
     if config.resume:
         restored = checkpointer.restore(trainer.abstract_state())
         state, start_step = restored.state, int(restored.cursor["next_step"])
         run_id = str(restored.cursor.get("run_id", ""))
         moved = set_aside_uncommitted_trials(folder, start_step)
-        log.info("resumed %s at loop step %d (optimiser step %d); set aside %s", folder, start_step, restored.step,
-                 [str(m) for m in moved] or "nothing")  # fmt: skip
+        log.info(
+            "resumed %s at loop step %d (optimiser step %d); set aside %s",
+            folder,
+            start_step,
+            restored.step,
+            [str(m) for m in moved] or "nothing",
+        )
 
     tracker = make_tracker(config, folder, job=job, resume_hash=run_id or None)
     run_id = getattr(tracker.trackers[-1], "run_hash", "") or run_id
@@ -204,18 +244,39 @@ async def train(config: Config, *, job: str = "") -> RunSummary:
     try:
         async with make_engine(config, model_dir) as (engine, route):
             route = route if config.loop.publish == "auto" else config.loop.publish
-            publisher = Publisher(engine, mode=route, to_policy=trainer.policy_of, directory=config.loop.publish_dir or folder / "weights",
-                                  source_dir=model_dir)  # fmt: skip
+            publisher = Publisher(
+                engine,
+                mode=route,
+                to_policy=trainer.policy_of,
+                directory=config.loop.publish_dir or folder / "weights",
+                source_dir=model_dir,
+            )
             if config.resume:
                 await publisher.publish(state.params, version_of(start_step))
-            proxy = CaptureProxy.from_model_dir(engine, model_dir, dataclasses.replace(config.proxy, archive_dir=str(folder / "sessions")))
-            eval_proxy = CaptureProxy.from_model_dir(engine, model_dir, dataclasses.replace(
-                config.proxy, mode="eval", archive_dir=str(folder / "sessions")))  # fmt: skip
+            proxy = CaptureProxy.from_model_dir(
+                engine, model_dir, dataclasses.replace(config.proxy, archive_dir=str(folder / "sessions"))
+            )
+            eval_proxy = CaptureProxy.from_model_dir(
+                engine,
+                model_dir,
+                dataclasses.replace(config.proxy, mode="eval", archive_dir=str(folder / "sessions")),
+            )
             await proxy.start("127.0.0.1", 0)
             await eval_proxy.start("127.0.0.1", 0)
             try:
-                parts = Parts(config, trainer, proxy, harness, train_tasks, validation_tasks, checkpointer, publisher,
-                              tracker, validation_proxy=eval_proxy, run_id=run_id)  # fmt: skip
+                parts = Parts(
+                    config,
+                    trainer,
+                    proxy,
+                    harness,
+                    train_tasks,
+                    validation_tasks,
+                    checkpointer,
+                    publisher,
+                    tracker,
+                    validation_proxy=eval_proxy,
+                    run_id=run_id,
+                )
                 records = await run_loop(parts, state, start_step=start_step)
             finally:
                 await proxy.stop()

@@ -1,4 +1,4 @@
-"""A supervised warm start: the trainer on demonstrations rendered from gold patches through the built-in harness.
+"""A supervised warm start: the trainer on gold-patch demonstrations rendered through the built-in harness.
 
     model_dir, report = await warm_start(config, tasks, base_dir)    # an HF directory, cached
 
@@ -12,8 +12,8 @@ same `Trainer` with advantage 1 and no importance weighting: with one update per
 so the policy-gradient step is the log-likelihood gradient. The result is written as an HF directory under
 `loop.warm_start.cache_dir`, keyed by the base model, the tasks, the steps and the rate, and reused.
 
-`report` says exactly what was done (tasks demonstrated, demonstrations kept, steps, final loss), and whether the
-demonstrated tasks are the ones RL is measured on (`split: same`).
+`report` says exactly what was done (tasks demonstrated, demonstrations kept, steps, final loss), and
+whether the demonstrated tasks are the ones RL is measured on (`split: same`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from legorl_jax.config import AlgoConfig, Config, ProxyConfig, RolloutConfig, TrainConfig
+from legorl_jax.config import AlgoConfig, Config, RolloutConfig, TrainConfig
 from legorl_jax.engine.base import SamplingParams, check_generate_args, check_input_ids
 from legorl_jax.tasks.patchset import parse_patch, split_lines
 from legorl_jax.tasks.schema import Task
@@ -56,12 +56,17 @@ class WarmStartReport:
     same_tasks_as_rl: bool
 
     def describe(self) -> str:
-        where = "the same tasks RL trains and is measured on" if self.same_tasks_as_rl else "tasks RL is not measured on"
+        where = (
+            "the same tasks RL trains and is measured on"
+            if self.same_tasks_as_rl
+            else "tasks RL is not measured on"
+        )
         how = "reused from the cache" if self.cached else f"made in {self.seconds:.0f} s"
         return (
             f"warm start ({how}): {self.steps} supervised steps at lr {self.learning_rate:g} on "
             f"{len(self.kept)} gold-patch demonstrations ({', '.join(self.kept)}) of {where}; "
-            f"demonstration NLL per token {self.first_loss:.3f} -> {self.last_loss:.3f}; weights {self.model_dir}"
+            f"demonstration NLL per token {self.first_loss:.3f} -> {self.last_loss:.3f}; "
+            f"weights {self.model_dir}"
         )
 
 
@@ -75,17 +80,24 @@ def gold_edits(task: Task) -> list[dict[str, str]]:
     edits = []
     for patch in parse_patch(task.patch):
         if patch.binary or not patch.old_path or not patch.new_path or patch.old_path != patch.new_path:
-            raise ValueError(f"task {task.instance_id!r}: the gold patch {patch.new_path!r} is not an edit of one file")
+            raise ValueError(
+                f"task {task.instance_id!r}: the gold patch {patch.new_path!r} is not an edit of one file"
+            )
         source = (repo / patch.old_path).read_text()
         for old_lines, new_lines in _hunks(patch.text):
-            edits.append({"path": patch.new_path, **_smallest_unique(source, old_lines, new_lines, task, patch.new_path)})
+            edits.append(
+                {
+                    "path": patch.new_path,
+                    **_smallest_unique(source, old_lines, new_lines, task, patch.new_path),
+                }
+            )
     if not edits:
         raise ValueError(f"task {task.instance_id!r}: the gold patch has no hunk")
     return edits
 
 
 def _hunks(text: str) -> list[tuple[list[str], list[str]]]:
-    """(old side, new side) lines of every hunk, each line with its `-`/`+`/` ` kind kept as the first char."""
+    """(old side, new side) lines of every hunk, each line keeping its `-`/`+`/` ` kind as first char."""
     hunks: list[tuple[list[str], list[str]]] = []
     for line in split_lines(text):
         if line.startswith("@@"):
@@ -100,7 +112,7 @@ def _hunks(text: str) -> list[tuple[list[str], list[str]]]:
 
 
 def _smallest_unique(source: str, old: list[str], new: list[str], task: Task, path: str) -> dict[str, str]:
-    """`old`/`new` texts trimmed to the changed lines plus the fewest shared context lines keeping `old` unique."""
+    """`old`/`new` trimmed to the changed lines plus the fewest context lines that keep `old` unique."""
     lead = 0
     while lead < min(len(old), len(new)) and old[lead][0] == " " and new[lead][0] == " ":
         lead += 1
@@ -124,7 +136,11 @@ def demonstration_replies(task: Task, render_call: Any) -> list[str]:
 
 def qwen3_tool_call(name: str, arguments: dict[str, Any]) -> str:
     """A tool call as a Qwen3 (hermes JSON) model writes it."""
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
+    return (
+        "<tool_call>\n"
+        + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+        + "\n</tool_call>"
+    )
 
 
 class TeacherEngine:
@@ -137,17 +153,33 @@ class TeacherEngine:
         self.tokenizer, self.replies, self.max_len, self.eos_id = tokenizer, list(replies), max_len, eos_id
         self.calls = 0
 
-    async def generate(self, input_ids: Any, sampling: SamplingParams, *, return_routed_experts: bool = False,
-                       routed_experts_start_len: int = 0, rid: str | None = None) -> Generation:  # fmt: skip
+    async def generate(
+        self,
+        input_ids: Any,
+        sampling: SamplingParams,
+        *,
+        return_routed_experts: bool = False,
+        routed_experts_start_len: int = 0,
+        rid: str | None = None,
+    ) -> Generation:
         prompt = check_input_ids(input_ids)
         check_generate_args(prompt, sampling, return_routed_experts, routed_experts_start_len, rid)
         text = self.replies[min(self.calls, len(self.replies) - 1)]
         self.calls += 1
         out = [*self.tokenizer.encode(text), self.eos_id]
         if len(out) > sampling.max_new_tokens:
-            raise ValueError(f"a demonstration reply of {len(out)} tokens exceeds max_new_tokens={sampling.max_new_tokens}")
-        return Generation(np.asarray(out, np.int32), np.zeros(len(out), np.float32), None, "stop", "teacher", len(prompt),
-                          routed_experts_start=routed_experts_start_len)  # fmt: skip
+            raise ValueError(
+                f"a demonstration reply of {len(out)} tokens exceeds max_new_tokens={sampling.max_new_tokens}"
+            )
+        return Generation(
+            np.asarray(out, np.int32),
+            np.zeros(len(out), np.float32),
+            None,
+            "stop",
+            "teacher",
+            len(prompt),
+            routed_experts_start=routed_experts_start_len,
+        )
 
     async def prompt_logprobs(self, input_ids: Any, start: int, *, temperature: float = 1.0) -> np.ndarray:
         return np.zeros(len(list(input_ids)) - start, np.float32)
@@ -162,7 +194,9 @@ class TeacherEngine:
         return None
 
 
-async def record_demonstrations(config: Config, tasks: Sequence[Task], model_dir: str, folder: pathlib.Path) -> list[Trajectory]:
+async def record_demonstrations(
+    config: Config, tasks: Sequence[Task], model_dir: str, folder: pathlib.Path
+) -> list[Trajectory]:
     """One demonstration trial per task (module docstring); those not scored 1 are left out and logged."""
     from legorl_jax.harness.builtin import BuiltinHarness
     from legorl_jax.model.tokenizer import load_tokenizer
@@ -171,28 +205,52 @@ async def record_demonstrations(config: Config, tasks: Sequence[Task], model_dir
 
     tokenizer = load_tokenizer(model_dir)
     eos = tokenizer.token_to_id("<|im_end|>")
-    rollout = RolloutConfig(group_size=1, concurrency=1, trial_timeout_s=config.rollout.trial_timeout_s, retries=1,
-                            runs_dir=str(folder), experiment="demonstrations")  # fmt: skip
-    proxy_config = dataclasses.replace(config.proxy, archive_dir=str(folder / "sessions"), max_consecutive_no_tool=0)
-    harness = BuiltinHarness(**config.harness.options) if config.harness.name == "builtin" else BuiltinHarness()
+    rollout = RolloutConfig(
+        group_size=1,
+        concurrency=1,
+        trial_timeout_s=config.rollout.trial_timeout_s,
+        retries=1,
+        runs_dir=str(folder),
+        experiment="demonstrations",
+    )
+    proxy_config = dataclasses.replace(
+        config.proxy, archive_dir=str(folder / "sessions"), max_consecutive_no_tool=0
+    )
+    harness = (
+        BuiltinHarness(**config.harness.options) if config.harness.name == "builtin" else BuiltinHarness()
+    )
     kept = []
     for task in tasks:
-        engine = TeacherEngine(tokenizer, demonstration_replies(task, qwen3_tool_call), max_len=config.engine.max_len, eos_id=eos)
+        engine = TeacherEngine(
+            tokenizer, demonstration_replies(task, qwen3_tool_call), max_len=config.engine.max_len, eos_id=eos
+        )
         proxy = CaptureProxy(engine, tokenizer, proxy_config)
         await proxy.start("127.0.0.1", 0)
         try:
             trajectory = await run_trial(
-                task, harness=harness, proxy=proxy, trial_id=task.instance_id, group_id=task.instance_id,
-                trial_dir=folder / "trials" / task.instance_id, config=rollout, step_limit=config.harness.step_limit,
-                model=config.harness.model, sandbox_config=config.sandbox, verifier_config=config.verifier,
-            )  # fmt: skip
+                task,
+                harness=harness,
+                proxy=proxy,
+                trial_id=task.instance_id,
+                group_id=task.instance_id,
+                trial_dir=folder / "trials" / task.instance_id,
+                config=rollout,
+                step_limit=config.harness.step_limit,
+                model=config.harness.model,
+                sandbox_config=config.sandbox,
+                verifier_config=config.verifier,
+            )
         finally:
             await proxy.stop()
         if trajectory.valid and trajectory.reward == 1.0:
             kept.append(trajectory)
         else:
-            log.warning("warm start: the demonstration of %s scored %s (%s); left out", task.instance_id,
-                        trajectory.reward, trajectory.outcome.value)  # fmt: skip
+            log.warning(
+                "warm start: the demonstration of %s scored %s (%s); left out",
+                task.instance_id,
+                trajectory.reward,
+                trajectory.outcome.value,
+            )
     return kept
 
 
@@ -203,27 +261,43 @@ async def record_demonstrations(config: Config, tasks: Sequence[Task], model_dir
 def cache_key(config: Config, tasks: Sequence[Task], model_dir: str) -> str:
     weights = pathlib.Path(model_dir) / "model.safetensors"
     stamp = weights.stat().st_size if weights.exists() else 0
-    blob = json.dumps({
-        "model": str(pathlib.Path(model_dir).resolve()), "weights": stamp, "tasks": [t.instance_id for t in tasks],
-        "patches": [hashlib.sha256(t.patch.encode()).hexdigest()[:16] for t in tasks],
-        "steps": config.loop.warm_start.steps, "lr": config.loop.warm_start.learning_rate,
-        "max_tokens": config.train.max_tokens, "harness": config.harness.name, "version": 1,
-    }, sort_keys=True)  # fmt: skip
+    blob = json.dumps(
+        {
+            "model": str(pathlib.Path(model_dir).resolve()),
+            "weights": stamp,
+            "tasks": [t.instance_id for t in tasks],
+            "patches": [hashlib.sha256(t.patch.encode()).hexdigest()[:16] for t in tasks],
+            "steps": config.loop.warm_start.steps,
+            "lr": config.loop.warm_start.learning_rate,
+            "max_tokens": config.train.max_tokens,
+            "harness": config.harness.name,
+            "version": 1,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def supervised_configs(config: Config) -> tuple[AlgoConfig, TrainConfig]:
-    """The trainer's settings for the warm start: advantage 1, no IS weights, native routing, a constant rate."""
+    """The warm start's trainer settings: advantage 1, no IS weights, native routing, a constant rate."""
     algo = dataclasses.replace(config.algo, tis="none", mis="none", kl_coef=0.0, temperature=1.0)
     train = dataclasses.replace(
-        config.train, learning_rate=config.loop.warm_start.learning_rate, schedule="constant", warmup_steps=0,
-        total_steps=config.loop.warm_start.steps, mini_batches=1, epochs=1, routing_replay=False,
+        config.train,
+        learning_rate=config.loop.warm_start.learning_rate,
+        schedule="constant",
+        warmup_steps=0,
+        total_steps=config.loop.warm_start.steps,
+        mini_batches=1,
+        epochs=1,
+        routing_replay=False,
         routing_agreement_every=0,
-    )  # fmt: skip
+    )
     return algo, train
 
 
-async def warm_start(config: Config, tasks: Sequence[Task], model_dir: str, *, same_tasks_as_rl: bool) -> WarmStartReport:
+async def warm_start(
+    config: Config, tasks: Sequence[Task], model_dir: str, *, same_tasks_as_rl: bool
+) -> WarmStartReport:
     """The warm-started HF directory for `tasks` (made, or taken from the cache), and what was done."""
     from legorl_jax.loop import update_policy
     from legorl_jax.model import load_hf
@@ -237,21 +311,32 @@ async def warm_start(config: Config, tasks: Sequence[Task], model_dir: str, *, s
     done = root / key / "model"
     meta_path = root / key / "report.json"
     if done.is_dir() and meta_path.exists():
-        return dataclasses.replace(WarmStartReport(**{**json.loads(meta_path.read_text()), "cached": True}),
-                                   same_tasks_as_rl=same_tasks_as_rl)  # fmt: skip
+        return dataclasses.replace(
+            WarmStartReport(**{**json.loads(meta_path.read_text()), "cached": True}),
+            same_tasks_as_rl=same_tasks_as_rl,
+        )
     started = time.monotonic()
     work = root / key / "work"
     shutil.rmtree(work, ignore_errors=True)
     demos = await record_demonstrations(config, tasks, model_dir, work)
     if not demos:
-        raise RuntimeError(f"warm start: no demonstration of {[t.instance_id for t in tasks]} scored 1; see {work}")
+        raise RuntimeError(
+            f"warm start: no demonstration of {[t.instance_id for t in tasks]} scored 1; see {work}"
+        )
     algo, train = supervised_configs(config)
     trainer = Trainer(load_hf(model_dir, config.model.dtype), algo, train)
     longest = max(len(s.token_ids) for d in demos for s in d.sequences)
     if longest > train.max_tokens:
-        raise ValueError(f"warm start: a demonstration has {longest} tokens, more than train.max_tokens={train.max_tokens}")
-    batch, stats = pack_trajectories(demos, np.ones(len(demos), np.float32), max_tokens=train.max_tokens,
-                                     row_multiple=trainer.row_multiple, overflow="drop")  # fmt: skip
+        raise ValueError(
+            f"warm start: a demonstration has {longest} tokens, more than train.max_tokens={train.max_tokens}"
+        )
+    batch, stats = pack_trajectories(
+        demos,
+        np.ones(len(demos), np.float32),
+        max_tokens=train.max_tokens,
+        row_multiple=trainer.row_multiple,
+        overflow="drop",
+    )
     state = trainer.init_state(seed=config.seed)
     losses = []
     for step in range(ws.steps):
@@ -259,12 +344,21 @@ async def warm_start(config: Config, tasks: Sequence[Task], model_dir: str, *, s
         # The behaviour log-probs are 0, so align/k1 (mean of behaviour - trainer) is the NLL per token.
         losses.append(metrics["align/k1"])
         if step % 20 == 0 or step == ws.steps - 1:
-            log.info("warm start step %d/%d: demonstration NLL per token %.4f", step + 1, ws.steps, losses[-1])
+            log.info(
+                "warm start step %d/%d: demonstration NLL per token %.4f", step + 1, ws.steps, losses[-1]
+            )
     export_hf(trainer.policy_of(state.params), root / key, "model", dtype="float32", source_dir=model_dir)
     report = WarmStartReport(
-        model_dir=str(done), tasks=tuple(t.instance_id for t in tasks), kept=tuple(d.task_id for d in demos), steps=ws.steps,
-        learning_rate=ws.learning_rate, first_loss=float(losses[0]), last_loss=float(losses[-1]),
-        seconds=time.monotonic() - started, cached=False, same_tasks_as_rl=same_tasks_as_rl,
-    )  # fmt: skip
+        model_dir=str(done),
+        tasks=tuple(t.instance_id for t in tasks),
+        kept=tuple(d.task_id for d in demos),
+        steps=ws.steps,
+        learning_rate=ws.learning_rate,
+        first_loss=float(losses[0]),
+        last_loss=float(losses[-1]),
+        seconds=time.monotonic() - started,
+        cached=False,
+        same_tasks_as_rl=same_tasks_as_rl,
+    )
     meta_path.write_text(json.dumps(dataclasses.asdict(report), indent=1))
     return report

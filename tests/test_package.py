@@ -33,17 +33,6 @@ def test_mesh_config_names_a_bad_axis_size():
         MeshConfig(tensor=0)
 
 
-@pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "mesh").glob("*.yaml")))
-def test_root_config_composes_every_mesh_preset(compose_config, preset):
-    assert isinstance(compose_config([f"mesh={preset}"]).mesh, MeshConfig)
-
-
-@pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "model").glob("*.yaml")))
-def test_root_config_composes_every_model_preset_into_its_schema(compose_config, preset):
-    cfg = compose_config([f"model={preset}"])
-    assert isinstance(cfg.model, ModelConfig) and cfg.model.path
-
-
 def test_a_bad_model_dtype_override_names_the_value(compose_config):
     with pytest.raises(ValueError, match="model.dtype must be one of .* got 'int8'"):
         compose_config(["model.dtype=int8"])

@@ -40,8 +40,15 @@ def _plain(value: Any) -> Any:
 class AimTracker:
     """Tracks one run in an Aim repository (module docstring)."""
 
-    def __init__(self, repo: str | os.PathLike, *, experiment: str, run_name: str | None = None,
-                 tags: Sequence[str] = (), resume_hash: str | None = None):  # fmt: skip
+    def __init__(
+        self,
+        repo: str | os.PathLike,
+        *,
+        experiment: str,
+        run_name: str | None = None,
+        tags: Sequence[str] = (),
+        resume_hash: str | None = None,
+    ):
         import aim
 
         if not isinstance(experiment, str) or not experiment:
@@ -52,8 +59,13 @@ class AimTracker:
             aim.Repo(str(path), init=True)
         self._aim = aim
         self.repo = str(path)
-        self.run = aim.Run(run_hash=resume_hash, repo=str(path), experiment=experiment,
-                           system_tracking_interval=None, capture_terminal_logs=False)  # fmt: skip
+        self.run = aim.Run(
+            run_hash=resume_hash,
+            repo=str(path),
+            experiment=experiment,
+            system_tracking_interval=None,
+            capture_terminal_logs=False,
+        )
         if run_name:
             self.run.name = run_name
         for tag in tags:
@@ -88,7 +100,23 @@ class AimTracker:
             self.run.track(self._aim.Distribution(data, bin_count=64), name=name, step=step)
 
     def close(self) -> None:
+        """Closes the run and ends Aim's work in this process (see `finish_aim`)."""
         self.run.close()
+        finish_aim()
+
+
+def finish_aim() -> None:
+    """Runs Aim's clean-up now instead of at interpreter exit.
+
+    Aim registers its clean-up with `atexit`, where it starts a thread; Python 3.12 refuses new threads at
+    shutdown, so every process that used Aim would end with a traceback. Call once Aim is no longer used.
+    """
+    import atexit
+
+    from aim.ext.cleanup import AutoClean
+
+    AutoClean.cleanup()
+    atexit.unregister(AutoClean.cleanup)
 
 
 def read_repo(repo: str | os.PathLike) -> Any:

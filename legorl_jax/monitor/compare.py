@@ -29,6 +29,7 @@ class RunView:
     name: str
     hparams: dict[str, Any]
     metrics: dict[int, dict[str, float]]
+    created: float = 0.0
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -55,10 +56,15 @@ def read_runs(repo: str, selectors: Sequence[str] = ()) -> list[RunView]:
         for sequence in run.metrics():
             if sequence.name not in names:
                 continue
-            steps, values = sequence.values.sparse_numpy()
-            for step, value in zip(steps.tolist(), values.tolist(), strict=True):
+            steps, (values, *_) = sequence.data.items_list()  # (steps, [values, epochs, timestamps])
+            for step, value in zip(steps, values, strict=True):
                 metrics.setdefault(int(step), {})[sequence.name] = float(value)
-        views.append(RunView(run.hash, name, _flatten(run.get("hparams") or {}), metrics))
+        views.append(
+            RunView(
+                run.hash, name, _flatten(run.get("hparams") or {}), metrics, float(run.creation_time or 0)
+            )
+        )
+    views.sort(key=lambda v: v.created)
     missing = [s for s in selectors if not any(v.hash.startswith(s) or v.name == s for v in views)]
     if missing:
         raise ValueError(f"no run in {repo} matches {missing} (runs: {[v.name for v in views] or 'none'})")
@@ -78,7 +84,15 @@ def _series(run: RunView, name: str) -> list[float]:
 def table(runs: Sequence[RunView]) -> str:
     """The side-by-side Markdown table (module docstring)."""
     fields = [f for f in differing_fields(runs) if not f.startswith(("rollout.experiment", "tracking."))]
-    head = ["run", *fields, "steps", "reward final / best", "solve final / best", "val solve final / best", "Pearson mean"]
+    head = [
+        "run",
+        *fields,
+        "steps",
+        "reward final / best",
+        "solve final / best",
+        "val solve final / best",
+        "Pearson mean",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for run in runs:
         cells = [run.name, *(str(run.hparams.get(f, "-")) for f in fields), str(len(run.metrics))]
@@ -92,7 +106,9 @@ def table(runs: Sequence[RunView]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m legorl_jax.monitor.compare", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m legorl_jax.monitor.compare", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("runs", nargs="*", help="run hashes (or prefixes) or names; default: every run")
     p.add_argument("--repo", default="runs/aim", help="the Aim repository (default runs/aim)")
     p.add_argument("--png", default=None, help="where the curves go (default <repo>/compare.png)")
@@ -102,6 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"compare: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if pathlib.Path(args.repo, ".aim").is_dir():
+            from legorl_jax.monitor.aim_tracker import finish_aim
+
+            finish_aim()
     if not runs:
         print(f"compare: the Aim repository {args.repo} holds no run", file=sys.stderr)
         return 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import pathlib
 from collections.abc import Mapping
+from typing import Any
 
 CURVES = (
     ("rollout/reward_mean", "reward (train trials)"),
@@ -28,35 +29,72 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 
 def dropped_by_reason(metrics: Mapping[str, float]) -> str:
-    parts = [f"{k.removeprefix('rollout/dropped/')} {int(v)}" for k, v in sorted(metrics.items())
-             if k.startswith("rollout/dropped/") and v]  # fmt: skip
+    parts = [
+        f"{k.removeprefix('rollout/dropped/')} {int(v)}"
+        for k, v in sorted(metrics.items())
+        if k.startswith("rollout/dropped/") and v
+    ]
     return ", ".join(parts) or "none"
 
 
 def step_table(metrics_by_step: Mapping[int, Mapping[str, float]]) -> str:
-    """One Markdown row per step: trials, reward, solve rate, validation, Pearson, dropped, update, seconds."""
+    """One Markdown row per step: trials, reward, solve rate, validation, Pearson, dropped, update, time."""
     lines = [
-        "| step | trials (scored) | reward | solve rate | val solve rate | Pearson | dropped | updated | seconds |",
+        "| step | trials (scored) | reward | solve rate | val solve rate | Pearson | dropped | updated | s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for step, m in sorted(metrics_by_step.items()):
         updated = "no" if m.get("loop/skipped_update") else "yes"
         lines.append(
             f"| {step} | {int(m.get('rollout/trials', 0))} ({int(m.get('rollout/scored', 0))}) | "
-            f"{_fmt(m.get('rollout/reward_mean'))} | {_fmt(m.get('rollout/solve_rate'))} | {_fmt(m.get('val/solve_rate'))} | "
-            f"{_fmt(m.get('align/prob_pearson'), 4)} | {dropped_by_reason(m)} | {updated} | {_fmt(m.get('time/total_s'), 0)} |"
-        )  # fmt: skip
+            f"{_fmt(m.get('rollout/reward_mean'))} | {_fmt(m.get('rollout/solve_rate'))} | "
+            f"{_fmt(m.get('val/solve_rate'))} | {_fmt(m.get('align/prob_pearson'), 4)} | "
+            f"{dropped_by_reason(m)} | {updated} | {_fmt(m.get('time/total_s'), 0)} |"
+        )
     return "\n".join(lines)
 
 
-def plot_curves(runs: Mapping[str, Mapping[int, Mapping[str, float]]], path: str | os.PathLike) -> pathlib.Path:
+def run_summary(config: Any, summary: Any) -> str:
+    """What a job prints at its end: warm start, per-step table, first vs last solve rate, paths."""
+    from legorl_jax.monitor.tracker import read_jsonl_metrics
+
+    metrics = read_jsonl_metrics(summary.run_dir / "metrics.jsonl")
+    title = f"# {config.rollout.experiment}: {config.loop.steps} steps of {config.algo.loss}"
+    lines = [f"{title} with the {config.harness.name} harness", ""]
+    if summary.warm_start:
+        lines += [summary.warm_start, ""]
+    if summary.start_step:
+        lines += [f"resumed at step {summary.start_step}", ""]
+    lines += [step_table(metrics), ""]
+    if metrics:
+        first, last = metrics[min(metrics)], metrics[max(metrics)]
+        lines.append(
+            f"solve rate: step {min(metrics)} {first.get('rollout/solve_rate', 0.0):.3f} over "
+            f"{int(first.get('rollout/scored', 0))} trials -> step {max(metrics)} "
+            f"{last.get('rollout/solve_rate', 0.0):.3f} over {int(last.get('rollout/scored', 0))} trials"
+        )
+        png = plot_curves({config.rollout.experiment: metrics}, summary.run_dir / "curves.png")
+        lines.append(f"curves: {png}")
+    lines.append(f"trials: {summary.run_dir / 'trials'}   checkpoints: {summary.run_dir / 'checkpoints'}")
+    if summary.aim_repo:
+        lines.append(f"browse in Aim: aim up --repo {summary.aim_repo}")
+    return "\n".join(lines)
+
+
+def plot_curves(
+    runs: Mapping[str, Mapping[int, Mapping[str, float]]], path: str | os.PathLike
+) -> pathlib.Path:
     """A PNG with one panel per curve of `CURVES` that any run has, one line per run."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    present = [(name, title) for name, title in CURVES if any(name in m for run in runs.values() for m in run.values())]
+    present = [
+        (name, title)
+        for name, title in CURVES
+        if any(name in m for run in runs.values() for m in run.values())
+    ]
     if not present:
         raise ValueError(f"none of the runs {sorted(runs)} has any of the metrics {[n for n, _ in CURVES]}")
     cols = min(3, len(present))
@@ -70,7 +108,7 @@ def plot_curves(runs: Mapping[str, Mapping[int, Mapping[str, float]]], path: str
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(present):]:
+    for ax in list(axes.flat)[len(present) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()

@@ -2,12 +2,13 @@
 
     tracker.log_hparams(flatten_config(cfg))                  # once, the resolved config
     tracker.log({"rollout/reward_mean": 0.4, ...}, step=3)     # names are `stage/name`
-    tracker.log_text("trial", conversation, step=3, context={"task": "calc", "reward": 1.0, "outcome": "submitted"})
+    tracker.log_text("trial", text, step=3, context={"task": "calc", "reward": 1.0, "outcome": "submitted"})
     tracker.log_distribution("align/logprob_diff", diffs, step=3)   # a histogram of per-token values
     tracker.close()
 
 Implementations: `AimTracker` (aim_tracker.py); `JsonlTracker` (here: one JSON line per step in the run's
-folder, what the run's summary table and curves are made from); `Trackers` sends to several. A tracker never raises on a value it cannot store: a
+folder, what the run's summary table and curves are made from); `Trackers` sends to several.
+A tracker never raises on a value it cannot store: a
 non-finite number is skipped and counted (`skipped`), since losing a metric must not stop a training run.
 """
 
@@ -93,7 +94,7 @@ class JsonlTracker:
 
 
 def read_jsonl_metrics(path: str | os.PathLike) -> dict[int, dict[str, float]]:
-    """The metrics a `JsonlTracker` wrote, by step (a step logged twice, e.g. after a resume, keeps the last)."""
+    """The metrics a `JsonlTracker` wrote, by step (a step logged twice keeps its last row)."""
     out: dict[int, dict[str, float]] = {}
     for line in pathlib.Path(path).read_text().splitlines():
         if line.strip():

@@ -77,15 +77,6 @@ def test_bad_engine_config_names_the_field_and_value(make, message):
         make()
 
 
-def test_the_engine_presets_compose_into_the_root_config(compose_config):
-    from legorl_jax.config import Config
-
-    jax_cfg = compose_config()
-    sglang_cfg = compose_config(["engine=sglang", "engine.sglang.tp=2"])
-    assert isinstance(jax_cfg, Config) and jax_cfg.engine.backend == "jax"
-    assert sglang_cfg.engine.backend == "sglang" and sglang_cfg.engine.sglang.tp == 2
-
-
 def test_importing_the_engine_modules_starts_no_jax_backend():
     import subprocess
     import sys

@@ -31,11 +31,19 @@ MAX_LEN = 2048
 def config_for(run_dir: pathlib.Path, *, steps: int = 1, group_size: int = 2) -> Config:
     return Config(
         tasks=TasksConfig(ids=["ratelimit-slow-rates-never-refill"], eval_split=None),
-        rollout=RolloutConfig(group_size=group_size, concurrency=1, retries=0, runs_dir=str(run_dir.parent),
-                              experiment=run_dir.name, trial_timeout_s=300),
-        train=TrainConfig(learning_rate=1e-3, max_tokens=MAX_LEN, checkpoint=CheckpointConfig(every=1, keep=3)),
+        rollout=RolloutConfig(
+            group_size=group_size,
+            concurrency=1,
+            retries=0,
+            runs_dir=str(run_dir.parent),
+            experiment=run_dir.name,
+            trial_timeout_s=300,
+        ),
+        train=TrainConfig(
+            learning_rate=1e-3, max_tokens=MAX_LEN, checkpoint=CheckpointConfig(every=1, keep=3)
+        ),
         loop=LoopConfig(steps=steps, validate_every=0),
-    )  # fmt: skip
+    )
 
 
 class GroupScript:
@@ -47,7 +55,9 @@ class GroupScript:
 
     def __init__(self, tokenizer, task, group_size: int, fail_trials: tuple[int, ...] = ()):
         self.tokenizer = tokenizer
-        self.fix = [qwen3_tool_call("str_replace", e) for e in gold_edits(task)] + [qwen3_tool_call("submit", {})]
+        self.fix = [qwen3_tool_call("str_replace", e) for e in gold_edits(task)] + [
+            qwen3_tool_call("submit", {})
+        ]
         self.group_size, self.fail_trials = group_size, fail_trials
         self.trial, self.turn = -1, 0
 
@@ -57,7 +67,9 @@ class GroupScript:
         if self.trial in self.fail_trials:
             raise EngineError(f"scripted infrastructure failure of trial {self.trial}")
         first_of_group = self.trial % self.group_size == 0
-        text = self.fix[min(self.turn, len(self.fix) - 1)] if first_of_group else qwen3_tool_call("submit", {})
+        text = (
+            self.fix[min(self.turn, len(self.fix) - 1)] if first_of_group else qwen3_tool_call("submit", {})
+        )
         self.turn += 1
         return text
 
@@ -68,8 +80,16 @@ def make_engine(tokenizer, task, group_size: int, fail_trials: tuple[int, ...] =
     return engine
 
 
-async def run(model_dir: str, run_dir: pathlib.Path, *, steps: int = 1, group_size: int = 2, fail_trials=(),
-              aim_repo: str | None = None, tracker=None):  # fmt: skip
+async def run(
+    model_dir: str,
+    run_dir: pathlib.Path,
+    *,
+    steps: int = 1,
+    group_size: int = 2,
+    fail_trials=(),
+    aim_repo: str | None = None,
+    tracker=None,
+):
     """Runs the loop; returns (records, the engine's weight version, the trainer state's step)."""
     from legorl_jax.engine.jax_engine import JaxEngine
     from legorl_jax.harness import get_harness
@@ -95,13 +115,26 @@ async def run(model_dir: str, run_dir: pathlib.Path, *, steps: int = 1, group_si
     tracker = tracker or Trackers(*trackers)
     checkpoint = CheckpointConfig(directory=str(run_dir / "checkpoints"), every=1, keep=3, async_save=False)
     engine = JaxEngine.from_dir(model_dir, max_running=2, max_len=MAX_LEN, min_bucket=64)
-    proxy = CaptureProxy(make_engine(tokenizer, tasks[0], group_size, tuple(fail_trials)), tokenizer, config.proxy,
-                         context_length=MAX_LEN)  # fmt: skip
+    proxy = CaptureProxy(
+        make_engine(tokenizer, tasks[0], group_size, tuple(fail_trials)),
+        tokenizer,
+        config.proxy,
+        context_length=MAX_LEN,
+    )
     await proxy.start()
     try:
         with Checkpointer(checkpoint, run_config={"test": "loop"}) as ckpt:
-            parts = Parts(config, trainer, proxy, get_harness("builtin"), tasks, [], ckpt,
-                          Publisher(engine, mode="in_process"), tracker)  # fmt: skip
+            parts = Parts(
+                config,
+                trainer,
+                proxy,
+                get_harness("builtin"),
+                tasks,
+                [],
+                ckpt,
+                Publisher(engine, mode="in_process"),
+                tracker,
+            )
             records = await run_loop(parts, trainer.init_state(seed=0), start_step=0)
             steps_saved = ckpt.all_steps()
             restored = ckpt.restore(trainer.abstract_state()) if steps_saved else None
@@ -118,5 +151,14 @@ if __name__ == "__main__":
     model_dir, run_dir = sys.argv[1], pathlib.Path(sys.argv[2])
     aim = sys.argv[sys.argv.index("--aim") + 1] if "--aim" in sys.argv else None
     records, version, saved, state_step, run_hash = asyncio.run(run(model_dir, run_dir, aim_repo=aim))
-    print(json.dumps({"records": [{"step": r.step, "trained": r.trained, "metrics": r.metrics} for r in records],
-                      "version": version, "checkpoints": saved, "optimiser_step": state_step, "run_hash": run_hash}))
+    print(
+        json.dumps(
+            {
+                "records": [{"step": r.step, "trained": r.trained, "metrics": r.metrics} for r in records],
+                "version": version,
+                "checkpoints": saved,
+                "optimiser_step": state_step,
+                "run_hash": run_hash,
+            }
+        )
+    )

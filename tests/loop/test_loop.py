@@ -12,17 +12,17 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 import loop_run
+import pytest
 
 pytestmark = pytest.mark.docker
 HERE = pathlib.Path(__file__).resolve().parent
 
 
 def in_fresh_process(code: str) -> str:
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300,
-                         cwd=HERE)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300, cwd=HERE
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.strip().splitlines()[-1]
 
@@ -30,9 +30,18 @@ def in_fresh_process(code: str) -> str:
 def test_one_loop_step_trains_checkpoints_publishes_and_its_aim_run_reads_back(loop_model_dir, tmp_path):
     repo = tmp_path / "aim"
     out = subprocess.run(
-        [sys.executable, str(HERE / "loop_run.py"), str(loop_model_dir), str(tmp_path / "runs" / "one"), "--aim", str(repo)],
-        capture_output=True, text=True, timeout=1200,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(HERE / "loop_run.py"),
+            str(loop_model_dir),
+            str(tmp_path / "runs" / "one"),
+            "--aim",
+            str(repo),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     result = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("{")))
     (record,) = result["records"]
@@ -44,7 +53,8 @@ def test_one_loop_step_trains_checkpoints_publishes_and_its_aim_run_reads_back(l
     trials = sorted(p.name for p in (tmp_path / "runs" / "one" / "trials" / "step_0").iterdir())
     assert trials == ["ratelimit-slow-rates-never-refill-0", "ratelimit-slow-rates-never-refill-1"]
 
-    seen = json.loads(in_fresh_process(f"""
+    seen = json.loads(
+        in_fresh_process(f"""
         import json
         from legorl_jax.monitor.aim_tracker import read_repo
         run = read_repo({str(repo)!r}).get_run({result["run_hash"]!r})
@@ -52,7 +62,8 @@ def test_one_loop_step_trains_checkpoints_publishes_and_its_aim_run_reads_back(l
         texts = [(name, ctx.to_dict()) for name, ctx, _ in run.iter_sequence_info_by_type("aim.text")]
         dists = [name for name, _, _ in run.iter_sequence_info_by_type("aim.distribution")]
         print(json.dumps({{"metrics": metrics, "texts": texts, "dists": dists}}))
-    """))
+    """)
+    )
     assert seen["metrics"]["rollout/reward_mean"] == [0.5] and seen["metrics"]["train/updates"] == [1.0]
     assert "align/prob_pearson" in seen["metrics"] and "time/train_step_s" in seen["metrics"]
     rewards = sorted(ctx["reward"] for name, ctx in seen["texts"] if name == "trials/conversation")
@@ -67,12 +78,16 @@ async def test_an_infrastructure_failure_in_one_trial_drops_only_that_trial(loop
     (record,) = records
     m = record.metrics
     assert m["rollout/trials"] == 3 and m["rollout/scored"] == 2 and m["batch/dropped_trials"] == 1
-    assert {k: v for k, v in m.items() if k.startswith("rollout/dropped/")} == {"rollout/dropped/engine_failed": 1.0}
+    assert {k: v for k, v in m.items() if k.startswith("rollout/dropped/")} == {
+        "rollout/dropped/engine_failed": 1.0
+    }
     assert record.trained and m["rollout/reward_mean"] == 0.5  # the solved and the unsolved trial still train
     assert version == "step-000001" and saved == [1] and optimiser_step == 1
 
 
-async def test_a_step_whose_every_trial_was_dropped_skips_the_update_and_says_why(loop_model_dir, tmp_path, caplog):
+async def test_a_step_whose_every_trial_was_dropped_skips_the_update_and_says_why(
+    loop_model_dir, tmp_path, caplog
+):
     records, version, saved, optimiser_step, _ = await loop_run.run(
         str(loop_model_dir), tmp_path / "runs" / "dropped", group_size=2, fail_trials=(0, 1)
     )

@@ -5,12 +5,6 @@ import pytest
 from legorl_jax.config import ProxyConfig
 
 
-@pytest.mark.parametrize(("preset", "mode"), [("default", "train"), ("eval", "eval")])
-def test_each_proxy_preset_composes_with_its_mode(compose_config, preset, mode):
-    cfg = compose_config([f"proxy={preset}"]).proxy
-    assert isinstance(cfg, ProxyConfig) and cfg.mode == mode and cfg.tool_parser == "qwen3"
-
-
 @pytest.mark.parametrize(
     ("field", "value", "fragment"),
     [

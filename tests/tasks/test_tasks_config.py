@@ -10,14 +10,6 @@ from legorl_jax.config import Config, TasksConfig, VerifierConfig
 CONF = pathlib.Path(__file__).parents[2] / "conf"
 
 
-@pytest.mark.parametrize("group", ["tasks", "verifier"])
-def test_every_preset_of_the_group_composes_into_the_root_config(compose_config, group):
-    for preset in sorted(p.stem for p in (CONF / group).glob("*.yaml")):
-        cfg = compose_config([f"{group}={preset}"])
-        assert isinstance(cfg, Config)
-        assert isinstance(getattr(cfg, group), TasksConfig if group == "tasks" else VerifierConfig)
-
-
 def test_the_default_run_trains_on_the_builtin_train_split(compose_config):
     cfg = compose_config()
     assert (cfg.tasks.suite, cfg.tasks.split, cfg.tasks.eval_split) == ("builtin", "train", "validation")
