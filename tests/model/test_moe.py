@@ -43,11 +43,23 @@ def test_rows_of_minus_one_route_natively_next_to_replayed_rows(moe_policy, jit_
     forward = jit_forward(moe_policy)
     ids = tokens(2, 12, seed=3)
     first = forward(ids)
-    partial = np.asarray(first.routed_experts).copy()
-    partial[:, 0, ::2] = -1  # every other token of row 0 unrecorded, in every MoE layer
-    out = forward(ids, forced_experts=jnp.asarray(partial))
-    np.testing.assert_array_equal(np.asarray(out.logits), np.asarray(first.logits))
-    np.testing.assert_array_equal(np.asarray(out.routed_experts), np.asarray(first.routed_experts))
+    native = np.asarray(first.routed_experts)  # [L_moe, B, T, K]
+    num_experts = moe_policy.config.num_experts
+    # Row 0: odd tokens forced to a routing the model would not choose (every id shifted by one, still
+    # distinct), even tokens unrecorded (-1); row 1 wholly unrecorded. Replaying the model's own routing
+    # instead would let a layer that ignores `forced_experts` pass.
+    forced = np.full_like(native, -1)
+    forced[:, 0, 1::2] = (native[:, 0, 1::2] + 1) % num_experts
+    out = forward(ids, forced_experts=jnp.asarray(forced))
+    routed = np.asarray(out.routed_experts)
+    np.testing.assert_array_equal(routed[:, 0, 1::2], forced[:, 0, 1::2])
+    # The first MoE layer's router input does not depend on routing (attention comes before it), so its
+    # unrecorded tokens must pick exactly the model's own experts; later layers see the forced tokens.
+    np.testing.assert_array_equal(routed[0, 0, ::2], native[0, 0, ::2])
+    # Row 1 (no forced token) is the model's own forward; row 0's outputs moved with its forced tokens.
+    np.testing.assert_array_equal(routed[:, 1], native[:, 1])
+    np.testing.assert_allclose(np.asarray(out.logits)[1], np.asarray(first.logits)[1], atol=1e-5, rtol=0)
+    assert not np.allclose(np.asarray(out.logits)[0, 1:], np.asarray(first.logits)[0, 1:], atol=1e-3)
 
 
 def test_replayed_set_in_another_slot_order_gives_the_same_logits(moe_policy, jit_forward, tokens):
