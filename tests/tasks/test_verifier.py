@@ -7,10 +7,17 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import json
+import re
 
 import pytest
-from suite_diffs import (FORCE_PASS_HOOK, PATCH_PYTEST_REPORTS, REWRITE_JUNIT_AT_EXIT, append, make_diff,
-                         package_init)
+from suite_diffs import (
+    FORCE_PASS_HOOK,
+    PATCH_PYTEST_REPORTS,
+    REWRITE_JUNIT_AT_EXIT,
+    append,
+    make_diff,
+    package_init,
+)
 
 from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox import resolve_backend
@@ -309,9 +316,15 @@ def test_a_test_run_that_leaves_no_report_raises_verifier_error(suite_tasks):
 
 def test_hidden_tests_that_do_not_apply_raise_verifier_error(suite_tasks):
     task = suite_tasks[SAMPLE]
-    broken = task.test_patch.replace("new file mode", "deleted file mode", 1).replace("--- /dev/null", "--- a/x", 1)
-    with pytest.raises(VerifierError):
+    # A well-formed diff that cannot apply: it creates, as a new file, a file the repository already has.
+    existing = re.search(r"^diff --git a/(\S+) ", task.patch, re.MULTILINE).group(1)
+    broken = (
+        f"diff --git a/{existing} b/{existing}\nnew file mode 100644\n--- /dev/null\n+++ b/{existing}\n"
+        "@@ -0,0 +1 @@\n+x = 1\n"
+    )
+    with pytest.raises(VerifierError, match=rf"task '{SAMPLE}': the hidden tests do not apply") as caught:
         asyncio.run(grade(dataclasses.replace(task, test_patch=broken), ""))
+    assert caught.value.reason == "hidden_tests"
 
 
 def test_a_reloaded_task_has_the_same_image_and_base(suite_tasks):
