@@ -11,7 +11,8 @@ import shutil
 
 import pytest
 
-from legorl_jax.model.tokenizer import ChatTemplateError, Tokenizer
+from legorl_jax.model.chat_template import ChatTemplateError
+from legorl_jax.model.tokenizer import Tokenizer
 
 FIXTURE = pathlib.Path(__file__).parents[1] / "fixtures" / "chat_template"
 CASES = json.loads((FIXTURE / "cases.json").read_text(encoding="utf-8"))

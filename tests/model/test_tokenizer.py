@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from legorl_jax.model.tokenizer import ChatTemplateError, Tokenizer, load_tokenizer
+from legorl_jax.model.chat_template import ChatTemplateError
+from legorl_jax.model.tokenizer import Tokenizer, load_tokenizer
 
 FIXTURE = pathlib.Path(__file__).parents[1] / "fixtures" / "chat_template"
 HF = json.loads((FIXTURE / "cases.json").read_text(encoding="utf-8"))
@@ -218,14 +219,17 @@ def test_rendering_does_not_modify_the_callers_messages(tok):
     assert json.dumps(messages) == before
 
 
-def test_the_tokenizer_module_imports_without_jax():
-    # Loaded by file path, without legorl_jax.model's __init__ (which imports the policy): the proxy's
-    # renderer itself must not pull in jax.
-    path = pathlib.Path(__file__).parents[2] / "legorl_jax" / "model" / "tokenizer.py"
+def test_the_tokenizer_and_chat_template_modules_import_without_jax():
+    # Imported without legorl_jax.model's __init__ (which imports the policy; the package is stood in for
+    # by a bare one over the same folder): the proxy's renderer itself must not pull in jax.
+    folder = pathlib.Path(__file__).parents[2] / "legorl_jax" / "model"
     code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('tok', {str(path)!r})\n"
-        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "import importlib, sys, types\n"
+        "package = types.ModuleType('legorl_jax.model')\n"
+        f"package.__path__ = [{str(folder)!r}]\n"
+        "sys.modules['legorl_jax.model'] = package\n"
+        "tokenizer = importlib.import_module('legorl_jax.model.tokenizer')\n"
+        f"assert tokenizer.__file__ == {str(folder / 'tokenizer.py')!r}, tokenizer.__file__\n"
         "print('jax' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
