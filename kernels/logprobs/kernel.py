@@ -51,6 +51,7 @@ from jax.experimental import pallas as pl
 
 from legorl_jax.kernels.logprobs import online_softmax
 from legorl_jax.kernels.logprobs.reference import matmul_precision
+from legorl_jax.validate import positive_int
 
 # Triton's tl.dot needs every matmul dimension >= 16; the tiles' sides are powers of two (tl.arange).
 _MIN_GPU_BLOCK = 16
@@ -80,9 +81,7 @@ class BlockSizes:
 
     def __post_init__(self) -> None:
         for name in ("num_warps", "num_stages"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"BlockSizes.{name} must be a positive int, got {value!r}")
+            positive_int(f"BlockSizes.{name}", getattr(self, name))
         for name in ("block_n", "block_v", "block_d"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1 or value & (value - 1):

@@ -35,6 +35,8 @@ import json
 import pathlib
 from typing import Any
 
+from legorl_jax.validate import positive_int, positive_number
+
 DENSE = "Qwen3ForCausalLM"
 MOE = "Qwen3MoeForCausalLM"
 _MODEL_TYPES = {DENSE: "qwen3", MOE: "qwen3_moe"}
@@ -71,8 +73,7 @@ class RopeScaling:
     def __post_init__(self) -> None:
         if self.rope_type not in ("linear", "yarn"):
             raise ValueError(f"rope_scaling.rope_type must be 'linear' or 'yarn', got {self.rope_type!r}")
-        if not isinstance(self.factor, (int, float)) or isinstance(self.factor, bool) or self.factor <= 0:
-            raise ValueError(f"rope_scaling.factor must be a positive number, got {self.factor!r}")
+        positive_number("rope_scaling.factor", self.factor)
         if self.rope_type == "yarn" and not isinstance(self.original_max_position_embeddings, int):
             raise ValueError(
                 "rope_scaling.original_max_position_embeddings must be an int for yarn, "
@@ -126,13 +127,9 @@ class ArchConfig:
         if self.is_moe:
             positive += ["num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step"]
         for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            positive_int(name, getattr(self, name))
         for name in ("rms_norm_eps", "rope_theta"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+            positive_number(name, getattr(self, name))
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(
                 f"num_attention_heads={self.num_attention_heads} is not a multiple of "
@@ -356,8 +353,7 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
         raise ValueError(f"hidden_act must be 'silu', got {raw['hidden_act']!r}")
     heads = _int(raw, "num_attention_heads")
     hidden = _int(raw, "hidden_size")
-    if heads <= 0:  # checked here because the default head_dim divides by it
-        raise ValueError(f"num_attention_heads must be a positive int, got {heads!r}")
+    positive_int("num_attention_heads", heads)  # checked here because the default head_dim divides by it
     # An absent or null optional size takes HF's default; any value given (0 included) is validated as given.
     kv_heads = _int(raw, "num_key_value_heads", None)
     head_dim = _int(raw, "head_dim", None)

@@ -37,6 +37,7 @@ from legorl_jax.model.architecture import ArchConfig
 from legorl_jax.model.hf_layout import NUMPY_DTYPES, hf_shapes, policy_from_tensors, policy_tensors
 from legorl_jax.model.policy import Policy
 from legorl_jax.model.sharding import Rules
+from legorl_jax.validate import positive_int
 
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -228,8 +229,7 @@ def save_hf(
         raise TypeError(f"save_hf: policy must be a Policy, got {type(policy).__name__}")
     if dtype not in NUMPY_DTYPES:
         raise ValueError(f"save_hf: dtype must be one of {tuple(NUMPY_DTYPES)}, got {dtype!r}")
-    if not isinstance(max_shard_bytes, int) or isinstance(max_shard_bytes, bool) or max_shard_bytes <= 0:
-        raise ValueError(f"save_hf: max_shard_bytes must be a positive int, got {max_shard_bytes!r}")
+    positive_int("save_hf: max_shard_bytes", max_shard_bytes)
     path = pathlib.Path(path)
     path.mkdir(parents=True, exist_ok=True)
     if source_dir is not None:

@@ -34,6 +34,7 @@ from legorl_jax.model import sharding
 from legorl_jax.model.architecture import ArchConfig
 from legorl_jax.model.layers import INIT_STD
 from legorl_jax.model.policy import Policy, as_dtype, layer_runs
+from legorl_jax.validate import positive_number
 
 NUMPY_DTYPES = {
     "float32": np.dtype(np.float32),
@@ -285,8 +286,7 @@ def init_policy(
         raise TypeError(f"arch_config must be an ArchConfig, got {type(arch_config).__name__}")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    if not isinstance(init_std, (int, float)) or isinstance(init_std, bool) or init_std <= 0:
-        raise ValueError(f"init_std must be a positive number, got {init_std!r}")
+    positive_number("init_std", init_std)
     tensors = random_hf_tensors(arch_config, seed, float(init_std))
     return policy_from_tensors(
         arch_config,

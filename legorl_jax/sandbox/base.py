@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, Self, runtime_checkable
 
+from legorl_jax.validate import positive_number
+
 NETWORK_MODES = ("none", "proxy_only")
 
 
@@ -85,9 +87,7 @@ class SandboxSpec:
         if not isinstance(self.workdir, str) or not self.workdir.startswith("/") or self.workdir == "/":
             raise ValueError(f"workdir must be an absolute path below /, got {self.workdir!r}")
         for name in ("cpus", "memory_mb", "pids", "disk_mb", "output_limit_bytes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{name} must be positive, got {value!r}")
+            positive_number(name, getattr(self, name))
         if self.proxy_port is not None and not (isinstance(self.proxy_port, int) and 0 < self.proxy_port < 65536):
             raise ValueError(f"proxy_port must be a TCP port in 1..65535, got {self.proxy_port!r}")
         for name in ("env", "labels"):

@@ -30,6 +30,7 @@ from typing import Self
 
 from legorl_jax.sandbox import gitdiff
 from legorl_jax.sandbox.base import ExecResult, SandboxError, SandboxSpec
+from legorl_jax.validate import positive_number
 
 TIMEOUT_EXIT_CODE = 124
 """Exit code reported for a command killed at its timeout (what coreutils `timeout` uses)."""
@@ -162,8 +163,8 @@ class ExecSandbox(abc.ABC):
                            limit: int | None = None) -> RawResult:
         if not self._started or self._closed:
             raise SandboxError(f"{self.backend} sandbox is {'closed' if self._closed else 'not started'}")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        if timeout is not None:
+            positive_number("timeout", timeout, unit="seconds")
         if workdir is not None and (not isinstance(workdir, str) or not workdir.startswith("/")):
             raise ValueError(f"workdir must be an absolute path, got {workdir!r}")
         merged = dict(self.spec.env)

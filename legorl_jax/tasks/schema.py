@@ -17,10 +17,11 @@ received value, so a broken task file is reported where it is read, never half-w
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
+
+from legorl_jax.validate import positive_number
 
 KINDS = ("builtin", "swebench", "harbor")
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")
@@ -50,9 +51,7 @@ class Timeouts:
 
     def __post_init__(self) -> None:
         for name in ("agent_s", "verify_s", "build_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"timeouts.{name} must be a positive number of seconds, got {value!r}")
+            value = positive_number(f"timeouts.{name}", getattr(self, name), unit="seconds")
             object.__setattr__(self, name, float(value))
 
     @classmethod
