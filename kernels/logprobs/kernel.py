@@ -51,7 +51,7 @@ from jax.experimental import pallas as pl
 
 from legorl_jax.kernels.logprobs import online_softmax
 from legorl_jax.kernels.logprobs.reference import matmul_precision
-from legorl_jax.validate import positive_int
+from legorl_jax.validate import is_int, positive_int
 
 # Triton's tl.dot needs every matmul dimension >= 16; the tiles' sides are powers of two (tl.arange).
 _MIN_GPU_BLOCK = 16
@@ -84,7 +84,7 @@ class BlockSizes:
             positive_int(f"BlockSizes.{name}", getattr(self, name))
         for name in ("block_n", "block_v", "block_d"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1 or value & (value - 1):
+            if not is_int(value) or value < 1 or value & (value - 1):
                 raise ValueError(f"BlockSizes.{name} must be a positive power of two, got {value!r}")
         for name, block in (
             ("forward_split_v", "block_v"),
@@ -94,7 +94,7 @@ class BlockSizes:
             value, unit = getattr(self, name), getattr(self, block)
             if value is None and name != "forward_split_v":
                 continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1 or value % unit:
+            if not is_int(value) or value < 1 or value % unit:
                 raise ValueError(
                     f"BlockSizes.{name} must be a positive multiple of {block}={unit}, got {value!r}"
                 )

@@ -35,7 +35,7 @@ import json
 import pathlib
 from typing import Any
 
-from legorl_jax.validate import positive_int, positive_number
+from legorl_jax.validate import is_int, positive_int, positive_number
 
 DENSE = "Qwen3ForCausalLM"
 MOE = "Qwen3MoeForCausalLM"
@@ -144,7 +144,7 @@ class ArchConfig:
                 f"num_experts_per_tok={self.num_experts_per_tok} exceeds num_experts={self.num_experts}"
             )
         for layer in self.mlp_only_layers:
-            is_index = isinstance(layer, int) and not isinstance(layer, bool)
+            is_index = is_int(layer)
             if not is_index or not 0 <= layer < self.num_hidden_layers:
                 raise ValueError(
                     f"mlp_only_layers entry {layer!r} is not a layer index in [0, {self.num_hidden_layers})"
@@ -252,7 +252,7 @@ def _int(raw: dict[str, Any], name: str, default: Any = ...) -> Any:
     value = _required(raw, name) if default is ... else raw.get(name, default)
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not is_int(value):
         raise ValueError(f"config.json field {name!r} must be an int, got {value!r}")
     return value
 
@@ -379,7 +379,7 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
     )
     eos = raw.get("eos_token_id")
     if isinstance(eos, list):
-        if not all(isinstance(e, int) and not isinstance(e, bool) for e in eos):
+        if not all(is_int(e) for e in eos):
             raise ValueError(
                 f"config.json field 'eos_token_id' must be an int or a list of ints, got {eos!r}"
             )

@@ -34,7 +34,7 @@ from legorl_jax.model import sharding
 from legorl_jax.model.architecture import ArchConfig
 from legorl_jax.model.layers import INIT_STD
 from legorl_jax.model.policy import Policy, as_dtype, layer_runs
-from legorl_jax.validate import positive_number
+from legorl_jax.validate import is_int, positive_number
 
 NUMPY_DTYPES = {
     "float32": np.dtype(np.float32),
@@ -284,7 +284,7 @@ def init_policy(
     """
     if not isinstance(arch_config, ArchConfig):
         raise TypeError(f"arch_config must be an ArchConfig, got {type(arch_config).__name__}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     positive_number("init_std", init_std)
     tensors = random_hf_tensors(arch_config, seed, float(init_std))

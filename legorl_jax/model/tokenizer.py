@@ -34,6 +34,7 @@ import tokenizers
 
 from legorl_jax.model import chat_template as chat_template_sandbox
 from legorl_jax.model.chat_template import ChatTemplateError
+from legorl_jax.validate import is_int
 
 __all__ = ["ChatTemplateError", "NAMED_SPECIAL_TOKENS", "Tokenizer", "load_tokenizer"]
 
@@ -173,12 +174,10 @@ class Tokenizer:
         gen_where = f"{directory}/generation_config.json"
         eos = generation.get("eos_token_id")
         eos_ids = [eos] if isinstance(eos, int) else (eos or [])
-        if not isinstance(eos_ids, list) or not all(
-            isinstance(e, int) and not isinstance(e, bool) for e in eos_ids
-        ):
+        if not isinstance(eos_ids, list) or not all(is_int(e) for e in eos_ids):
             raise ValueError(f"{gen_where}: eos_token_id must be an int or a list of ints, got {eos!r}")
         pad = generation.get("pad_token_id")
-        if pad is not None and (not isinstance(pad, int) or isinstance(pad, bool)):
+        if pad is not None and (not is_int(pad)):
             raise ValueError(f"{gen_where}: pad_token_id must be an int, got {pad!r}")
         return cls(
             backend,
