@@ -141,8 +141,6 @@ class BwrapSandbox(ExecSandbox):
         self._facts: ImageFacts | None = None
         self._cgroup: cgroups.CgroupLimits | None = None
         self._mounted = False
-        self._relay: asyncio.base_events.Server | None = None
-        self._token: int | None = None
         self._oom_seen = 0
 
     async def _start(self) -> None:
@@ -310,12 +308,6 @@ class BwrapSandbox(ExecSandbox):
 
     # -- close ----------------------------------------------------------------------------------------
 
-    async def _close(self) -> None:
-        if self._relay is not None:
-            self._relay.close()
-            self._relay = None
-        await asyncio.to_thread(self._cleanup_sync)
-
     def _cleanup_sync(self) -> None:
         try:
             if self._cgroup is not None:
@@ -326,9 +318,7 @@ class BwrapSandbox(ExecSandbox):
         except OSError as exc:
             raise SandboxError(f"removing bubblewrap sandbox {self.name} failed: {exc}") from exc
         finally:
-            if self._token is not None:
-                reaper.unregister(self._token)
-                self._token = None
+            self._unregister()
 
 
 async def _drain(stream: asyncio.StreamReader, buffer: CappedBuffer) -> None:

@@ -40,6 +40,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -165,8 +166,6 @@ class DockerSandbox(ExecSandbox):
         self._facts: seed.ImageFacts | None = None
         self._supervisor: Any = None
         self._supervisor_lock = threading.Lock()
-        self._token: int | None = None
-        self._relay: asyncio.base_events.Server | None = None
         self._oom_seen = 0
 
     # -- start / close --------------------------------------------------------------------------------
@@ -242,11 +241,8 @@ class DockerSandbox(ExecSandbox):
             working_dir="/")
         return created["Id"]
 
-    async def _close(self) -> None:
-        if self._relay is not None:
-            self._relay.close()
-            self._relay = None
-        await daemon.call(self._cleanup_sync)
+    async def _blocking(self, fn: Callable[[], None]) -> None:
+        await daemon.call(fn)  # the Docker client's own thread pool
 
     def _cleanup_sync(self) -> None:
         """Removes the container and network; synchronous so the atexit / SIGTERM path can run it."""
@@ -275,9 +271,7 @@ class DockerSandbox(ExecSandbox):
                 docker_network.remove_network(client, f"{self.name}")
             except SandboxError as exc:
                 errors.append(str(exc))
-        if self._token is not None:
-            reaper.unregister(self._token)
-            self._token = None
+        self._unregister()
         if errors:
             raise SandboxError("closing the sandbox left resources behind: " + "; ".join(errors))
 

@@ -1,10 +1,12 @@
 """What every backend shares: the lifecycle, argument checks, and file / diff operations built on exec.
 
-A backend implements three coroutines: `_start()`, `_run(argv, ...)` (one command as the sandbox user,
-raw bytes out, with the timeout, output cap and process-tree kill) and `_close()` (remove everything;
-safe after a partial start). Everything else is here, once:
+A backend implements two coroutines, `_start()` and `_run(argv, ...)` (one command as the sandbox user,
+raw bytes out, with the timeout, output cap and process-tree kill), and `_cleanup_sync()` (remove
+everything; safe after a partial start; synchronous, so the reaper's atexit / SIGTERM path can run it).
+Everything else is here, once:
 - `start()` / `close()` / `async with`: a failed start closes what it created and raises `SandboxError`;
-  `close()` is idempotent and runs even when the body raised;
+  `close()` is idempotent and runs even when the body raised; it stops the proxy relay (`_relay`, if the
+  backend opened one) and runs `_cleanup_sync` off the event loop (`_blocking`, a thread by default);
 - `exec()` checks its arguments (`TypeError` / `ValueError` naming the received value) and turns a bash
   script string into `bash -c`;
 - `read_file`, `write_file` and `upload` stream bytes through exec's stdin/stdout as the sandbox user,
@@ -24,11 +26,11 @@ import os
 import posixpath
 import tarfile
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
-from legorl_jax.sandbox import gitdiff
+from legorl_jax.sandbox import gitdiff, reaper
 from legorl_jax.sandbox.base import ExecResult, SandboxError, SandboxSpec
 from legorl_jax.validate import positive_number
 
@@ -101,6 +103,8 @@ class ExecSandbox(abc.ABC):
         self.proxy_url_base: str | None = None
         self._started = False
         self._closed = False
+        self._relay: asyncio.base_events.Server | None = None  # the proxy relay, when the spec has a proxy
+        self._token: int | None = None  # the reaper's registration of _cleanup_sync
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -252,4 +256,21 @@ class ExecSandbox(abc.ABC):
         """Runs one command as the sandbox user; stdout/stderr each capped at `limit` bytes."""
 
     @abc.abstractmethod
-    async def _close(self) -> None: ...
+    def _cleanup_sync(self) -> None:
+        """Removes what the sandbox created (safe after a partial start); calls `_unregister()` at the end."""
+
+    async def _blocking(self, fn: Callable[[], None]) -> None:
+        """Runs blocking `fn` off the event loop (a backend with its own thread pool overrides this)."""
+        await asyncio.to_thread(fn)
+
+    async def _close(self) -> None:
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
+        await self._blocking(self._cleanup_sync)
+
+    def _unregister(self) -> None:
+        """Withdraws `_cleanup_sync` from the reaper: the sandbox is gone, nothing is left to clean at exit."""
+        if self._token is not None:
+            reaper.unregister(self._token)
+            self._token = None
