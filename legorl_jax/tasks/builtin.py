@@ -1,6 +1,9 @@
-"""Loader of the built-in suite: `legorl_jax/tasks/suite/<id>/` directories → `Task` records.
+"""Loader of the built-in suite: `legorl_jax/tasks/vendor/suite/<id>/` directories → `Task` records.
 
-The on-disk format is `suite/README.md`'s. For each task directory:
+The suite is package data, found with `importlib.resources` (`SUITE_DIR`), so an installed wheel carries
+it. It sits under `vendor/` because it is task data, not library code: 41 small repositories, each in the
+style of the project it imitates, that tools reading the library (ruff, the duplicate finder) skip.
+The on-disk format is `vendor/suite/README.md`'s. For each task directory:
 
 - `base_commit` is the sha of `repo/` as a one-commit history (`snapshot.snapshot_commit`), computed in pure
   Python, so the same files always give the same sha and listing the suite builds nothing;
@@ -19,6 +22,7 @@ the task, the field and the received value.
 from __future__ import annotations
 
 import difflib
+import importlib.resources
 import os
 import re
 import tomllib
@@ -29,7 +33,17 @@ from legorl_jax.tasks.protection import hidden_test_paths, protected_reason
 from legorl_jax.tasks.schema import Task, TaskError, Timeouts, require
 from legorl_jax.tasks.snapshot import snapshot_commit, snapshot_files
 
-SUITE_DIR = Path(__file__).parent / "suite"
+
+
+def _suite_dir() -> Path:
+    """The suite's folder in the installed package (a real directory: its files are copied into images)."""
+    resource = importlib.resources.files("legorl_jax.tasks").joinpath("vendor", "suite")
+    if not isinstance(resource, Path):
+        raise TaskError("builtin", "suite", f"must be installed as files on disk, got {resource!r}")
+    return resource
+
+
+SUITE_DIR = _suite_dir()
 WORKDIR = "/testbed"
 DEFAULT_TEST_CMD = "python3 -m pytest -q -p no:cacheprovider"
 DIFFICULTIES = ("easy", "medium", "hard")

@@ -1,6 +1,6 @@
 """`load_suite(name_or_path, split=None)`: one entry point to every task source.
 
-- `builtin` → the built-in suite (`legorl_jax/tasks/suite/`).
+- `builtin` → the built-in suite (`legorl_jax/tasks/vendor/suite/`).
 - a `.jsonl` / `.json` file → SWE-bench / SWE-Gym style rows (`swebench.load_swebench_file`).
 - a directory that is one task (a built-in task dir: `task.toml` + `repo/`; a Harbor task dir: `task.toml`
   + `instruction.md`) → that task; a directory of such directories → all of them.

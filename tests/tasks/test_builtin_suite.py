@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import importlib.resources
 import shutil
 import tomllib
 from pathlib import Path
@@ -22,6 +23,14 @@ SAMPLE = "csvlet-embedded-quote-roundtrip" if "csvlet-embedded-quote-roundtrip" 
 @pytest.fixture(scope="module")
 def suite():
     return load_builtin_suite()
+
+
+def test_the_suite_is_package_data_found_through_importlib_resources():
+    found = importlib.resources.files("legorl_jax.tasks").joinpath("vendor", "suite")
+    assert SUITE_DIR == found and (SUITE_DIR / "README.md").is_file()
+    # A wheel carries every file of it: the package-data glob covers the repositories' .py files too.
+    package_data = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert package_data["package-data"]["legorl_jax.tasks"] == ["vendor/suite/**/*"]
 
 
 def test_the_suite_has_at_least_40_tasks_with_a_fixed_split_and_a_spread_of_difficulties_and_domains(suite):
