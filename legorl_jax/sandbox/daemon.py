@@ -40,7 +40,9 @@ def _ensure() -> tuple[Any, concurrent.futures.ThreadPoolExecutor]:
         if _state["pid"] != os.getpid():
             _state.update(pid=os.getpid(), client=None, pool=None)
         if _state["pool"] is None:
-            _state["pool"] = concurrent.futures.ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="legorl-docker")
+            _state["pool"] = concurrent.futures.ThreadPoolExecutor(
+                MAX_THREADS, thread_name_prefix="legorl-docker"
+            )
         if _state["client"] is None:
             import docker  # deferred: importing the SDK is slow and needs no daemon
 

@@ -57,7 +57,9 @@ def parse_passwd(passwd: str, group: str, user: str) -> tuple[int, int, str]:
         groups = [line.split(":") for line in group.splitlines() if line.count(":") >= 3]
         found = next((g for g in groups if g[0] == group_name or g[2] == group_name), None)
         if found is None and not group_name.isdigit():
-            raise SandboxError(f"group {group_name!r} of user {user!r} does not exist in the image's /etc/group")
+            raise SandboxError(
+                f"group {group_name!r} of user {user!r} does not exist in the image's /etc/group"
+            )
         gid = int(found[2]) if found else int(group_name)
     return uid, gid, home
 
@@ -142,16 +144,25 @@ def read_facts(image: str, workdir: str, user: str | None, want_seed: bool) -> I
     try:
         info = api.inspect_image(image)
     except docker.errors.ImageNotFound as exc:
-        raise SandboxError(f"image {image!r} not found (build it, e.g. tools/build_images.py --base)") from exc
+        raise SandboxError(
+            f"image {image!r} not found (build it, e.g. tools/build_images.py --base)"
+        ) from exc
     config = info.get("Config") or {}
     user = user or config.get("User") or "root"
-    key = hashlib.sha256(json.dumps([FACTS_VERSION, info["Id"], workdir, user, want_seed]).encode()).hexdigest()[:20]
+    key = hashlib.sha256(
+        json.dumps([FACTS_VERSION, info["Id"], workdir, user, want_seed]).encode()
+    ).hexdigest()[:20]
     meta_path = cache_dir() / "seeds" / f"{key}.json"
     with locked(f"seed-{key}"):
         if meta_path.is_file():
             return ImageFacts(**json.loads(meta_path.read_text()))
-        container = api.create_container(info["Id"], command=["/bin/true"], user="root", network_disabled=True,
-                                         labels=reaper.owner_labels({reaper.KIND: "probe"}))["Id"]
+        container = api.create_container(
+            info["Id"],
+            command=["/bin/true"],
+            user="root",
+            network_disabled=True,
+            labels=reaper.owner_labels({reaper.KIND: "probe"}),
+        )["Id"]
         try:
             facts = _probe(api, container, info, workdir, user, want_seed, meta_path.with_suffix(".tar"))
         finally:
@@ -161,8 +172,9 @@ def read_facts(image: str, workdir: str, user: str | None, want_seed: bool) -> I
         return facts
 
 
-def _probe(api: Any, container: str, info: dict, workdir: str, user: str, want_seed: bool,
-           seed_path: Path) -> ImageFacts:
+def _probe(
+    api: Any, container: str, info: dict, workdir: str, user: str, want_seed: bool, seed_path: Path
+) -> ImageFacts:
     passwd = (_read_small(api, container, "/etc/passwd") or b"").decode(errors="replace")
     group = (_read_small(api, container, "/etc/group") or b"").decode(errors="replace")
     uid, gid, home = parse_passwd(passwd, group, user)
@@ -178,8 +190,9 @@ def _probe(api: Any, container: str, info: dict, workdir: str, user: str, want_s
             if home_stream is not None:
                 _copy_rebased(home_stream, home, out)
         seed = str(seed_path)
-    return ImageFacts(image_id=info["Id"], user=user, uid=uid, gid=gid, home=home, env=env,
-                      base_commit=base, seed=seed)
+    return ImageFacts(
+        image_id=info["Id"], user=user, uid=uid, gid=gid, home=home, env=env, base_commit=base, seed=seed
+    )
 
 
 def _separate(home: str, workdir: str) -> bool:
@@ -202,4 +215,3 @@ async def image_facts(image: str, workdir: str, user: str | None, *, want_seed: 
 
 def home_needs_mount(facts: ImageFacts, workdir: str) -> bool:
     return _separate(facts.home, workdir)
-

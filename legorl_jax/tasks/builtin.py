@@ -34,7 +34,6 @@ from legorl_jax.tasks.schema import Task, TaskError, Timeouts, require
 from legorl_jax.tasks.snapshot import snapshot_commit, snapshot_files
 
 
-
 def _suite_dir() -> Path:
     """The suite's folder in the installed package (a real directory: its files are copied into images)."""
     resource = importlib.resources.files("legorl_jax.tasks").joinpath("vendor", "suite")
@@ -64,7 +63,9 @@ def load_builtin_suite(suite_dir: Path = SUITE_DIR) -> list[Task]:
     suite_dir = Path(suite_dir)
     if not suite_dir.is_dir():
         raise TaskError(str(suite_dir), "suite", f"is not a directory: {str(suite_dir)!r}")
-    return [load_builtin_task(d) for d in sorted(suite_dir.iterdir()) if d.is_dir() and not d.name.startswith(".")]
+    return [
+        load_builtin_task(d) for d in sorted(suite_dir.iterdir()) if d.is_dir() and not d.name.startswith(".")
+    ]
 
 
 def load_builtin_task(task_dir: Path) -> Task:
@@ -80,10 +81,14 @@ def load_builtin_task(task_dir: Path) -> Task:
         raise TaskError(name, "task.toml", f"is not valid TOML: {err}") from None
     unknown = sorted(set(meta) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
-        raise TaskError(name, "task.toml", f"has unknown keys {unknown}; known: {sorted(_REQUIRED + _OPTIONAL)}")
+        raise TaskError(
+            name, "task.toml", f"has unknown keys {unknown}; known: {sorted(_REQUIRED + _OPTIONAL)}"
+        )
     task_id = require(name, meta, "id")
     if task_id != name or not _ID_RE.match(task_id):
-        raise TaskError(name, "id", f"must equal the directory name {name!r} and match {_ID_RE.pattern}, got {task_id!r}")
+        raise TaskError(
+            name, "id", f"must equal the directory name {name!r} and match {_ID_RE.pattern}, got {task_id!r}"
+        )
     difficulty = require(name, meta, "difficulty")
     if difficulty not in DIFFICULTIES:
         raise TaskError(name, "difficulty", f"must be one of {DIFFICULTIES}, got {difficulty!r}")
@@ -169,7 +174,9 @@ def hidden_test_patch(task: str, repo: Path, hidden: Path) -> str:
         if path in repo_files:
             old = _read_text(task, repo / rel, f"repo/{path}")
             if old != new:
-                chunks.append(f"diff --git a/{path} b/{path}\n" + _unified(old, new, f"a/{path}", f"b/{path}"))
+                chunks.append(
+                    f"diff --git a/{path} b/{path}\n" + _unified(old, new, f"a/{path}", f"b/{path}")
+                )
         else:
             body = _unified("", new, "/dev/null", f"b/{path}") if new else ""
             chunks.append(f"diff --git a/{path} b/{path}\nnew file mode {mode}\n" + body)
@@ -178,9 +185,7 @@ def hidden_test_patch(task: str, repo: Path, hidden: Path) -> str:
 
 def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
     out: list[str] = []
-    for line in difflib.unified_diff(
-        split_lines(old), split_lines(new), old_name, new_name, n=3
-    ):
+    for line in difflib.unified_diff(split_lines(old), split_lines(new), old_name, new_name, n=3):
         if line.startswith(("--- ", "+++ ")):
             out.append(line.rstrip("\n") + "\n")
         elif line.endswith("\n"):

@@ -53,7 +53,11 @@ _OURS: Mapping[str, LogParser] = {
     "parse_log_pytest_options": parse_pytest_options_log,
 }
 _SWEBENCH_STATUS = {
-    "PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped", "XFAIL": "xfailed",
+    "PASSED": "passed",
+    "FAILED": "failed",
+    "ERROR": "error",
+    "SKIPPED": "skipped",
+    "XFAIL": "xfailed",
     "XPASS": "xpassed",
 }
 

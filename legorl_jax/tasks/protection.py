@@ -37,15 +37,38 @@ from legorl_jax.tasks.patchset import FilePatch, parse_patch
 
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 TEST_CONFIG_FILES = frozenset(
-    {"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg", "noxfile.py", "pyproject.toml"}
+    {
+        "pytest.ini",
+        ".pytest.ini",
+        "pytest.toml",
+        ".pytest.toml",
+        "tox.ini",
+        "setup.cfg",
+        "noxfile.py",
+        "pyproject.toml",
+    }
 )
 STARTUP_HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
 # pytest and everything it imports (pytest 7.x: attrs, iniconfig, packaging, pluggy, exceptiongroup, tomli,
 # pygments for reports, colorama on Windows, its `py` shim).
-RUNNER_MODULES = frozenset({
-    "pytest", "_pytest", "pluggy", "py", "_py", "iniconfig", "conftest", "attr", "attrs", "packaging",
-    "exceptiongroup", "tomli", "pygments", "colorama",
-})
+RUNNER_MODULES = frozenset(
+    {
+        "pytest",
+        "_pytest",
+        "pluggy",
+        "py",
+        "_py",
+        "iniconfig",
+        "conftest",
+        "attr",
+        "attrs",
+        "packaging",
+        "exceptiongroup",
+        "tomli",
+        "pygments",
+        "colorama",
+    }
+)
 # Names a repository root legitimately holds even though a stdlib module shares them.
 _STDLIB_SHADOW_EXEMPT = frozenset({"setup", "this", "antigravity", "__future__", "__main__"})
 _MODULE_SUFFIXES = frozenset({"py", "pyc", "so", "pyd"})
@@ -120,7 +143,9 @@ def protected_reason(
         return "hidden test"
     if any(p in TEST_DIRS for p in parts[:-1]) or name in TEST_DIRS:
         return "test file"
-    if name == "conftest.py" or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))):
+    if name == "conftest.py" or (
+        name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+    ):
         return "test file"
     if name in TEST_CONFIG_FILES:
         return "test configuration"

@@ -132,9 +132,24 @@ class Task:
         if not isinstance(self.instance_id, str) or not _ID_RE.match(self.instance_id):
             raise TaskError(tid, "instance_id", f"must match {_ID_RE.pattern}, got {self.instance_id!r}")
         for name in (
-            "repo", "problem_statement", "patch", "test_patch", "version", "environment_setup_commit", "image",
-            "workdir", "test_cmd", "log_parser", "kind", "split", "difficulty", "domain", "title", "source_dir",
-            "verifier_dir", "image_context",
+            "repo",
+            "problem_statement",
+            "patch",
+            "test_patch",
+            "version",
+            "environment_setup_commit",
+            "image",
+            "workdir",
+            "test_cmd",
+            "log_parser",
+            "kind",
+            "split",
+            "difficulty",
+            "domain",
+            "title",
+            "source_dir",
+            "verifier_dir",
+            "image_context",
         ):
             value = getattr(self, name)
             if not isinstance(value, str):
@@ -146,13 +161,17 @@ class Task:
             raise TaskError(tid, "kind", f"must be one of {KINDS}, got {self.kind!r}")
         # A Harbor task may leave it empty: its image's HEAD is the base.
         if not _SHA_RE.match(self.base_commit) and not (self.kind == "harbor" and self.base_commit == ""):
-            raise TaskError(tid, "base_commit", f"must be a 40-hex-digit commit sha, got {self.base_commit!r}")
+            raise TaskError(
+                tid, "base_commit", f"must be a 40-hex-digit commit sha, got {self.base_commit!r}"
+            )
         if not self.workdir.startswith("/") or "\0" in self.workdir:
             raise TaskError(tid, "workdir", f"must be an absolute path, got {self.workdir!r}")
         for name in ("FAIL_TO_PASS", "PASS_TO_PASS", "protected_paths"):
             object.__setattr__(self, name, _string_tuple(tid, name, getattr(self, name)))
         if self.kind != "harbor" and not self.FAIL_TO_PASS:
-            raise TaskError(tid, "FAIL_TO_PASS", "must list at least one test (nothing would be graded), got []")
+            raise TaskError(
+                tid, "FAIL_TO_PASS", "must list at least one test (nothing would be graded), got []"
+            )
         overlap = sorted(set(self.FAIL_TO_PASS) & set(self.PASS_TO_PASS))
         if overlap:
             raise TaskError(tid, "PASS_TO_PASS", f"repeats FAIL_TO_PASS tests {overlap}")

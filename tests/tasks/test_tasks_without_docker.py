@@ -57,8 +57,18 @@ async def test_without_docker_a_builtin_task_is_prepared_and_graded_on_bubblewra
 
 def test_without_docker_the_cli_grades_the_gold_patch_of_a_builtin_task(no_docker):
     env = {**os.environ, "DOCKER_HOST": no_docker}
-    argv = [sys.executable, "-m", "legorl_jax.tasks", "grade", "--suite", "builtin", "--task", SAMPLE, "--gold",
-            "--json"]
+    argv = [
+        sys.executable,
+        "-m",
+        "legorl_jax.tasks",
+        "grade",
+        "--suite",
+        "builtin",
+        "--task",
+        SAMPLE,
+        "--gold",
+        "--json",
+    ]
     out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert '"reward": 1.0' in out.stdout
