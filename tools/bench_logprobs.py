@@ -192,7 +192,8 @@ def _table(n: int, d: int, v: int, rate: float | None, records: list[dict]) -> l
     lines = [
         f"N={n} D={d} V={v}: {measured}; fp32 logits would be {n * v * 4 / 2**30:.2f} GiB",
         "",
-        "| mode | impl | time (ms) | × reference | of matmul floor | XLA temp (MiB) | temp ÷ reference | peak (MiB) |",
+        "| mode | impl | time (ms) | × reference | of matmul floor | XLA temp (MiB) | temp ÷ reference | "
+        "peak (MiB) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for mode, multiple in FLOOR_FLOPS.items():
@@ -202,7 +203,8 @@ def _table(n: int, d: int, v: int, rate: float | None, records: list[dict]) -> l
         for r in rows:
             if "skipped" in r:
                 lines.append(
-                    f"| {mode} | {r['impl']} | skipped: {r['skipped']} | | | {_mib(r.get('temp_bytes'))} | | |"
+                    f"| {mode} | {r['impl']} | skipped: {r['skipped']} | | | {_mib(r.get('temp_bytes'))} | | "
+                    "|"
                 )
                 continue
             ratio = f"{r['seconds'] / ref['seconds']:.2f}" if "seconds" in ref else "-"

@@ -1,4 +1,5 @@
-"""Latency the capture proxy adds over calling the engine directly, beside the LiteLLM proxy, at 1/16/64 sessions.
+"""Latency the capture proxy adds over calling the engine directly, beside the LiteLLM proxy, at 1/16/64
+sessions.
 
     python tools/bench_proxy.py [--sessions 1,16,64] [--turns 10] [--rounds 3] [--engine-ms 500] [--tool-ms 1000]
 
@@ -290,8 +291,8 @@ async def bench(args: argparse.Namespace) -> None:
             await run_path(name, urls, tok, 2, 2)
         load_before = os.getloadavg()[0]
         print(
-            f"load average before: {load_before:.2f}; rounds {args.rounds}; turns {args.turns}; engine {args.engine_ms} ms; "
-            f"tool time uniform in [0, {args.tool_ms:.0f}] ms"
+            f"load average before: {load_before:.2f}; rounds {args.rounds}; turns {args.turns}; engine "
+            f"{args.engine_ms} ms; tool time uniform in [0, {args.tool_ms:.0f}] ms"
         )
         rows = []
         for sessions in args.sessions:
@@ -313,19 +314,21 @@ async def bench(args: argparse.Namespace) -> None:
     print(f"load average after: {load_after:.2f}")
     print()
     print(
-        "| sessions | calls/path | direct /generate p50 / p99 ms | ours p50 / p99 ms | ours added p50 / p99 ms "
-        "| direct chat p50 / p99 ms | LiteLLM p50 / p99 ms | LiteLLM added p50 / p99 ms |"
+        "| sessions | calls/path | direct /generate p50 / p99 ms | ours p50 / p99 ms | ours added p50 / p99 "
+        "ms | direct chat p50 / p99 ms | LiteLLM p50 / p99 ms | LiteLLM added p50 / p99 ms |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for sessions, f in rows:
         dg, ours, dc, lite = f["direct-generate"], f["ours"], f["direct-chat"], f["litellm"]
         print(f"| {sessions} | {ours[2]} | {dg[0]:.1f} / {dg[1]:.1f} | {ours[0]:.1f} / {ours[1]:.1f} | "
-              f"**{ours[0] - dg[0]:.2f} / {ours[1] - dg[1]:.2f}** | {dc[0]:.1f} / {dc[1]:.1f} | {lite[0]:.1f} / {lite[1]:.1f} | "
+              f"**{ours[0] - dg[0]:.2f} / {ours[1] - dg[1]:.2f}** | {dc[0]:.1f} / {dc[1]:.1f} | "
+              f"{lite[0]:.1f} / {lite[1]:.1f} | "
               f"{lite[0] - dc[0]:.2f} / {lite[1] - dc[1]:.2f} |")  # fmt: skip
     quiet = max(load_before, load_after) < 1.0
     print()
     print(
-        "peer: LiteLLM proxy (litellm[proxy]) on its OpenAI-compatible route to the same backend, measured in the same run"
+        "peer: LiteLLM proxy (litellm[proxy]) on its OpenAI-compatible route to the same backend, measured "
+        "in the same run"
     )
     print(
         "publishable (load average < 1 before and after):",

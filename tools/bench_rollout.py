@@ -1,4 +1,5 @@
-"""Rollout throughput and the orchestrator's own overhead, beside the same trials run by a plain sequential script.
+"""Rollout throughput and the orchestrator's own overhead, beside the same trials run by a plain sequential
+script.
 
     python tools/bench_rollout.py [--concurrency 1,4,16] [--trials 16] [--rounds 2]
 
@@ -9,9 +10,9 @@ sandbox, graded by the real verifier in a fresh sandbox. Per configuration:
 - plain: the same steps written out in a loop, one trial after another (start sandbox, open session, run
   the harness, diff, grade, close), nothing else: the floor at concurrency 1.
 Overhead per trial = wall time minus the time inside engine calls (the proxy's model time), sandbox start,
-tool execution (time between model calls), the diff and the sandbox's removal, and grading: what the orchestrator itself costs. The peer is the
-plain script measured in the same run; the load average before and after is printed, and figures taken at a
-load average of 1 or more are marked as not publishable.
+tool execution (time between model calls), the diff and the sandbox's removal, and grading: what the
+orchestrator itself costs. The peer is the plain script measured in the same run; the load average before and
+after is printed, and figures taken at a load average of 1 or more are marked as not publishable.
 """
 
 from __future__ import annotations
@@ -157,11 +158,13 @@ async def bench(args: argparse.Namespace) -> None:
         await proxy.stop()
     load_after = os.getloadavg()[0]
     print(
-        f"load average before {load_before:.2f}, after {load_after:.2f}; rounds {args.rounds}; engine {args.engine_ms} ms/call"
+        f"load average before {load_before:.2f}, after {load_after:.2f}; rounds {args.rounds}; engine "
+        f"{args.engine_ms} ms/call"
     )
     print()
     print(
-        "| system | concurrent trials | trials | trials / min | mean trial wall s | orchestrator overhead (share of trial wall) |"
+        "| system | concurrent trials | trials | trials / min | mean trial wall s | orchestrator overhead "
+        "(share of trial wall) |"
     )
     print("|---|---|---|---|---|---|")
     for name, c, n, tpm, wall, over in rows:

@@ -426,34 +426,35 @@ ENV_CASES = [
     {
         "name": "loop_controls_and_loop_variables",
         "template": (
-            "{%- for m in messages -%}{%- if m.role == 'system' %}{% continue %}{% endif -%}"
-            "{%- if loop.index > 4 %}{% break %}{% endif -%}"
-            "[{{ loop.index0 }}/{{ loop.length }} {{ m.role }}{{ ' prev=' ~ loop.previtem.role if loop.previtem }}]"
-            "{%- endfor -%}"
+            "{%- for m in messages -%}{%- if m.role == 'system' %}{% continue %}{% endif -%}{%- if "
+            "loop.index > 4 %}{% break %}{% endif -%}[{{ loop.index0 }}/{{ loop.length }} {{ m.role }}{{ ' "
+            "prev=' ~ loop.previtem.role if loop.previtem }}]{%- endfor -%}"
         ),
     },
     {
         "name": "tojson_arguments",
         "tools": TOOLS[:1],
         "template": (
-            "{{ tools | tojson }}|{{ tools[0] | tojson(indent=2) }}|{{ messages[1] | tojson(sort_keys=True) }}|"
-            "{{ messages[1] | tojson(ensure_ascii=True) }}|{{ messages[2].tool_calls | tojson(separators=(',', ':')) }}"
+            "{{ tools | tojson }}|{{ tools[0] | tojson(indent=2) }}|{{ messages[1] | tojson(sort_keys=True) "
+            "}}|{{ messages[1] | tojson(ensure_ascii=True) }}|{{ messages[2].tool_calls | "
+            "tojson(separators=(',', ':')) }}"
         ),
     },
     {
         "name": "namespace_and_dict",
         "template": (
-            "{%- set ns = namespace(n=0, last='') -%}{%- for m in messages -%}{%- set ns.n = ns.n + 1 -%}"
-            "{%- set ns.last = m.role -%}{%- endfor -%}{{ ns.n }} {{ ns.last }} {{ dict(a=1, b=[2]) | tojson }} "
+            "{%- set ns = namespace(n=0, last='') -%}{%- for m in messages -%}{%- set ns.n = ns.n + 1 -%}{%- "
+            "set ns.last = m.role -%}{%- endfor -%}{{ ns.n }} {{ ns.last }} {{ dict(a=1, b=[2]) | tojson }} "
             "{{ dict.fromkeys(['x', 'y'], 0) | tojson }}"
         ),
     },
     {
         "name": "template_variables_without_tools",
         "template": (
-            "tools={{ tools is defined }}/{{ tools is none }} documents={{ documents is defined }}/{{ documents is none }} "
-            "bos={{ bos_token is defined }} eos={{ eos_token }} pad={{ pad_token }} unk={{ unk_token is defined }} "
-            "gen={{ add_generation_prompt }} flag={{ custom_flag | default('unset') }}"
+            "tools={{ tools is defined }}/{{ tools is none }} documents={{ documents is defined }}/{{ "
+            "documents is none }} bos={{ bos_token is defined }} eos={{ eos_token }} pad={{ pad_token }} "
+            "unk={{ unk_token is defined }} gen={{ add_generation_prompt }} flag={{ custom_flag | "
+            "default('unset') }}"
         ),
     },
     {
@@ -462,7 +463,8 @@ ENV_CASES = [
         "add_generation_prompt": True,
         "template_kwargs": {"custom_flag": {"depth": [1, 2]}, "eos_token": "<OVERRIDDEN>"},
         "template": (
-            "tools={{ tools | length }} eos={{ eos_token }} flag={{ custom_flag | tojson }} gen={{ add_generation_prompt }}"
+            "tools={{ tools | length }} eos={{ eos_token }} flag={{ custom_flag | tojson }} gen={{ "
+            "add_generation_prompt }}"
         ),
     },
     {
@@ -475,16 +477,16 @@ ENV_CASES = [
     {
         "name": "generation_tag_renders_its_body",
         "template": (
-            "{%- for m in messages -%}{%- if m.role == 'assistant' -%}{% generation %}<a>{{ m.content | default('') }}</a>"
-            "{% endgeneration %}{%- else -%}{{ m.content }}{%- endif -%}|{%- endfor -%}"
+            "{%- for m in messages -%}{%- if m.role == 'assistant' -%}{% generation %}<a>{{ m.content | "
+            "default('') }}</a>{% endgeneration %}{%- else -%}{{ m.content }}{%- endif -%}|{%- endfor -%}"
         ),
     },
     {
         "name": "raise_exception_reaches_the_caller",
         "messages": [{"role": "user", "content": "x"}],
         "template": (
-            "{%- if messages[0].role != 'system' -%}{{ raise_exception('first message must be system, got ' ~ "
-            "messages[0].role) }}{%- endif -%}ok"
+            "{%- if messages[0].role != 'system' -%}{{ raise_exception('first message must be system, got ' "
+            "~ messages[0].role) }}{%- endif -%}ok"
         ),
     },
     {

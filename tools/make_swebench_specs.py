@@ -23,7 +23,8 @@ OUT = Path(__file__).resolve().parents[1] / "legorl_jax" / "tasks" / "swebench_s
 
 
 class _Placeholder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Stands in for the harness's third-party imports (datasets, docker, ...), which the two tables never use."""
+    """Stands in for the harness's third-party imports (datasets, docker, ...), which the two tables never
+    use."""
 
     NAMES = frozenset(
         {

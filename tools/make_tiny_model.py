@@ -96,8 +96,8 @@ class TinyModelSpec:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if not isinstance(self.vocab_size, int) or self.vocab_size < minimum_vocab:
             raise ValueError(
-                f"vocab_size must be an int >= {minimum_vocab} (256 bytes + {len(SPECIAL_TOKENS)} special tokens), "
-                f"got {self.vocab_size!r}"
+                f"vocab_size must be an int >= {minimum_vocab} (256 bytes + {len(SPECIAL_TOKENS)} special "
+                f"tokens), got {self.vocab_size!r}"
             )
         if self.num_heads % self.num_kv_heads:
             raise ValueError(
@@ -110,7 +110,8 @@ class TinyModelSpec:
         bad = [i for i in self.mlp_only_layers if not isinstance(i, int) or not 0 <= i < self.num_layers]
         if bad:
             raise ValueError(
-                f"mlp_only_layers must hold layer indices in [0, {self.num_layers}), got {list(self.mlp_only_layers)}"
+                f"mlp_only_layers must hold layer indices in [0, {self.num_layers}), got "
+                f"{list(self.mlp_only_layers)}"
             )
         if not isinstance(self.rope_theta, (int, float)) or self.rope_theta <= 0:
             raise ValueError(f"rope_theta must be a positive number, got {self.rope_theta!r}")

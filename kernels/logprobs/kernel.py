@@ -122,7 +122,8 @@ class BlockSizes:
         return dataclasses.replace(sizes, block_d=block_d)
 
     def check(self, hidden_dim: int, *, compiled_for_gpu: bool) -> None:
-        """Raises ValueError if these blocks cannot run on D = `hidden_dim` (and on Triton, if compiled there)."""
+        """Raises ValueError if these blocks cannot run on D = `hidden_dim` (and on Triton, if compiled
+        there)."""
         if hidden_dim % self.block_d:
             raise ValueError(f"{self.block_d=} must divide the hidden dimension D={hidden_dim}")
         if not compiled_for_gpu:
@@ -138,9 +139,9 @@ class BlockSizes:
             )
         if self.backward_split_v is not None or self.backward_split_n is not None:
             raise ValueError(
-                "on GPU the backward's reduction axes must be one grid step (Triton runs steps concurrently): "
-                f"set backward_split_v and backward_split_n to None, got {self.backward_split_v=}, "
-                f"{self.backward_split_n=}"
+                "on GPU the backward's reduction axes must be one grid step (Triton runs steps "
+                "concurrently): set backward_split_v and backward_split_n to None, got "
+                f"{self.backward_split_v=}, {self.backward_split_n=}"
             )
 
 
@@ -157,7 +158,8 @@ class _Geometry:
 
 
 def _logit_tile(h_ref, w_ref, row0, col0, global_col0, targets, geo: _Geometry):
-    """Masked float32 logits of rows [row0, +block_n) x columns [col0, +block_v) of the blocks, and target hits.
+    """Masked float32 logits of rows [row0, +block_n) x columns [col0, +block_v) of the blocks, and target
+    hits.
 
     `global_col0` is col0's index in the whole vocabulary (for the padding mask and the target compare).
     """
@@ -199,7 +201,8 @@ def _forward_kernel(
 
 
 def _zero(ref, rows: int, cols: int, chunk: int, along_rows: bool) -> None:
-    """Zeroes an accumulator block in `chunk`-wide strips (a whole [block_n, D] tile would not fit in registers)."""
+    """Zeroes an accumulator block in `chunk`-wide strips (a whole [block_n, D] tile would not fit in
+    registers)."""
 
     def strip(c, carry):
         start = pl.multiple_of(c * chunk, chunk)

@@ -120,7 +120,8 @@ class ArchConfig:
     def __post_init__(self) -> None:
         if len(self.architectures) != 1 or self.architectures[0] not in _MODEL_TYPES:
             raise ValueError(
-                f"architectures must be exactly one of {tuple(_MODEL_TYPES)}, got {list(self.architectures)!r}"
+                f"architectures must be exactly one of {tuple(_MODEL_TYPES)}, got "
+                f"{list(self.architectures)!r}"
             )
         positive = ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"]
         positive += ["num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings"]
@@ -344,7 +345,8 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
         )
     if raw.get("use_sliding_window", False) is not False:
         raise ValueError(
-            f"use_sliding_window must be false (sliding-window attention is not supported), got {raw['use_sliding_window']!r}"
+            "use_sliding_window must be false (sliding-window attention is not supported), got "
+            f"{raw['use_sliding_window']!r}"
         )
     for i, kind in enumerate(raw.get("layer_types") or ()):
         if kind != "full_attention":
@@ -395,7 +397,8 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
             and raw["num_experts"] != raw["num_local_experts"]
         ):
             raise ValueError(
-                f"num_experts={raw['num_experts']!r} disagrees with num_local_experts={raw['num_local_experts']!r}"
+                f"num_experts={raw['num_experts']!r} disagrees with "
+                f"num_local_experts={raw['num_local_experts']!r}"
             )
         layers = raw.get("mlp_only_layers") or []
         if not isinstance(layers, list):

@@ -11,10 +11,9 @@ run stacked on a leading axis. `hf_shapes` is the single statement of the HF sid
 `policy_from_tensors` are exact inverses (transposes and reshapes only), so load -> save(fp32) -> load
 is bit-exact.
 
-`init_policy` draws HF-layout tensors with numpy (normal(init_std = 0.02) weights, unit norms, zero biases; each
-tensor from its own seed derived from its name) and builds the policy through `policy_from_tensors`,
-the same path as `load_hf`: the layout flags cannot change the weights, and random init compiles
-nothing.
+`init_policy` draws HF-layout tensors with numpy (normal(init_std = 0.02) weights, unit norms, zero biases;
+each tensor from its own seed derived from its name) and builds the policy through `policy_from_tensors`, the
+same path as `load_hf`: the layout flags cannot change the weights, and random init compiles nothing.
 """
 
 from __future__ import annotations

@@ -301,7 +301,8 @@ class Policy(nnx.Module):
         c = self.config
         if not c.is_moe:
             raise ValueError(
-                f"forced_experts was given (shape {tuple(forced.shape)}) but {c.architectures[0]} has no MoE layers"
+                f"forced_experts was given (shape {tuple(forced.shape)}) but {c.architectures[0]} has no MoE "
+                "layers"
             )
         check_forced_experts(forced, (c.num_moe_layers, *token_shape, c.num_experts_per_tok), c.num_experts)
         return forced

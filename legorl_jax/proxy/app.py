@@ -88,7 +88,8 @@ class CaptureProxy:
         limit = self.config.context_length or context_length or getattr(engine, "max_len", None)
         if not isinstance(limit, int) or limit < 2:
             raise ValueError(
-                f"the proxy needs a context length (proxy.context_length, or an engine with max_len), got {limit!r}"
+                "the proxy needs a context length (proxy.context_length, or an engine with max_len), got "
+                f"{limit!r}"
             )
         self.context_length = limit
         if admin_token is not None and (not isinstance(admin_token, str) or len(admin_token) < 8):

@@ -48,8 +48,8 @@ def context_message(prompt_tokens: int, limit: int) -> str:
     of retrying, and with Anthropic's "prompt is too long" for Claude Code."""
     return (
         f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
-        f"{prompt_tokens} tokens, which leaves no room to generate (prompt is too long: {prompt_tokens} tokens > "
-        f"{limit - 1} maximum)."
+        f"{prompt_tokens} tokens, which leaves no room to generate (prompt is too long: {prompt_tokens} "
+        f"tokens > {limit - 1} maximum)."
     )
 
 

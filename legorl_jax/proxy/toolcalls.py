@@ -160,7 +160,8 @@ def _typed(value: str, schema: Mapping[str, Any]) -> Any:
 
 
 class Qwen3CoderXmlParser:
-    """Qwen3-Coder: `<tool_call>\\n<function=NAME>\\n<parameter=P>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>`."""
+    """Qwen3-Coder:
+    `<tool_call>\\n<function=NAME>\\n<parameter=P>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>`."""
 
     name = "qwen3_coder"
     opening = "<tool_call>"

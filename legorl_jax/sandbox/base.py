@@ -104,7 +104,8 @@ class SandboxSpec:
                 and source.startswith("/")
             ):
                 raise ValueError(
-                    f"mounts must map absolute sandbox paths to absolute host paths, got {target!r}: {source!r}"
+                    f"mounts must map absolute sandbox paths to absolute host paths, got {target!r}: "
+                    f"{source!r}"
                 )
 
 

@@ -244,7 +244,8 @@ class ExecSandbox(abc.ABC):
         raw = await self._checked_run(["sh", "-c", script, "sh", target], stdin=data)
         if raw.exit_code != 0:
             raise SandboxError(
-                f"writing {target} failed (exit {raw.exit_code}): {raw.stderr.decode(errors='replace').strip()}"
+                f"writing {target} failed (exit {raw.exit_code}): "
+                f"{raw.stderr.decode(errors='replace').strip()}"
             )
 
     async def upload(self, local_dir: str | Path, remote_dir: str) -> None:
@@ -263,7 +264,8 @@ class ExecSandbox(abc.ABC):
             os.unlink(name)
         if raw.exit_code != 0:
             raise SandboxError(
-                f"upload to {target} failed (exit {raw.exit_code}): {raw.stderr.decode(errors='replace').strip()}"
+                f"upload to {target} failed (exit {raw.exit_code}): "
+                f"{raw.stderr.decode(errors='replace').strip()}"
             )
 
     async def diff(self, base_commit: str | None = None) -> str:

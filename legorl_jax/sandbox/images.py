@@ -203,7 +203,8 @@ def registry_base_dockerfile(source: str) -> str:
             "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
             + " ".join(p for p in BASE_PACKAGES if not p.startswith("python3"))
             + " && rm -rf /var/lib/apt/lists/*",
-            "RUN python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --no-cache-dir 'pytest>=7.2,<9'",
+            "RUN python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --no-cache-dir "
+            "'pytest>=7.2,<9'",
             f"RUN (id -u {BASE_USER} >/dev/null 2>&1 || useradd --create-home --uid {BASE_UID} --user-group"
             f" --shell /bin/bash {BASE_USER}) && mkdir -p /testbed && chown {BASE_USER}:{BASE_USER} /testbed"
             " && printf '[safe]\\n\\tdirectory = *\\n' > /etc/gitconfig",

@@ -1,4 +1,5 @@
-"""The seccomp filter bubblewrap installs before a sandboxed command runs (Docker's default profile, in spirit).
+"""The seccomp filter bubblewrap installs before a sandboxed command runs (Docker's default profile, in
+spirit).
 
 `filter_program()` returns a classic-BPF program (the bytes `bwrap --seccomp FD` reads) that, for x86_64:
 

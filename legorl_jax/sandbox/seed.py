@@ -44,7 +44,8 @@ class ImageFacts:
 
 
 def parse_passwd(passwd: str, group: str, user: str) -> tuple[int, int, str]:
-    """(uid, gid, home) of `user` ("name", "uid", "name:group" or "uid:gid"); raises `SandboxError` if unknown."""
+    """(uid, gid, home) of `user` ("name", "uid", "name:group" or "uid:gid"); raises `SandboxError` if
+    unknown."""
     name, _, group_name = user.partition(":")
     entries = [line.split(":") for line in passwd.splitlines() if line.count(":") >= 6]
     match = next((e for e in entries if e[0] == name or (name.isdigit() and e[2] == name)), None)
@@ -65,7 +66,8 @@ def parse_passwd(passwd: str, group: str, user: str) -> tuple[int, int, str]:
 
 
 def git_head(read: Any, git_dir: str) -> str | None:
-    """The commit `HEAD` names in `git_dir`, reading files with `read(path) -> bytes | None` (loose or packed refs)."""
+    """The commit `HEAD` names in `git_dir`, reading files with `read(path) -> bytes | None` (loose or packed
+    refs)."""
     head = (read(f"{git_dir}/HEAD") or b"").decode(errors="replace").strip()
     if not head.startswith("ref:"):
         return head if len(head) in (40, 64) else None

@@ -103,8 +103,8 @@ def agent_sandbox_spec(
     mounts: Mapping[str, str] | None = None,
 ) -> SandboxSpec:
     """The agent's sandbox: the task's image at its workdir with the run's `sandbox` config (no network unless
-    the proxy must be reachable). Without a config: the defaults, with a read-only root for built-in tasks only
-    (their image was made for it; SWE-bench and Harbor images expect a writable one)."""
+    the proxy must be reachable). Without a config: the defaults, with a read-only root for built-in tasks
+    only (their image was made for it; SWE-bench and Harbor images expect a writable one)."""
     config = config or SandboxConfig(read_only_root=task.kind == "builtin")
     return spec_from_config(
         config,

@@ -145,7 +145,8 @@ def _list(tasks: list[Task], as_json: bool) -> int:
     width = max((len(r["id"]) for r in rows), default=2)
     for r in rows:
         print(
-            f"{r['id']:<{width}}  {r['split']:<10}  {r['difficulty'] or '-':<6}  {r['domain'] or '-':<16}  {r['title']}"
+            f"{r['id']:<{width}}  {r['split']:<10}  {r['difficulty'] or '-':<6}  {r['domain'] or '-':<16}  "
+            f"{r['title']}"
         )
     return EXIT_OK
 
@@ -222,7 +223,8 @@ async def _validate(tasks: list[Task], factory: SandboxFactory, *, build: bool, 
             print(f"FAIL   {task.instance_id}: gold {r['gold']:g}, empty {r['empty']:g} {list(r['why'])[:5]}")
             worst = max(worst, EXIT_INVALID) if worst != EXIT_INFRA else worst
     print(
-        f"{sum(1 for _, r in results if r.get('gold') == 1.0 and r.get('empty') == 0.0)}/{len(results)} tasks valid"
+        f"{sum(1 for _, r in results if r.get('gold') == 1.0 and r.get('empty') == 0.0)}/{len(results)} "
+        "tasks valid"
     )
     if reasons:
         print(

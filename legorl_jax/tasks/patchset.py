@@ -12,9 +12,10 @@ Hunk bodies are consumed by their `@@ -a,b +c,d @@` line counts, not by pattern:
 text, or whose header cannot be read, raises `PatchError` (a `ValueError`) naming the line.
 
 Paths are repo-relative with the `a/` / `b/` prefix removed (plain diffs: the first component, like `-p1`);
-git's C-style quoted paths (`"a/x\\ty"`) are unquoted. `None` stands for `/dev/null`. A git section whose `---` /
-`+++` lines name other files than its header (and rename lines) is refused: the verifier filters by one set of
-paths, so git apply and patch must not write another. File modes are compared as numbers (`0120000` is a symlink).
+git's C-style quoted paths (`"a/x\\ty"`) are unquoted. `None` stands for `/dev/null`. A git section whose
+`---` / `+++` lines name other files than its header (and rename lines) is refused: the verifier filters by
+one set of paths, so git apply and patch must not write another. File modes are compared as numbers (`0120000`
+is a symlink).
 """
 
 from __future__ import annotations
@@ -164,7 +165,8 @@ def _parse_git_section(lines: list[str], start: int) -> tuple[FilePatch, int]:
     elif i + 1 < len(lines) and lines[i].startswith("--- ") and lines[i + 1].startswith("+++ "):
         minus, plus = _side_path(lines[i], i), _side_path(lines[i + 1], i + 1)
         # git apply and patch write what ---/+++ name; the filter checks the header's paths. A section whose
-        # two disagree (header README.md, +++ conftest.py) would be checked against one file and write another.
+        # two disagree (header README.md, +++ conftest.py) would be checked against one file and write
+        # another.
         if minus != old_path or plus != new_path:
             raise PatchError(
                 f"line {start + 1}: the header {header.strip()!r} and its ---/+++ lines name different "
@@ -284,7 +286,8 @@ def _unquote(raw: str, index: int) -> str:
             value = int(body[i + 1 : i + 4], 8)
             if value > 0xFF:
                 raise PatchError(
-                    f"line {index + 1}: octal escape \\{body[i + 1 : i + 4]} above \\377 in quoted path {raw!r}"
+                    f"line {index + 1}: octal escape \\{body[i + 1 : i + 4]} above \\377 in quoted path "
+                    f"{raw!r}"
                 )
             out.append(value)
             i += 4

@@ -63,7 +63,8 @@ _SUMMARY_WORDS = {
     "warnings": "warnings",
     "rerun": "rerun",
 }
-# Pytest's exit codes: 0 all passed, 1 some failed, 2 interrupted (e.g. collection errors), 5 nothing collected.
+# Pytest's exit codes: 0 all passed, 1 some failed, 2 interrupted (e.g. collection errors), 5 nothing
+# collected.
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_INTERRUPTED, EXIT_NO_TESTS = 0, 1, 2, 5
 
 

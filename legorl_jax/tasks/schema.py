@@ -101,11 +101,13 @@ class Task:
     workdir: str
     """Absolute path of the repository inside the image."""
     test_cmd: str
-    """The test command: pytest argv prefix (built-in), a bash script (SWE-bench), `bash /tests/test.sh` (Harbor)."""
+    """The test command: pytest argv prefix (built-in), a bash script (SWE-bench), `bash /tests/test.sh`
+    (Harbor)."""
     log_parser: str
     """How results are read: 'junit' (built-in), a log-parser name (SWE-bench), 'harbor_reward' (Harbor)."""
     protected_paths: tuple[str, ...] = ()
-    """Extra glob patterns (repo-relative) the agent's diff may not touch, on top of the verifier's defaults."""
+    """Extra glob patterns (repo-relative) the agent's diff may not touch, on top of the verifier's defaults.
+    """
     timeouts: Timeouts = dataclasses.field(default_factory=Timeouts)
     """Phase time limits."""
     kind: str = "builtin"

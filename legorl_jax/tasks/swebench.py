@@ -18,8 +18,8 @@ objects is read too.
 - `log_parser`: the row's, else the installed swebench's parser for the repo (its `MAP_REPO_TO_PARSER*`),
   else the spec table's. A row whose parser none of them names is an error, never a silent default.
 
-Where each came from is recorded in `metadata["test_cmd_source"]` and `metadata["log_parser_source"]`
-(`row`, `eval_script`, `swebench <version>`, `spec table (swebench 4.1.0)`). A file may hold the same row twice
+Where each came from is recorded in `metadata["test_cmd_source"]` and `metadata["log_parser_source"]` (`row`,
+`eval_script`, `swebench <version>`, `spec table (swebench 4.1.0)`). A file may hold the same row twice
 (SWE-agent's test data does); identical repeats are skipped with a warning, differing ones are an error.
 
 Every bad row raises `TaskError` naming the instance (with the file and line), the field and the value.
@@ -301,8 +301,9 @@ def command_from_eval_script(label: str, eval_script: Any) -> str:
 
 
 def directives_from_test_patch(repo: str, test_patch: str) -> list[str]:
-    """The test directives swebench 4.1.0's `get_test_directives` makes of `test_patch`: the `b/` path of every
-    `diff --git` line, minus its non-test extensions; for Django, dotted module names without `tests/`."""
+    """The test directives swebench 4.1.0's `get_test_directives` makes of `test_patch`: the `b/` path of
+    every `diff --git` line, minus its non-test extensions; for Django, dotted module names without
+    `tests/`."""
     directives = [d for d in _DIRECTIVE_RE.findall(test_patch) if not d.endswith(_NON_TEST_SUFFIXES)]
     if repo != "django/django":
         return directives

@@ -65,15 +65,16 @@ def _build_builtin(task: Task) -> str:
         sha = write_snapshot_repo(Path(task.image_context), repo)
         if sha != task.base_commit:
             raise ImageError(
-                f"task {task.instance_id!r}: repo/ now commits as {sha}, the task was loaded at {task.base_commit}; "
-                "reload the suite"
+                f"task {task.instance_id!r}: repo/ now commits as {sha}, the task was loaded at "
+                f"{task.base_commit}; reload the suite"
             )
         (repo / ".git" / "index").unlink()
         dockerfile = "\n".join(
             [
                 f"FROM {base}",
                 f"COPY --chown={images.BASE_UID}:{images.BASE_UID} repo/ {task.workdir}/",
-                f"RUN git -C {task.workdir} read-tree HEAD && git -C {task.workdir} update-index -q --refresh",
+                f"RUN git -C {task.workdir} read-tree HEAD && git -C {task.workdir} update-index -q "
+                "--refresh",
                 f'LABEL legorl.task="{task.instance_id}" legorl.base_commit="{task.base_commit}"',
                 "",
             ]
@@ -103,9 +104,9 @@ def _pull(task: Task) -> None:
         daemon.client().images.pull(repository, tag=tag)
     except daemon.api_error_types() as exc:
         raise ImageError(
-            f"task {task.instance_id!r}: image {task.image!r} is not on the Docker daemon and pulling it failed "
-            f"({str(exc).strip()[:300]}). Where a registry answers: `docker pull {task.image} && docker save "
-            f"{task.image} -o image.tar`; then here: `docker load -i image.tar`"
+            f"task {task.instance_id!r}: image {task.image!r} is not on the Docker daemon and pulling it "
+            f"failed ({str(exc).strip()[:300]}). Where a registry answers: `docker pull {task.image} && "
+            f"docker save {task.image} -o image.tar`; then here: `docker load -i image.tar`"
         ) from exc
     if not images.image_exists(task.image):
         raise ImageError(

@@ -2,7 +2,8 @@
 
 One grade, in a fresh sandbox started from the task's clean image (never the agent's sandbox):
 
-1. The agent's diff is parsed file by file (`patchset`; a section whose `---`/`+++` lines name other files than
+1. The agent's diff is parsed file by file (`patchset`; a section whose `---`/`+++` lines name other files
+than
    its header is refused as malformed) and every change to a protected path is dropped and reported
    (`protection`: tests, conftest, pytest/tox/setup configuration, `pyproject.toml`, start-up hooks, `.git*`,
    runner shadowing, symlinks, the task's own globs, the hidden test paths).
@@ -501,7 +502,8 @@ async def _protected_writes(
     sandbox: Sandbox, task: Task, scratch: str, before: frozenset[tuple[str, bool]]
 ) -> list[str]:
     """Every protected path the apply really changed (the filter judged the diff's text; git and patch may
-    have written elsewhere): files under .git newer than the stamp, then `git status` against the one before."""
+    have written elsewhere): files under .git newer than the stamp, then `git status` against the one
+    before."""
     git_dir = await _exec(
         sandbox,
         ["find", ".git", *_GIT_SELF_WRITES, "-newer", f"{scratch}/before-apply", "-print"],
@@ -601,8 +603,9 @@ def pytest_argv(test_cmd: str, workdir: str) -> list[str]:
 
 
 class _BuiltinRun:
-    """pytest with a JUnit report at a random path and two canaries planted in a hidden test file; three result
-    sources cross-checked, the must-fail canary must fail and the must-pass one must match its original."""
+    """pytest with a JUnit report at a random path and two canaries planted in a hidden test file; three
+    result sources cross-checked, the must-fail canary must fail and the must-pass one must match its
+    original."""
 
     def __init__(self, task: Task, scratch: str, timeout: float) -> None:
         self.task, self.timeout = task, timeout

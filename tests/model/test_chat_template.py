@@ -1,4 +1,5 @@
-"""Our chat-template renderer gives HF transformers' text and ids, and its Jinja environment behaves like HF's.
+"""Our chat-template renderer gives HF transformers' text and ids, and its Jinja environment behaves like
+HF's.
 
 References: tests/fixtures/chat_template/cases.json, written by tools/make_hf_fixtures.py with transformers'
 `apply_chat_template` on the tokenizer files beside it (the default tiny model's).
@@ -69,8 +70,8 @@ def test_tool_calls_and_results_render_in_the_qwen3_layout(tok):
     text = tok.render(case["messages"], tools=case["tools"])
     assert "<tools>\n" + json.dumps(case["tools"][0], ensure_ascii=False) + "\n" in text
     assert (
-        '<tool_call>\n{"name": "bash", "arguments": {"command": "python -m pytest -q"}}\n</tool_call><|im_end|>'
-        in text
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "python -m pytest '
+        '-q"}}\n</tool_call><|im_end|>' in text
     )
     assert "<|im_start|>user\n<tool_response>\nF\n1 failed in 0.02s\n</tool_response><|im_end|>\n" in text
 

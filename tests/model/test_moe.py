@@ -172,7 +172,7 @@ def test_tiled_experts_match_ragged_dot_in_values_and_gradients(n, e):
     (_, y_ragged), g_ragged = loss("ragged_dot")
     (_, y_tiles), g_tiles = loss("tiles")
     np.testing.assert_allclose(np.asarray(y_tiles), np.asarray(y_ragged), rtol=1e-5, atol=1e-5)
-    for name, a, b in zip(("x", "weights", "w_gate", "w_up", "w_down"), g_tiles, g_ragged):
+    for name, a, b in zip(("x", "weights", "w_gate", "w_up", "w_down"), g_tiles, g_ragged, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4, err_msg=name)
 
 

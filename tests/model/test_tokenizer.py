@@ -81,9 +81,9 @@ def test_control_and_markup_tokens_are_single_ids_and_only_control_tokens_are_sk
 
 def test_python_code_takes_fewer_tokens_than_a_third_of_its_characters(tok):
     code = (
-        "def load_config(path: str) -> dict:\n    with open(path, encoding='utf-8') as f:\n"
-        "        data = json.load(f)\n    if not isinstance(data, dict):\n"
-        "        raise ValueError(f'{path}: expected an object, got {type(data).__name__}')\n    return data\n"
+        "def load_config(path: str) -> dict:\n    with open(path, encoding='utf-8') as f:\n        data = "
+        "json.load(f)\n    if not isinstance(data, dict):\n        raise ValueError(f'{path}: expected an "
+        "object, got {type(data).__name__}')\n    return data\n"
     )
     assert len(tok.encode(code)) < len(code) / 3
 

@@ -259,8 +259,8 @@ async def test_a_template_that_numbers_turns_turns_the_fast_render_off_and_stays
 
     tok = copy.copy(tokenizer)
     tok.chat_template = (
-        "{% for m in messages %}<|im_start|>{{ m.role }} #{{ loop.index }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+        "{% for m in messages %}<|im_start|>{{ m.role }} #{{ loop.index }}\n{{ m.content }}<|im_end|>\n{% "
+        "endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     )
     engine = ScriptedEngine(tok, ["one", "two", "three"])
     renderer = Renderer(tok)

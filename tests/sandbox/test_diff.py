@@ -16,8 +16,9 @@ COMMIT = (
     "git -c user.name=base -c user.email=base@test commit -qm base && git rev-parse HEAD"
 )
 SNAPSHOT = (
-    "find . -path ./.git -prune -o -type f -print -o -type l -print | sort | xargs -d '\\n' sha256sum; "
-    "find . -path ./.git -prune -o -type l -printf '%p -> %l\\n' | sort; find . -path ./.git -prune -o -perm -u+x -type f -print | sort"
+    "find . -path ./.git -prune -o -type f -print -o -type l -print | sort | xargs -d '\\n' sha256sum; find "
+    ". -path ./.git -prune -o -type l -printf '%p -> %l\\n' | sort; find . -path ./.git -prune -o -perm -u+x "
+    "-type f -print | sort"
 )
 
 

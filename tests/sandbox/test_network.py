@@ -17,7 +17,8 @@ def probe(target):
 with cf.ThreadPoolExecutor(len(sys.argv) - 1) as pool:
     print("\\n".join(pool.map(probe, sys.argv[1:])))
 """
-"""Run inside a sandbox as `python3 -c PROBE host:port ...`: one line per target, 'open pong:ping' or 'closed'."""
+"""Run inside a sandbox as `python3 -c PROBE host:port ...`: one line per target, 'open pong:ping' or
+'closed'."""
 
 
 def _host_addresses() -> list[str]:

@@ -93,7 +93,8 @@ async def test_a_hidden_test_present_in_the_image_stops_the_trial():
     leaky = dataclasses.replace(
         task,
         test_patch=(
-            f"diff --git a/{present} b/{present}\nnew file mode 100644\n--- /dev/null\n+++ b/{present}\n@@ -0,0 +1 @@\n+x\n"
+            f"diff --git a/{present} b/{present}\nnew file mode 100644\n--- /dev/null\n+++ b/{present}\n@@ "
+            "-0,0 +1 @@\n+x\n"
         ),
     )
     with pytest.raises(SandboxError, match=rf"hidden test file '{present}' is in the image"):

@@ -1,4 +1,5 @@
-"""The built-in suite loads into valid tasks; every malformed task file is an error naming task, field and value."""
+"""The built-in suite loads into valid tasks; every malformed task file is an error naming task, field and
+value."""
 
 from __future__ import annotations
 

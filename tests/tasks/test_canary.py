@@ -1,5 +1,6 @@
-"""Canaries planted in real built-in tasks' hidden test files, run by the host's pytest on the task's repo with
-the gold patch: the must-fail copy fails, the must-pass copy passes, and neither looks like a generated test."""
+"""Canaries planted in real built-in tasks' hidden test files, run by the host's pytest on the task's repo
+with the gold patch: the must-fail copy fails, the must-pass copy passes, and neither looks like a generated
+test."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def test_the_must_fail_canary_is_a_copy_of_a_hidden_test_with_one_expected_value
     bodies = {n.name: n for n in ast.parse(plan.source).body if isinstance(n, ast.FunctionDef)}
     copy, original = bodies[must_fail.node_id.split("::")[1]], bodies[must_fail.original.split("::")[1]]
     assert len(copy.body) == len(original.body)
-    differing = [(a, b) for a, b in zip(copy.body, original.body) if ast.dump(a) != ast.dump(b)]
+    differing = [(a, b) for a, b in zip(copy.body, original.body, strict=True) if ast.dump(a) != ast.dump(b)]
     assert len(differing) == 1 and isinstance(differing[0][0], ast.Assert)  # only the expected value changed
     assert all(
         line in plan.source.splitlines() for line in original_source.splitlines()

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 from scratch_git import git
+
 from legorl_jax.tasks.patchset import PatchError, format_patch, parse_patch
 
 
@@ -151,7 +151,8 @@ def test_an_empty_diff_has_no_patches():
         "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/conftest.py\n@@ -1 +1 @@\n-a\n+b\n",
         "diff --git a/README.md b/README.md\n--- /dev/null\n+++ b/conftest.py\n@@ -0,0 +1 @@\n+b\n",
         "diff --git a/README.md b/README.md\n--- a/tests/test_x.py\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n",
-        "diff --git a/pkg/m.py b/pkg/m.py\nnew file mode 100644\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -0,0 +1 @@\n+b\n",
+        "diff --git a/pkg/m.py b/pkg/m.py\nnew file mode 100644\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -0,0 +1 "
+        "@@\n+b\n",
     ],
     ids=["plus-renames", "dev-null-creates", "minus-differs", "new-file-with-old-side"],
 )

@@ -14,8 +14,8 @@ from legorl_jax.tasks.log_parsers import (
     UnknownParserError,
     available_parsers,
     check_parser_name,
-    swebench_parser_for_repo,
     resolve_log_parser,
+    swebench_parser_for_repo,
 )
 from legorl_jax.tasks.registry import find_task, load_suite
 from legorl_jax.tasks.schema import TaskError

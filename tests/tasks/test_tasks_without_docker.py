@@ -16,8 +16,8 @@ from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox import daemon
 from legorl_jax.tasks.agent_sandbox import agent_sandbox
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_suite, load_builtin_task
-from legorl_jax.tasks.report import VerifierError
 from legorl_jax.tasks.protection import hidden_test_paths
+from legorl_jax.tasks.report import VerifierError
 from legorl_jax.tasks.task_image import ensure_task_image
 from legorl_jax.tasks.verifier import grade_many
 
@@ -86,7 +86,10 @@ def bwrap_gold_and_empty():
             ensure_task_image(task)
         pairs = [(t, t.patch) for t in tasks] + [(t, "") for t in tasks]
         results = asyncio.run(grade_many(pairs, config=VerifierConfig(backend="auto", concurrency=4)))
-    return {(task.instance_id, "gold" if diff else "empty"): r for (task, diff), r in zip(pairs, results)}
+    return {
+        (task.instance_id, "gold" if diff else "empty"): r
+        for (task, diff), r in zip(pairs, results, strict=True)
+    }
 
 
 @pytest.mark.parametrize("task_id", SUITE_TASKS)

@@ -50,7 +50,10 @@ def gold_and_empty(suite_tasks):
     """One concurrent batch: the gold patch and the empty diff of every task."""
     pairs = [(t, t.patch) for t in suite_tasks.values()] + [(t, "") for t in suite_tasks.values()]
     results = asyncio.run(grade_many(pairs, config=CONFIG))
-    return {(task.instance_id, "gold" if diff else "empty"): r for (task, diff), r in zip(pairs, results)}
+    return {
+        (task.instance_id, "gold" if diff else "empty"): r
+        for (task, diff), r in zip(pairs, results, strict=True)
+    }
 
 
 @pytest.mark.parametrize("task_id", SUITE_TASKS)
@@ -140,7 +143,8 @@ def _hacks(task):
                 r / init,
                 REWRITE_JUNIT_AT_EXIT.replace(
                     "_atexit.register(_forge_junit)",
-                    "_atexit.register(lambda: _os.fork() == 0 and (__import__('time').sleep(1.0), _forge_junit(), _os._exit(0)))",
+                    "_atexit.register(lambda: _os.fork() == 0 and (__import__('time').sleep(1.0), "
+                    "_forge_junit(), _os._exit(0)))",
                 ).replace("FORCE_EXIT", "pass"),
             ),
             False,
@@ -223,7 +227,7 @@ def hack_reports(suite_tasks):
     hacks = _hacks(task)
     diffs = {name: _hack_diff(task, name, edit, gold) for name, (edit, gold) in hacks.items()}
     results = asyncio.run(grade_many([(task, d) for d in diffs.values()], config=CONFIG))
-    return dict(zip(diffs, results))
+    return dict(zip(diffs, results, strict=True))
 
 
 def _removed(report):
