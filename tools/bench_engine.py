@@ -139,8 +139,21 @@ async def measure(args: argparse.Namespace, model_dir: pathlib.Path) -> dict:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     max_len = args.prompt_len + args.new_tokens + 1
-    argv = [sys.executable, "-m", "legorl_jax.engine.serve", "--model", str(model_dir), "--port", str(port),
-            "--max-running", str(args.max_running), "--max-len", str(max_len), "--min-bucket", str(args.prompt_len)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "legorl_jax.engine.serve",
+        "--model",
+        str(model_dir),
+        "--port",
+        str(port),
+        "--max-running",
+        str(args.max_running),
+        "--max-len",
+        str(max_len),
+        "--min-bucket",
+        str(args.prompt_len),
+    ]
     server = ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=args.log)
     server.start()
     hf = HFWorker(args, model_dir)

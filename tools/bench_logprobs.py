@@ -236,7 +236,8 @@ for path in sorted(glob.glob(os.path.join(folder, "*.ttir"))):
 
 
 def ptxas_report(triton_python: str, hidden_dim: int) -> list[str]:
-    """Registers, spills and shared memory per kernel on an H200, compiled here from the kernels' Triton IR."""
+    """Registers, spills and shared memory per kernel on an H200, compiled here from the kernels' Triton
+    IR."""
     import tempfile
 
     import jax

@@ -40,8 +40,18 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 REPLY = 'Looking at the file.\n<tool_call>\n{"name": "bash", "arguments": {"command": "cat calc.py"}}\n</tool_call>'
 TOOL_RESULT = "def add(a, b):\n    return a - b\n" * 12
-BASH = {"type": "function", "function": {"name": "bash", "description": "Run a command",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}  # fmt: skip
+BASH = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a command",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
+    },
+}
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "XLA_FLAGS": ""}
 LITELLM_KEY = "sk-bench-" + os.urandom(16).hex()  # LiteLLM's proxy refuses to start without a master key
 
@@ -71,8 +81,17 @@ def serve_backend(model_dir: str, port: int, engine_ms: float) -> None:
         gen = Generation(
             out, lps, rows, "stop", "bench", len(ids), routed_experts_start=start, matched_stop=int(eos)
         )
-        return web.json_response(generation_json(gen, rid=body.get("rid") or "r", text=REPLY, return_logprob=True,
-                                                 input_logprobs=None, return_routed_experts=True, e2e_latency=0.0))  # fmt: skip
+        return web.json_response(
+            generation_json(
+                gen,
+                rid=body.get("rid") or "r",
+                text=REPLY,
+                return_logprob=True,
+                input_logprobs=None,
+                return_routed_experts=True,
+                e2e_latency=0.0,
+            )
+        )
 
     async def chat(request: web.Request) -> web.Response:
         body = await request.json()
@@ -80,12 +99,30 @@ def serve_backend(model_dir: str, port: int, engine_ms: float) -> None:
         await asyncio.sleep(engine_ms / 1000)
         call = {"id": "call_" + os.urandom(6).hex(), "type": "function",
                 "function": {"name": "bash", "arguments": '{"command": "cat calc.py"}'}}  # fmt: skip
-        return web.json_response({
-            "id": "chatcmpl-bench", "object": "chat.completion", "created": int(time.time()), "model": body.get("model", "bench"),
-            "choices": [{"index": 0, "finish_reason": "tool_calls",
-                         "message": {"role": "assistant", "content": "Looking at the file.", "tool_calls": [call]}}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": len(out), "total_tokens": prompt + len(out)},
-        })  # fmt: skip
+        return web.json_response(
+            {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "bench"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "tool_calls",
+                        "message": {
+                            "role": "assistant",
+                            "content": "Looking at the file.",
+                            "tool_calls": [call],
+                        },
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": len(out),
+                    "total_tokens": prompt + len(out),
+                },
+            }
+        )
 
     async def health(request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
@@ -168,11 +205,21 @@ async def conversation(
         call_id = f"call_{turn}"
         if path == "chat":
             call_id = reply["choices"][0]["message"]["tool_calls"][0]["id"]
-        messages = [*messages,
-                    {"role": "assistant", "content": "Looking at the file.",
-                     "tool_calls": [{"id": call_id, "type": "function",
-                                     "function": {"name": "bash", "arguments": '{"command": "cat calc.py"}'}}]},
-                    {"role": "tool", "tool_call_id": call_id, "content": TOOL_RESULT}]  # fmt: skip
+        messages = [
+            *messages,
+            {
+                "role": "assistant",
+                "content": "Looking at the file.",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": '{"command": "cat calc.py"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": TOOL_RESULT},
+        ]
 
 
 async def run_path(
@@ -193,12 +240,29 @@ async def run_path(
                 ) as r:
                     session_urls[i] = (await r.json())["openai_base_url"]
         path = "generate" if name == "direct-generate" else "chat"
-        base = {"direct-generate": urls["backend"], "direct-chat": urls["backend"] + "/v1", "litellm": urls["litellm"] + "/v1",
-                "ours": None}[name]  # fmt: skip
+        base = {
+            "direct-generate": urls["backend"],
+            "direct-chat": urls["backend"] + "/v1",
+            "litellm": urls["litellm"] + "/v1",
+            "ours": None,
+        }[name]
         rng = np.random.default_rng(0)
         tool_s = rng.uniform(0, tool_ms / 1000, size=(sessions, turns))
-        await asyncio.gather(*(conversation(http, path, base, tok, turns, latencies, session_url=session_urls[i],
-                                            tool_s=list(tool_s[i])) for i in range(sessions)))  # fmt: skip
+        await asyncio.gather(
+            *(
+                conversation(
+                    http,
+                    path,
+                    base,
+                    tok,
+                    turns,
+                    latencies,
+                    session_url=session_urls[i],
+                    tool_s=list(tool_s[i]),
+                )
+                for i in range(sessions)
+            )
+        )
         if name == "ours":
             admin = {"Authorization": "Bearer bench-admin-token"}
             for u in session_urls:

@@ -42,9 +42,14 @@ def call(name: str, **arguments) -> str:
 
 def script_for(tasks, tokenizer):
     """Each session replays the fix of the task named in its prompt."""
-    fixes = {t.problem_statement.strip().splitlines()[0]: [
-        call("bash", command="git status --short"), call("bash", command=f"git apply <<'PATCH'\n{t.patch}PATCH"),
-        call("submit")] for t in tasks}  # fmt: skip
+    fixes = {
+        t.problem_statement.strip().splitlines()[0]: [
+            call("bash", command="git status --short"),
+            call("bash", command=f"git apply <<'PATCH'\n{t.patch}PATCH"),
+            call("submit"),
+        ]
+        for t in tasks
+    }
 
     def script(prompt, rid):
         text = tokenizer.decode(prompt)
@@ -103,8 +108,17 @@ async def ours(
     batch = await collect(tasks, group_size=group, harness=harness, proxy=proxy, config=config)
     wall = time.monotonic() - t0
     assert all(t.reward == 1.0 for t in batch.trajectories), batch.outcomes
-    per = [{"wall": t.timings["trial_s"], "work": t.timings["sandbox_start_s"] + t.timings["model_s"] + t.timings["tool_s"]
-            + t.timings["sandbox_stop_s"] + t.timings["verifier_s"]} for t in batch.trajectories]  # fmt: skip
+    per = [
+        {
+            "wall": t.timings["trial_s"],
+            "work": t.timings["sandbox_start_s"]
+            + t.timings["model_s"]
+            + t.timings["tool_s"]
+            + t.timings["sandbox_stop_s"]
+            + t.timings["verifier_s"],
+        }
+        for t in batch.trajectories
+    ]
     return wall, per
 
 
@@ -152,8 +166,16 @@ async def bench(args: argparse.Namespace) -> None:
             walls = [w for w, _ in results[c]]
             per = [p for _, ps in results[c] for p in ps]
             n = len(per)
-            rows.append(("ours (rollout.collect)", c, n, 60 * n / sum(walls), statistics.mean(p["wall"] for p in per),
-                         statistics.mean(1 - p["work"] / p["wall"] for p in per)))  # fmt: skip
+            rows.append(
+                (
+                    "ours (rollout.collect)",
+                    c,
+                    n,
+                    60 * n / sum(walls),
+                    statistics.mean(p["wall"] for p in per),
+                    statistics.mean(1 - p["work"] / p["wall"] for p in per),
+                )
+            )
     finally:
         await proxy.stop()
     load_after = os.getloadavg()[0]

@@ -52,20 +52,43 @@ SEEDS = range(64)
 _COMMON = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=384,
                max_position_embeddings=128, rope_theta=10000.0, rms_norm_eps=1e-6)  # fmt: skip
 HF_MODELS = {
-    "qwen3_dense": Qwen3Config(**_COMMON, intermediate_size=64, num_hidden_layers=2, tie_word_embeddings=False),
-    "qwen3_tied": Qwen3Config(**{**_COMMON, "num_key_value_heads": 1}, intermediate_size=64, num_hidden_layers=2,
-                              tie_word_embeddings=True),
-    "qwen3_moe": Qwen3MoeConfig(**_COMMON, intermediate_size=64, moe_intermediate_size=16, num_hidden_layers=2,
-                                num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1,
-                                mlp_only_layers=[], tie_word_embeddings=False),
+    "qwen3_dense": Qwen3Config(
+        **_COMMON, intermediate_size=64, num_hidden_layers=2, tie_word_embeddings=False
+    ),
+    "qwen3_tied": Qwen3Config(
+        **{**_COMMON, "num_key_value_heads": 1},
+        intermediate_size=64,
+        num_hidden_layers=2,
+        tie_word_embeddings=True,
+    ),
+    "qwen3_moe": Qwen3MoeConfig(
+        **_COMMON,
+        intermediate_size=64,
+        moe_intermediate_size=16,
+        num_hidden_layers=2,
+        num_experts=8,
+        num_experts_per_tok=2,
+        norm_topk_prob=True,
+        decoder_sparse_step=1,
+        mlp_only_layers=[],
+        tie_word_embeddings=False,
+    ),
     # Layer 3 is dense only through mlp_only_layers, layers 2 and 4 only through decoder_sparse_step: a loader
     # that ignores either rule builds the wrong layer. MoE layers: 1 and 5.
     "qwen3_moe_yarn_mixed": Qwen3MoeConfig(
-        **{**_COMMON, "max_position_embeddings": 512}, intermediate_size=32, moe_intermediate_size=16,
-        num_hidden_layers=6, num_experts=4, num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=2,
-        mlp_only_layers=[0, 3], tie_word_embeddings=False,
-        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128}),
-}  # fmt: skip
+        **{**_COMMON, "max_position_embeddings": 512},
+        intermediate_size=32,
+        moe_intermediate_size=16,
+        num_hidden_layers=6,
+        num_experts=4,
+        num_experts_per_tok=2,
+        norm_topk_prob=False,
+        decoder_sparse_step=2,
+        mlp_only_layers=[0, 3],
+        tie_word_embeddings=False,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128},
+    ),
+}
 # tiny_model_hf: flags recorded verbatim; a wider init than the default so routing margins are clear.
 TINY_SPEC = make_tiny_model.TinyModelSpec(vocab_size=1024, initializer_range=0.2)
 
@@ -141,8 +164,12 @@ def forward(
         # Margin between the k-th and (k+1)-th probabilities at real tokens: a near-tie would make routing
         # comparisons depend on the last bit of the forward.
         valid = mask.reshape(-1).bool()
-        margins = [(p.sort(dim=-1, descending=True).values[:, k - 1] - p.sort(dim=-1, descending=True).values[:, k])[valid]
-                   for p in probs]  # fmt: skip
+        margins = [
+            (p.sort(dim=-1, descending=True).values[:, k - 1] - p.sort(dim=-1, descending=True).values[:, k])[
+                valid
+            ]
+            for p in probs
+        ]
         result["_min_router_margin"] = float(torch.cat(margins).min())
     return result
 
@@ -217,16 +244,47 @@ def make_hf_model(out: pathlib.Path, name: str, config: transformers.PretrainedC
 
 # Conversations for chat_template/cases.json; every feature of the template appears in at least one.
 TOOLS = [
-    {"type": "function", "function": {"name": "bash", "description": "Run a shell command and return its output.",
-     "parameters": {"type": "object", "properties": {"command": {"type": "string", "description": "The command."}},
-                    "required": ["command"]}}},
-    {"type": "function", "function": {"name": "read_file", "description": "Read lines of a text file.",
-     "parameters": {"type": "object", "properties": {"path": {"type": "string"},
-                    "start_line": {"type": "integer", "minimum": 1}}, "required": ["path"]}}},
-    {"type": "function", "function": {"name": "str_replace", "description": "Replace one exact string in a file.",
-     "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "old": {"type": "string"},
-                    "new": {"type": "string"}}, "required": ["path", "old", "new"]}}},
-]  # fmt: skip
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command and return its output.",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string", "description": "The command."}},
+                "required": ["command"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read lines of a text file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "start_line": {"type": "integer", "minimum": 1}},
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "str_replace",
+            "description": "Replace one exact string in a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "old": {"type": "string"},
+                    "new": {"type": "string"},
+                },
+                "required": ["path", "old", "new"],
+            },
+        },
+    },
+]
 SYSTEM = {"role": "system", "content": "You are a careful software engineer working in a git repository."}
 USER = {"role": "user", "content": "The test test_add fails. Fix calc.py."}
 
@@ -535,24 +593,38 @@ def make_chat_template_fixture(out: pathlib.Path) -> None:
         kwargs = dict(tools=case.get("tools"), add_generation_prompt=case.get("add_generation_prompt", False),
                       chat_template=case["template"], **case.get("template_kwargs", {}))  # fmt: skip
         try:
-            result = {"text": tok.apply_chat_template(case["messages"], tokenize=False, **kwargs),
-                      "ids": list(tok.apply_chat_template(case["messages"], return_dict=False, **kwargs))}  # fmt: skip
+            result = {
+                "text": tok.apply_chat_template(case["messages"], tokenize=False, **kwargs),
+                "ids": list(tok.apply_chat_template(case["messages"], return_dict=False, **kwargs)),
+            }
         except Exception as exc:  # the template's own error is the expected result
             result = {"error": f"{type(exc).__name__}: {exc}"}
         env_cases.append({**case, **result})
-    samples = [{"text": s, "ids": tok.encode(s, add_special_tokens=False),
-                "decoded": tok.decode(tok.encode(s, add_special_tokens=False)),
-                "decoded_skip_special": tok.decode(tok.encode(s, add_special_tokens=False), skip_special_tokens=True)}
-               for s in ENCODE_SAMPLES]  # fmt: skip
+    samples = [
+        {
+            "text": s,
+            "ids": tok.encode(s, add_special_tokens=False),
+            "decoded": tok.decode(tok.encode(s, add_special_tokens=False)),
+            "decoded_skip_special": tok.decode(
+                tok.encode(s, add_special_tokens=False), skip_special_tokens=True
+            ),
+        }
+        for s in ENCODE_SAMPLES
+    ]
     doc = {
         "transformers_version": transformers.__version__,
         "command": COMMAND,
-        "tokenizer": {"len": len(tok), "special_tokens_map": tok.special_tokens_map, "eos_token_id": tok.eos_token_id,
-                      "pad_token_id": tok.pad_token_id, "bos_token_id": tok.bos_token_id},
+        "tokenizer": {
+            "len": len(tok),
+            "special_tokens_map": tok.special_tokens_map,
+            "eos_token_id": tok.eos_token_id,
+            "pad_token_id": tok.pad_token_id,
+            "bos_token_id": tok.bos_token_id,
+        },
         "cases": cases,
         "environment_cases": env_cases,
         "encode_samples": samples,
-    }  # fmt: skip
+    }
     (directory / "cases.json").write_text(
         json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
     )
@@ -591,11 +663,19 @@ def make_tiny_model_fixture(out: pathlib.Path) -> None:
             break
     else:
         raise AssertionError(f"tiny_model_hf: no seed in {SEEDS} gives router margins >= {MIN_ROUTER_MARGIN}")
-    save_reference(directory, ref, {
-        "name": "tiny_model_hf", "make_tiny_model_argv": argv, "seed": seed, "sha256": files,
-        "loading_info": info, "model_class": type(model).__name__,
-        "regenerate": "make_tiny_model.main([*make_tiny_model_argv, '--out', DIR]) writes the directory these logits are for",
-    })  # fmt: skip
+    save_reference(
+        directory,
+        ref,
+        {
+            "name": "tiny_model_hf",
+            "make_tiny_model_argv": argv,
+            "seed": seed,
+            "sha256": files,
+            "loading_info": info,
+            "model_class": type(model).__name__,
+            "regenerate": "make_tiny_model.main([*make_tiny_model_argv, '--out', DIR]) writes the directory these logits are for",
+        },
+    )
     print(f"tiny_model_hf: {type(model).__name__}, logits {ref['logits'].shape}")
 
 

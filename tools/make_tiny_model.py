@@ -127,7 +127,8 @@ class TinyModelSpec:
             raise ValueError(f"initializer_range must be a positive number, got {self.initializer_range!r}")
 
     def is_moe_layer(self, layer: int) -> bool:
-        """HF Qwen3-MoE's rule: sparse unless listed in mlp_only_layers or off the decoder_sparse_step grid."""
+        """HF Qwen3-MoE's rule: sparse unless listed in mlp_only_layers or off the decoder_sparse_step
+        grid."""
         return (not self.dense and layer not in self.mlp_only_layers
                 and (layer + 1) % self.decoder_sparse_step == 0)  # fmt: skip
 
@@ -138,7 +139,8 @@ class TinyModelSpec:
 
 
 def corpus_digest() -> str:
-    """sha256 over the corpus files' names and bytes: the tokenizer is a function of this and the vocab size."""
+    """sha256 over the corpus files' names and bytes: the tokenizer is a function of this and the vocab
+    size."""
     h = hashlib.sha256()
     for path in sorted(CORPUS_DIR.glob("*.txt")):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -399,8 +401,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mlp-only-layers", type=_layer_list, default=d.mlp_only_layers,
                    help="comma-separated layers that use a dense MLP, e.g. 0,3")  # fmt: skip
     p.add_argument("--tie-embeddings", action="store_true", help="share embed_tokens with the LM head")
-    p.add_argument("--max-positions", type=int, default=d.max_positions,
-                   help="max_position_embeddings (the original length when --yarn-factor is set)")  # fmt: skip
+    p.add_argument(
+        "--max-positions",
+        type=int,
+        default=d.max_positions,
+        help="max_position_embeddings (the original length when --yarn-factor is set)",
+    )
     p.add_argument("--rope-theta", type=float, default=d.rope_theta)
     p.add_argument("--yarn-factor", type=float, default=None, help="YaRN rope scaling factor (> 1)")
     p.add_argument("--dtype", default=d.dtype, help=f"one of {', '.join(DTYPES)}")

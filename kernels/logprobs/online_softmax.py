@@ -122,7 +122,8 @@ def finalize(stats: RunningStats) -> RowResult:
 
 
 def logit_cotangent(logits: jax.Array, is_target: jax.Array, rows: BackwardRows) -> jax.Array:
-    """d(loss)/d(logits) for one tile [rows, cols] given the rows' cotangents (masked columns get exactly 0)."""
+    """d(loss)/d(logits) for one tile [rows, cols] given the rows' cotangents (masked columns get exactly
+    0)."""
     probs = jnp.exp(logits - rows.lse[:, None])
     grad = rows.g_logprobs[:, None] * (is_target.astype(jnp.float32) - probs)
     if rows.g_entropy is not None:

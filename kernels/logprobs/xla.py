@@ -110,7 +110,8 @@ def forward(
     with_entropy: bool,
     chunks: ChunkSizes,
 ) -> online_softmax.RowResult:
-    """Log-probs (and entropy) of `targets` under softmax(hidden @ lm_head * inv_temperature), chunk by chunk."""
+    """Log-probs (and entropy) of `targets` under softmax(hidden @ lm_head * inv_temperature), chunk by
+    chunk."""
     n = hidden.shape[0]
     layout = _layout(n, lm_head.shape[1], chunks, inv_temperature)
     hidden_chunks, target_chunks = _chunk_rows(hidden, layout), _chunk_rows(targets, layout)

@@ -415,8 +415,21 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
     extra = {k: v for k, v in raw.items() if k not in _CONSUMED}
     if not is_moe:
         # A dense config's MoE-looking fields mean nothing to Qwen3ForCausalLM; keep them verbatim.
-        extra.update({k: raw[k] for k in ("num_experts", "num_local_experts", "num_experts_per_tok",
-                                          "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
-                                          "mlp_only_layers", "router_aux_loss_coef") if k in raw})  # fmt: skip
+        extra.update(
+            {
+                k: raw[k]
+                for k in (
+                    "num_experts",
+                    "num_local_experts",
+                    "num_experts_per_tok",
+                    "moe_intermediate_size",
+                    "norm_topk_prob",
+                    "decoder_sparse_step",
+                    "mlp_only_layers",
+                    "router_aux_loss_coef",
+                )
+                if k in raw
+            }
+        )
     fields["extra_json"] = json.dumps(extra, sort_keys=True)
     return ArchConfig(**fields)

@@ -152,7 +152,8 @@ class Policy(nnx.Module):
         return self._output(hidden, routed, stats, ctx, compute_logits)
 
     def init_cache(self, num_slots: int, max_len: int, dtype: str | None = None) -> kv.KVCache:
-        """An empty cache for `num_slots` sequences of up to `max_len` positions (compute dtype by default)."""
+        """An empty cache for `num_slots` sequences of up to `max_len` positions (compute dtype by
+        default)."""
         c = self.config
         cache_dtype = as_dtype(dtype or self.compute_dtype, "cache dtype")
         return kv.init_kv_cache(

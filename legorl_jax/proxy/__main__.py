@@ -44,9 +44,13 @@ async def _serve(args: argparse.Namespace) -> None:
     from legorl_jax.proxy.app import CaptureProxy
 
     config = ProxyConfig(
-        mode=args.mode, tool_parser=args.tool_parser, temperature=args.temperature,
-        max_response_tokens=args.max_response_tokens, context_length=args.context_length, archive_dir=args.archive_dir,
-    )  # fmt: skip
+        mode=args.mode,
+        tool_parser=args.tool_parser,
+        temperature=args.temperature,
+        max_response_tokens=args.max_response_tokens,
+        context_length=args.context_length,
+        archive_dir=args.archive_dir,
+    )
     model_config = json.loads((pathlib.Path(args.model) / "config.json").read_text())
     routing = None
     if model_config.get("num_experts") or model_config.get("num_local_experts"):

@@ -260,9 +260,12 @@ class CaptureProxy:
             raise bad_request(f"unknown fields {unknown}; expected some of {sorted(known)}", unknown[0])
         try:
             info = self.open_session(
-                body.get("task_id", ""), body.get("trial_id", ""), body.get("metadata"), body.get("trial_dir"),
+                body.get("task_id", ""),
+                body.get("trial_id", ""),
+                body.get("metadata"),
+                body.get("trial_dir"),
                 host=body.get("host"),
-            )  # fmt: skip
+            )
         except ValueError as exc:
             raise bad_request(str(exc)) from None
         return web.json_response(dataclasses.asdict(info), status=201)
@@ -276,9 +279,13 @@ class CaptureProxy:
         self._check_admin(request)
         closed = await self.close_session(request.match_info["sid"])
         return web.json_response(
-            {"trial_dir": str(closed.trial_dir), "branches": closed.trajectory["branches"], "flags": closed.flags,
-             "sequences": len(closed.sequences)}
-        )  # fmt: skip
+            {
+                "trial_dir": str(closed.trial_dir),
+                "branches": closed.trajectory["branches"],
+                "flags": closed.flags,
+                "sequences": len(closed.sequences),
+            }
+        )
 
     async def _session_probe(self, request: web.Request) -> web.Response:
         self.session(request.match_info["sid"])

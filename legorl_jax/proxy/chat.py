@@ -48,7 +48,8 @@ IGNORED_FIELDS = frozenset(
 
 
 class ProxyError(Exception):
-    """A request the proxy answers with an error: HTTP `status`, a `code` each surface maps to its own format."""
+    """A request the proxy answers with an error: HTTP `status`, a `code` each surface maps to its own
+    format."""
 
     def __init__(self, status: int, code: str, message: str, param: str | None = None):
         super().__init__(message)

@@ -103,7 +103,8 @@ _BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
 def _split_blocks(text: str) -> tuple[str, list[str]]:
-    """(the content before the first <tool_call>, the text of every block); an unclosed block is a ValueError."""
+    """(the content before the first <tool_call>, the text of every block); an unclosed block is a
+    ValueError."""
     content = text[: text.index("<tool_call>")].rstrip("\n")
     blocks = _BLOCK.findall(text)
     if len(blocks) != text.count("<tool_call>"):

@@ -317,7 +317,8 @@ class ExecSandbox(abc.ABC):
         await self._blocking(self._cleanup_sync)
 
     def _unregister(self) -> None:
-        """Withdraws `_cleanup_sync` from the reaper: the sandbox is gone, nothing is left to clean at exit."""
+        """Withdraws `_cleanup_sync` from the reaper: the sandbox is gone, nothing is left to clean at
+        exit."""
         if self._token is not None:
             reaper.unregister(self._token)
             self._token = None

@@ -118,7 +118,8 @@ def agent_sandbox_spec(
 
 
 async def prepare_agent_sandbox(task: Task, sandbox: Sandbox) -> AgentWorkspace:
-    """Strips the repository's history and checks the sandbox holds no hidden test; see the module docstring."""
+    """Strips the repository's history and checks the sandbox holds no hidden test; see the module
+    docstring."""
     script = _STRIP_SCRIPT.replace("SETTINGS", " ".join(_CARRIED_SETTINGS)).replace("MESSAGE", COMMIT_MESSAGE)
     stripped = await sandbox.exec(
         ["bash", "-c", script], timeout=STRIP_TIMEOUT_S, workdir=task.workdir, env=dict(COMMIT_ENV)

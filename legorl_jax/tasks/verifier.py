@@ -270,7 +270,8 @@ _EMPTY_DIFF_OK: set[tuple[str, ...]] = set()
 async def _empty_diff_grades(
     task: Task, sandbox_factory: SandboxFactory | None, config: VerifierConfig
 ) -> bool:
-    """Whether the empty diff grades without a `VerifierError` in the same kind of sandbox (cached when so)."""
+    """Whether the empty diff grades without a `VerifierError` in the same kind of sandbox (cached when
+    so)."""
     key = (task.instance_id, task.image, task.test_cmd, task.test_patch, config.backend, str(sandbox_factory))
     if key in _EMPTY_DIFF_OK:
         return True

@@ -215,7 +215,8 @@ class TestPallasKernelCompiled(PallasKernelCases):
 )
 @pytest.mark.filterwarnings("ignore:The Pallas Triton backend is deprecated:DeprecationWarning")
 def test_pallas_kernels_lower_for_gpu_and_tpu_with_the_default_blocks(platform, device_kind, custom_call):
-    """Lowering only (compiling needs the device): every kernel body and BlockSpec passes the backend's rules."""
+    """Lowering only (compiling needs the device): every kernel body and BlockSpec passes the backend's
+    rules."""
     from jax.sharding import AbstractDevice, AbstractMesh, use_abstract_mesh
 
     from legorl_jax.kernels.logprobs import kernel, online_softmax
@@ -246,7 +247,8 @@ def test_pallas_kernels_lower_for_gpu_and_tpu_with_the_default_blocks(platform, 
 
 
 def test_interpreter_poisons_outputs_so_an_unwritten_element_is_caught():
-    """What the interpreted cases rely on: a block no grid step writes comes back NaN, and fails the checks."""
+    """What the interpreted cases rely on: a block no grid step writes comes back NaN, and fails the
+    checks."""
     from jax.experimental import pallas as pl
 
     def write_first_block_only(x_ref, o_ref):
@@ -300,7 +302,8 @@ def test_xla_path_bf16_on_sizes_off_the_chunks():
 
 
 def test_xla_path_on_an_auto_sharded_mesh_matches_the_unsharded_result():
-    """The project's meshes use Auto axes (legorl_jax.model.sharding): tokens on data, vocabulary on tensor."""
+    """The project's meshes use Auto axes (legorl_jax.model.sharding): tokens on data, vocabulary on
+    tensor."""
     from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
     seed = fresh_seed()

@@ -64,8 +64,10 @@ def test_yarn_original_positions_default_like_transformers(moe_raw):
         }
     )
     assert top_level.rope_scaling.original_max_position_embeddings == 64  # the top-level field wins, as in HF
-    implicit = ArchConfig.from_hf_dict(moe_raw | {"rope_scaling": {"rope_type": "yarn", "factor": None,
-                                                                   "original_max_position_embeddings": 64}})  # fmt: skip
+    implicit = ArchConfig.from_hf_dict(
+        moe_raw
+        | {"rope_scaling": {"rope_type": "yarn", "factor": None, "original_max_position_embeddings": 64}}
+    )
     assert implicit.rope_scaling.factor == 256 / 64
 
 

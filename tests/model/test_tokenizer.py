@@ -1,4 +1,5 @@
-"""Tokenizer loading, encode/decode, special token ids, and the errors for malformed messages and directories."""
+"""Tokenizer loading, encode/decode, special token ids, and the errors for malformed messages and
+directories."""
 
 import json
 import pathlib
@@ -141,34 +142,93 @@ BAD_MESSAGES = [
     ("unknown_role", [{"role": "robot", "content": "x"}], ValueError, r"messages\[0\].role .* 'robot'"),
     ("missing_role", [{"content": "x"}], ValueError, r"messages\[0\].role .* None"),
     ("content_not_text", [{"role": "user", "content": 5}], TypeError, r"messages\[0\].content .* int"),
-    ("image_part", [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}], ValueError,
-     r"messages\[0\].content\[0\].type must be 'text'"),
+    (
+        "image_part",
+        [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}],
+        ValueError,
+        r"messages\[0\].content\[0\].type must be 'text'",
+    ),
     ("part_without_text", [{"role": "user", "content": [{"type": "text"}]}], TypeError, r"content\[0\].text"),
     ("user_without_content", [{"role": "user"}], ValueError, r"messages\[0\].content is required"),
-    ("tool_without_content", [USER, {"role": "tool", "tool_call_id": "c"}], ValueError, r"messages\[1\].content"),
-    ("tool_call_id_not_a_string", [USER, {"role": "tool", "content": "x", "tool_call_id": 3}], TypeError,
-     r"messages\[1\].tool_call_id"),
-    ("assistant_with_nothing", [USER, {"role": "assistant"}], ValueError, r"messages\[1\] .* neither content nor"),
-    ("tool_calls_on_a_user", [{"role": "user", "content": "x", "tool_calls": [CALL]}], ValueError,
-     r"messages\[0\].tool_calls is only allowed on assistant"),
-    ("tool_calls_not_a_list", [USER, {"role": "assistant", "tool_calls": CALL}], TypeError,
-     r"messages\[1\].tool_calls must be a list"),
-    ("call_without_function", [USER, {"role": "assistant", "tool_calls": [{"id": "c"}]}], ValueError,
-     r"messages\[1\].tool_calls\[0\].function must be a dict"),
-    ("call_with_empty_name", [USER, {"role": "assistant", "tool_calls": [
-        {"function": {"name": "", "arguments": "{}"}}]}], ValueError, r"tool_calls\[0\].function.name .* ''"),
-    ("arguments_a_number", [USER, {"role": "assistant", "tool_calls": [
-        {"function": {"name": "f", "arguments": 42}}]}], ValueError, r"tool_calls\[0\].function.arguments .* 42"),
-    ("arguments_missing", [USER, {"role": "assistant", "tool_calls": [CALL, {"function": {"name": "f"}}]}],
-     ValueError, r"tool_calls\[1\].function.arguments"),
-    ("call_of_another_type", [USER, {"role": "assistant", "tool_calls": [{**CALL, "type": "code"}]}], ValueError,
-     r"tool_calls\[0\].type must be 'function', got 'code'"),
-    ("reasoning_not_a_string", [USER, {"role": "assistant", "content": "x", "reasoning_content": ["a"]}],
-     TypeError, r"messages\[1\].reasoning_content"),
-    ("arguments_not_json_data", [USER, {"role": "assistant", "tool_calls": [
-        {"function": {"name": "f", "arguments": {"when": object()}}}]}], TypeError,
-     r"messages\[1\].tool_calls\[0\].function.arguments.when is a object"),
-]  # fmt: skip
+    (
+        "tool_without_content",
+        [USER, {"role": "tool", "tool_call_id": "c"}],
+        ValueError,
+        r"messages\[1\].content",
+    ),
+    (
+        "tool_call_id_not_a_string",
+        [USER, {"role": "tool", "content": "x", "tool_call_id": 3}],
+        TypeError,
+        r"messages\[1\].tool_call_id",
+    ),
+    (
+        "assistant_with_nothing",
+        [USER, {"role": "assistant"}],
+        ValueError,
+        r"messages\[1\] .* neither content nor",
+    ),
+    (
+        "tool_calls_on_a_user",
+        [{"role": "user", "content": "x", "tool_calls": [CALL]}],
+        ValueError,
+        r"messages\[0\].tool_calls is only allowed on assistant",
+    ),
+    (
+        "tool_calls_not_a_list",
+        [USER, {"role": "assistant", "tool_calls": CALL}],
+        TypeError,
+        r"messages\[1\].tool_calls must be a list",
+    ),
+    (
+        "call_without_function",
+        [USER, {"role": "assistant", "tool_calls": [{"id": "c"}]}],
+        ValueError,
+        r"messages\[1\].tool_calls\[0\].function must be a dict",
+    ),
+    (
+        "call_with_empty_name",
+        [USER, {"role": "assistant", "tool_calls": [{"function": {"name": "", "arguments": "{}"}}]}],
+        ValueError,
+        r"tool_calls\[0\].function.name .* ''",
+    ),
+    (
+        "arguments_a_number",
+        [USER, {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": 42}}]}],
+        ValueError,
+        r"tool_calls\[0\].function.arguments .* 42",
+    ),
+    (
+        "arguments_missing",
+        [USER, {"role": "assistant", "tool_calls": [CALL, {"function": {"name": "f"}}]}],
+        ValueError,
+        r"tool_calls\[1\].function.arguments",
+    ),
+    (
+        "call_of_another_type",
+        [USER, {"role": "assistant", "tool_calls": [{**CALL, "type": "code"}]}],
+        ValueError,
+        r"tool_calls\[0\].type must be 'function', got 'code'",
+    ),
+    (
+        "reasoning_not_a_string",
+        [USER, {"role": "assistant", "content": "x", "reasoning_content": ["a"]}],
+        TypeError,
+        r"messages\[1\].reasoning_content",
+    ),
+    (
+        "arguments_not_json_data",
+        [
+            USER,
+            {
+                "role": "assistant",
+                "tool_calls": [{"function": {"name": "f", "arguments": {"when": object()}}}],
+            },
+        ],
+        TypeError,
+        r"messages\[1\].tool_calls\[0\].function.arguments.when is a object",
+    ),
+]
 
 
 @pytest.mark.parametrize(

@@ -149,8 +149,11 @@ async def test_sixty_four_sessions_of_ten_calls_concurrently_record_every_turn_o
                     json.loads(msg.tool_calls[0].function.arguments)["command"]
                     == f"echo {info.session_id[:6]} {turn}"
                 )
-                messages = [*messages, msg.model_dump(exclude_none=True),
-                            {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": f"out {turn}"}]  # fmt: skip
+                messages = [
+                    *messages,
+                    msg.model_dump(exclude_none=True),
+                    {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": f"out {turn}"},
+                ]
         return info.session_id
 
     sids = await asyncio.gather(*(trial(i) for i in range(64)))

@@ -1,4 +1,5 @@
-"""SWE-bench-style and Harbor tasks graded in Docker: gold → 1, empty → 0, hacks → 0, infra → VerifierError."""
+"""SWE-bench-style and Harbor tasks graded in Docker: gold → 1, empty → 0, hacks → 0, infra →
+VerifierError."""
 
 from __future__ import annotations
 

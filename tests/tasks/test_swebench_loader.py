@@ -1,4 +1,5 @@
-"""SWE-bench / SWE-Gym rows load into tasks; each bad field is an error naming the instance, line and value."""
+"""SWE-bench / SWE-Gym rows load into tasks; each bad field is an error naming the instance, line and
+value."""
 
 from __future__ import annotations
 
