@@ -165,9 +165,9 @@ def main(argv: list[str] | None = None) -> int:
 
     params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(__import__("flax").nnx.state(policy)))
     print(
-        f"# bench_model: Qwen3-MoE hidden {args.hidden}, {args.layers} layers, {args.experts} experts top-{args.top_k},"
-        f" vocab {args.vocab}, {params / 1e6:.2f}M params; batch {args.batch} x {args.seq} tokens, "
-        "float32"
+        f"# bench_model: Qwen3-MoE hidden {args.hidden}, {args.layers} layers, {args.experts} experts "
+        f"top-{args.top_k}, vocab {args.vocab}, {params / 1e6:.2f}M params; batch {args.batch} x {args.seq} "
+        "tokens, float32"
     )
     print(
         f"# machine: {platform.machine()}, {os.cpu_count()} CPUs; jax {jax.__version__} on "

@@ -1,7 +1,8 @@
 """Latency the capture proxy adds over calling the engine directly, beside the LiteLLM proxy, at 1/16/64
 sessions.
 
-    python tools/bench_proxy.py [--sessions 1,16,64] [--turns 10] [--rounds 3] [--engine-ms 500] [--tool-ms 1000]
+    python tools/bench_proxy.py [--sessions 1,16,64] [--turns 10] [--rounds 3] [--engine-ms 500] \
+        [--tool-ms 1000]
 
 Needs the bench extra (`pip install -e '.[bench]'`: LiteLLM's proxy server). Four processes on this machine:
 - a backend standing in for the model: it answers SGLang's `/generate` (token ids in and out, log-probs and
@@ -38,7 +39,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-REPLY = 'Looking at the file.\n<tool_call>\n{"name": "bash", "arguments": {"command": "cat calc.py"}}\n</tool_call>'
+REPLY = (
+    'Looking at the file.\n<tool_call>\n{"name": "bash", "arguments": {"command": "cat calc.py"}}\n'
+    "</tool_call>"
+)
 TOOL_RESULT = "def add(a, b):\n    return a - b\n" * 12
 BASH = {
     "type": "function",

@@ -1,6 +1,7 @@
 """Writes the independent Hugging Face transformers references under tests/fixtures/ (run in .venv-ref).
 
-    make fixtures        # = bash tools/make_ref_venv.sh && .venv-ref/bin/python tools/make_hf_fixtures.py --out tests/fixtures
+    make fixtures
+    # = bash tools/make_ref_venv.sh && .venv-ref/bin/python tools/make_hf_fixtures.py --out tests/fixtures
 
 Never imported by tests: it needs torch + transformers, which legorl_jax never depends on. It writes:
 
@@ -673,7 +674,8 @@ def make_tiny_model_fixture(out: pathlib.Path) -> None:
             "sha256": files,
             "loading_info": info,
             "model_class": type(model).__name__,
-            "regenerate": "make_tiny_model.main([*make_tiny_model_argv, '--out', DIR]) writes the directory these logits are for",
+            "regenerate": "make_tiny_model.main([*make_tiny_model_argv, '--out', DIR]) writes the directory "
+            "these logits are for",
         },
     )
     print(f"tiny_model_hf: {type(model).__name__}, logits {ref['logits'].shape}")

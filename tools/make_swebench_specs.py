@@ -83,7 +83,8 @@ def main(unpacked: str) -> None:
     OUT.write_text(
         json.dumps(
             {
-                "source": "swebench 4.1.0: harness.constants.MAP_REPO_VERSION_TO_SPECS[repo][version]['test_cmd'] and "
+                "source": "swebench 4.1.0: "
+                "harness.constants.MAP_REPO_VERSION_TO_SPECS[repo][version]['test_cmd'] and "
                 "harness.log_parsers.MAP_REPO_TO_PARSER[repo].__name__",
                 "test_cmd": test_cmds,
                 "log_parser": parser_names,

@@ -50,7 +50,10 @@ SPECIAL_TOKENS = CONTROL_TOKENS + MARKUP_TOKENS
 BYTE_ALPHABET = 256
 # Words, single digits, punctuation runs, newline runs and spaces split apart before BPE, so merges never
 # cross them (the split Qwen2's tokenizer uses; transformers rebuilds Qwen2Tokenizer with it).
-PRETOKENIZE_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+PRETOKENIZE_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 DTYPES = ("float32", "bfloat16", "float16")
 
 BENCHMARK_EXAMPLE = (
@@ -89,8 +92,19 @@ class TinyModelSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "mlp_only_layers", tuple(self.mlp_only_layers))
         minimum_vocab = BYTE_ALPHABET + len(SPECIAL_TOKENS)
-        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "intermediate_size",
-                     "moe_intermediate_size", "num_experts", "top_k", "decoder_sparse_step", "max_positions"):  # fmt: skip
+        for name in (
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "intermediate_size",
+            "moe_intermediate_size",
+            "num_experts",
+            "top_k",
+            "decoder_sparse_step",
+            "max_positions",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -370,7 +384,9 @@ def _layer_list(text: str) -> tuple[int, ...]:
 def build_parser() -> argparse.ArgumentParser:
     d = TinyModelSpec()
     p = argparse.ArgumentParser(
-        description="Write a random-init Qwen3-MoE (or Qwen3 dense) HF model directory with a trained tokenizer.",
+        description=(
+            "Write a random-init Qwen3-MoE (or Qwen3 dense) HF model directory with a trained tokenizer."
+        ),
         epilog=BENCHMARK_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -286,8 +286,10 @@ def _parse_rope(raw: dict[str, Any]) -> tuple[float, RopeScaling | None]:
     unknown = sorted(set(params) - _ROPE_KEYS)
     if unknown:
         raise ValueError(f"config.json {field} has unknown keys {unknown} (value {params!r})")
-    for where, value in (("partial_rotary_factor", raw.get("partial_rotary_factor")),
-                         (f"{field}.partial_rotary_factor", params.get("partial_rotary_factor"))):  # fmt: skip
+    for where, value in (
+        ("partial_rotary_factor", raw.get("partial_rotary_factor")),
+        (f"{field}.partial_rotary_factor", params.get("partial_rotary_factor")),
+    ):
         if value not in (None, 1, 1.0):
             raise ValueError(f"{where} must be 1 (full rotary), got {value!r}")
     theta = params.get("rope_theta", raw.get("rope_theta"))

@@ -1,11 +1,15 @@
 """The Qwen3 / Qwen3-MoE policy: packed forward, cached forward for the engine, token log-probs.
 
 Public surface (names are a contract other components stand on):
-    policy = init_policy(arch_config, seed=0, dtype="float32", ...)   # hf_layout.py; load_hf in checkpoint_io.py
+    policy = init_policy(arch_config, seed=0, dtype="float32", ...)   # hf_layout.py; load_hf: checkpoint_io
     out = policy(input_ids, positions=None, segment_ids=None, forced_experts=None, compute_logits=True)
     cache = policy.init_cache(num_slots, max_len, dtype=None)
-    out, cache = policy.forward_cached(input_ids, positions, cache, slots, forced_experts=None, compute_logits=True)
-    lp = policy.token_logprobs(input_ids, targets, positions=None, segment_ids=None, forced_experts=None, temperature=1.0)
+    out, cache = policy.forward_cached(
+        input_ids, positions, cache, slots, forced_experts=None, compute_logits=True
+    )
+    lp = policy.token_logprobs(
+        input_ids, targets, positions=None, segment_ids=None, forced_experts=None, temperature=1.0
+    )
     policy.lm_head_weight()   # [D, V], the embedding transposed when tied
     policy.config             # the ArchConfig
 

@@ -13,7 +13,8 @@ session id in its path):
   anthropic_base_url}`; `GET /admin/sessions/{id}/trajectory`; `DELETE /admin/sessions/{id}` (closes and
   archives; returns the archive folder and the branch summaries). A wrong or missing token: 401, nothing done.
 - `POST /s/{id}/v1/chat/completions`, `GET /s/{id}/v1/models` (OpenAI); `POST /s/{id}/v1/messages` (also
-  `?beta=true`), `POST /s/{id}/v1/messages/count_tokens` (Anthropic); `GET`/`HEAD /`, `/health` and `/s/{id}` (probes).
+  `?beta=true`), `POST /s/{id}/v1/messages/count_tokens` (Anthropic); `GET`/`HEAD /`, `/health` and
+  `/s/{id}` (probes).
 Errors are in the surface's own format (openai_api.error_json, anthropic_api.error_json) and name the field
 and the received value: unknown session 404, malformed body 400, body over `max_body_bytes` 413, prompt over
 the context 400 (`context_length_exceeded`; Anthropic: "prompt is too long"), engine failure 502; the client

@@ -5,9 +5,9 @@ content, the reasoning (`<think>...</think>`, also when the template pre-filled 
 calls as `(name, arguments JSON text)`, and whether a tool call was attempted but did not parse (a format
 failure: the text is then returned as content and no call is made up).
 
-    parser = get_parser("qwen3")                 # Qwen3 / Hermes JSON: <tool_call>{"name", "arguments"}</tool_call>
-    parser = get_parser("qwen3_coder")           # Qwen3-Coder XML: <function=NAME><parameter=P>v</parameter></function>
-    parser.check_template(tokenizer)             # the chat template writes what this parser reads (or ValueError)
+    parser = get_parser("qwen3")        # Qwen3 / Hermes JSON: <tool_call>{"name", "arguments"}</tool_call>
+    parser = get_parser("qwen3_coder")  # Qwen3-Coder XML: <function=N><parameter=P>v</parameter></function>
+    parser.check_template(tokenizer)    # the chat template writes what this parser reads (or ValueError)
     out = parser.parse(text, tools)
 
 One source of truth: the chat template writes tool calls into the history and the parser reads them back

@@ -70,7 +70,7 @@ git update-index -q --refresh >/dev/null || true
 after=$(git status --porcelain=v1 --untracked-files=all)
 [ "$before" = "$after" ] || { echo "git status changed across the strip" >&2; exit 4; }
 echo "commit $commit"
-"""
+"""  # noqa: E501 - script lines kept whole
 _CHECK_SCRIPT = r"""
 set -eu
 echo "commits $(git rev-list --all --reflog --count)"

@@ -11,7 +11,8 @@ The on-disk format is `vendor/suite/README.md`'s. For each task directory:
   written here with `difflib` (including git's `\\ No newline at end of file` lines), so `git apply` in the
   grading sandbox reproduces `hidden_tests/` byte for byte;
 - `image` is `legorl-task-<id>:<first 12 hex of base_commit>`, built on demand FROM the sandbox base image
-  (`task_image.ensure_task_image`) with `repo/` and that history at `/testbed`; a changed repo gives a new tag;
+  (`task_image.ensure_task_image`) with `repo/` and that history at `/testbed`; a changed repo gives a new
+  tag;
 - `log_parser` is `junit`: the verifier asks pytest for a JUnit report and cross-checks it.
 
 Every malformed field (a missing key, a wrong type, an unknown key, an id that differs from the directory

@@ -143,7 +143,8 @@ def load_harbor_task(task_dir: Path) -> Task:
     if workdir is None:
         raise TaskError(label, "environment.workdir", "is not set and the Dockerfile has no WORKDIR")
     if docker_image is None:
-        image = f"legorl-harbor-{_NAME_RE.sub('-', label.lower()).strip('-')}:{_tree_hash(task_dir / 'environment')[:12]}"
+        slug = _NAME_RE.sub("-", label.lower()).strip("-")
+        image = f"legorl-harbor-{slug}:{_tree_hash(task_dir / 'environment')[:12]}"
         image_context = str((task_dir / "environment").resolve())
     else:
         image, image_context = docker_image, ""

@@ -12,10 +12,10 @@ the code is dropped whole, file by file, and reported with the rule that caught 
   we drop the whole file change rather than parse TOML out of a diff).
 - `interpreter start-up hook`: `sitecustomize.py`, `usercustomize.py`, `*.pth` anywhere.
 - `shadows the test runner`: any top-level module or package named like the runner or a module it imports
-  (`pytest`, `_pytest`, `pluggy`, `py`, `iniconfig`, `conftest`, `attr`, `attrs`, `packaging`, ...), or a *new* top-level module (`x.py`, `x.so`, or `x/__init__.py`)
-  named like a standard-library module, which the test process would import instead of the real one because
-  the repository root is first on `sys.path` (a directory without `__init__.py` shadows nothing). A rename or
-  copy counts as new for its target.
+  (`pytest`, `_pytest`, `pluggy`, `py`, `iniconfig`, `conftest`, `attr`, `attrs`, `packaging`, ...), or a
+  *new* top-level module (`x.py`, `x.so`, or `x/__init__.py`) named like a standard-library module, which
+  the test process would import instead of the real one because the repository root is first on `sys.path`
+  (a directory without `__init__.py` shadows nothing). A rename or copy counts as new for its target.
 - `symbolic link` / `submodule`: a symlink can redirect a later write into a protected file, a gitlink
   points at code outside the diff; fixes need neither.
 - `protected by the task`: a glob from `Task.protected_paths` (`fnmatch` on the repo-relative path; a

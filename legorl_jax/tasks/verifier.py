@@ -149,7 +149,7 @@ for d in /proc/[0-9]*; do
   [ "${2:-}" = "$self" ] && continue
   echo "$p $(tr '\0' ' ' < "$d/cmdline" 2>/dev/null | cut -c1-200)"
 done
-"""
+"""  # noqa: E501 - script lines kept whole
 
 
 @dataclasses.dataclass(frozen=True)

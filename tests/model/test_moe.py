@@ -233,12 +233,20 @@ def test_padding_tokens_do_not_enter_the_aux_loss(moe_policy, jit_forward, token
     "edit, error, message",
     [
         (lambda f: f[:, :, :, :1], ValueError, r"shape \(2, 2, 4, 1\), expected \(2, 2, 4, 2\)"),
-        (lambda f: f.at[1, 0, 2, 1].set(8), ValueError, r"forced_experts\[1, 0, 2, 1\] = 8 is outside \[-1, num_experts=8\)"),
+        (
+            lambda f: f.at[1, 0, 2, 1].set(8),
+            ValueError,
+            r"forced_experts\[1, 0, 2, 1\] = 8 is outside \[-1, num_experts=8\)",
+        ),
         (lambda f: f.at[0, 1, 3, 0].set(-1), ValueError, r"forced_experts\[0, 1, 3\] = .* mixes -1"),
-        (lambda f: f.at[0, 0, 0].set(jnp.array([5, 5])), ValueError, r"forced_experts\[0, 0, 0\] = \[5, 5\] names an expert twice"),
+        (
+            lambda f: f.at[0, 0, 0].set(jnp.array([5, 5])),
+            ValueError,
+            r"forced_experts\[0, 0, 0\] = \[5, 5\] names an expert twice",
+        ),
         (lambda f: f.astype(jnp.float32), TypeError, "integer array"),
     ],
-)  # fmt: skip
+)
 def test_bad_forced_experts_raise_naming_shape_value_or_location(moe_policy, edit, error, message):
     forced = jnp.tile(jnp.array([0, 1], jnp.int32), (2, 2, 4, 1))
     with pytest.raises(error, match=message):

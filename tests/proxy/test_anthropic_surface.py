@@ -152,8 +152,11 @@ async def test_beta_query_mid_conversation_system_and_claude_code_fields_are_acc
         "output_config": {"effort": "high"},
     }
     async with aiohttp.ClientSession() as http:
-        async with http.post(info.anthropic_base_url + "/v1/messages?beta=true", json=body,
-                             headers={"anthropic-beta": "claude-code-20250219", "x-api-key": "x"}) as resp:  # fmt: skip
+        async with http.post(
+            info.anthropic_base_url + "/v1/messages?beta=true",
+            json=body,
+            headers={"anthropic-beta": "claude-code-20250219", "x-api-key": "x"},
+        ) as resp:
             assert resp.status == 200
             reply = await resp.json()
     assert reply["content"] == [{"type": "text", "text": "ok"}]

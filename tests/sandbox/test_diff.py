@@ -108,7 +108,7 @@ printf '#!/bin/sh\\ntouch /tmp/pwned-extdiff\\n' > /tmp/evil-diff; chmod +x /tmp
 echo '* filter=evil diff=evil' > .gitattributes
 printf 'changed\\r\\n' > obsolete.txt
 chmod +x pkg/core.py
-"""
+"""  # noqa: E501 - script lines kept whole
 
 
 async def test_diff_ignores_hostile_git_config_hooks_and_attributes(open_sandbox, repo):

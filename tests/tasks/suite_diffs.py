@@ -65,7 +65,7 @@ def _forge_junit():
 
 
 _atexit.register(_forge_junit)
-"""
+"""  # noqa: E501 - script lines kept whole
 
 
 def package_init(task: Task) -> str:

@@ -116,7 +116,10 @@ def test_text_outside_file_sections_is_never_kept():
 
 
 def test_plain_unified_diffs_without_git_headers_are_read(tmp_path):
-    diff = "--- a/pkg/m.py\t2024-01-01 00:00:00\n+++ b/pkg/m.py\t2024-01-02 00:00:00\n@@ -1,2 +1,2 @@\n x\n-y\n+z\n"
+    diff = (
+        "--- a/pkg/m.py\t2024-01-01 00:00:00\n+++ b/pkg/m.py\t2024-01-02 00:00:00\n"
+        "@@ -1,2 +1,2 @@\n x\n-y\n+z\n"
+    )
     (patch,) = parse_patch(diff)
     assert patch.old_path == patch.new_path == "pkg/m.py"
     assert patch.text == diff

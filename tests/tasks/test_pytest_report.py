@@ -186,8 +186,10 @@ def test_closing_lines_in_both_verbose_and_quiet_styles_parse():
 @pytest.mark.parametrize(
     "xml",
     [
-        b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
-        b'<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]><testsuites><testsuite><testcase classname="x" name="&c;"/>'
+        b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "aaaaaaaaaa">'
+        b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
+        b'<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]><testsuites><testsuite>'
+        b'<testcase classname="x" name="&c;"/>'
         b"</testsuite></testsuites>",
         b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY e SYSTEM "file:///etc/passwd">]><testsuites><testsuite>'
         b'<testcase classname="x" name="&e;"/></testsuite></testsuites>',

@@ -328,7 +328,10 @@ def test_a_task_command_that_stops_at_the_first_failure_still_runs_every_test(su
 def test_a_diff_that_does_not_apply_is_a_policy_failure_with_reward_0(suite_tasks):
     task = suite_tasks[SAMPLE]
     path = package_init(task)
-    diff = f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,2 +1,2 @@\n-no such line\n-nor this\n+x\n+y\n"
+    diff = (
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+        "@@ -1,2 +1,2 @@\n-no such line\n-nor this\n+x\n+y\n"
+    )
     report = asyncio.run(grade(task, diff, config=CONFIG))
     assert report.reward == 0.0 and report.apply.status == "failed" and report.exit_code is None
     assert "patch --fuzz=5" in report.apply.log
