@@ -77,7 +77,8 @@ class Generation:
             raise ValueError(f"finish_reason must be one of {FINISH_REASONS}, got {self.finish_reason!r}")
         if len(self.output_ids) != len(self.output_logprobs):
             raise ValueError(
-                f"output_ids has {len(self.output_ids)} tokens but output_logprobs has {len(self.output_logprobs)}"
+                f"output_ids has {len(self.output_ids)} tokens but output_logprobs has "
+                f"{len(self.output_logprobs)}"
             )
 
 

@@ -69,7 +69,8 @@ def _load_tool(name: str):
 
 @pytest.fixture(scope="session")
 def tiny_model_tool():
-    """The tools/make_tiny_model.py module: make_tiny_model(out, TinyModelSpec(...), seed=...), spec_argv, ..."""
+    """The tools/make_tiny_model.py module: make_tiny_model(out, TinyModelSpec(...), seed=...), spec_argv,
+    ..."""
     return _load_tool("make_tiny_model")
 
 

@@ -15,9 +15,10 @@ What is measured (generated tokens per second of wall time, every request genera
   generate per batch size.
 - sequential: the same 16 requests through our server one after another, against 16 in flight at once.
 
-Both sides run on this machine's CPU with their default thread pools, never at the same time: rounds
-alternate (ours, HF, ours, HF, ...) so load drift on a shared host hits both alike. The table prints ours, HF, and their ratio per concurrency, and the batching gain. The model is
-`tools/make_tiny_model.py`'s default tiny MoE (written to a temporary directory unless --model is given).
+Both sides run on this machine's CPU with their default thread pools, never at the same time: rounds alternate
+(ours, HF, ours, HF, ...) so load drift on a shared host hits both alike. The table prints ours, HF, and their
+ratio per concurrency, and the batching gain. The model is `tools/make_tiny_model.py`'s default tiny MoE
+(written to a temporary directory unless --model is given).
 """
 
 from __future__ import annotations
@@ -138,8 +139,21 @@ async def measure(args: argparse.Namespace, model_dir: pathlib.Path) -> dict:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     max_len = args.prompt_len + args.new_tokens + 1
-    argv = [sys.executable, "-m", "legorl_jax.engine.serve", "--model", str(model_dir), "--port", str(port),
-            "--max-running", str(args.max_running), "--max-len", str(max_len), "--min-bucket", str(args.prompt_len)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "legorl_jax.engine.serve",
+        "--model",
+        str(model_dir),
+        "--port",
+        str(port),
+        "--max-running",
+        str(args.max_running),
+        "--max-len",
+        str(max_len),
+        "--min-bucket",
+        str(args.prompt_len),
+    ]
     server = ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=args.log)
     server.start()
     hf = HFWorker(args, model_dir)
@@ -238,10 +252,10 @@ def main(argv: list[str] | None = None) -> None:
         result = asyncio.run(measure(args, model_dir))
     load = os.getloadavg()
     header = (
-        f"tiny MoE ({model_dir if args.model else 'make_tiny_model default'}), prompt {args.prompt_len} tokens, "
-        f"{args.new_tokens} new tokens per request, {args.rounds} rounds; {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, load average {load[0]:.1f}; torch {result['hf_info']['torch']} "
-        f"({result['hf_info']['threads']} threads)"
+        f"tiny MoE ({model_dir if args.model else 'make_tiny_model default'}), prompt {args.prompt_len} "
+        f"tokens, {args.new_tokens} new tokens per request, {args.rounds} rounds; "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {load[0]:.1f}; "
+        f"torch {result['hf_info']['torch']} ({result['hf_info']['threads']} threads)"
     )
     text = header + "\n\n" + table(args, result)
     print(text)

@@ -192,7 +192,8 @@ def _table(n: int, d: int, v: int, rate: float | None, records: list[dict]) -> l
     lines = [
         f"N={n} D={d} V={v}: {measured}; fp32 logits would be {n * v * 4 / 2**30:.2f} GiB",
         "",
-        "| mode | impl | time (ms) | × reference | of matmul floor | XLA temp (MiB) | temp ÷ reference | peak (MiB) |",
+        "| mode | impl | time (ms) | × reference | of matmul floor | XLA temp (MiB) | temp ÷ reference | "
+        "peak (MiB) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for mode, multiple in FLOOR_FLOPS.items():
@@ -202,7 +203,8 @@ def _table(n: int, d: int, v: int, rate: float | None, records: list[dict]) -> l
         for r in rows:
             if "skipped" in r:
                 lines.append(
-                    f"| {mode} | {r['impl']} | skipped: {r['skipped']} | | | {_mib(r.get('temp_bytes'))} | | |"
+                    f"| {mode} | {r['impl']} | skipped: {r['skipped']} | | | {_mib(r.get('temp_bytes'))} | | "
+                    "|"
                 )
                 continue
             ratio = f"{r['seconds'] / ref['seconds']:.2f}" if "seconds" in ref else "-"
@@ -230,11 +232,12 @@ for path in sorted(glob.glob(os.path.join(folder, "*.ttir"))):
     print(json.dumps({"name": os.path.basename(path)[:-5], "shared": kernel.metadata.shared,
                       "registers": int(re.search(r"Used (\\d+) registers", log).group(1)),
                       "spill_bytes": sum(map(int, spills.groups())) if spills else None}))
-"""
+"""  # noqa: E501 - script lines kept whole
 
 
 def ptxas_report(triton_python: str, hidden_dim: int) -> list[str]:
-    """Registers, spills and shared memory per kernel on an H200, compiled here from the kernels' Triton IR."""
+    """Registers, spills and shared memory per kernel on an H200, compiled here from the kernels' Triton
+    IR."""
     import tempfile
 
     import jax

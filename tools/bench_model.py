@@ -164,10 +164,14 @@ def main(argv: list[str] | None = None) -> int:
         hf = _time_hf(work / "model", ids, args.reps, work)
 
     params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(__import__("flax").nnx.state(policy)))
-    print(f"# bench_model: Qwen3-MoE hidden {args.hidden}, {args.layers} layers, {args.experts} experts top-{args.top_k},"
-          f" vocab {args.vocab}, {params / 1e6:.2f}M params; batch {args.batch} x {args.seq} tokens, float32")  # fmt: skip
     print(
-        f"# machine: {platform.machine()}, {os.cpu_count()} CPUs; jax {jax.__version__} on {jax.default_backend()}"
+        f"# bench_model: Qwen3-MoE hidden {args.hidden}, {args.layers} layers, {args.experts} experts "
+        f"top-{args.top_k}, vocab {args.vocab}, {params / 1e6:.2f}M params; batch {args.batch} x {args.seq} "
+        "tokens, float32"
+    )
+    print(
+        f"# machine: {platform.machine()}, {os.cpu_count()} CPUs; jax {jax.__version__} on "
+        f"{jax.default_backend()}"
     )
     print(f"# ours: compile {compile_s:.1f} s (excluded); best of {args.reps} forwards after one warm-up")
     print("| impl | tokens/s | ms / forward | ours / HF |")
@@ -179,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = hf["seconds"] / ours_s
     print(f"| ours (jax.jit) | {tokens / ours_s:,.0f} | {ours_s * 1e3:.1f} | {ratio:.2f}x |")
     print(f"| HF transformers {hf['transformers']} (torch {hf['torch']}, {hf['threads']} threads, "
-          f"attn {hf['attn']}) | {tokens / hf['seconds']:,.0f} | {hf['seconds'] * 1e3:.1f} | 1.00x |")  # fmt: skip
+          f"attn {hf['attn']}) | {tokens / hf['seconds']:,.0f} | {hf['seconds'] * 1e3:.1f} | 1.00x "
+          "|")  # fmt: skip
     delta = float(np.max(np.abs(np.asarray(ours_logits) - hf["logits"])))
     print(f"# max |logit difference| ours vs HF: {delta:.2e} (same weights, same ids)")
     return 0

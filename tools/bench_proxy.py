@@ -1,6 +1,8 @@
-"""Latency the capture proxy adds over calling the engine directly, beside the LiteLLM proxy, at 1/16/64 sessions.
+"""Latency the capture proxy adds over calling the engine directly, beside the LiteLLM proxy, at 1/16/64
+sessions.
 
-    python tools/bench_proxy.py [--sessions 1,16,64] [--turns 10] [--rounds 3] [--engine-ms 500] [--tool-ms 1000]
+    python tools/bench_proxy.py [--sessions 1,16,64] [--turns 10] [--rounds 3] [--engine-ms 500] \
+        [--tool-ms 1000]
 
 Needs the bench extra (`pip install -e '.[bench]'`: LiteLLM's proxy server). Four processes on this machine:
 - a backend standing in for the model: it answers SGLang's `/generate` (token ids in and out, log-probs and
@@ -37,10 +39,23 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-REPLY = 'Looking at the file.\n<tool_call>\n{"name": "bash", "arguments": {"command": "cat calc.py"}}\n</tool_call>'
+REPLY = (
+    'Looking at the file.\n<tool_call>\n{"name": "bash", "arguments": {"command": "cat calc.py"}}\n'
+    "</tool_call>"
+)
 TOOL_RESULT = "def add(a, b):\n    return a - b\n" * 12
-BASH = {"type": "function", "function": {"name": "bash", "description": "Run a command",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}  # fmt: skip
+BASH = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a command",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
+    },
+}
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "XLA_FLAGS": ""}
 LITELLM_KEY = "sk-bench-" + os.urandom(16).hex()  # LiteLLM's proxy refuses to start without a master key
 
@@ -70,8 +85,17 @@ def serve_backend(model_dir: str, port: int, engine_ms: float) -> None:
         gen = Generation(
             out, lps, rows, "stop", "bench", len(ids), routed_experts_start=start, matched_stop=int(eos)
         )
-        return web.json_response(generation_json(gen, rid=body.get("rid") or "r", text=REPLY, return_logprob=True,
-                                                 input_logprobs=None, return_routed_experts=True, e2e_latency=0.0))  # fmt: skip
+        return web.json_response(
+            generation_json(
+                gen,
+                rid=body.get("rid") or "r",
+                text=REPLY,
+                return_logprob=True,
+                input_logprobs=None,
+                return_routed_experts=True,
+                e2e_latency=0.0,
+            )
+        )
 
     async def chat(request: web.Request) -> web.Response:
         body = await request.json()
@@ -79,12 +103,30 @@ def serve_backend(model_dir: str, port: int, engine_ms: float) -> None:
         await asyncio.sleep(engine_ms / 1000)
         call = {"id": "call_" + os.urandom(6).hex(), "type": "function",
                 "function": {"name": "bash", "arguments": '{"command": "cat calc.py"}'}}  # fmt: skip
-        return web.json_response({
-            "id": "chatcmpl-bench", "object": "chat.completion", "created": int(time.time()), "model": body.get("model", "bench"),
-            "choices": [{"index": 0, "finish_reason": "tool_calls",
-                         "message": {"role": "assistant", "content": "Looking at the file.", "tool_calls": [call]}}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": len(out), "total_tokens": prompt + len(out)},
-        })  # fmt: skip
+        return web.json_response(
+            {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "bench"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "tool_calls",
+                        "message": {
+                            "role": "assistant",
+                            "content": "Looking at the file.",
+                            "tool_calls": [call],
+                        },
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": len(out),
+                    "total_tokens": prompt + len(out),
+                },
+            }
+        )
 
     async def health(request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
@@ -167,11 +209,21 @@ async def conversation(
         call_id = f"call_{turn}"
         if path == "chat":
             call_id = reply["choices"][0]["message"]["tool_calls"][0]["id"]
-        messages = [*messages,
-                    {"role": "assistant", "content": "Looking at the file.",
-                     "tool_calls": [{"id": call_id, "type": "function",
-                                     "function": {"name": "bash", "arguments": '{"command": "cat calc.py"}'}}]},
-                    {"role": "tool", "tool_call_id": call_id, "content": TOOL_RESULT}]  # fmt: skip
+        messages = [
+            *messages,
+            {
+                "role": "assistant",
+                "content": "Looking at the file.",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": '{"command": "cat calc.py"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": TOOL_RESULT},
+        ]
 
 
 async def run_path(
@@ -192,12 +244,29 @@ async def run_path(
                 ) as r:
                     session_urls[i] = (await r.json())["openai_base_url"]
         path = "generate" if name == "direct-generate" else "chat"
-        base = {"direct-generate": urls["backend"], "direct-chat": urls["backend"] + "/v1", "litellm": urls["litellm"] + "/v1",
-                "ours": None}[name]  # fmt: skip
+        base = {
+            "direct-generate": urls["backend"],
+            "direct-chat": urls["backend"] + "/v1",
+            "litellm": urls["litellm"] + "/v1",
+            "ours": None,
+        }[name]
         rng = np.random.default_rng(0)
         tool_s = rng.uniform(0, tool_ms / 1000, size=(sessions, turns))
-        await asyncio.gather(*(conversation(http, path, base, tok, turns, latencies, session_url=session_urls[i],
-                                            tool_s=list(tool_s[i])) for i in range(sessions)))  # fmt: skip
+        await asyncio.gather(
+            *(
+                conversation(
+                    http,
+                    path,
+                    base,
+                    tok,
+                    turns,
+                    latencies,
+                    session_url=session_urls[i],
+                    tool_s=list(tool_s[i]),
+                )
+                for i in range(sessions)
+            )
+        )
         if name == "ours":
             admin = {"Authorization": "Bearer bench-admin-token"}
             for u in session_urls:
@@ -290,8 +359,8 @@ async def bench(args: argparse.Namespace) -> None:
             await run_path(name, urls, tok, 2, 2)
         load_before = os.getloadavg()[0]
         print(
-            f"load average before: {load_before:.2f}; rounds {args.rounds}; turns {args.turns}; engine {args.engine_ms} ms; "
-            f"tool time uniform in [0, {args.tool_ms:.0f}] ms"
+            f"load average before: {load_before:.2f}; rounds {args.rounds}; turns {args.turns}; engine "
+            f"{args.engine_ms} ms; tool time uniform in [0, {args.tool_ms:.0f}] ms"
         )
         rows = []
         for sessions in args.sessions:
@@ -313,19 +382,21 @@ async def bench(args: argparse.Namespace) -> None:
     print(f"load average after: {load_after:.2f}")
     print()
     print(
-        "| sessions | calls/path | direct /generate p50 / p99 ms | ours p50 / p99 ms | ours added p50 / p99 ms "
-        "| direct chat p50 / p99 ms | LiteLLM p50 / p99 ms | LiteLLM added p50 / p99 ms |"
+        "| sessions | calls/path | direct /generate p50 / p99 ms | ours p50 / p99 ms | ours added p50 / p99 "
+        "ms | direct chat p50 / p99 ms | LiteLLM p50 / p99 ms | LiteLLM added p50 / p99 ms |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for sessions, f in rows:
         dg, ours, dc, lite = f["direct-generate"], f["ours"], f["direct-chat"], f["litellm"]
         print(f"| {sessions} | {ours[2]} | {dg[0]:.1f} / {dg[1]:.1f} | {ours[0]:.1f} / {ours[1]:.1f} | "
-              f"**{ours[0] - dg[0]:.2f} / {ours[1] - dg[1]:.2f}** | {dc[0]:.1f} / {dc[1]:.1f} | {lite[0]:.1f} / {lite[1]:.1f} | "
+              f"**{ours[0] - dg[0]:.2f} / {ours[1] - dg[1]:.2f}** | {dc[0]:.1f} / {dc[1]:.1f} | "
+              f"{lite[0]:.1f} / {lite[1]:.1f} | "
               f"{lite[0] - dc[0]:.2f} / {lite[1] - dc[1]:.2f} |")  # fmt: skip
     quiet = max(load_before, load_after) < 1.0
     print()
     print(
-        "peer: LiteLLM proxy (litellm[proxy]) on its OpenAI-compatible route to the same backend, measured in the same run"
+        "peer: LiteLLM proxy (litellm[proxy]) on its OpenAI-compatible route to the same backend, measured "
+        "in the same run"
     )
     print(
         "publishable (load average < 1 before and after):",

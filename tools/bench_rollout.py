@@ -1,4 +1,5 @@
-"""Rollout throughput and the orchestrator's own overhead, beside the same trials run by a plain sequential script.
+"""Rollout throughput and the orchestrator's own overhead, beside the same trials run by a plain sequential
+script.
 
     python tools/bench_rollout.py [--concurrency 1,4,16] [--trials 16] [--rounds 2]
 
@@ -9,9 +10,9 @@ sandbox, graded by the real verifier in a fresh sandbox. Per configuration:
 - plain: the same steps written out in a loop, one trial after another (start sandbox, open session, run
   the harness, diff, grade, close), nothing else: the floor at concurrency 1.
 Overhead per trial = wall time minus the time inside engine calls (the proxy's model time), sandbox start,
-tool execution (time between model calls), the diff and the sandbox's removal, and grading: what the orchestrator itself costs. The peer is the
-plain script measured in the same run; the load average before and after is printed, and figures taken at a
-load average of 1 or more are marked as not publishable.
+tool execution (time between model calls), the diff and the sandbox's removal, and grading: what the
+orchestrator itself costs. The peer is the plain script measured in the same run; the load average before and
+after is printed, and figures taken at a load average of 1 or more are marked as not publishable.
 """
 
 from __future__ import annotations
@@ -41,9 +42,14 @@ def call(name: str, **arguments) -> str:
 
 def script_for(tasks, tokenizer):
     """Each session replays the fix of the task named in its prompt."""
-    fixes = {t.problem_statement.strip().splitlines()[0]: [
-        call("bash", command="git status --short"), call("bash", command=f"git apply <<'PATCH'\n{t.patch}PATCH"),
-        call("submit")] for t in tasks}  # fmt: skip
+    fixes = {
+        t.problem_statement.strip().splitlines()[0]: [
+            call("bash", command="git status --short"),
+            call("bash", command=f"git apply <<'PATCH'\n{t.patch}PATCH"),
+            call("submit"),
+        ]
+        for t in tasks
+    }
 
     def script(prompt, rid):
         text = tokenizer.decode(prompt)
@@ -102,8 +108,17 @@ async def ours(
     batch = await collect(tasks, group_size=group, harness=harness, proxy=proxy, config=config)
     wall = time.monotonic() - t0
     assert all(t.reward == 1.0 for t in batch.trajectories), batch.outcomes
-    per = [{"wall": t.timings["trial_s"], "work": t.timings["sandbox_start_s"] + t.timings["model_s"] + t.timings["tool_s"]
-            + t.timings["sandbox_stop_s"] + t.timings["verifier_s"]} for t in batch.trajectories]  # fmt: skip
+    per = [
+        {
+            "wall": t.timings["trial_s"],
+            "work": t.timings["sandbox_start_s"]
+            + t.timings["model_s"]
+            + t.timings["tool_s"]
+            + t.timings["sandbox_stop_s"]
+            + t.timings["verifier_s"],
+        }
+        for t in batch.trajectories
+    ]
     return wall, per
 
 
@@ -151,17 +166,27 @@ async def bench(args: argparse.Namespace) -> None:
             walls = [w for w, _ in results[c]]
             per = [p for _, ps in results[c] for p in ps]
             n = len(per)
-            rows.append(("ours (rollout.collect)", c, n, 60 * n / sum(walls), statistics.mean(p["wall"] for p in per),
-                         statistics.mean(1 - p["work"] / p["wall"] for p in per)))  # fmt: skip
+            rows.append(
+                (
+                    "ours (rollout.collect)",
+                    c,
+                    n,
+                    60 * n / sum(walls),
+                    statistics.mean(p["wall"] for p in per),
+                    statistics.mean(1 - p["work"] / p["wall"] for p in per),
+                )
+            )
     finally:
         await proxy.stop()
     load_after = os.getloadavg()[0]
     print(
-        f"load average before {load_before:.2f}, after {load_after:.2f}; rounds {args.rounds}; engine {args.engine_ms} ms/call"
+        f"load average before {load_before:.2f}, after {load_after:.2f}; rounds {args.rounds}; engine "
+        f"{args.engine_ms} ms/call"
     )
     print()
     print(
-        "| system | concurrent trials | trials | trials / min | mean trial wall s | orchestrator overhead (share of trial wall) |"
+        "| system | concurrent trials | trials | trials / min | mean trial wall s | orchestrator overhead "
+        "(share of trial wall) |"
     )
     print("|---|---|---|---|---|---|")
     for name, c, n, tpm, wall, over in rows:

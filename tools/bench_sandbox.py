@@ -3,9 +3,10 @@
     python tools/bench_sandbox.py                      # concurrency 1, 4, 16; Docker, raw CLI, bubblewrap
     python tools/bench_sandbox.py --concurrency 1 4 --cycles 8 --no-bwrap
 
-For each concurrency c, the systems take turns (rounds of c concurrent cycles, the order rotating each
-round, `--cycles` / c rounds, at least 2) so that a change in the shared host's load hits all alike. A cycle is what a trial costs the sandbox layer: start the task sandbox, write the agent's
-patch, run `git apply` + the repository's pytest suite, close. Reported per system and c:
+For each concurrency c, the systems take turns (rounds of c concurrent cycles, the order rotating each round,
+`--cycles` / c rounds, at least 2) so that a change in the shared host's load hits all alike. A cycle is what
+a trial costs the sandbox layer: start the task sandbox, write the agent's patch, run `git apply` + the
+repository's pytest suite, close. Reported per system and c:
 - start: start-to-ready latency (ours: `start()` returned; raw: `docker run -d` returned), p50 / p99;
 - exec: round trip of a no-op command (ours: `exec(["true"])`; raw: `docker exec <id> true`), p50 / p99;
 - cycles/min: completed cycles per wall-clock minute over all workers;

@@ -1,4 +1,5 @@
-"""Trainer throughput: training tokens/s and model-FLOPs utilisation against a matmul measured in the same run.
+"""Trainer throughput: training tokens/s and model-FLOPs utilisation against a matmul measured in the same
+run.
 
     python tools/bench_train.py                              # tiny MoE and ~100M MoE, replay on and off
     python tools/bench_train.py --models tiny --steps 5 --markdown out.md
@@ -223,15 +224,15 @@ def step(setup: dict) -> None:
 
 def table(rows: list[dict], matmul: int) -> str:
     lines = [
-        f"| model | params (active matmul) | routing | rows × tokens | compile + 1st step s | step s | tokens/s "
-        f"| model GFLOP/s | peer: fp32 {matmul}² matmul GFLOP/s | MFU vs peer |",
+        "| model | params (active matmul) | routing | rows × tokens | compile + 1st step s | step s | "
+        f"tokens/s | model GFLOP/s | peer: fp32 {matmul}² matmul GFLOP/s | MFU vs peer |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['model']} | {r['params'] / 1e6:.1f}M ({r['active'] / 1e6:.1f}M) | {r['routing']} | {r['shape']} "
-            f"| {r['first']:.1f} | {r['step']:.3f} | {r['tok_s']:,.0f} | {r['flops'] / 1e9:,.2f} | {r['rate'] / 1e9:,.1f} "
-            f"| {r['mfu']:.1%} |"
+            f"| {r['model']} | {r['params'] / 1e6:.1f}M ({r['active'] / 1e6:.1f}M) | {r['routing']} | "
+            f"{r['shape']} | {r['first']:.1f} | {r['step']:.3f} | {r['tok_s']:,.0f} | "
+            f"{r['flops'] / 1e9:,.2f} | {r['rate'] / 1e9:,.1f} | {r['mfu']:.1%} |"
         )
     return "\n".join(lines)
 

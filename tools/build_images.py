@@ -1,6 +1,6 @@
 """Builds the sandbox images this host needs (idempotent; a no-op when they exist).
 
-    python tools/build_images.py --base                    # legorl-base:<hash> + :latest, offline (debootstrap)
+    python tools/build_images.py --base                    # legorl-base:<hash> + :latest, offline
     python tools/build_images.py --base --from-registry python:3.12-slim   # same layout FROM a registry image
     python tools/build_images.py --base --rootfs           # also unpack the bubblewrap root filesystem
     python tools/build_images.py --base --rebuild          # debootstrap again even when cached

@@ -1,6 +1,6 @@
 """Quick host-side check of built-in suite tasks, for authors (the Docker verifier is the real judge).
 
-    python tools/check_task.py legorl_jax/tasks/suite/<task_id> [more dirs] [--python PY]
+    python tools/check_task.py legorl_jax/tasks/vendor/suite/<task_id> [more dirs] [--python PY]
 
 For each task, in a scratch copy of repo/ with a fresh git history:
   1. the repo's own tests pass at the base commit;

@@ -2,11 +2,11 @@
 
     python tools/inspect_trial.py TRIAL_DIR [--model DIR] [--logprobs]
 
-TRIAL_DIR holds `trajectory.json` and `sequences.npz` (legorl_jax/proxy/archive.py). Spans are decoded with the tokenizer the session
-recorded (or `--model`, an HF directory); when neither is there the token ids are shown. A sampled span is
-printed as `[sampled n=.. mean_lp=..]` (with `--logprobs`, every token's log-prob), a context span as
-`[context n=..]`. Each branch ends with its routing coverage (the fraction of (token, layer) rows recorded) and
-its counts; the session's flags and counters close the report.
+TRIAL_DIR holds `trajectory.json` and `sequences.npz` (legorl_jax/proxy/archive.py). Spans are decoded with
+the tokenizer the session recorded (or `--model`, an HF directory); when neither is there the token ids are
+shown. A sampled span is printed as `[sampled n=.. mean_lp=..]` (with `--logprobs`, every token's log-prob), a
+context span as `[context n=..]`. Each branch ends with its routing coverage (the fraction of (token, layer)
+rows recorded) and its counts; the session's flags and counters close the report.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def render(trial_dir: str, model: str | None = None, show_logprobs: bool = False
     trajectory, arrays = read_archive(trial_dir)
     tok = _find_tokenizer(model or trajectory.get("tokenizer"))
     lines = [
-        f"session {trajectory['session_id']}  task {trajectory.get('task_id') or '-'}  trial {trajectory.get('trial_id') or '-'}"
+        f"session {trajectory['session_id']}  task {trajectory.get('task_id') or '-'}  trial "
+        f"{trajectory.get('trial_id') or '-'}"
     ]
     for branch in trajectory["branches"]:
         i = branch["index"]

@@ -80,8 +80,10 @@ def install_mini_swe_agent(wheelhouse: pathlib.Path) -> str:
             )
         done = _pip("install", "--no-index", "--find-links", str(wheelhouse), *common)
         if done.returncode != 0:
-            raise SystemExit(f"pip install of {MINI_SWE_AGENT_REQUIREMENT} failed (exit {done.returncode}):\n"
-                             f"{done.stderr.strip()[-3000:]}")
+            raise SystemExit(
+                f"pip install of {MINI_SWE_AGENT_REQUIREMENT} failed (exit {done.returncode}):\n"
+                f"{done.stderr.strip()[-3000:]}"
+            )
     return f"installed {MINI_SWE_AGENT_REQUIREMENT} into {sys.prefix} (wheels kept in {wheelhouse})"
 
 
@@ -103,10 +105,18 @@ INSTALLERS = {
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("name", choices=sorted(INSTALLERS), help="the harness to install")
-    parser.add_argument("--wheelhouse", type=pathlib.Path, default=None,
-                        help="where downloaded wheels are kept for offline re-installs (default: the user cache)")
-    parser.add_argument("--source", type=pathlib.Path, default=None,
-                        help="swe_agent: the SWE-agent release archive or unpacked tree to install from")
+    parser.add_argument(
+        "--wheelhouse",
+        type=pathlib.Path,
+        default=None,
+        help="where downloaded wheels are kept for offline re-installs (default: the user cache)",
+    )
+    parser.add_argument(
+        "--source",
+        type=pathlib.Path,
+        default=None,
+        help="swe_agent: the SWE-agent release archive or unpacked tree to install from",
+    )
     args = parser.parse_args(argv)
     extra = {"source": args.source} if args.source is not None else {}
     if extra and args.name != "swe_agent":

@@ -1,6 +1,7 @@
 """Writes the independent Hugging Face transformers references under tests/fixtures/ (run in .venv-ref).
 
-    make fixtures        # = bash tools/make_ref_venv.sh && .venv-ref/bin/python tools/make_hf_fixtures.py --out tests/fixtures
+    make fixtures
+    # = bash tools/make_ref_venv.sh && .venv-ref/bin/python tools/make_hf_fixtures.py --out tests/fixtures
 
 Never imported by tests: it needs torch + transformers, which legorl_jax never depends on. It writes:
 
@@ -52,20 +53,43 @@ SEEDS = range(64)
 _COMMON = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=384,
                max_position_embeddings=128, rope_theta=10000.0, rms_norm_eps=1e-6)  # fmt: skip
 HF_MODELS = {
-    "qwen3_dense": Qwen3Config(**_COMMON, intermediate_size=64, num_hidden_layers=2, tie_word_embeddings=False),
-    "qwen3_tied": Qwen3Config(**{**_COMMON, "num_key_value_heads": 1}, intermediate_size=64, num_hidden_layers=2,
-                              tie_word_embeddings=True),
-    "qwen3_moe": Qwen3MoeConfig(**_COMMON, intermediate_size=64, moe_intermediate_size=16, num_hidden_layers=2,
-                                num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1,
-                                mlp_only_layers=[], tie_word_embeddings=False),
+    "qwen3_dense": Qwen3Config(
+        **_COMMON, intermediate_size=64, num_hidden_layers=2, tie_word_embeddings=False
+    ),
+    "qwen3_tied": Qwen3Config(
+        **{**_COMMON, "num_key_value_heads": 1},
+        intermediate_size=64,
+        num_hidden_layers=2,
+        tie_word_embeddings=True,
+    ),
+    "qwen3_moe": Qwen3MoeConfig(
+        **_COMMON,
+        intermediate_size=64,
+        moe_intermediate_size=16,
+        num_hidden_layers=2,
+        num_experts=8,
+        num_experts_per_tok=2,
+        norm_topk_prob=True,
+        decoder_sparse_step=1,
+        mlp_only_layers=[],
+        tie_word_embeddings=False,
+    ),
     # Layer 3 is dense only through mlp_only_layers, layers 2 and 4 only through decoder_sparse_step: a loader
     # that ignores either rule builds the wrong layer. MoE layers: 1 and 5.
     "qwen3_moe_yarn_mixed": Qwen3MoeConfig(
-        **{**_COMMON, "max_position_embeddings": 512}, intermediate_size=32, moe_intermediate_size=16,
-        num_hidden_layers=6, num_experts=4, num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=2,
-        mlp_only_layers=[0, 3], tie_word_embeddings=False,
-        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128}),
-}  # fmt: skip
+        **{**_COMMON, "max_position_embeddings": 512},
+        intermediate_size=32,
+        moe_intermediate_size=16,
+        num_hidden_layers=6,
+        num_experts=4,
+        num_experts_per_tok=2,
+        norm_topk_prob=False,
+        decoder_sparse_step=2,
+        mlp_only_layers=[0, 3],
+        tie_word_embeddings=False,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128},
+    ),
+}
 # tiny_model_hf: flags recorded verbatim; a wider init than the default so routing margins are clear.
 TINY_SPEC = make_tiny_model.TinyModelSpec(vocab_size=1024, initializer_range=0.2)
 
@@ -141,8 +165,12 @@ def forward(
         # Margin between the k-th and (k+1)-th probabilities at real tokens: a near-tie would make routing
         # comparisons depend on the last bit of the forward.
         valid = mask.reshape(-1).bool()
-        margins = [(p.sort(dim=-1, descending=True).values[:, k - 1] - p.sort(dim=-1, descending=True).values[:, k])[valid]
-                   for p in probs]  # fmt: skip
+        margins = [
+            (p.sort(dim=-1, descending=True).values[:, k - 1] - p.sort(dim=-1, descending=True).values[:, k])[
+                valid
+            ]
+            for p in probs
+        ]
         result["_min_router_margin"] = float(torch.cat(margins).min())
     return result
 
@@ -217,16 +245,47 @@ def make_hf_model(out: pathlib.Path, name: str, config: transformers.PretrainedC
 
 # Conversations for chat_template/cases.json; every feature of the template appears in at least one.
 TOOLS = [
-    {"type": "function", "function": {"name": "bash", "description": "Run a shell command and return its output.",
-     "parameters": {"type": "object", "properties": {"command": {"type": "string", "description": "The command."}},
-                    "required": ["command"]}}},
-    {"type": "function", "function": {"name": "read_file", "description": "Read lines of a text file.",
-     "parameters": {"type": "object", "properties": {"path": {"type": "string"},
-                    "start_line": {"type": "integer", "minimum": 1}}, "required": ["path"]}}},
-    {"type": "function", "function": {"name": "str_replace", "description": "Replace one exact string in a file.",
-     "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "old": {"type": "string"},
-                    "new": {"type": "string"}}, "required": ["path", "old", "new"]}}},
-]  # fmt: skip
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command and return its output.",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string", "description": "The command."}},
+                "required": ["command"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read lines of a text file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "start_line": {"type": "integer", "minimum": 1}},
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "str_replace",
+            "description": "Replace one exact string in a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "old": {"type": "string"},
+                    "new": {"type": "string"},
+                },
+                "required": ["path", "old", "new"],
+            },
+        },
+    },
+]
 SYSTEM = {"role": "system", "content": "You are a careful software engineer working in a git repository."}
 USER = {"role": "user", "content": "The test test_add fails. Fix calc.py."}
 
@@ -426,34 +485,35 @@ ENV_CASES = [
     {
         "name": "loop_controls_and_loop_variables",
         "template": (
-            "{%- for m in messages -%}{%- if m.role == 'system' %}{% continue %}{% endif -%}"
-            "{%- if loop.index > 4 %}{% break %}{% endif -%}"
-            "[{{ loop.index0 }}/{{ loop.length }} {{ m.role }}{{ ' prev=' ~ loop.previtem.role if loop.previtem }}]"
-            "{%- endfor -%}"
+            "{%- for m in messages -%}{%- if m.role == 'system' %}{% continue %}{% endif -%}{%- if "
+            "loop.index > 4 %}{% break %}{% endif -%}[{{ loop.index0 }}/{{ loop.length }} {{ m.role }}{{ ' "
+            "prev=' ~ loop.previtem.role if loop.previtem }}]{%- endfor -%}"
         ),
     },
     {
         "name": "tojson_arguments",
         "tools": TOOLS[:1],
         "template": (
-            "{{ tools | tojson }}|{{ tools[0] | tojson(indent=2) }}|{{ messages[1] | tojson(sort_keys=True) }}|"
-            "{{ messages[1] | tojson(ensure_ascii=True) }}|{{ messages[2].tool_calls | tojson(separators=(',', ':')) }}"
+            "{{ tools | tojson }}|{{ tools[0] | tojson(indent=2) }}|{{ messages[1] | tojson(sort_keys=True) "
+            "}}|{{ messages[1] | tojson(ensure_ascii=True) }}|{{ messages[2].tool_calls | "
+            "tojson(separators=(',', ':')) }}"
         ),
     },
     {
         "name": "namespace_and_dict",
         "template": (
-            "{%- set ns = namespace(n=0, last='') -%}{%- for m in messages -%}{%- set ns.n = ns.n + 1 -%}"
-            "{%- set ns.last = m.role -%}{%- endfor -%}{{ ns.n }} {{ ns.last }} {{ dict(a=1, b=[2]) | tojson }} "
+            "{%- set ns = namespace(n=0, last='') -%}{%- for m in messages -%}{%- set ns.n = ns.n + 1 -%}{%- "
+            "set ns.last = m.role -%}{%- endfor -%}{{ ns.n }} {{ ns.last }} {{ dict(a=1, b=[2]) | tojson }} "
             "{{ dict.fromkeys(['x', 'y'], 0) | tojson }}"
         ),
     },
     {
         "name": "template_variables_without_tools",
         "template": (
-            "tools={{ tools is defined }}/{{ tools is none }} documents={{ documents is defined }}/{{ documents is none }} "
-            "bos={{ bos_token is defined }} eos={{ eos_token }} pad={{ pad_token }} unk={{ unk_token is defined }} "
-            "gen={{ add_generation_prompt }} flag={{ custom_flag | default('unset') }}"
+            "tools={{ tools is defined }}/{{ tools is none }} documents={{ documents is defined }}/{{ "
+            "documents is none }} bos={{ bos_token is defined }} eos={{ eos_token }} pad={{ pad_token }} "
+            "unk={{ unk_token is defined }} gen={{ add_generation_prompt }} flag={{ custom_flag | "
+            "default('unset') }}"
         ),
     },
     {
@@ -462,7 +522,8 @@ ENV_CASES = [
         "add_generation_prompt": True,
         "template_kwargs": {"custom_flag": {"depth": [1, 2]}, "eos_token": "<OVERRIDDEN>"},
         "template": (
-            "tools={{ tools | length }} eos={{ eos_token }} flag={{ custom_flag | tojson }} gen={{ add_generation_prompt }}"
+            "tools={{ tools | length }} eos={{ eos_token }} flag={{ custom_flag | tojson }} gen={{ "
+            "add_generation_prompt }}"
         ),
     },
     {
@@ -475,16 +536,16 @@ ENV_CASES = [
     {
         "name": "generation_tag_renders_its_body",
         "template": (
-            "{%- for m in messages -%}{%- if m.role == 'assistant' -%}{% generation %}<a>{{ m.content | default('') }}</a>"
-            "{% endgeneration %}{%- else -%}{{ m.content }}{%- endif -%}|{%- endfor -%}"
+            "{%- for m in messages -%}{%- if m.role == 'assistant' -%}{% generation %}<a>{{ m.content | "
+            "default('') }}</a>{% endgeneration %}{%- else -%}{{ m.content }}{%- endif -%}|{%- endfor -%}"
         ),
     },
     {
         "name": "raise_exception_reaches_the_caller",
         "messages": [{"role": "user", "content": "x"}],
         "template": (
-            "{%- if messages[0].role != 'system' -%}{{ raise_exception('first message must be system, got ' ~ "
-            "messages[0].role) }}{%- endif -%}ok"
+            "{%- if messages[0].role != 'system' -%}{{ raise_exception('first message must be system, got ' "
+            "~ messages[0].role) }}{%- endif -%}ok"
         ),
     },
     {
@@ -533,24 +594,38 @@ def make_chat_template_fixture(out: pathlib.Path) -> None:
         kwargs = dict(tools=case.get("tools"), add_generation_prompt=case.get("add_generation_prompt", False),
                       chat_template=case["template"], **case.get("template_kwargs", {}))  # fmt: skip
         try:
-            result = {"text": tok.apply_chat_template(case["messages"], tokenize=False, **kwargs),
-                      "ids": list(tok.apply_chat_template(case["messages"], return_dict=False, **kwargs))}  # fmt: skip
+            result = {
+                "text": tok.apply_chat_template(case["messages"], tokenize=False, **kwargs),
+                "ids": list(tok.apply_chat_template(case["messages"], return_dict=False, **kwargs)),
+            }
         except Exception as exc:  # the template's own error is the expected result
             result = {"error": f"{type(exc).__name__}: {exc}"}
         env_cases.append({**case, **result})
-    samples = [{"text": s, "ids": tok.encode(s, add_special_tokens=False),
-                "decoded": tok.decode(tok.encode(s, add_special_tokens=False)),
-                "decoded_skip_special": tok.decode(tok.encode(s, add_special_tokens=False), skip_special_tokens=True)}
-               for s in ENCODE_SAMPLES]  # fmt: skip
+    samples = [
+        {
+            "text": s,
+            "ids": tok.encode(s, add_special_tokens=False),
+            "decoded": tok.decode(tok.encode(s, add_special_tokens=False)),
+            "decoded_skip_special": tok.decode(
+                tok.encode(s, add_special_tokens=False), skip_special_tokens=True
+            ),
+        }
+        for s in ENCODE_SAMPLES
+    ]
     doc = {
         "transformers_version": transformers.__version__,
         "command": COMMAND,
-        "tokenizer": {"len": len(tok), "special_tokens_map": tok.special_tokens_map, "eos_token_id": tok.eos_token_id,
-                      "pad_token_id": tok.pad_token_id, "bos_token_id": tok.bos_token_id},
+        "tokenizer": {
+            "len": len(tok),
+            "special_tokens_map": tok.special_tokens_map,
+            "eos_token_id": tok.eos_token_id,
+            "pad_token_id": tok.pad_token_id,
+            "bos_token_id": tok.bos_token_id,
+        },
         "cases": cases,
         "environment_cases": env_cases,
         "encode_samples": samples,
-    }  # fmt: skip
+    }
     (directory / "cases.json").write_text(
         json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
     )
@@ -589,11 +664,20 @@ def make_tiny_model_fixture(out: pathlib.Path) -> None:
             break
     else:
         raise AssertionError(f"tiny_model_hf: no seed in {SEEDS} gives router margins >= {MIN_ROUTER_MARGIN}")
-    save_reference(directory, ref, {
-        "name": "tiny_model_hf", "make_tiny_model_argv": argv, "seed": seed, "sha256": files,
-        "loading_info": info, "model_class": type(model).__name__,
-        "regenerate": "make_tiny_model.main([*make_tiny_model_argv, '--out', DIR]) writes the directory these logits are for",
-    })  # fmt: skip
+    save_reference(
+        directory,
+        ref,
+        {
+            "name": "tiny_model_hf",
+            "make_tiny_model_argv": argv,
+            "seed": seed,
+            "sha256": files,
+            "loading_info": info,
+            "model_class": type(model).__name__,
+            "regenerate": "make_tiny_model.main([*make_tiny_model_argv, '--out', DIR]) writes the directory "
+            "these logits are for",
+        },
+    )
     print(f"tiny_model_hf: {type(model).__name__}, logits {ref['logits'].shape}")
 
 

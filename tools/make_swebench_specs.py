@@ -23,10 +23,25 @@ OUT = Path(__file__).resolve().parents[1] / "legorl_jax" / "tasks" / "swebench_s
 
 
 class _Placeholder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Stands in for the harness's third-party imports (datasets, docker, ...), which the two tables never use."""
+    """Stands in for the harness's third-party imports (datasets, docker, ...), which the two tables never
+    use."""
 
-    NAMES = frozenset({"datasets", "dotenv", "ghapi", "git", "bs4", "unidiff", "modal", "tenacity", "requests",
-                       "typer", "docker", "tqdm"})
+    NAMES = frozenset(
+        {
+            "datasets",
+            "dotenv",
+            "ghapi",
+            "git",
+            "bs4",
+            "unidiff",
+            "modal",
+            "tenacity",
+            "requests",
+            "typer",
+            "docker",
+            "tqdm",
+        }
+    )
 
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] not in self.NAMES:
@@ -55,7 +70,9 @@ def main(unpacked: str) -> None:
     sys.meta_path.insert(0, _Placeholder())
     constants = importlib.import_module("swebench.harness.constants")
     parsers = importlib.import_module("swebench.harness.log_parsers")
-    version = (root / "swebench" / "__init__.py").read_text().split("__version__ = ")[1].split("\n")[0].strip("\"'")
+    version = (
+        (root / "swebench" / "__init__.py").read_text().split("__version__ = ")[1].split("\n")[0].strip("\"'")
+    )
     if version != "4.1.0":
         raise SystemExit(f"expected swebench 4.1.0, found {version!r} in {root}")
     test_cmds = {
@@ -63,12 +80,20 @@ def main(unpacked: str) -> None:
         for repo, versions in sorted(constants.MAP_REPO_VERSION_TO_SPECS.items())
     }
     parser_names = {repo: fn.__name__ for repo, fn in sorted(parsers.MAP_REPO_TO_PARSER.items())}
-    OUT.write_text(json.dumps({
-        "source": "swebench 4.1.0: harness.constants.MAP_REPO_VERSION_TO_SPECS[repo][version]['test_cmd'] and "
-                  "harness.log_parsers.MAP_REPO_TO_PARSER[repo].__name__",
-        "test_cmd": test_cmds,
-        "log_parser": parser_names,
-    }, indent=1, sort_keys=True) + "\n")
+    OUT.write_text(
+        json.dumps(
+            {
+                "source": "swebench 4.1.0: "
+                "harness.constants.MAP_REPO_VERSION_TO_SPECS[repo][version]['test_cmd'] and "
+                "harness.log_parsers.MAP_REPO_TO_PARSER[repo].__name__",
+                "test_cmd": test_cmds,
+                "log_parser": parser_names,
+            },
+            indent=1,
+            sort_keys=True,
+        )
+        + "\n"
+    )
     print(f"wrote {OUT}: {len(test_cmds)} repositories, {len(parser_names)} parsers")
 
 

@@ -50,7 +50,10 @@ SPECIAL_TOKENS = CONTROL_TOKENS + MARKUP_TOKENS
 BYTE_ALPHABET = 256
 # Words, single digits, punctuation runs, newline runs and spaces split apart before BPE, so merges never
 # cross them (the split Qwen2's tokenizer uses; transformers rebuilds Qwen2Tokenizer with it).
-PRETOKENIZE_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+PRETOKENIZE_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 DTYPES = ("float32", "bfloat16", "float16")
 
 BENCHMARK_EXAMPLE = (
@@ -89,15 +92,26 @@ class TinyModelSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "mlp_only_layers", tuple(self.mlp_only_layers))
         minimum_vocab = BYTE_ALPHABET + len(SPECIAL_TOKENS)
-        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "intermediate_size",
-                     "moe_intermediate_size", "num_experts", "top_k", "decoder_sparse_step", "max_positions"):  # fmt: skip
+        for name in (
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "intermediate_size",
+            "moe_intermediate_size",
+            "num_experts",
+            "top_k",
+            "decoder_sparse_step",
+            "max_positions",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if not isinstance(self.vocab_size, int) or self.vocab_size < minimum_vocab:
             raise ValueError(
-                f"vocab_size must be an int >= {minimum_vocab} (256 bytes + {len(SPECIAL_TOKENS)} special tokens), "
-                f"got {self.vocab_size!r}"
+                f"vocab_size must be an int >= {minimum_vocab} (256 bytes + {len(SPECIAL_TOKENS)} special "
+                f"tokens), got {self.vocab_size!r}"
             )
         if self.num_heads % self.num_kv_heads:
             raise ValueError(
@@ -110,7 +124,8 @@ class TinyModelSpec:
         bad = [i for i in self.mlp_only_layers if not isinstance(i, int) or not 0 <= i < self.num_layers]
         if bad:
             raise ValueError(
-                f"mlp_only_layers must hold layer indices in [0, {self.num_layers}), got {list(self.mlp_only_layers)}"
+                f"mlp_only_layers must hold layer indices in [0, {self.num_layers}), got "
+                f"{list(self.mlp_only_layers)}"
             )
         if not isinstance(self.rope_theta, (int, float)) or self.rope_theta <= 0:
             raise ValueError(f"rope_theta must be a positive number, got {self.rope_theta!r}")
@@ -126,7 +141,8 @@ class TinyModelSpec:
             raise ValueError(f"initializer_range must be a positive number, got {self.initializer_range!r}")
 
     def is_moe_layer(self, layer: int) -> bool:
-        """HF Qwen3-MoE's rule: sparse unless listed in mlp_only_layers or off the decoder_sparse_step grid."""
+        """HF Qwen3-MoE's rule: sparse unless listed in mlp_only_layers or off the decoder_sparse_step
+        grid."""
         return (not self.dense and layer not in self.mlp_only_layers
                 and (layer + 1) % self.decoder_sparse_step == 0)  # fmt: skip
 
@@ -137,7 +153,8 @@ class TinyModelSpec:
 
 
 def corpus_digest() -> str:
-    """sha256 over the corpus files' names and bytes: the tokenizer is a function of this and the vocab size."""
+    """sha256 over the corpus files' names and bytes: the tokenizer is a function of this and the vocab
+    size."""
     h = hashlib.sha256()
     for path in sorted(CORPUS_DIR.glob("*.txt")):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -367,7 +384,9 @@ def _layer_list(text: str) -> tuple[int, ...]:
 def build_parser() -> argparse.ArgumentParser:
     d = TinyModelSpec()
     p = argparse.ArgumentParser(
-        description="Write a random-init Qwen3-MoE (or Qwen3 dense) HF model directory with a trained tokenizer.",
+        description=(
+            "Write a random-init Qwen3-MoE (or Qwen3 dense) HF model directory with a trained tokenizer."
+        ),
         epilog=BENCHMARK_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -398,8 +417,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mlp-only-layers", type=_layer_list, default=d.mlp_only_layers,
                    help="comma-separated layers that use a dense MLP, e.g. 0,3")  # fmt: skip
     p.add_argument("--tie-embeddings", action="store_true", help="share embed_tokens with the LM head")
-    p.add_argument("--max-positions", type=int, default=d.max_positions,
-                   help="max_position_embeddings (the original length when --yarn-factor is set)")  # fmt: skip
+    p.add_argument(
+        "--max-positions",
+        type=int,
+        default=d.max_positions,
+        help="max_position_embeddings (the original length when --yarn-factor is set)",
+    )
     p.add_argument("--rope-theta", type=float, default=d.rope_theta)
     p.add_argument("--yarn-factor", type=float, default=None, help="YaRN rope scaling factor (> 1)")
     p.add_argument("--dtype", default=d.dtype, help=f"one of {', '.join(DTYPES)}")

@@ -51,6 +51,7 @@ from jax.experimental import pallas as pl
 
 from legorl_jax.kernels.logprobs import online_softmax
 from legorl_jax.kernels.logprobs.reference import matmul_precision
+from legorl_jax.validate import is_int, positive_int
 
 # Triton's tl.dot needs every matmul dimension >= 16; the tiles' sides are powers of two (tl.arange).
 _MIN_GPU_BLOCK = 16
@@ -80,12 +81,10 @@ class BlockSizes:
 
     def __post_init__(self) -> None:
         for name in ("num_warps", "num_stages"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"BlockSizes.{name} must be a positive int, got {value!r}")
+            positive_int(f"BlockSizes.{name}", getattr(self, name))
         for name in ("block_n", "block_v", "block_d"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1 or value & (value - 1):
+            if not is_int(value) or value < 1 or value & (value - 1):
                 raise ValueError(f"BlockSizes.{name} must be a positive power of two, got {value!r}")
         for name, block in (
             ("forward_split_v", "block_v"),
@@ -95,7 +94,7 @@ class BlockSizes:
             value, unit = getattr(self, name), getattr(self, block)
             if value is None and name != "forward_split_v":
                 continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1 or value % unit:
+            if not is_int(value) or value < 1 or value % unit:
                 raise ValueError(
                     f"BlockSizes.{name} must be a positive multiple of {block}={unit}, got {value!r}"
                 )
@@ -123,7 +122,8 @@ class BlockSizes:
         return dataclasses.replace(sizes, block_d=block_d)
 
     def check(self, hidden_dim: int, *, compiled_for_gpu: bool) -> None:
-        """Raises ValueError if these blocks cannot run on D = `hidden_dim` (and on Triton, if compiled there)."""
+        """Raises ValueError if these blocks cannot run on D = `hidden_dim` (and on Triton, if compiled
+        there)."""
         if hidden_dim % self.block_d:
             raise ValueError(f"{self.block_d=} must divide the hidden dimension D={hidden_dim}")
         if not compiled_for_gpu:
@@ -139,9 +139,9 @@ class BlockSizes:
             )
         if self.backward_split_v is not None or self.backward_split_n is not None:
             raise ValueError(
-                "on GPU the backward's reduction axes must be one grid step (Triton runs steps concurrently): "
-                f"set backward_split_v and backward_split_n to None, got {self.backward_split_v=}, "
-                f"{self.backward_split_n=}"
+                "on GPU the backward's reduction axes must be one grid step (Triton runs steps "
+                "concurrently): set backward_split_v and backward_split_n to None, got "
+                f"{self.backward_split_v=}, {self.backward_split_n=}"
             )
 
 
@@ -158,7 +158,8 @@ class _Geometry:
 
 
 def _logit_tile(h_ref, w_ref, row0, col0, global_col0, targets, geo: _Geometry):
-    """Masked float32 logits of rows [row0, +block_n) x columns [col0, +block_v) of the blocks, and target hits.
+    """Masked float32 logits of rows [row0, +block_n) x columns [col0, +block_v) of the blocks, and target
+    hits.
 
     `global_col0` is col0's index in the whole vocabulary (for the padding mask and the target compare).
     """
@@ -200,7 +201,8 @@ def _forward_kernel(
 
 
 def _zero(ref, rows: int, cols: int, chunk: int, along_rows: bool) -> None:
-    """Zeroes an accumulator block in `chunk`-wide strips (a whole [block_n, D] tile would not fit in registers)."""
+    """Zeroes an accumulator block in `chunk`-wide strips (a whole [block_n, D] tile would not fit in
+    registers)."""
 
     def strip(c, carry):
         start = pl.multiple_of(c * chunk, chunk)

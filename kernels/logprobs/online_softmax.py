@@ -37,7 +37,8 @@ MASK_VALUE = -1e30
 
 
 class RunningStats(NamedTuple):
-    """Per-row state of the online softmax; every field is float32 [rows] (`shifted_sum` None without entropy)."""
+    """Per-row state of the online softmax; every field is float32 [rows] (`shifted_sum` None without
+    entropy)."""
 
     max: jax.Array  # running max m of the logits
     sum_exp: jax.Array  # s = sum exp(z - m)
@@ -76,7 +77,8 @@ def init(rows: int, *, with_entropy: bool) -> RunningStats:
 
 
 def update(stats: RunningStats, logits: jax.Array, is_target: jax.Array) -> RunningStats:
-    """Folds one tile of masked logits [rows, cols] into the state; `is_target` marks each row's target column."""
+    """Folds one tile of masked logits [rows, cols] into the state; `is_target` marks each row's target
+    column."""
     new_max = jnp.maximum(stats.max, jnp.max(logits, axis=1))
     rescale = jnp.exp(stats.max - new_max)
     shifted = logits - new_max[:, None]
@@ -120,7 +122,8 @@ def finalize(stats: RunningStats) -> RowResult:
 
 
 def logit_cotangent(logits: jax.Array, is_target: jax.Array, rows: BackwardRows) -> jax.Array:
-    """d(loss)/d(logits) for one tile [rows, cols] given the rows' cotangents (masked columns get exactly 0)."""
+    """d(loss)/d(logits) for one tile [rows, cols] given the rows' cotangents (masked columns get exactly
+    0)."""
     probs = jnp.exp(logits - rows.lse[:, None])
     grad = rows.g_logprobs[:, None] * (is_target.astype(jnp.float32) - probs)
     if rows.g_entropy is not None:

@@ -73,7 +73,8 @@ def token_logprobs(
     block_sizes: kernel.BlockSizes | xla.ChunkSizes | None = None,
     interpret: bool | None = None,
 ) -> Float[Array, " N"] | tuple[Float[Array, " N"], Float[Array, " N"]]:
-    """log_softmax(hidden @ lm_head / temperature)[targets] (float32 [N]); with entropy, a (logprobs, entropy) tuple.
+    """log_softmax(hidden @ lm_head / temperature)[targets] (float32 [N]); with entropy, a (logprobs, entropy)
+    tuple.
 
     `block_sizes`: a `kernel.BlockSizes` for "pallas", an `xla.ChunkSizes` for "xla"; None picks the
     backend's defaults. `interpret` (Pallas only): None runs the interpreter exactly when the backend
@@ -217,7 +218,8 @@ def _check_arrays(hidden, lm_head, targets) -> tuple[jax.Array, jax.Array, jax.A
             raise TypeError(f"{name} must be float32, bfloat16 or float16, got {name}.dtype={x.dtype}")
     if hidden.dtype != lm_head.dtype:
         raise TypeError(
-            f"hidden and lm_head must share a dtype, got hidden.dtype={hidden.dtype} and lm_head.dtype={lm_head.dtype}"
+            f"hidden and lm_head must share a dtype, got hidden.dtype={hidden.dtype} and "
+            f"lm_head.dtype={lm_head.dtype}"
         )
     if not jnp.issubdtype(targets.dtype, jnp.integer):
         raise TypeError(f"targets must be integer token ids, got targets.dtype={targets.dtype}")
@@ -227,7 +229,8 @@ def _check_arrays(hidden, lm_head, targets) -> tuple[jax.Array, jax.Array, jax.A
         bad = np.flatnonzero((ids < 0) | (ids >= v))
         if bad.size:
             raise ValueError(
-                f"targets must lie in [0, V={v}), got targets[{bad[0]}]={ids[bad[0]]} ({bad.size} out of range)"
+                f"targets must lie in [0, V={v}), got targets[{bad[0]}]={ids[bad[0]]} ({bad.size} out of "
+                "range)"
             )
     return hidden, lm_head, targets
 
@@ -261,7 +264,8 @@ def _resolve_interpret(impl: str, interpret, platform: str) -> bool:
     compiles = platform in _PALLAS_PLATFORMS
     if interpret is False and not compiles:
         raise ValueError(
-            f"Pallas compiles only on GPU or TPU, not on backend {platform!r}: pass interpret=True or impl='xla'"
+            f"Pallas compiles only on GPU or TPU, not on backend {platform!r}: pass interpret=True or "
+            "impl='xla'"
         )
     return not compiles if interpret is None else interpret
 

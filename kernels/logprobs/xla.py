@@ -27,6 +27,7 @@ from jax import lax
 
 from legorl_jax.kernels.logprobs import online_softmax
 from legorl_jax.kernels.logprobs.reference import matmul_precision
+from legorl_jax.validate import positive_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,9 +41,7 @@ class ChunkSizes:
 
     def __post_init__(self) -> None:
         for name in ("chunk_n", "chunk_v"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"ChunkSizes.{name} must be a positive int, got {value!r}")
+            positive_int(f"ChunkSizes.{name}", getattr(self, name))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +110,8 @@ def forward(
     with_entropy: bool,
     chunks: ChunkSizes,
 ) -> online_softmax.RowResult:
-    """Log-probs (and entropy) of `targets` under softmax(hidden @ lm_head * inv_temperature), chunk by chunk."""
+    """Log-probs (and entropy) of `targets` under softmax(hidden @ lm_head * inv_temperature), chunk by
+    chunk."""
     n = hidden.shape[0]
     layout = _layout(n, lm_head.shape[1], chunks, inv_temperature)
     hidden_chunks, target_chunks = _chunk_rows(hidden, layout), _chunk_rows(targets, layout)

@@ -35,6 +35,8 @@ import json
 import pathlib
 from typing import Any
 
+from legorl_jax.validate import is_int, positive_int, positive_number
+
 DENSE = "Qwen3ForCausalLM"
 MOE = "Qwen3MoeForCausalLM"
 _MODEL_TYPES = {DENSE: "qwen3", MOE: "qwen3_moe"}
@@ -71,8 +73,7 @@ class RopeScaling:
     def __post_init__(self) -> None:
         if self.rope_type not in ("linear", "yarn"):
             raise ValueError(f"rope_scaling.rope_type must be 'linear' or 'yarn', got {self.rope_type!r}")
-        if not isinstance(self.factor, (int, float)) or isinstance(self.factor, bool) or self.factor <= 0:
-            raise ValueError(f"rope_scaling.factor must be a positive number, got {self.factor!r}")
+        positive_number("rope_scaling.factor", self.factor)
         if self.rope_type == "yarn" and not isinstance(self.original_max_position_embeddings, int):
             raise ValueError(
                 "rope_scaling.original_max_position_embeddings must be an int for yarn, "
@@ -119,20 +120,17 @@ class ArchConfig:
     def __post_init__(self) -> None:
         if len(self.architectures) != 1 or self.architectures[0] not in _MODEL_TYPES:
             raise ValueError(
-                f"architectures must be exactly one of {tuple(_MODEL_TYPES)}, got {list(self.architectures)!r}"
+                f"architectures must be exactly one of {tuple(_MODEL_TYPES)}, got "
+                f"{list(self.architectures)!r}"
             )
         positive = ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"]
         positive += ["num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings"]
         if self.is_moe:
             positive += ["num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step"]
         for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            positive_int(name, getattr(self, name))
         for name in ("rms_norm_eps", "rope_theta"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+            positive_number(name, getattr(self, name))
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(
                 f"num_attention_heads={self.num_attention_heads} is not a multiple of "
@@ -147,7 +145,7 @@ class ArchConfig:
                 f"num_experts_per_tok={self.num_experts_per_tok} exceeds num_experts={self.num_experts}"
             )
         for layer in self.mlp_only_layers:
-            is_index = isinstance(layer, int) and not isinstance(layer, bool)
+            is_index = is_int(layer)
             if not is_index or not 0 <= layer < self.num_hidden_layers:
                 raise ValueError(
                     f"mlp_only_layers entry {layer!r} is not a layer index in [0, {self.num_hidden_layers})"
@@ -255,7 +253,7 @@ def _int(raw: dict[str, Any], name: str, default: Any = ...) -> Any:
     value = _required(raw, name) if default is ... else raw.get(name, default)
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not is_int(value):
         raise ValueError(f"config.json field {name!r} must be an int, got {value!r}")
     return value
 
@@ -288,8 +286,10 @@ def _parse_rope(raw: dict[str, Any]) -> tuple[float, RopeScaling | None]:
     unknown = sorted(set(params) - _ROPE_KEYS)
     if unknown:
         raise ValueError(f"config.json {field} has unknown keys {unknown} (value {params!r})")
-    for where, value in (("partial_rotary_factor", raw.get("partial_rotary_factor")),
-                         (f"{field}.partial_rotary_factor", params.get("partial_rotary_factor"))):  # fmt: skip
+    for where, value in (
+        ("partial_rotary_factor", raw.get("partial_rotary_factor")),
+        (f"{field}.partial_rotary_factor", params.get("partial_rotary_factor")),
+    ):
         if value not in (None, 1, 1.0):
             raise ValueError(f"{where} must be 1 (full rotary), got {value!r}")
     theta = params.get("rope_theta", raw.get("rope_theta"))
@@ -347,7 +347,8 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
         )
     if raw.get("use_sliding_window", False) is not False:
         raise ValueError(
-            f"use_sliding_window must be false (sliding-window attention is not supported), got {raw['use_sliding_window']!r}"
+            "use_sliding_window must be false (sliding-window attention is not supported), got "
+            f"{raw['use_sliding_window']!r}"
         )
     for i, kind in enumerate(raw.get("layer_types") or ()):
         if kind != "full_attention":
@@ -356,8 +357,7 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
         raise ValueError(f"hidden_act must be 'silu', got {raw['hidden_act']!r}")
     heads = _int(raw, "num_attention_heads")
     hidden = _int(raw, "hidden_size")
-    if heads <= 0:  # checked here because the default head_dim divides by it
-        raise ValueError(f"num_attention_heads must be a positive int, got {heads!r}")
+    positive_int("num_attention_heads", heads)  # checked here because the default head_dim divides by it
     # An absent or null optional size takes HF's default; any value given (0 included) is validated as given.
     kv_heads = _int(raw, "num_key_value_heads", None)
     head_dim = _int(raw, "head_dim", None)
@@ -383,7 +383,7 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
     )
     eos = raw.get("eos_token_id")
     if isinstance(eos, list):
-        if not all(isinstance(e, int) and not isinstance(e, bool) for e in eos):
+        if not all(is_int(e) for e in eos):
             raise ValueError(
                 f"config.json field 'eos_token_id' must be an int or a list of ints, got {eos!r}"
             )
@@ -399,7 +399,8 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
             and raw["num_experts"] != raw["num_local_experts"]
         ):
             raise ValueError(
-                f"num_experts={raw['num_experts']!r} disagrees with num_local_experts={raw['num_local_experts']!r}"
+                f"num_experts={raw['num_experts']!r} disagrees with "
+                f"num_local_experts={raw['num_local_experts']!r}"
             )
         layers = raw.get("mlp_only_layers") or []
         if not isinstance(layers, list):
@@ -416,8 +417,21 @@ def _parse(raw: dict[str, Any]) -> ArchConfig:
     extra = {k: v for k, v in raw.items() if k not in _CONSUMED}
     if not is_moe:
         # A dense config's MoE-looking fields mean nothing to Qwen3ForCausalLM; keep them verbatim.
-        extra.update({k: raw[k] for k in ("num_experts", "num_local_experts", "num_experts_per_tok",
-                                          "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
-                                          "mlp_only_layers", "router_aux_loss_coef") if k in raw})  # fmt: skip
+        extra.update(
+            {
+                k: raw[k]
+                for k in (
+                    "num_experts",
+                    "num_local_experts",
+                    "num_experts_per_tok",
+                    "moe_intermediate_size",
+                    "norm_topk_prob",
+                    "decoder_sparse_step",
+                    "mlp_only_layers",
+                    "router_aux_loss_coef",
+                )
+                if k in raw
+            }
+        )
     fields["extra_json"] = json.dumps(extra, sort_keys=True)
     return ArchConfig(**fields)

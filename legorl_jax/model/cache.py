@@ -19,6 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
+from legorl_jax.validate import positive_int
+
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
@@ -44,9 +46,8 @@ class KVCache:
 def init_kv_cache(
     num_layers: int, num_slots: int, max_len: int, num_kv_heads: int, head_dim: int, dtype: jnp.dtype
 ) -> KVCache:
-    for name, value in (("num_slots", num_slots), ("max_len", max_len)):
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    positive_int("num_slots", num_slots)
+    positive_int("max_len", max_len)
     shape = (num_layers, num_slots, max_len, num_kv_heads, head_dim)
     return KVCache(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype))
 

@@ -1,14 +1,14 @@
 """Reading and writing HF checkpoint directories (config.json + safetensors, single or sharded).
 
-`load_hf(path, dtype="float32", *, compute_dtype=None, scan_layers=True, remat=False, mesh=None,
-rules=None) -> Policy` reads `config.json` (either dialect, architecture.py) and `model.safetensors` or,
-when present, `model.safetensors.index.json` and the shards it names; with `mesh` each parameter is
-created directly with its sharding (a 30B model never lands whole on one device). Every tensor is checked against the layout
+`load_hf(path, dtype="float32", *, compute_dtype=None, scan_layers=True, remat=False, mesh=None, rules=None)
+-> Policy` reads `config.json` (either dialect, architecture.py) and `model.safetensors` or, when present,
+`model.safetensors.index.json` and the shards it names; with `mesh` each parameter is created directly with
+its sharding (a 30B model never lands whole on one device). Every tensor is checked against the layout
 `hf_layout.hf_shapes(config)` before anything is built: a missing, unexpected or mis-shaped tensor is a
-ValueError naming it (with expected and received shape), and so is a tensor stored in a dtype other than
-F32, BF16 or F16 (those are converted to `dtype`). With an index, its `weight_map` must map names to
-file names, and a shard holding a tensor the index does not assign to it is refused (an unlisted tensor
-would otherwise be ignored); a file that is not safetensors is a ValueError naming the file.
+ValueError naming it (with expected and received shape), and so is a tensor stored in a dtype other than F32,
+BF16 or F16 (those are converted to `dtype`). With an index, its `weight_map` must map names to file names,
+and a shard holding a tensor the index does not assign to it is refused (an unlisted tensor would otherwise be
+ignored); a file that is not safetensors is a ValueError naming the file.
 
 `save_hf(policy, path, dtype="bfloat16", *, source_dir=None, max_shard_bytes=5e9)` writes the Hub layout:
 `config.json` (Hub dialect, `torch_dtype` = dtype) and `model.safetensors`, or, above `max_shard_bytes`,
@@ -37,6 +37,7 @@ from legorl_jax.model.architecture import ArchConfig
 from legorl_jax.model.hf_layout import NUMPY_DTYPES, hf_shapes, policy_from_tensors, policy_tensors
 from legorl_jax.model.policy import Policy
 from legorl_jax.model.sharding import Rules
+from legorl_jax.validate import positive_int
 
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -101,7 +102,8 @@ class _Reader:
         unexpected = sorted(set(self.files) - set(expected))
         if unexpected:
             raise ValueError(
-                f"checkpoint {str(path)!r} has unexpected tensor {unexpected[0]!r} ({len(unexpected)} unexpected)"
+                f"checkpoint {str(path)!r} has unexpected tensor {unexpected[0]!r} ({len(unexpected)} "
+                "unexpected)"
             )
         self.handles: dict[pathlib.Path, Any] = {}
         try:
@@ -228,8 +230,7 @@ def save_hf(
         raise TypeError(f"save_hf: policy must be a Policy, got {type(policy).__name__}")
     if dtype not in NUMPY_DTYPES:
         raise ValueError(f"save_hf: dtype must be one of {tuple(NUMPY_DTYPES)}, got {dtype!r}")
-    if not isinstance(max_shard_bytes, int) or isinstance(max_shard_bytes, bool) or max_shard_bytes <= 0:
-        raise ValueError(f"save_hf: max_shard_bytes must be a positive int, got {max_shard_bytes!r}")
+    positive_int("save_hf: max_shard_bytes", max_shard_bytes)
     path = pathlib.Path(path)
     path.mkdir(parents=True, exist_ok=True)
     if source_dir is not None:

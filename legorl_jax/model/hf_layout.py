@@ -11,10 +11,9 @@ run stacked on a leading axis. `hf_shapes` is the single statement of the HF sid
 `policy_from_tensors` are exact inverses (transposes and reshapes only), so load -> save(fp32) -> load
 is bit-exact.
 
-`init_policy` draws HF-layout tensors with numpy (normal(init_std = 0.02) weights, unit norms, zero biases; each
-tensor from its own seed derived from its name) and builds the policy through `policy_from_tensors`,
-the same path as `load_hf`: the layout flags cannot change the weights, and random init compiles
-nothing.
+`init_policy` draws HF-layout tensors with numpy (normal(init_std = 0.02) weights, unit norms, zero biases;
+each tensor from its own seed derived from its name) and builds the policy through `policy_from_tensors`, the
+same path as `load_hf`: the layout flags cannot change the weights, and random init compiles nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from legorl_jax.model import sharding
 from legorl_jax.model.architecture import ArchConfig
 from legorl_jax.model.layers import INIT_STD
 from legorl_jax.model.policy import Policy, as_dtype, layer_runs
+from legorl_jax.validate import is_int, positive_number
 
 NUMPY_DTYPES = {
     "float32": np.dtype(np.float32),
@@ -283,10 +283,9 @@ def init_policy(
     """
     if not isinstance(arch_config, ArchConfig):
         raise TypeError(f"arch_config must be an ArchConfig, got {type(arch_config).__name__}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    if not isinstance(init_std, (int, float)) or isinstance(init_std, bool) or init_std <= 0:
-        raise ValueError(f"init_std must be a positive number, got {init_std!r}")
+    positive_number("init_std", init_std)
     tensors = random_hf_tensors(arch_config, seed, float(init_std))
     return policy_from_tensors(
         arch_config,

@@ -13,9 +13,9 @@ Routing (HF `Qwen3MoeTopKRouter`, and R3 of ARCHITECTURE §5):
   tokens of `token_mask` (padding excluded), from the ids actually used (forced or native).
 
 Experts run grouped: the B*T*K (token, slot) pairs are sorted by expert and pushed through
-`jax.lax.ragged_dot` (one grouped matmul per projection; GPU / TPU) or, on CPU where XLA lowers
-`ragged_dot` densely, through per-expert tiles of the sorted rows (`grouped_experts`), then unsorted and
-combined with the gate weights. HF sums the K expert outputs in expert order, we in slot order: equal up to float rounding.
+`jax.lax.ragged_dot` (one grouped matmul per projection; GPU / TPU) or, on CPU where XLA lowers `ragged_dot`
+densely, through per-expert tiles of the sorted rows (`grouped_experts`), then unsorted and combined with the
+gate weights. HF sums the K expert outputs in expert order, we in slot order: equal up to float rounding.
 
 Expert parallelism. When the `experts` logical axis maps to mesh axes of size > 1 (sharding.py), the
 grouped FFN runs under `jax.shard_map` over the whole mesh; each device holds E / |expert| experts
@@ -256,7 +256,8 @@ def expert_ffn(
 
 
 class MoEBlock(nnx.Module):
-    """Router `gate [D, E]` plus E SwiGLU experts stacked as `gate_proj/up_proj [E, D, F]`, `down_proj [E, F, D]`."""
+    """Router `gate [D, E]` plus E SwiGLU experts stacked as `gate_proj/up_proj [E, D, F]`, `down_proj [E, F,
+    D]`."""
 
     def __init__(self, config: ArchConfig, *, dtype: jnp.dtype, rngs: nnx.Rngs):
         d, e, f = config.hidden_size, config.num_experts, config.moe_intermediate_size

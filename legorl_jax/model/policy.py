@@ -1,11 +1,15 @@
 """The Qwen3 / Qwen3-MoE policy: packed forward, cached forward for the engine, token log-probs.
 
 Public surface (names are a contract other components stand on):
-    policy = init_policy(arch_config, seed=0, dtype="float32", ...)   # hf_layout.py; load_hf in checkpoint_io.py
+    policy = init_policy(arch_config, seed=0, dtype="float32", ...)   # hf_layout.py; load_hf: checkpoint_io
     out = policy(input_ids, positions=None, segment_ids=None, forced_experts=None, compute_logits=True)
     cache = policy.init_cache(num_slots, max_len, dtype=None)
-    out, cache = policy.forward_cached(input_ids, positions, cache, slots, forced_experts=None, compute_logits=True)
-    lp = policy.token_logprobs(input_ids, targets, positions=None, segment_ids=None, forced_experts=None, temperature=1.0)
+    out, cache = policy.forward_cached(
+        input_ids, positions, cache, slots, forced_experts=None, compute_logits=True
+    )
+    lp = policy.token_logprobs(
+        input_ids, targets, positions=None, segment_ids=None, forced_experts=None, temperature=1.0
+    )
     policy.lm_head_weight()   # [D, V], the embedding transposed when tied
     policy.config             # the ArchConfig
 
@@ -152,7 +156,8 @@ class Policy(nnx.Module):
         return self._output(hidden, routed, stats, ctx, compute_logits)
 
     def init_cache(self, num_slots: int, max_len: int, dtype: str | None = None) -> kv.KVCache:
-        """An empty cache for `num_slots` sequences of up to `max_len` positions (compute dtype by default)."""
+        """An empty cache for `num_slots` sequences of up to `max_len` positions (compute dtype by
+        default)."""
         c = self.config
         cache_dtype = as_dtype(dtype or self.compute_dtype, "cache dtype")
         return kv.init_kv_cache(
@@ -301,7 +306,8 @@ class Policy(nnx.Module):
         c = self.config
         if not c.is_moe:
             raise ValueError(
-                f"forced_experts was given (shape {tuple(forced.shape)}) but {c.architectures[0]} has no MoE layers"
+                f"forced_experts was given (shape {tuple(forced.shape)}) but {c.architectures[0]} has no MoE "
+                "layers"
             )
         check_forced_experts(forced, (c.num_moe_layers, *token_shape, c.num_experts_per_tok), c.num_experts)
         return forced

@@ -115,13 +115,15 @@ def make_mesh(mesh_config: MeshConfig, devices: Sequence[jax.Device] | None = No
     if sizes["fsdp"] == -1:
         if len(devices) % fixed:
             raise ValueError(
-                f"mesh: data*tensor*expert = {fixed} does not divide the {len(devices)} devices, so fsdp=-1 has no size"
+                f"mesh: data*tensor*expert = {fixed} does not divide the {len(devices)} devices, so fsdp=-1 "
+                "has no size"
             )
         sizes["fsdp"] = len(devices) // fixed
     shape = tuple(sizes[axis] for axis in MESH_AXES)
     if math.prod(shape) != len(devices):
         raise ValueError(
-            f"mesh: {dict(zip(MESH_AXES, shape, strict=True))} needs {math.prod(shape)} devices, but {len(devices)} are available"
+            f"mesh: {dict(zip(MESH_AXES, shape, strict=True))} needs {math.prod(shape)} devices, but "
+            f"{len(devices)} are available"
         )
     grid = np.asarray(devices, dtype=object).reshape(shape)
     # Auto axes: GSPMD propagates shardings between the constraints (explicit sharding-in-types is not

@@ -1,7 +1,8 @@
 """`python -m legorl_jax.proxy`: the capture proxy in front of an SGLang-API server.
 
     python -m legorl_jax.proxy --engine-url http://127.0.0.1:30000 --model DIR --host 127.0.0.1 --port 8100 \
-        --admin-token TOKEN [--mode eval] [--tool-parser qwen3_coder] [--temperature 1.0] [--archive-dir runs/proxy]
+        --admin-token TOKEN [--mode eval] [--tool-parser qwen3_coder] [--temperature 1.0] \
+        [--archive-dir runs/proxy]
 
 `--engine-url` is an SGLang server or `python -m legorl_jax.engine.serve`; `--model` the HF directory whose
 tokenizer, chat template and config the proxy renders with (the server's own model). The admin token guards
@@ -44,9 +45,13 @@ async def _serve(args: argparse.Namespace) -> None:
     from legorl_jax.proxy.app import CaptureProxy
 
     config = ProxyConfig(
-        mode=args.mode, tool_parser=args.tool_parser, temperature=args.temperature,
-        max_response_tokens=args.max_response_tokens, context_length=args.context_length, archive_dir=args.archive_dir,
-    )  # fmt: skip
+        mode=args.mode,
+        tool_parser=args.tool_parser,
+        temperature=args.temperature,
+        max_response_tokens=args.max_response_tokens,
+        context_length=args.context_length,
+        archive_dir=args.archive_dir,
+    )
     model_config = json.loads((pathlib.Path(args.model) / "config.json").read_text())
     routing = None
     if model_config.get("num_experts") or model_config.get("num_local_experts"):

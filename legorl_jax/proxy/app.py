@@ -13,7 +13,8 @@ session id in its path):
   anthropic_base_url}`; `GET /admin/sessions/{id}/trajectory`; `DELETE /admin/sessions/{id}` (closes and
   archives; returns the archive folder and the branch summaries). A wrong or missing token: 401, nothing done.
 - `POST /s/{id}/v1/chat/completions`, `GET /s/{id}/v1/models` (OpenAI); `POST /s/{id}/v1/messages` (also
-  `?beta=true`), `POST /s/{id}/v1/messages/count_tokens` (Anthropic); `GET`/`HEAD /`, `/health` and `/s/{id}` (probes).
+  `?beta=true`), `POST /s/{id}/v1/messages/count_tokens` (Anthropic); `GET`/`HEAD /`, `/health` and
+  `/s/{id}` (probes).
 Errors are in the surface's own format (openai_api.error_json, anthropic_api.error_json) and name the field
 and the received value: unknown session 404, malformed body 400, body over `max_body_bytes` 413, prompt over
 the context 400 (`context_length_exceeded`; Anthropic: "prompt is too long"), engine failure 502; the client
@@ -88,7 +89,8 @@ class CaptureProxy:
         limit = self.config.context_length or context_length or getattr(engine, "max_len", None)
         if not isinstance(limit, int) or limit < 2:
             raise ValueError(
-                f"the proxy needs a context length (proxy.context_length, or an engine with max_len), got {limit!r}"
+                "the proxy needs a context length (proxy.context_length, or an engine with max_len), got "
+                f"{limit!r}"
             )
         self.context_length = limit
         if admin_token is not None and (not isinstance(admin_token, str) or len(admin_token) < 8):
@@ -259,9 +261,12 @@ class CaptureProxy:
             raise bad_request(f"unknown fields {unknown}; expected some of {sorted(known)}", unknown[0])
         try:
             info = self.open_session(
-                body.get("task_id", ""), body.get("trial_id", ""), body.get("metadata"), body.get("trial_dir"),
+                body.get("task_id", ""),
+                body.get("trial_id", ""),
+                body.get("metadata"),
+                body.get("trial_dir"),
                 host=body.get("host"),
-            )  # fmt: skip
+            )
         except ValueError as exc:
             raise bad_request(str(exc)) from None
         return web.json_response(dataclasses.asdict(info), status=201)
@@ -275,9 +280,13 @@ class CaptureProxy:
         self._check_admin(request)
         closed = await self.close_session(request.match_info["sid"])
         return web.json_response(
-            {"trial_dir": str(closed.trial_dir), "branches": closed.trajectory["branches"], "flags": closed.flags,
-             "sequences": len(closed.sequences)}
-        )  # fmt: skip
+            {
+                "trial_dir": str(closed.trial_dir),
+                "branches": closed.trajectory["branches"],
+                "flags": closed.flags,
+                "sequences": len(closed.sequences),
+            }
+        )
 
     async def _session_probe(self, request: web.Request) -> web.Response:
         self.session(request.match_info["sid"])

@@ -3,12 +3,12 @@
     write_archive(trial_dir, trajectory, branches)     # on DELETE /admin/sessions/{id} or close_session()
     trajectory, arrays = read_archive(trial_dir)       # arrays[i]: the token record of branch i
 
-`trajectory.json` holds the messages, every turn (prompt and output ids, behaviour log-probs, tool calls, weight
-version, timings), the branches, counters and flags. `sequences.npz` holds, per branch i, `b{i}_token_ids`
-int32[T], `b{i}_loss_mask` int8[T], `b{i}_behaviour_logprobs` float32[T] and, for MoE policies,
-`b{i}_routed_experts` int16[T, L, K] (-1 = not recorded). Each file is written to a temporary name in the same
-folder and renamed over the final one, so a reader sees a whole file or none; the arrays go first, so a
-`trajectory.json` present means the arrays beside it are complete.
+`trajectory.json` holds the messages, every turn (prompt and output ids, behaviour log-probs, tool calls,
+weight version, timings), the branches, counters and flags. `sequences.npz` holds, per branch i,
+`b{i}_token_ids` int32[T], `b{i}_loss_mask` int8[T], `b{i}_behaviour_logprobs` float32[T] and, for MoE
+policies, `b{i}_routed_experts` int16[T, L, K] (-1 = not recorded). Each file is written to a temporary name
+in the same folder and renamed over the final one, so a reader sees a whole file or none; the arrays go first,
+so a `trajectory.json` present means the arrays beside it are complete.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The surface-neutral request and reply of the capture proxy, and its one error type.
 
-Both API surfaces (openai_api.py, anthropic_api.py) translate their wire body into a `ChatRequest` (OpenAI-style
-messages as the chat template takes them, OpenAI function tools, what the harness asked of sampling) and a
-`Completion` back into their own format; the session (session.py) sees only these.
+Both API surfaces (openai_api.py, anthropic_api.py) translate their wire body into a `ChatRequest`
+(OpenAI-style messages as the chat template takes them, OpenAI function tools, what the harness asked of
+sampling) and a `Completion` back into their own format; the session (session.py) sees only these.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ IGNORED_FIELDS = frozenset(
 
 
 class ProxyError(Exception):
-    """A request the proxy answers with an error: HTTP `status`, a `code` each surface maps to its own format."""
+    """A request the proxy answers with an error: HTTP `status`, a `code` each surface maps to its own
+    format."""
 
     def __init__(self, status: int, code: str, message: str, param: str | None = None):
         super().__init__(message)

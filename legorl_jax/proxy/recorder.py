@@ -110,17 +110,17 @@ class Renderer:
                 break
         if self.end_marker is None:
             raise ValueError(
-                f"the chat template closes an assistant turn with {tail!r}, which starts with none of the stop "
-                f"tokens {[tokenizer.decode([e]) for e in tokenizer.eos_token_ids]}: the proxy cannot tell where "
-                "a sampled reply ends in the history"
+                f"the chat template closes an assistant turn with {tail!r}, which starts with none of the "
+                f"stop tokens {[tokenizer.decode([e]) for e in tokenizer.eos_token_ids]}: the proxy cannot "
+                "tell where a sampled reply ends in the history"
             )
         # Branches keep their marker count incrementally (one render per turn, not two): that needs a reply
         # to add exactly one marker and the generation prompt none.
         asked = self.render(probe[:1], None, generation_prompt=True)
         if text.count(self.end_marker) != asked.count(self.end_marker) + 1:
             raise ValueError(
-                f"the chat template writes {self.end_marker!r} into its generation prompt or more than once per "
-                f"reply ({asked!r} / {text!r}); the proxy counts it to find where each turn ends"
+                f"the chat template writes {self.end_marker!r} into its generation prompt or more than once "
+                f"per reply ({asked!r} / {text!r}); the proxy counts it to find where each turn ends"
             )
 
     def render(self, messages: Sequence[Mapping[str, Any]], tools: Any, *, generation_prompt: bool) -> str:
@@ -370,8 +370,8 @@ class Recorder:
                 if self.shared_tokens == "recompute":
                     if recomputed is None or len(recomputed) != len(plan.rerendered):
                         raise ValueError(
-                            f"recomputed must hold {len(plan.rerendered)} log-probs for the re-rendered tokens, "
-                            f"got {None if recomputed is None else len(recomputed)}"
+                            f"recomputed must hold {len(plan.rerendered)} log-probs for the re-rendered "
+                            f"tokens, got {None if recomputed is None else len(recomputed)}"
                         )
                     for pos, lp in zip(plan.rerendered, recomputed, strict=True):
                         mask[pos], logprobs[pos] = 1, float(lp)

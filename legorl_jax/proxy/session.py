@@ -48,8 +48,8 @@ def context_message(prompt_tokens: int, limit: int) -> str:
     of retrying, and with Anthropic's "prompt is too long" for Claude Code."""
     return (
         f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
-        f"{prompt_tokens} tokens, which leaves no room to generate (prompt is too long: {prompt_tokens} tokens > "
-        f"{limit - 1} maximum)."
+        f"{prompt_tokens} tokens, which leaves no room to generate (prompt is too long: {prompt_tokens} "
+        f"tokens > {limit - 1} maximum)."
     )
 
 
@@ -89,11 +89,25 @@ class Session:
         self.turn_info: list[dict[str, Any]] = []
         self.flags: dict[str, bool] = dict.fromkeys(FLAGS, False)
         self.counters: dict[str, Any] = {
-            "calls": 0, "main_calls": 0, "side_calls": 0, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0,
-            "tool_calls": 0, "tool_calls_per_turn": [], "consecutive_no_tool": 0, "max_consecutive_no_tool": 0,
-            "no_tool_replies": 0, "format_failures": 0, "context_overflows": 0, "engine_errors": 0, "rewrites": 0,
-            "model_s": 0.0, "tool_s": 0.0, "ignored_fields": collections.Counter(),
-        }  # fmt: skip
+            "calls": 0,
+            "main_calls": 0,
+            "side_calls": 0,
+            "retries": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "tool_calls": 0,
+            "tool_calls_per_turn": [],
+            "consecutive_no_tool": 0,
+            "max_consecutive_no_tool": 0,
+            "no_tool_replies": 0,
+            "format_failures": 0,
+            "context_overflows": 0,
+            "engine_errors": 0,
+            "rewrites": 0,
+            "model_s": 0.0,
+            "tool_s": 0.0,
+            "ignored_fields": collections.Counter(),
+        }
         self.main_system: str | None = None
         self.opened_at = time.time()
         self.closed = False
@@ -162,9 +176,15 @@ class Session:
 
     def _terminated(self, req: ChatRequest) -> Completion:
         return Completion(
-            id=_reply_id(req.surface), content=termination_text(self.counters["consecutive_no_tool"]), reasoning=None,
-            tool_calls=(), finish_reason="stop", prompt_tokens=0, completion_tokens=0, created=int(time.time()),
-        )  # fmt: skip
+            id=_reply_id(req.surface),
+            content=termination_text(self.counters["consecutive_no_tool"]),
+            reasoning=None,
+            tool_calls=(),
+            finish_reason="stop",
+            prompt_tokens=0,
+            completion_tokens=0,
+            created=int(time.time()),
+        )
 
     def _sampling(self, req: ChatRequest, prompt_len: int) -> SamplingParams:
         room = self.context_length - prompt_len
@@ -251,8 +271,15 @@ class Session:
                 branch=branch.index,
             )
         )
-        self.turn_info.append({"kind": kind, "surface": req.surface, "format_failure": failure,
-                               "requested": _requested(req), "sampling": _sampling_json(sampling)})  # fmt: skip
+        self.turn_info.append(
+            {
+                "kind": kind,
+                "surface": req.surface,
+                "format_failure": failure,
+                "requested": _requested(req),
+                "sampling": _sampling_json(sampling),
+            }
+        )
         c = self.counters
         c["model_s"] += done - began
         c["prompt_tokens"] += len(plan.prompt_ids)
@@ -380,10 +407,23 @@ def _replace_content(c: Completion, text: str) -> Completion:
 
 
 def _requested(req: ChatRequest) -> dict[str, Any]:
-    return {"temperature": req.temperature, "top_p": req.top_p, "top_k": req.top_k, "max_tokens": req.max_tokens,
-            "seed": req.seed, "stop": list(req.stop), "tool_choice": req.tool_choice}  # fmt: skip
+    return {
+        "temperature": req.temperature,
+        "top_p": req.top_p,
+        "top_k": req.top_k,
+        "max_tokens": req.max_tokens,
+        "seed": req.seed,
+        "stop": list(req.stop),
+        "tool_choice": req.tool_choice,
+    }
 
 
 def _sampling_json(s: SamplingParams) -> dict[str, Any]:
-    return {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": s.max_new_tokens,
-            "seed": s.seed, "stop": list(s.stop)}  # fmt: skip
+    return {
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "top_k": s.top_k,
+        "max_new_tokens": s.max_new_tokens,
+        "seed": s.seed,
+        "stop": list(s.stop),
+    }

@@ -5,9 +5,9 @@ content, the reasoning (`<think>...</think>`, also when the template pre-filled 
 calls as `(name, arguments JSON text)`, and whether a tool call was attempted but did not parse (a format
 failure: the text is then returned as content and no call is made up).
 
-    parser = get_parser("qwen3")                 # Qwen3 / Hermes JSON: <tool_call>{"name", "arguments"}</tool_call>
-    parser = get_parser("qwen3_coder")           # Qwen3-Coder XML: <function=NAME><parameter=P>v</parameter></function>
-    parser.check_template(tokenizer)             # the chat template writes what this parser reads (or ValueError)
+    parser = get_parser("qwen3")        # Qwen3 / Hermes JSON: <tool_call>{"name", "arguments"}</tool_call>
+    parser = get_parser("qwen3_coder")  # Qwen3-Coder XML: <function=N><parameter=P>v</parameter></function>
+    parser.check_template(tokenizer)    # the chat template writes what this parser reads (or ValueError)
     out = parser.parse(text, tools)
 
 One source of truth: the chat template writes tool calls into the history and the parser reads them back
@@ -103,7 +103,8 @@ _BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
 def _split_blocks(text: str) -> tuple[str, list[str]]:
-    """(the content before the first <tool_call>, the text of every block); an unclosed block is a ValueError."""
+    """(the content before the first <tool_call>, the text of every block); an unclosed block is a
+    ValueError."""
     content = text[: text.index("<tool_call>")].rstrip("\n")
     blocks = _BLOCK.findall(text)
     if len(blocks) != text.count("<tool_call>"):
@@ -160,7 +161,8 @@ def _typed(value: str, schema: Mapping[str, Any]) -> Any:
 
 
 class Qwen3CoderXmlParser:
-    """Qwen3-Coder: `<tool_call>\\n<function=NAME>\\n<parameter=P>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>`."""
+    """Qwen3-Coder:
+    `<tool_call>\\n<function=NAME>\\n<parameter=P>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>`."""
 
     name = "qwen3_coder"
     opening = "<tool_call>"

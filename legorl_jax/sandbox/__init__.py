@@ -21,8 +21,17 @@ if TYPE_CHECKING:
 
 BACKENDS = ("auto", "docker", "bwrap")
 
-__all__ = ["BACKENDS", "NETWORK_MODES", "ExecResult", "Sandbox", "SandboxError", "SandboxSpec", "make_sandbox",
-           "resolve_backend", "spec_from_config"]
+__all__ = [
+    "BACKENDS",
+    "NETWORK_MODES",
+    "ExecResult",
+    "Sandbox",
+    "SandboxError",
+    "SandboxSpec",
+    "make_sandbox",
+    "resolve_backend",
+    "spec_from_config",
+]
 
 
 def resolve_backend(backend: str = "auto") -> str:
@@ -49,12 +58,30 @@ def make_sandbox(spec: SandboxSpec, backend: str = "auto") -> Sandbox:
     return BwrapSandbox(spec)
 
 
-def spec_from_config(config: SandboxConfig, *, image: str, workdir: str = "/testbed", proxy_port: int | None = None,
-                     network: str | None = None, labels: Mapping[str, str] | None = None,
-                     env: Mapping[str, str] | None = None, mounts: Mapping[str, str] | None = None) -> SandboxSpec:
+def spec_from_config(
+    config: SandboxConfig,
+    *,
+    image: str,
+    workdir: str = "/testbed",
+    proxy_port: int | None = None,
+    network: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    mounts: Mapping[str, str] | None = None,
+) -> SandboxSpec:
     """The `SandboxSpec` of one trial from the run's `sandbox` config plus what only the trial knows."""
     return SandboxSpec(
-        image=image, workdir=workdir, network=network or config.network, proxy_port=proxy_port, cpus=config.cpus,
-        memory_mb=config.memory_mb, pids=config.pids, disk_mb=config.disk_mb, env=dict(env or {}),
-        labels=dict(labels or {}), output_limit_bytes=config.output_limit_bytes,
-        read_only_root=config.read_only_root, mounts=dict(mounts or {}))
+        image=image,
+        workdir=workdir,
+        network=network or config.network,
+        proxy_port=proxy_port,
+        cpus=config.cpus,
+        memory_mb=config.memory_mb,
+        pids=config.pids,
+        disk_mb=config.disk_mb,
+        env=dict(env or {}),
+        labels=dict(labels or {}),
+        output_limit_bytes=config.output_limit_bytes,
+        read_only_root=config.read_only_root,
+        mounts=dict(mounts or {}),
+    )

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, Self, runtime_checkable
 
+from legorl_jax.validate import positive_number
+
 NETWORK_MODES = ("none", "proxy_only")
 
 
@@ -85,19 +87,26 @@ class SandboxSpec:
         if not isinstance(self.workdir, str) or not self.workdir.startswith("/") or self.workdir == "/":
             raise ValueError(f"workdir must be an absolute path below /, got {self.workdir!r}")
         for name in ("cpus", "memory_mb", "pids", "disk_mb", "output_limit_bytes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{name} must be positive, got {value!r}")
-        if self.proxy_port is not None and not (isinstance(self.proxy_port, int) and 0 < self.proxy_port < 65536):
+            positive_number(name, getattr(self, name))
+        if self.proxy_port is not None and not (
+            isinstance(self.proxy_port, int) and 0 < self.proxy_port < 65536
+        ):
             raise ValueError(f"proxy_port must be a TCP port in 1..65535, got {self.proxy_port!r}")
         for name in ("env", "labels"):
             for key, value in dict(getattr(self, name)).items():
                 if not isinstance(key, str) or not isinstance(value, str) or not key or "\0" in key + value:
                     raise ValueError(f"{name} must map non-empty strings to strings, got {key!r}: {value!r}")
         for target, source in dict(self.mounts).items():
-            if not (isinstance(target, str) and target.startswith("/") and isinstance(source, str)
-                    and source.startswith("/")):
-                raise ValueError(f"mounts must map absolute sandbox paths to absolute host paths, got {target!r}: {source!r}")
+            if not (
+                isinstance(target, str)
+                and target.startswith("/")
+                and isinstance(source, str)
+                and source.startswith("/")
+            ):
+                raise ValueError(
+                    f"mounts must map absolute sandbox paths to absolute host paths, got {target!r}: "
+                    f"{source!r}"
+                )
 
 
 @runtime_checkable

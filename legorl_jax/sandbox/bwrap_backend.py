@@ -61,10 +61,14 @@ from legorl_jax.sandbox.seed import ImageFacts, home_needs_mount
 log = logging.getLogger(__name__)
 
 LIMIT_MODES = ("auto", "cgroup", "rlimit")
-SANDBOX_HOST_UID = 65534  # nobody: owns nothing on the host, so code that escapes the namespaces can do little
+SANDBOX_HOST_UID = (
+    65534  # nobody: owns nothing on the host, so code that escapes the namespaces can do little
+)
 # bubblewrap's own environment is visible inside as /proc/1/environ: nothing of this process's goes there.
 BWRAP_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
+_JOIN = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
+)
 _PROXY_DIR = "/tmp/.legorl-proxy"
 FORWARDER = r"""
 import os, socket, sys, threading
@@ -141,8 +145,6 @@ class BwrapSandbox(ExecSandbox):
         self._facts: ImageFacts | None = None
         self._cgroup: cgroups.CgroupLimits | None = None
         self._mounted = False
-        self._relay: asyncio.base_events.Server | None = None
-        self._token: int | None = None
         self._oom_seen = 0
 
     async def _start(self) -> None:
@@ -152,8 +154,9 @@ class BwrapSandbox(ExecSandbox):
             await asyncio.to_thread(reap_orphans)
         except OSError:  # a failed sweep of others' orphans must not fail this start
             log.warning("reaping orphaned bubblewrap sandboxes failed", exc_info=True)
-        self._root, self._facts = await asyncio.to_thread(rootfs.resolve, self.spec.image, self.spec.workdir,
-                                                          self.spec.user)
+        self._root, self._facts = await asyncio.to_thread(
+            rootfs.resolve, self.spec.image, self.spec.workdir, self.spec.user
+        )
         if self.limits == "auto":
             self.limits = "cgroup" if cgroups.available() else "rlimit"
         self._token = reaper.register(self._cleanup_sync)
@@ -176,7 +179,9 @@ class BwrapSandbox(ExecSandbox):
         fs = self.state / "fs"
         fs.mkdir()
         if os.geteuid() == 0:
-            _check(["mount", "-t", "tmpfs", "-o", f"size={spec.disk_mb}m,mode=0755", "tmpfs", str(fs)], "mount")
+            _check(
+                ["mount", "-t", "tmpfs", "-o", f"size={spec.disk_mb}m,mode=0755", "tmpfs", str(fs)], "mount"
+            )
             self._mounted = True
         for part in ("work", "home", "tmp", "proxy", "upper", "overlay-work"):
             (fs / part).mkdir()
@@ -186,13 +191,17 @@ class BwrapSandbox(ExecSandbox):
         if not spec.read_only_root:
             (self.state / "root").mkdir()
             options = f"lowerdir={self._root},upperdir={fs / 'upper'},workdir={fs / 'overlay-work'}"
-            _check(["mount", "-t", "overlay", "overlay", "-o", options, str(self.state / "root")], "overlay mount")
+            _check(
+                ["mount", "-t", "overlay", "overlay", "-o", options, str(self.state / "root")],
+                "overlay mount",
+            )
             if facts.workdir_source:
                 target = self.state / "root" / spec.workdir.lstrip("/")
                 shutil.copytree(facts.workdir_source, target, symlinks=True, dirs_exist_ok=True)
             if self.limits == "cgroup":
-                self._cgroup = cgroups.CgroupLimits.create(self.name, memory_mb=spec.memory_mb, pids=spec.pids,
-                                                           cpus=spec.cpus)
+                self._cgroup = cgroups.CgroupLimits.create(
+                    self.name, memory_mb=spec.memory_mb, pids=spec.pids, cpus=spec.cpus
+                )
             return
         source = Path(facts.workdir_source) if facts.workdir_source else self._root / spec.workdir.lstrip("/")
         if source.is_dir():
@@ -212,17 +221,22 @@ class BwrapSandbox(ExecSandbox):
                 _check(["mount", "--bind", source, str(target)], "bind mount")
                 _check(["mount", "-o", "remount,bind,ro", str(target)], "read-only remount")
         if self.limits == "cgroup":
-            self._cgroup = cgroups.CgroupLimits.create(self.name, memory_mb=spec.memory_mb, pids=spec.pids,
-                                                       cpus=spec.cpus)
+            self._cgroup = cgroups.CgroupLimits.create(
+                self.name, memory_mb=spec.memory_mb, pids=spec.pids, cpus=spec.cpus
+            )
 
     def _check_mounts(self) -> None:
         if not self.spec.read_only_root and os.geteuid() != 0:
-            raise SandboxError("read_only_root=False on bubblewrap needs root (it mounts an overlay on the host)")
+            raise SandboxError(
+                "read_only_root=False on bubblewrap needs root (it mounts an overlay on the host)"
+            )
         for target, source in self.spec.mounts.items():
             if not Path(source).is_dir():
                 raise SandboxError(f"mount source {source!r} (for {target!r}) is not a directory on the host")
             if self.spec.read_only_root and not (self._root / target.lstrip("/")).is_dir():
-                raise SandboxError(f"mount target {target!r} does not exist in the read-only root {self._root}")
+                raise SandboxError(
+                    f"mount target {target!r} does not exist in the read-only root {self._root}"
+                )
 
     # -- exec -----------------------------------------------------------------------------------------
 
@@ -232,13 +246,40 @@ class BwrapSandbox(ExecSandbox):
 
     def _argv(self, argv: list[str], workdir: str, env: dict[str, str], seccomp_fd: int) -> list[str]:
         spec, facts, fs = self.spec, self._facts, self.state / "fs"
-        args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
-                "--uid", str(facts.uid), "--gid", str(facts.gid), "--hostname", "sandbox", "--seccomp", str(seccomp_fd)]
+        args = [
+            "bwrap",
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--die-with-parent",
+            "--new-session",
+            "--uid",
+            str(facts.uid),
+            "--gid",
+            str(facts.gid),
+            "--hostname",
+            "sandbox",
+            "--seccomp",
+            str(seccomp_fd),
+        ]
         binds = self.state / "binds"
         root = binds / "0" if self._host_uid() is not None else self._root
         if spec.read_only_root:
-            args += ["--ro-bind", str(root), "/", "--dev", "/dev", "--proc", "/proc",
-                     "--bind", str(fs / "tmp"), "/tmp", "--bind", str(fs / "work"), spec.workdir]
+            args += [
+                "--ro-bind",
+                str(root),
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--bind",
+                str(fs / "tmp"),
+                "/tmp",
+                "--bind",
+                str(fs / "work"),
+                spec.workdir,
+            ]
             if home_needs_mount(facts, spec.workdir) and facts.home != "/tmp":
                 args += ["--bind", str(fs / "home"), facts.home]
         else:
@@ -267,8 +308,16 @@ class BwrapSandbox(ExecSandbox):
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
         return [*prefix, *limits, "--", *drop, *args, "--", *argv]
 
-    async def _run(self, argv: list[str], *, timeout: float | None, workdir: str, env: dict[str, str],
-                   stdin: Stdin, limit: int) -> RawResult:
+    async def _run(
+        self,
+        argv: list[str],
+        *,
+        timeout: float | None,
+        workdir: str,
+        env: dict[str, str],
+        stdin: Stdin,
+        limit: int,
+    ) -> RawResult:
         oom_before = self._cgroup.oom_kills() if self._cgroup else 0
         started = time.monotonic()
         filter_fd = os.open(self.state / "seccomp.bpf", os.O_RDONLY)
@@ -276,8 +325,12 @@ class BwrapSandbox(ExecSandbox):
             proc = await asyncio.create_subprocess_exec(
                 *self._argv(argv, workdir, env, filter_fd),
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=BWRAP_ENV,
-                pass_fds=(filter_fd,))
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=BWRAP_ENV,
+                pass_fds=(filter_fd,),
+            )
         except OSError as exc:
             raise SandboxError(f"starting bubblewrap failed: {exc}") from exc
         finally:
@@ -298,10 +351,21 @@ class BwrapSandbox(ExecSandbox):
         exit_code = TIMEOUT_EXIT_CODE if timed_out else proc.returncode
         if exit_code < 0:
             exit_code = 128 - exit_code
-        oom = bool(self._cgroup) and exit_code in (137, TIMEOUT_EXIT_CODE) and self._cgroup.oom_kills() > oom_before
+        oom = (
+            bool(self._cgroup)
+            and exit_code in (137, TIMEOUT_EXIT_CODE)
+            and self._cgroup.oom_kills() > oom_before
+        )
         self._check_started(exit_code, err)
-        return RawResult(exit_code, out.getvalue(), err.getvalue(), timed_out, bool(out.dropped or err.dropped),
-                         oom, time.monotonic() - started)
+        return RawResult(
+            exit_code,
+            out.getvalue(),
+            err.getvalue(),
+            timed_out,
+            bool(out.dropped or err.dropped),
+            oom,
+            time.monotonic() - started,
+        )
 
     def _check_started(self, exit_code: int, err: CappedBuffer) -> None:
         message = err.getvalue()[:4096].decode(errors="replace")
@@ -309,12 +373,6 @@ class BwrapSandbox(ExecSandbox):
             raise SandboxError(f"bubblewrap could not start the command: {message.strip()}")
 
     # -- close ----------------------------------------------------------------------------------------
-
-    async def _close(self) -> None:
-        if self._relay is not None:
-            self._relay.close()
-            self._relay = None
-        await asyncio.to_thread(self._cleanup_sync)
 
     def _cleanup_sync(self) -> None:
         try:
@@ -326,9 +384,7 @@ class BwrapSandbox(ExecSandbox):
         except OSError as exc:
             raise SandboxError(f"removing bubblewrap sandbox {self.name} failed: {exc}") from exc
         finally:
-            if self._token is not None:
-                reaper.unregister(self._token)
-                self._token = None
+            self._unregister()
 
 
 async def _drain(stream: asyncio.StreamReader, buffer: CappedBuffer) -> None:

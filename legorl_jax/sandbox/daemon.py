@@ -20,11 +20,9 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from legorl_jax.sandbox.base import SandboxError
-
-T = TypeVar("T")
 
 MAX_THREADS = 256
 """Upper bound on concurrent blocking Docker calls (each running exec holds one)."""
@@ -40,7 +38,9 @@ def _ensure() -> tuple[Any, concurrent.futures.ThreadPoolExecutor]:
         if _state["pid"] != os.getpid():
             _state.update(pid=os.getpid(), client=None, pool=None)
         if _state["pool"] is None:
-            _state["pool"] = concurrent.futures.ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="legorl-docker")
+            _state["pool"] = concurrent.futures.ThreadPoolExecutor(
+                MAX_THREADS, thread_name_prefix="legorl-docker"
+            )
         if _state["client"] is None:
             import docker  # deferred: importing the SDK is slow and needs no daemon
 
@@ -56,7 +56,7 @@ def client() -> Any:
     return _ensure()[0]
 
 
-async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+async def call[T](fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Runs the blocking `fn(*args, **kwargs)` on the Docker thread pool."""
     _, pool = _ensure()
     return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args, **kwargs))

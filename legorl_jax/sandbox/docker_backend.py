@@ -40,6 +40,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +119,8 @@ class _Pump:
             return
         self._head_done = True
         line, _, rest = self._head.partition(b"\n")
-        if line.startswith(SESSION_MARK) and line[len(SESSION_MARK):].isdigit():
-            sid = int(line[len(SESSION_MARK):])
+        if line.startswith(SESSION_MARK) and line[len(SESSION_MARK) :].isdigit():
+            sid = int(line[len(SESSION_MARK) :])
             self._loop.call_soon_threadsafe(lambda: self.session.done() or self.session.set_result(sid))
             self.stderr.add(rest)
         else:
@@ -165,8 +166,6 @@ class DockerSandbox(ExecSandbox):
         self._facts: seed.ImageFacts | None = None
         self._supervisor: Any = None
         self._supervisor_lock = threading.Lock()
-        self._token: int | None = None
-        self._relay: asyncio.base_events.Server | None = None
         self._oom_seen = 0
 
     # -- start / close --------------------------------------------------------------------------------
@@ -175,8 +174,9 @@ class DockerSandbox(ExecSandbox):
         client = daemon.client()
         reap = asyncio.ensure_future(daemon.call(reaper.reap_docker_orphans, client))
         try:
-            self._facts = await seed.image_facts(self.spec.image, self.spec.workdir, self.spec.user,
-                                                 want_seed=self.spec.read_only_root)
+            self._facts = await seed.image_facts(
+                self.spec.image, self.spec.workdir, self.spec.user, want_seed=self.spec.read_only_root
+            )
         finally:
             try:
                 await reap
@@ -187,19 +187,26 @@ class DockerSandbox(ExecSandbox):
         try:
             if self.spec.network == "proxy_only":
                 self.network, gateway = await daemon.call(
-                    docker_network.create_network, client, self.name.removeprefix("legorl-"), labels,
-                    self.spec.proxy_port)
+                    docker_network.create_network,
+                    client,
+                    self.name.removeprefix("legorl-"),
+                    labels,
+                    self.spec.proxy_port,
+                )
                 self.proxy_url_base = f"http://{gateway}:{self.spec.proxy_port}"
                 self._relay = await relay.start_tcp_relay(gateway, self.spec.proxy_port)
             self.container_id = await daemon.call(self._create, client, labels)
             self._supervisor = await daemon.call(
-                client.api.attach_socket, self.container_id, {"stdin": 1, "stdout": 1, "stream": 1})
+                client.api.attach_socket, self.container_id, {"stdin": 1, "stdout": 1, "stream": 1}
+            )
             await daemon.call(client.api.start, self.container_id)
             if self._facts.seed:
                 # Through the supervisor's stdin rather than an exec: one round trip less per start.
                 reply = await daemon.call(self._ask, Path(self._facts.seed), rb"seeded (\d)\n", 600.0)
                 if reply != b"0":
-                    raise SandboxError(f"seeding {self.spec.workdir} from {self.spec.image!r} failed (tar in the image)")
+                    raise SandboxError(
+                        f"seeding {self.spec.workdir} from {self.spec.image!r} failed (tar in the image)"
+                    )
         except daemon.api_error_types() as exc:
             raise SandboxError(f"starting container for {self.spec.image!r} failed: {exc}") from exc
         self.base_commit = self._facts.base_commit
@@ -226,8 +233,10 @@ class DockerSandbox(ExecSandbox):
             read_only=spec.read_only_root,
             tmpfs=tmpfs,
             # Mounts, not binds: a missing host directory is an error instead of being created empty.
-            mounts=[docker.types.Mount(target, source, type="bind", read_only=True)
-                    for target, source in spec.mounts.items()],
+            mounts=[
+                docker.types.Mount(target, source, type="bind", read_only=True)
+                for target, source in spec.mounts.items()
+            ],
             init=True,
             security_opt=["no-new-privileges"],
             cap_drop=["NET_RAW", "MKNOD", "AUDIT_WRITE"],
@@ -236,17 +245,22 @@ class DockerSandbox(ExecSandbox):
         )
         created = client.api.create_container(
             # The entrypoint replaces the image's own, which would otherwise wrap the supervisor.
-            facts.image_id, entrypoint=["/bin/sh"], command=["-c", SUPERVISOR, "legorl-supervisor", "seed" if facts.seed else ""],
-            user="root", name=self.name,
-            hostname="sandbox", detach=False, stdin_open=True, labels=labels, host_config=host_config,
-            working_dir="/")
+            facts.image_id,
+            entrypoint=["/bin/sh"],
+            command=["-c", SUPERVISOR, "legorl-supervisor", "seed" if facts.seed else ""],
+            user="root",
+            name=self.name,
+            hostname="sandbox",
+            detach=False,
+            stdin_open=True,
+            labels=labels,
+            host_config=host_config,
+            working_dir="/",
+        )
         return created["Id"]
 
-    async def _close(self) -> None:
-        if self._relay is not None:
-            self._relay.close()
-            self._relay = None
-        await daemon.call(self._cleanup_sync)
+    async def _blocking(self, fn: Callable[[], None]) -> None:
+        await daemon.call(fn)  # the Docker client's own thread pool
 
     def _cleanup_sync(self) -> None:
         """Removes the container and network; synchronous so the atexit / SIGTERM path can run it."""
@@ -275,34 +289,59 @@ class DockerSandbox(ExecSandbox):
                 docker_network.remove_network(client, f"{self.name}")
             except SandboxError as exc:
                 errors.append(str(exc))
-        if self._token is not None:
-            reaper.unregister(self._token)
-            self._token = None
+        self._unregister()
         if errors:
             raise SandboxError("closing the sandbox left resources behind: " + "; ".join(errors))
 
     # -- exec -----------------------------------------------------------------------------------------
 
-    async def _run(self, argv: list[str], *, timeout: float | None, workdir: str, env: dict[str, str],
-                   stdin: Stdin, limit: int) -> RawResult:
-        raw = await self._exec_once(argv, user=self._facts.user, timeout=timeout, workdir=workdir, env=env,
-                                    stdin=stdin, limit=limit)
+    async def _run(
+        self,
+        argv: list[str],
+        *,
+        timeout: float | None,
+        workdir: str,
+        env: dict[str, str],
+        stdin: Stdin,
+        limit: int,
+    ) -> RawResult:
+        raw = await self._exec_once(
+            argv, user=self._facts.user, timeout=timeout, workdir=workdir, env=env, stdin=stdin, limit=limit
+        )
         if raw.exit_code == 137 or raw.timed_out:
             oom = await self._oom_kills()
             if oom > self._oom_seen:
                 self._oom_seen = oom
-                raw = RawResult(raw.exit_code, raw.stdout, raw.stderr, raw.timed_out, raw.truncated, True,
-                                raw.duration_s)
+                raw = RawResult(
+                    raw.exit_code, raw.stdout, raw.stderr, raw.timed_out, raw.truncated, True, raw.duration_s
+                )
         return raw
 
-    async def _exec_once(self, argv: list[str], *, user: str, timeout: float | None, workdir: str,
-                         env: dict[str, str], stdin: Stdin, limit: int) -> RawResult:
+    async def _exec_once(
+        self,
+        argv: list[str],
+        *,
+        user: str,
+        timeout: float | None,
+        workdir: str,
+        env: dict[str, str],
+        stdin: Stdin,
+        limit: int,
+    ) -> RawResult:
         api = daemon.client().api
         started = time.monotonic()
         try:
-            exec_id = (await daemon.call(
-                api.exec_create, self.container_id, WRAPPER + argv, stdin=stdin is not None, user=user,
-                environment=[f"{k}={v}" for k, v in env.items()], workdir=workdir))["Id"]
+            exec_id = (
+                await daemon.call(
+                    api.exec_create,
+                    self.container_id,
+                    WRAPPER + argv,
+                    stdin=stdin is not None,
+                    user=user,
+                    environment=[f"{k}={v}" for k, v in env.items()],
+                    workdir=workdir,
+                )
+            )["Id"]
             stream = await daemon.call(api.exec_start, exec_id, socket=True)
         except daemon.api_error_types() as exc:
             raise SandboxError(f"exec in {self.name} failed to start: {exc}") from exc
@@ -323,8 +362,15 @@ class DockerSandbox(ExecSandbox):
                 await asyncio.gather(feeding, return_exceptions=True)
             _sock(stream).close()
         exit_code = TIMEOUT_EXIT_CODE if timed_out else await self._exit_code(exec_id)
-        return RawResult(exit_code, pump.stdout.getvalue(), pump.stderr.getvalue(), timed_out,
-                         bool(pump.stdout.dropped or pump.stderr.dropped), False, time.monotonic() - started)
+        return RawResult(
+            exit_code,
+            pump.stdout.getvalue(),
+            pump.stderr.getvalue(),
+            timed_out,
+            bool(pump.stdout.dropped or pump.stderr.dropped),
+            False,
+            time.monotonic() - started,
+        )
 
     async def _stop(self, pump: _Pump, reading: asyncio.Future) -> None:
         """Kills the exec's whole session, then waits for its stream to end (forcing it if needed)."""
@@ -381,8 +427,8 @@ class DockerSandbox(ExecSandbox):
         raise SandboxError(f"exec {exec_id[:12]} in {self.name} ended its output but never exited")
 
     async def _oom_kills(self) -> int:
-        raw = await self._exec_once(["sh", "-c", _OOM_READ], user="root", timeout=30, workdir="/", env={},
-                                    stdin=None, limit=1 << 16)
+        raw = await self._exec_once(
+            ["sh", "-c", _OOM_READ], user="root", timeout=30, workdir="/", env={}, stdin=None, limit=1 << 16
+        )
         match = re.search(rb"oom_kill (\d+)", raw.stdout)
         return int(match.group(1)) if match else 0
-

@@ -47,7 +47,8 @@ def _require_local_root(client: Any) -> None:
     if os.geteuid() != 0 or shutil.which("iptables") is None:
         raise SandboxError(
             f"network='proxy_only' needs root and iptables on the Docker host to restrict the network to the "
-            f"proxy port (uid {os.geteuid()}, iptables {'found' if shutil.which('iptables') else 'missing'})")
+            f"proxy port (uid {os.geteuid()}, iptables {'found' if shutil.which('iptables') else 'missing'})"
+        )
     base_url = str(client.api.base_url)
     if "localhost" not in base_url and "/var/run" not in base_url and not base_url.startswith("http+unix"):
         raise SandboxError(f"network='proxy_only' needs a local Docker daemon, got {base_url!r}")
@@ -65,11 +66,19 @@ def create_network(client: Any, key: str, labels: dict[str, str], proxy_port: in
     for _ in range(_ATTEMPTS):
         subnet = random.choice(subnets)
         gateway = str(next(subnet.hosts()))
-        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=gateway)])
+        ipam = docker.types.IPAMConfig(
+            pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=gateway)]
+        )
         try:
             client.api.create_network(
-                name, driver="bridge", internal=True, ipam=ipam, labels=labels, check_duplicate=True,
-                options={BRIDGE_OPTION: bridge, "com.docker.network.bridge.enable_icc": "false"})
+                name,
+                driver="bridge",
+                internal=True,
+                ipam=ipam,
+                labels=labels,
+                check_duplicate=True,
+                options={BRIDGE_OPTION: bridge, "com.docker.network.bridge.enable_icc": "false"},
+            )
             break
         except docker.errors.APIError as exc:
             if "overlap" not in str(exc).lower():
@@ -101,7 +110,9 @@ def _remove_rules(suffix: str) -> None:
     _firewall(["iptables", "-F", chain], check=False)
     _firewall(["iptables", "-X", chain], check=False)
     if shutil.which("ip6tables"):
-        while _firewall(["ip6tables", "-D", "INPUT", "-i", bridge, "-j", "DROP"], check=False).returncode == 0:
+        while (
+            _firewall(["ip6tables", "-D", "INPUT", "-i", bridge, "-j", "DROP"], check=False).returncode == 0
+        ):
             pass
 
 
@@ -115,7 +126,7 @@ def remove_network(client: Any, name: str) -> None:
         return
     bridge = (info.get("Options") or {}).get(BRIDGE_OPTION, "")
     if bridge.startswith(_BRIDGE_PREFIX) and os.geteuid() == 0 and shutil.which("iptables"):
-        _remove_rules(bridge[len(_BRIDGE_PREFIX):])
+        _remove_rules(bridge[len(_BRIDGE_PREFIX) :])
     try:
         client.api.remove_network(info["Id"])
     except docker.errors.NotFound:
@@ -135,6 +146,6 @@ def remove_stale_rules(client: Any) -> None:
     # Listed after the chains: a network created meanwhile shows up here, so its chain is kept.
     live = {(n.get("Options") or {}).get(BRIDGE_OPTION, "") for n in client.api.networks()}
     for chain in chains:
-        suffix = chain[len(_CHAIN_PREFIX):]
+        suffix = chain[len(_CHAIN_PREFIX) :]
         if f"{_BRIDGE_PREFIX}{suffix}" not in live:
             _remove_rules(suffix)

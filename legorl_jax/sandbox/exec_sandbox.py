@@ -1,10 +1,12 @@
 """What every backend shares: the lifecycle, argument checks, and file / diff operations built on exec.
 
-A backend implements three coroutines: `_start()`, `_run(argv, ...)` (one command as the sandbox user,
-raw bytes out, with the timeout, output cap and process-tree kill) and `_close()` (remove everything;
-safe after a partial start). Everything else is here, once:
+A backend implements two coroutines, `_start()` and `_run(argv, ...)` (one command as the sandbox user,
+raw bytes out, with the timeout, output cap and process-tree kill), and `_cleanup_sync()` (remove
+everything; safe after a partial start; synchronous, so the reaper's atexit / SIGTERM path can run it).
+Everything else is here, once:
 - `start()` / `close()` / `async with`: a failed start closes what it created and raises `SandboxError`;
-  `close()` is idempotent and runs even when the body raised;
+  `close()` is idempotent and runs even when the body raised; it stops the proxy relay (`_relay`, if the
+  backend opened one) and runs `_cleanup_sync` off the event loop (`_blocking`, a thread by default);
 - `exec()` checks its arguments (`TypeError` / `ValueError` naming the received value) and turns a bash
   script string into `bash -c`;
 - `read_file`, `write_file` and `upload` stream bytes through exec's stdin/stdout as the sandbox user,
@@ -24,12 +26,13 @@ import os
 import posixpath
 import tarfile
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
-from legorl_jax.sandbox import gitdiff
+from legorl_jax.sandbox import gitdiff, reaper
 from legorl_jax.sandbox.base import ExecResult, SandboxError, SandboxSpec
+from legorl_jax.validate import positive_number
 
 TIMEOUT_EXIT_CODE = 124
 """Exit code reported for a command killed at its timeout (what coreutils `timeout` uses)."""
@@ -55,9 +58,14 @@ class RawResult:
 
     def to_result(self) -> ExecResult:
         return ExecResult(
-            exit_code=self.exit_code, stdout=self.stdout.decode("utf-8", "replace"),
-            stderr=self.stderr.decode("utf-8", "replace"), timed_out=self.timed_out, truncated=self.truncated,
-            duration_s=self.duration_s, oom_killed=self.oom_killed)
+            exit_code=self.exit_code,
+            stdout=self.stdout.decode("utf-8", "replace"),
+            stderr=self.stderr.decode("utf-8", "replace"),
+            timed_out=self.timed_out,
+            truncated=self.truncated,
+            duration_s=self.duration_s,
+            oom_killed=self.oom_killed,
+        )
 
 
 class CappedBuffer:
@@ -100,6 +108,8 @@ class ExecSandbox(abc.ABC):
         self.proxy_url_base: str | None = None
         self._started = False
         self._closed = False
+        self._relay: asyncio.base_events.Server | None = None  # the proxy relay, when the spec has a proxy
+        self._token: int | None = None  # the reaper's registration of _cleanup_sync
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -111,9 +121,13 @@ class ExecSandbox(abc.ABC):
             await self._start()
         except BaseException as exc:
             await self._close_quietly()
-            if isinstance(exc, (SandboxError, KeyboardInterrupt, SystemExit)) or not isinstance(exc, Exception):
+            if isinstance(exc, (SandboxError, KeyboardInterrupt, SystemExit)) or not isinstance(
+                exc, Exception
+            ):
                 raise
-            raise SandboxError(f"starting a {self.backend} sandbox for {self.spec.image!r} failed: {exc}") from exc
+            raise SandboxError(
+                f"starting a {self.backend} sandbox for {self.spec.image!r} failed: {exc}"
+            ) from exc
 
     async def close(self) -> None:
         """Removes the sandbox and everything it created; safe to call twice or after a failed start."""
@@ -150,29 +164,51 @@ class ExecSandbox(abc.ABC):
         elif isinstance(cmd, Sequence) and cmd and all(isinstance(a, str) for a in cmd):
             argv = list(cmd)
         else:
-            raise TypeError(f"cmd must be a bash script string or a non-empty list of strings, got {cmd!r:.200}")
+            raise TypeError(
+                f"cmd must be a bash script string or a non-empty list of strings, got {cmd!r:.200}"
+            )
         if any("\0" in a for a in argv):
             raise ValueError(f"cmd must not contain NUL bytes, got {cmd!r:.200}")
-        raw = await self._checked_run(argv, timeout=timeout, workdir=workdir, env=env,
-                                      limit=self.spec.output_limit_bytes)
+        raw = await self._checked_run(
+            argv, timeout=timeout, workdir=workdir, env=env, limit=self.spec.output_limit_bytes
+        )
         return raw.to_result()
 
-    async def _checked_run(self, argv: list[str], *, timeout: float | None = None, workdir: str | None = None,
-                           env: Mapping[str, str] | None = None, stdin: Stdin = None,
-                           limit: int | None = None) -> RawResult:
+    async def _checked_run(
+        self,
+        argv: list[str],
+        *,
+        timeout: float | None = None,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: Stdin = None,
+        limit: int | None = None,
+    ) -> RawResult:
         if not self._started or self._closed:
             raise SandboxError(f"{self.backend} sandbox is {'closed' if self._closed else 'not started'}")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        if timeout is not None:
+            positive_number("timeout", timeout, unit="seconds")
         if workdir is not None and (not isinstance(workdir, str) or not workdir.startswith("/")):
             raise ValueError(f"workdir must be an absolute path, got {workdir!r}")
         merged = dict(self.spec.env)
         for key, value in (env or {}).items():
-            if not isinstance(key, str) or not isinstance(value, str) or not key or "=" in key or "\0" in key + value:
+            if (
+                not isinstance(key, str)
+                or not isinstance(value, str)
+                or not key
+                or "=" in key
+                or "\0" in key + value
+            ):
                 raise ValueError(f"env must map variable names to strings, got {key!r}: {value!r}")
             merged[key] = value
-        return await self._run(argv, timeout=timeout, workdir=workdir or self.spec.workdir, env=merged,
-                               stdin=stdin, limit=limit or self.file_limit)
+        return await self._run(
+            argv,
+            timeout=timeout,
+            workdir=workdir or self.spec.workdir,
+            env=merged,
+            stdin=stdin,
+            limit=limit or self.file_limit,
+        )
 
     @property
     def file_limit(self) -> int:
@@ -207,7 +243,10 @@ class ExecSandbox(abc.ABC):
         script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
         raw = await self._checked_run(["sh", "-c", script, "sh", target], stdin=data)
         if raw.exit_code != 0:
-            raise SandboxError(f"writing {target} failed (exit {raw.exit_code}): {raw.stderr.decode(errors='replace').strip()}")
+            raise SandboxError(
+                f"writing {target} failed (exit {raw.exit_code}): "
+                f"{raw.stderr.decode(errors='replace').strip()}"
+            )
 
     async def upload(self, local_dir: str | Path, remote_dir: str) -> None:
         """Copies the contents of the host directory `local_dir` into `remote_dir` (created if needed)."""
@@ -224,7 +263,10 @@ class ExecSandbox(abc.ABC):
         finally:
             os.unlink(name)
         if raw.exit_code != 0:
-            raise SandboxError(f"upload to {target} failed (exit {raw.exit_code}): {raw.stderr.decode(errors='replace').strip()}")
+            raise SandboxError(
+                f"upload to {target} failed (exit {raw.exit_code}): "
+                f"{raw.stderr.decode(errors='replace').strip()}"
+            )
 
     async def diff(self, base_commit: str | None = None) -> str:
         """Binary-safe diff of the workdir against `base_commit` (default: HEAD when the sandbox started)."""
@@ -233,8 +275,10 @@ class ExecSandbox(abc.ABC):
             raise ValueError(f"base_commit must be a commit sha or ref name, got {base_commit!r}")
         raw = await self._checked_run(["sh", "-c", gitdiff.SCRIPT, "legorl-diff", base or ""])
         if raw.exit_code != 0:
-            raise SandboxError(f"git diff in {self.spec.workdir} failed (exit {raw.exit_code}): "
-                               f"{raw.stderr.decode(errors='replace').strip()[-2000:]}")
+            raise SandboxError(
+                f"git diff in {self.spec.workdir} failed (exit {raw.exit_code}): "
+                f"{raw.stderr.decode(errors='replace').strip()[-2000:]}"
+            )
         if raw.truncated:
             raise SandboxError(f"the diff is larger than the {self.file_limit} byte limit")
         # Non-UTF-8 text files appear byte for byte; surrogateescape keeps them exact in a str.
@@ -246,9 +290,35 @@ class ExecSandbox(abc.ABC):
     async def _start(self) -> None: ...
 
     @abc.abstractmethod
-    async def _run(self, argv: list[str], *, timeout: float | None, workdir: str, env: dict[str, str],
-                   stdin: Stdin, limit: int) -> RawResult:
+    async def _run(
+        self,
+        argv: list[str],
+        *,
+        timeout: float | None,
+        workdir: str,
+        env: dict[str, str],
+        stdin: Stdin,
+        limit: int,
+    ) -> RawResult:
         """Runs one command as the sandbox user; stdout/stderr each capped at `limit` bytes."""
 
     @abc.abstractmethod
-    async def _close(self) -> None: ...
+    def _cleanup_sync(self) -> None:
+        """Removes what the sandbox created (safe after a partial start); calls `_unregister()` at the end."""
+
+    async def _blocking(self, fn: Callable[[], None]) -> None:
+        """Runs blocking `fn` off the event loop (a backend with its own thread pool overrides this)."""
+        await asyncio.to_thread(fn)
+
+    async def _close(self) -> None:
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
+        await self._blocking(self._cleanup_sync)
+
+    def _unregister(self) -> None:
+        """Withdraws `_cleanup_sync` from the reaper: the sandbox is gone, nothing is left to clean at
+        exit."""
+        if self._token is not None:
+            reaper.unregister(self._token)
+            self._token = None

@@ -66,7 +66,7 @@ cd "$top"
 pin add -A -- .
 pin diff --cached --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames \
     --src-prefix=a/ --dst-prefix=b/ "$sha" --
-"""
+"""  # noqa: E501 - script lines kept whole
 
 
 def is_revision(value: object) -> bool:

@@ -44,8 +44,15 @@ BASE_PACKAGES = ("python3", "python3-pytest", "git", "patch", "procps", "tzdata"
 """On top of minbase, which already has bash, coreutils (timeout), util-linux (setsid, prlimit) and tar."""
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BASE_CHANGES = (f"ENV PATH={BASE_PATH}", f"USER {BASE_USER}", "WORKDIR /testbed")
-_TRIM = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/lib/apt/lists",
-         "var/cache/apt", "var/log")
+_TRIM = (
+    "usr/share/doc",
+    "usr/share/man",
+    "usr/share/info",
+    "usr/share/locale",
+    "var/lib/apt/lists",
+    "var/cache/apt",
+    "var/log",
+)
 _DEFAULT_MIRROR = "http://deb.debian.org/debian"
 _NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
 _DEBOOTSTRAP_TIMEOUT_S = 1800
@@ -57,13 +64,21 @@ class ImageError(SandboxError):
 
 def base_recipe_hash() -> str:
     """Hash of everything that decides the base image's content."""
-    recipe = {"version": RECIPE_VERSION, "suite": SUITE, "variant": "minbase", "packages": BASE_PACKAGES,
-              "user": [BASE_USER, BASE_UID], "changes": BASE_CHANGES, "trim": _TRIM}
+    recipe = {
+        "version": RECIPE_VERSION,
+        "suite": SUITE,
+        "variant": "minbase",
+        "packages": BASE_PACKAGES,
+        "user": [BASE_USER, BASE_UID],
+        "changes": BASE_CHANGES,
+        "trim": _TRIM,
+    }
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def debian_mirror(sources: Iterable[Path] = (Path("/etc/apt/sources.list.d/debian.sources"),
-                                            Path("/etc/apt/sources.list"))) -> str:
+def debian_mirror(
+    sources: Iterable[Path] = (Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list")),
+) -> str:
     """The first Debian archive URI the host's apt configuration names (deb822 or one-line format)."""
     for path in sources:
         if not path.is_file():
@@ -95,7 +110,9 @@ def base_rootfs_tarball(*, rebuild: bool = False) -> Path:
         if tarball.is_file() and not rebuild:
             return tarball
         if os.geteuid() != 0:
-            raise ImageError(f"building the base root filesystem needs root (debootstrap, chroot); uid is {os.geteuid()}")
+            raise ImageError(
+                f"building the base root filesystem needs root (debootstrap, chroot); uid is {os.geteuid()}"
+            )
         if shutil.which("debootstrap") is None:
             raise ImageError("debootstrap is not installed (tools/system_setup.sh installs it)")
         _build_rootfs_tarball(tarball)
@@ -109,10 +126,35 @@ def _build_rootfs_tarball(tarball: Path) -> None:
     work = Path(tempfile.mkdtemp(prefix="rootfs.", dir=tarball.parent))
     root = work / "root"
     try:
-        _run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
-              f"--cache-dir={debs}", SUITE, str(root), debian_mirror()], "debootstrap", _DEBOOTSTRAP_TIMEOUT_S)
-        _run(["chroot", str(root), "useradd", "--create-home", "--uid", str(BASE_UID), "--user-group",
-              "--shell", "/bin/bash", BASE_USER], "useradd", 120)
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(BASE_PACKAGES)}",
+                f"--cache-dir={debs}",
+                SUITE,
+                str(root),
+                debian_mirror(),
+            ],
+            "debootstrap",
+            _DEBOOTSTRAP_TIMEOUT_S,
+        )
+        _run(
+            [
+                "chroot",
+                str(root),
+                "useradd",
+                "--create-home",
+                "--uid",
+                str(BASE_UID),
+                "--user-group",
+                "--shell",
+                "/bin/bash",
+                BASE_USER,
+            ],
+            "useradd",
+            120,
+        )
         (root / "testbed").mkdir(exist_ok=True)
         os.chown(root / "testbed", BASE_UID, BASE_UID)
         (root / "etc" / "gitconfig").write_text("[safe]\n\tdirectory = *\n")
@@ -123,7 +165,9 @@ def _build_rootfs_tarball(tarball: Path) -> None:
                 for child in target.iterdir():
                     shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         with staged_file(tarball) as staging:
-            _run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", str(staging), "."], "tar", 600)
+            _run(
+                ["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", str(staging), "."], "tar", 600
+            )
             staging.chmod(0o644)  # bubblewrap users need not be root
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -141,7 +185,8 @@ def ensure_base_image(*, from_registry: str | None = None, rebuild: bool = False
             tarball = base_rootfs_tarball(rebuild=rebuild)
             try:
                 daemon.client().api.import_image_from_file(
-                    str(tarball), repository=BASE_REPO, tag=base_recipe_hash(), changes=list(BASE_CHANGES))
+                    str(tarball), repository=BASE_REPO, tag=base_recipe_hash(), changes=list(BASE_CHANGES)
+                )
             except daemon.api_error_types() as exc:
                 raise ImageError(f"docker import of {tarball} failed: {exc}") from exc
         _tag_latest(tag)
@@ -150,19 +195,23 @@ def ensure_base_image(*, from_registry: str | None = None, rebuild: bool = False
 
 def registry_base_dockerfile(source: str) -> str:
     """The Dockerfile that gives a Debian-based registry image (python:3.12-slim, ...) the base layout."""
-    return "\n".join([
-        f"FROM {source}",
-        "USER root",
-        # The registry image brings its own Python; the tools come from apt, pytest from pip if missing.
-        "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
-        + " ".join(p for p in BASE_PACKAGES if not p.startswith("python3")) + " && rm -rf /var/lib/apt/lists/*",
-        "RUN python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --no-cache-dir 'pytest>=7.2,<9'",
-        f"RUN (id -u {BASE_USER} >/dev/null 2>&1 || useradd --create-home --uid {BASE_UID} --user-group"
-        f" --shell /bin/bash {BASE_USER}) && mkdir -p /testbed && chown {BASE_USER}:{BASE_USER} /testbed"
-        " && printf '[safe]\\n\\tdirectory = *\\n' > /etc/gitconfig",
-        *BASE_CHANGES,
-        "",
-    ])
+    return "\n".join(
+        [
+            f"FROM {source}",
+            "USER root",
+            # The registry image brings its own Python; the tools come from apt, pytest from pip if missing.
+            "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+            + " ".join(p for p in BASE_PACKAGES if not p.startswith("python3"))
+            + " && rm -rf /var/lib/apt/lists/*",
+            "RUN python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --no-cache-dir "
+            "'pytest>=7.2,<9'",
+            f"RUN (id -u {BASE_USER} >/dev/null 2>&1 || useradd --create-home --uid {BASE_UID} --user-group"
+            f" --shell /bin/bash {BASE_USER}) && mkdir -p /testbed && chown {BASE_USER}:{BASE_USER} /testbed"
+            " && printf '[safe]\\n\\tdirectory = *\\n' > /etc/gitconfig",
+            *BASE_CHANGES,
+            "",
+        ]
+    )
 
 
 def _ensure_registry_base(source: str) -> str:
@@ -223,8 +272,9 @@ def _local_image_id(ref: str) -> str:
         return "absent"
 
 
-def ensure_image(context_dir: str | Path, dockerfile: str, name: str, *, network: bool = False,
-                 timeout_s: float = 3600.0) -> str:
+def ensure_image(
+    context_dir: str | Path, dockerfile: str, name: str, *, network: bool = False, timeout_s: float = 3600.0
+) -> str:
     """`<name>:<content hash>` for the image `dockerfile` builds from `context_dir`; built when missing.
 
     `dockerfile` is the Dockerfile's text (it need not be inside the context). The build runs with the
@@ -252,13 +302,24 @@ def _build(context: Path, dockerfile: str, tag: str, key: str, *, network: bool,
     try:
         # An absolute Dockerfile path outside the context is sent inside the context tarball by the SDK.
         stream = daemon.client().api.build(
-            path=str(context), dockerfile=handle.name, tag=tag, rm=True, forcerm=True, decode=True, pull=False,
-            network_mode=None if network else "none", labels={"legorl.recipe": key}, timeout=int(timeout_s))
+            path=str(context),
+            dockerfile=handle.name,
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            decode=True,
+            pull=False,
+            network_mode=None if network else "none",
+            labels={"legorl.recipe": key},
+            timeout=int(timeout_s),
+        )
         for chunk in stream:
             if "stream" in chunk:
                 log.extend(chunk["stream"].splitlines())
             if "error" in chunk:
-                raise ImageError(f"docker build of {tag} failed: {chunk['error'].strip()}\n" + "\n".join(log[-30:]))
+                raise ImageError(
+                    f"docker build of {tag} failed: {chunk['error'].strip()}\n" + "\n".join(log[-30:])
+                )
     except daemon.api_error_types() as exc:
         raise ImageError(f"docker build of {tag} failed: {exc}\n" + "\n".join(log[-30:])) from exc
     finally:

@@ -32,7 +32,9 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 LABEL_PREFIX = "legorl."
-OWNER_HOST, OWNER_BOOT, OWNER_PID, OWNER_START = (f"{LABEL_PREFIX}owner_{k}" for k in ("host", "boot", "pid", "start"))
+OWNER_HOST, OWNER_BOOT, OWNER_PID, OWNER_START = (
+    f"{LABEL_PREFIX}owner_{k}" for k in ("host", "boot", "pid", "start")
+)
 CREATED = f"{LABEL_PREFIX}created"
 KIND = f"{LABEL_PREFIX}kind"
 

@@ -38,8 +38,12 @@ def _untar(source: Path | Iterable[bytes], target: Path) -> None:
     owner = ["-p", "--numeric-owner"] if os.geteuid() == 0 else ["--no-same-owner", "--no-same-permissions"]
     streamed = not isinstance(source, Path)
     argv = ["tar", "-x", *owner, "-C", str(target), "-f", "-" if streamed else str(source)]
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if streamed else subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE if streamed else subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         if streamed:
             for chunk in source:
@@ -49,8 +53,11 @@ def _untar(source: Path | Iterable[bytes], target: Path) -> None:
     finally:
         proc.wait(timeout=1800)
     # Device nodes cannot be created without privileges and the sandbox gets its own /dev anyway.
-    errors = [line for line in stderr.splitlines() if line.strip() and "mknod" not in line.lower()
-              and "Exiting with failure status" not in line]
+    errors = [
+        line
+        for line in stderr.splitlines()
+        if line.strip() and "mknod" not in line.lower() and "Exiting with failure status" not in line
+    ]
     if proc.returncode != 0 and errors:
         raise SandboxError(f"unpacking a root filesystem into {target} failed: {' '.join(errors[-5:])}")
 
@@ -66,8 +73,14 @@ def ensure_base_rootfs() -> Path:
                 (staging / "root").mkdir()
                 _untar(tarball, staging / "root")
                 facts = seed.ImageFacts(
-                    image_id=key, user=images.BASE_USER, uid=images.BASE_UID, gid=images.BASE_UID,
-                    home=f"/home/{images.BASE_USER}", env={"PATH": images.BASE_PATH}, base_commit=None)
+                    image_id=key,
+                    user=images.BASE_USER,
+                    uid=images.BASE_UID,
+                    gid=images.BASE_UID,
+                    home=f"/home/{images.BASE_USER}",
+                    env={"PATH": images.BASE_PATH},
+                    base_commit=None,
+                )
                 (staging / "facts.json").write_text(json.dumps(dataclasses.asdict(facts)))
     return entry / "root"
 
@@ -78,8 +91,12 @@ def _export(image: str, workdir: str, user: str | None) -> tuple[Path, seed.Imag
     with locked(f"rootfs-{entry.name}"):
         if not (entry / "root").is_dir():
             api = daemon.client().api
-            container = api.create_container(facts.image_id, command=["/bin/true"], network_disabled=True,
-                                             labels=reaper.owner_labels({reaper.KIND: "export"}))["Id"]
+            container = api.create_container(
+                facts.image_id,
+                command=["/bin/true"],
+                network_disabled=True,
+                labels=reaper.owner_labels({reaper.KIND: "export"}),
+            )["Id"]
             try:
                 with staged_dir(entry) as staging:
                     (staging / "root").mkdir()
@@ -101,9 +118,11 @@ def resolve(image: str, workdir: str, user: str | None) -> tuple[Path, seed.Imag
     if image.split(":")[0] == images.BASE_REPO:
         root = ensure_base_rootfs()
         return _directory(root, user)
-    raise SandboxError(f"image {image!r}: no Docker daemon to export it from, no tree image made for it "
-                       f"(ensure_tree_image), and it is not a directory; pass a root filesystem directory or "
-                       f"{images.BASE_REPO}:latest")
+    raise SandboxError(
+        f"image {image!r}: no Docker daemon to export it from, no tree image made for it "
+        f"(ensure_tree_image), and it is not a directory; pass a root filesystem directory or "
+        f"{images.BASE_REPO}:latest"
+    )
 
 
 def tree_image_dir(tag: str) -> Path:
@@ -112,8 +131,9 @@ def tree_image_dir(tag: str) -> Path:
     return cache_dir() / "rootfs" / "trees" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', tag)[:100]}-{digest}"
 
 
-def ensure_tree_image(tag: str, populate: Callable[[Path], object], *, workdir: str,
-                      base_commit: str | None = None) -> Path:
+def ensure_tree_image(
+    tag: str, populate: Callable[[Path], object], *, workdir: str, base_commit: str | None = None
+) -> Path:
     """Makes (once) the Docker-less image `tag`: the base root filesystem with `workdir` holding the tree
     that `populate(directory)` writes into a directory that does not exist yet. Returns the entry directory.
 
@@ -140,11 +160,16 @@ def ensure_tree_image(tag: str, populate: Callable[[Path], object], *, workdir: 
 def _tree(entry: Path, image: str, workdir: str, user: str | None) -> tuple[Path, seed.ImageFacts]:
     meta = json.loads((entry / "facts.json").read_text())
     if meta.get("workdir") != workdir:
-        raise SandboxError(f"tree image {image!r} holds its tree at {meta.get('workdir')!r}, "
-                           f"not at workdir {workdir!r}")
+        raise SandboxError(
+            f"tree image {image!r} holds its tree at {meta.get('workdir')!r}, not at workdir {workdir!r}"
+        )
     root, facts = _directory(ensure_base_rootfs(), user)
-    return root, dataclasses.replace(facts, image_id=f"tree:{image}", base_commit=meta.get("base_commit"),
-                                     workdir_source=str(entry / "workdir"))
+    return root, dataclasses.replace(
+        facts,
+        image_id=f"tree:{image}",
+        base_commit=meta.get("base_commit"),
+        workdir_source=str(entry / "workdir"),
+    )
 
 
 def _directory(root: Path, user: str | None) -> tuple[Path, seed.ImageFacts]:
@@ -156,8 +181,14 @@ def _directory(root: Path, user: str | None) -> tuple[Path, seed.ImageFacts]:
     passwd, group = (_read(root / "etc" / n) for n in ("passwd", "group"))
     uid, gid, home = seed.parse_passwd(passwd, group, wanted) if passwd else (0, 0, "/root")
     facts = seed.ImageFacts(
-        image_id=meta.get("image_id", str(root)), user=wanted, uid=uid, gid=gid, home=home,
-        env=meta.get("env") or {"PATH": images.BASE_PATH}, base_commit=meta.get("base_commit"))
+        image_id=meta.get("image_id", str(root)),
+        user=wanted,
+        uid=uid,
+        gid=gid,
+        home=home,
+        env=meta.get("env") or {"PATH": images.BASE_PATH},
+        base_commit=meta.get("base_commit"),
+    )
     return root, facts
 
 

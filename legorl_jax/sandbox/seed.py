@@ -44,7 +44,8 @@ class ImageFacts:
 
 
 def parse_passwd(passwd: str, group: str, user: str) -> tuple[int, int, str]:
-    """(uid, gid, home) of `user` ("name", "uid", "name:group" or "uid:gid"); raises `SandboxError` if unknown."""
+    """(uid, gid, home) of `user` ("name", "uid", "name:group" or "uid:gid"); raises `SandboxError` if
+    unknown."""
     name, _, group_name = user.partition(":")
     entries = [line.split(":") for line in passwd.splitlines() if line.count(":") >= 6]
     match = next((e for e in entries if e[0] == name or (name.isdigit() and e[2] == name)), None)
@@ -57,13 +58,16 @@ def parse_passwd(passwd: str, group: str, user: str) -> tuple[int, int, str]:
         groups = [line.split(":") for line in group.splitlines() if line.count(":") >= 3]
         found = next((g for g in groups if g[0] == group_name or g[2] == group_name), None)
         if found is None and not group_name.isdigit():
-            raise SandboxError(f"group {group_name!r} of user {user!r} does not exist in the image's /etc/group")
+            raise SandboxError(
+                f"group {group_name!r} of user {user!r} does not exist in the image's /etc/group"
+            )
         gid = int(found[2]) if found else int(group_name)
     return uid, gid, home
 
 
 def git_head(read: Any, git_dir: str) -> str | None:
-    """The commit `HEAD` names in `git_dir`, reading files with `read(path) -> bytes | None` (loose or packed refs)."""
+    """The commit `HEAD` names in `git_dir`, reading files with `read(path) -> bytes | None` (loose or packed
+    refs)."""
     head = (read(f"{git_dir}/HEAD") or b"").decode(errors="replace").strip()
     if not head.startswith("ref:"):
         return head if len(head) in (40, 64) else None
@@ -142,16 +146,25 @@ def read_facts(image: str, workdir: str, user: str | None, want_seed: bool) -> I
     try:
         info = api.inspect_image(image)
     except docker.errors.ImageNotFound as exc:
-        raise SandboxError(f"image {image!r} not found (build it, e.g. tools/build_images.py --base)") from exc
+        raise SandboxError(
+            f"image {image!r} not found (build it, e.g. tools/build_images.py --base)"
+        ) from exc
     config = info.get("Config") or {}
     user = user or config.get("User") or "root"
-    key = hashlib.sha256(json.dumps([FACTS_VERSION, info["Id"], workdir, user, want_seed]).encode()).hexdigest()[:20]
+    key = hashlib.sha256(
+        json.dumps([FACTS_VERSION, info["Id"], workdir, user, want_seed]).encode()
+    ).hexdigest()[:20]
     meta_path = cache_dir() / "seeds" / f"{key}.json"
     with locked(f"seed-{key}"):
         if meta_path.is_file():
             return ImageFacts(**json.loads(meta_path.read_text()))
-        container = api.create_container(info["Id"], command=["/bin/true"], user="root", network_disabled=True,
-                                         labels=reaper.owner_labels({reaper.KIND: "probe"}))["Id"]
+        container = api.create_container(
+            info["Id"],
+            command=["/bin/true"],
+            user="root",
+            network_disabled=True,
+            labels=reaper.owner_labels({reaper.KIND: "probe"}),
+        )["Id"]
         try:
             facts = _probe(api, container, info, workdir, user, want_seed, meta_path.with_suffix(".tar"))
         finally:
@@ -161,8 +174,9 @@ def read_facts(image: str, workdir: str, user: str | None, want_seed: bool) -> I
         return facts
 
 
-def _probe(api: Any, container: str, info: dict, workdir: str, user: str, want_seed: bool,
-           seed_path: Path) -> ImageFacts:
+def _probe(
+    api: Any, container: str, info: dict, workdir: str, user: str, want_seed: bool, seed_path: Path
+) -> ImageFacts:
     passwd = (_read_small(api, container, "/etc/passwd") or b"").decode(errors="replace")
     group = (_read_small(api, container, "/etc/group") or b"").decode(errors="replace")
     uid, gid, home = parse_passwd(passwd, group, user)
@@ -178,8 +192,9 @@ def _probe(api: Any, container: str, info: dict, workdir: str, user: str, want_s
             if home_stream is not None:
                 _copy_rebased(home_stream, home, out)
         seed = str(seed_path)
-    return ImageFacts(image_id=info["Id"], user=user, uid=uid, gid=gid, home=home, env=env,
-                      base_commit=base, seed=seed)
+    return ImageFacts(
+        image_id=info["Id"], user=user, uid=uid, gid=gid, home=home, env=env, base_commit=base, seed=seed
+    )
 
 
 def _separate(home: str, workdir: str) -> bool:
@@ -202,4 +217,3 @@ async def image_facts(image: str, workdir: str, user: str | None, *, want_seed: 
 
 def home_needs_mount(facts: ImageFacts, workdir: str) -> bool:
     return _separate(facts.home, workdir)
-

@@ -70,7 +70,7 @@ git update-index -q --refresh >/dev/null || true
 after=$(git status --porcelain=v1 --untracked-files=all)
 [ "$before" = "$after" ] || { echo "git status changed across the strip" >&2; exit 4; }
 echo "commit $commit"
-"""
+"""  # noqa: E501 - script lines kept whole
 _CHECK_SCRIPT = r"""
 set -eu
 echo "commits $(git rev-list --all --reflog --count)"
@@ -94,28 +94,47 @@ class AgentWorkspace:
     workdir: str
 
 
-def agent_sandbox_spec(task: Task, config: SandboxConfig | None = None, *, network: str | None = None,
-                       proxy_port: int | None = None, mounts: Mapping[str, str] | None = None) -> SandboxSpec:
+def agent_sandbox_spec(
+    task: Task,
+    config: SandboxConfig | None = None,
+    *,
+    network: str | None = None,
+    proxy_port: int | None = None,
+    mounts: Mapping[str, str] | None = None,
+) -> SandboxSpec:
     """The agent's sandbox: the task's image at its workdir with the run's `sandbox` config (no network unless
-    the proxy must be reachable). Without a config: the defaults, with a read-only root for built-in tasks only
-    (their image was made for it; SWE-bench and Harbor images expect a writable one)."""
+    the proxy must be reachable). Without a config: the defaults, with a read-only root for built-in tasks
+    only (their image was made for it; SWE-bench and Harbor images expect a writable one)."""
     config = config or SandboxConfig(read_only_root=task.kind == "builtin")
-    return spec_from_config(config, image=task.image, workdir=task.workdir, network=network, proxy_port=proxy_port,
-                            labels={"legorl.role": "agent", "legorl.task": task.instance_id}, mounts=mounts)
+    return spec_from_config(
+        config,
+        image=task.image,
+        workdir=task.workdir,
+        network=network,
+        proxy_port=proxy_port,
+        labels={"legorl.role": "agent", "legorl.task": task.instance_id},
+        mounts=mounts,
+    )
 
 
 async def prepare_agent_sandbox(task: Task, sandbox: Sandbox) -> AgentWorkspace:
-    """Strips the repository's history and checks the sandbox holds no hidden test; see the module docstring."""
+    """Strips the repository's history and checks the sandbox holds no hidden test; see the module
+    docstring."""
     script = _STRIP_SCRIPT.replace("SETTINGS", " ".join(_CARRIED_SETTINGS)).replace("MESSAGE", COMMIT_MESSAGE)
-    stripped = await sandbox.exec(["bash", "-c", script], timeout=STRIP_TIMEOUT_S, workdir=task.workdir,
-                                  env=dict(COMMIT_ENV))
+    stripped = await sandbox.exec(
+        ["bash", "-c", script], timeout=STRIP_TIMEOUT_S, workdir=task.workdir, env=dict(COMMIT_ENV)
+    )
     if stripped.exit_code != 0 or stripped.timed_out:
-        raise SandboxError(f"task {task.instance_id!r}: stripping git history failed (exit {stripped.exit_code}): "
-                           f"{(stripped.stderr or stripped.stdout)[-1500:]}")
+        raise SandboxError(
+            f"task {task.instance_id!r}: stripping git history failed (exit {stripped.exit_code}): "
+            f"{(stripped.stderr or stripped.stdout)[-1500:]}"
+        )
     commit = _field(stripped.stdout, "commit")
     checked = await sandbox.exec(["bash", "-c", _CHECK_SCRIPT], timeout=STRIP_TIMEOUT_S, workdir=task.workdir)
     if checked.exit_code != 0:
-        raise SandboxError(f"task {task.instance_id!r}: checking the stripped history failed: {checked.stderr[-1500:]}")
+        raise SandboxError(
+            f"task {task.instance_id!r}: checking the stripped history failed: {checked.stderr[-1500:]}"
+        )
     problems = _history_problems(checked.stdout, commit)
     if task.kind == "builtin" and commit != task.base_commit:
         problems.append(f"the image's tree commits as {commit}, the task's base is {task.base_commit}")
@@ -158,8 +177,11 @@ async def _present_hidden_files(task: Task, sandbox: Sandbox) -> list[str]:
     if not added:
         return []
     quoted = " ".join(shlex.quote(p) for p in added)
-    found = await sandbox.exec(["bash", "-c", f"for p in {quoted}; do [ -e \"$p\" ] && echo \"$p\"; done; true"],
-                               timeout=60, workdir=task.workdir)
+    found = await sandbox.exec(
+        ["bash", "-c", f'for p in {quoted}; do [ -e "$p" ] && echo "$p"; done; true'],
+        timeout=60,
+        workdir=task.workdir,
+    )
     return [f"hidden test file {p!r} is in the image" for p in found.stdout.split()]
 
 
@@ -180,10 +202,15 @@ async def oracle_diff(task: Task, *, sandbox_factory: SandboxFactory | None = No
     solution = str(task.metadata.get("solution_dir", ""))
     if task.kind != "harbor" or not solution:
         raise ValueError(f"task {task.instance_id!r} has no gold patch and no solution/solve.sh")
-    async with agent_sandbox(task, sandbox_factory=sandbox_factory,
-                             spec=dataclasses.replace(agent_sandbox_spec(task), user="root")) as (sandbox, workspace):
+    async with agent_sandbox(
+        task, sandbox_factory=sandbox_factory, spec=dataclasses.replace(agent_sandbox_spec(task), user="root")
+    ) as (sandbox, workspace):
         await sandbox.upload(solution, "/solution")
-        ran = await sandbox.exec(["bash", "/solution/solve.sh"], timeout=task.timeouts.agent_s, workdir=task.workdir)
+        ran = await sandbox.exec(
+            ["bash", "/solution/solve.sh"], timeout=task.timeouts.agent_s, workdir=task.workdir
+        )
         if ran.exit_code != 0 or ran.timed_out:
-            raise SandboxError(f"task {task.instance_id!r}: solution/solve.sh exited {ran.exit_code}: {ran.stderr[-1500:]}")
+            raise SandboxError(
+                f"task {task.instance_id!r}: solution/solve.sh exited {ran.exit_code}: {ran.stderr[-1500:]}"
+            )
         return await sandbox.diff(workspace.base_commit)

@@ -1,6 +1,9 @@
-"""Loader of the built-in suite: `legorl_jax/tasks/suite/<id>/` directories → `Task` records.
+"""Loader of the built-in suite: `legorl_jax/tasks/vendor/suite/<id>/` directories → `Task` records.
 
-The on-disk format is `suite/README.md`'s. For each task directory:
+The suite is package data, found with `importlib.resources` (`SUITE_DIR`), so an installed wheel carries
+it. It sits under `vendor/` because it is task data, not library code: 41 small repositories, each in the
+style of the project it imitates, that tools reading the library (ruff, the duplicate finder) skip.
+The on-disk format is `vendor/suite/README.md`'s. For each task directory:
 
 - `base_commit` is the sha of `repo/` as a one-commit history (`snapshot.snapshot_commit`), computed in pure
   Python, so the same files always give the same sha and listing the suite builds nothing;
@@ -8,7 +11,8 @@ The on-disk format is `suite/README.md`'s. For each task directory:
   written here with `difflib` (including git's `\\ No newline at end of file` lines), so `git apply` in the
   grading sandbox reproduces `hidden_tests/` byte for byte;
 - `image` is `legorl-task-<id>:<first 12 hex of base_commit>`, built on demand FROM the sandbox base image
-  (`task_image.ensure_task_image`) with `repo/` and that history at `/testbed`; a changed repo gives a new tag;
+  (`task_image.ensure_task_image`) with `repo/` and that history at `/testbed`; a changed repo gives a new
+  tag;
 - `log_parser` is `junit`: the verifier asks pytest for a JUnit report and cross-checks it.
 
 Every malformed field (a missing key, a wrong type, an unknown key, an id that differs from the directory
@@ -19,6 +23,7 @@ the task, the field and the received value.
 from __future__ import annotations
 
 import difflib
+import importlib.resources
 import os
 import re
 import tomllib
@@ -29,7 +34,16 @@ from legorl_jax.tasks.protection import hidden_test_paths, protected_reason
 from legorl_jax.tasks.schema import Task, TaskError, Timeouts, require
 from legorl_jax.tasks.snapshot import snapshot_commit, snapshot_files
 
-SUITE_DIR = Path(__file__).parent / "suite"
+
+def _suite_dir() -> Path:
+    """The suite's folder in the installed package (a real directory: its files are copied into images)."""
+    resource = importlib.resources.files("legorl_jax.tasks").joinpath("vendor", "suite")
+    if not isinstance(resource, Path):
+        raise TaskError("builtin", "suite", f"must be installed as files on disk, got {resource!r}")
+    return resource
+
+
+SUITE_DIR = _suite_dir()
 WORKDIR = "/testbed"
 DEFAULT_TEST_CMD = "python3 -m pytest -q -p no:cacheprovider"
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -50,7 +64,9 @@ def load_builtin_suite(suite_dir: Path = SUITE_DIR) -> list[Task]:
     suite_dir = Path(suite_dir)
     if not suite_dir.is_dir():
         raise TaskError(str(suite_dir), "suite", f"is not a directory: {str(suite_dir)!r}")
-    return [load_builtin_task(d) for d in sorted(suite_dir.iterdir()) if d.is_dir() and not d.name.startswith(".")]
+    return [
+        load_builtin_task(d) for d in sorted(suite_dir.iterdir()) if d.is_dir() and not d.name.startswith(".")
+    ]
 
 
 def load_builtin_task(task_dir: Path) -> Task:
@@ -66,10 +82,14 @@ def load_builtin_task(task_dir: Path) -> Task:
         raise TaskError(name, "task.toml", f"is not valid TOML: {err}") from None
     unknown = sorted(set(meta) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
-        raise TaskError(name, "task.toml", f"has unknown keys {unknown}; known: {sorted(_REQUIRED + _OPTIONAL)}")
+        raise TaskError(
+            name, "task.toml", f"has unknown keys {unknown}; known: {sorted(_REQUIRED + _OPTIONAL)}"
+        )
     task_id = require(name, meta, "id")
     if task_id != name or not _ID_RE.match(task_id):
-        raise TaskError(name, "id", f"must equal the directory name {name!r} and match {_ID_RE.pattern}, got {task_id!r}")
+        raise TaskError(
+            name, "id", f"must equal the directory name {name!r} and match {_ID_RE.pattern}, got {task_id!r}"
+        )
     difficulty = require(name, meta, "difficulty")
     if difficulty not in DIFFICULTIES:
         raise TaskError(name, "difficulty", f"must be one of {DIFFICULTIES}, got {difficulty!r}")
@@ -155,7 +175,9 @@ def hidden_test_patch(task: str, repo: Path, hidden: Path) -> str:
         if path in repo_files:
             old = _read_text(task, repo / rel, f"repo/{path}")
             if old != new:
-                chunks.append(f"diff --git a/{path} b/{path}\n" + _unified(old, new, f"a/{path}", f"b/{path}"))
+                chunks.append(
+                    f"diff --git a/{path} b/{path}\n" + _unified(old, new, f"a/{path}", f"b/{path}")
+                )
         else:
             body = _unified("", new, "/dev/null", f"b/{path}") if new else ""
             chunks.append(f"diff --git a/{path} b/{path}\nnew file mode {mode}\n" + body)
@@ -164,9 +186,7 @@ def hidden_test_patch(task: str, repo: Path, hidden: Path) -> str:
 
 def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
     out: list[str] = []
-    for line in difflib.unified_diff(
-        split_lines(old), split_lines(new), old_name, new_name, n=3
-    ):
+    for line in difflib.unified_diff(split_lines(old), split_lines(new), old_name, new_name, n=3):
         if line.startswith(("--- ", "+++ ")):
             out.append(line.rstrip("\n") + "\n")
         elif line.endswith("\n"):

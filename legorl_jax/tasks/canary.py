@@ -95,7 +95,9 @@ def plan_canaries(task: Task) -> CanaryPlan:
         try:
             tree = ast.parse(source)
         except SyntaxError as err:
-            raise CanaryError(f"task {task.instance_id!r}: hidden test {path!r} does not parse: {err}") from None
+            raise CanaryError(
+                f"task {task.instance_id!r}: hidden test {path!r} does not parse: {err}"
+            ) from None
         candidates = [c for c in _candidates(tree) if f"{path}::{c.function.name}" in listed]
         if candidates:
             options.append((path, source, tree, candidates))
@@ -103,7 +105,8 @@ def plan_canaries(task: Task) -> CanaryPlan:
         raise CanaryError(
             f"task {task.instance_id!r}: no listed hidden test is a plain module-level function with an "
             "`assert actual == expected` whose expected side holds a number or a string, so no canary can "
-            "be made from its hidden tests")
+            "be made from its hidden tests"
+        )
     path, source, tree, candidates = options[secrets.randbelow(len(options))]
     fail_from = candidates[secrets.randbelow(len(candidates))]
     pass_from = candidates[secrets.randbelow(len(candidates))]
@@ -134,22 +137,32 @@ def canary_problems(canaries: tuple[Canary, ...], seen: Mapping[str, str]) -> li
         got, original = seen[canary.node_id], seen[canary.original]
         if canary.kind == "must_fail":
             if original == "passed" and got != "failed":
-                problems.append(f"a canary test (must_fail) was reported {got}, not failed, while the test it "
-                                "copies passed: something in the test process rewrites results")
+                problems.append(
+                    f"a canary test (must_fail) was reported {got}, not failed, while the test it "
+                    "copies passed: something in the test process rewrites results"
+                )
         elif got != original:
-            problems.append(f"a canary test (must_pass) was reported {got}, not {original} like the test it "
-                            "copies: something in the test process rewrites results")
+            problems.append(
+                f"a canary test (must_pass) was reported {got}, not {original} like the test it "
+                "copies: something in the test process rewrites results"
+            )
     return problems
 
 
 def _candidates(tree: ast.Module) -> list[_Candidate]:
     out = []
     for node in tree.body:
-        if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test") and not node.decorator_list):
+        if not (
+            isinstance(node, ast.FunctionDef) and node.name.startswith("test") and not node.decorator_list
+        ):
             continue
         for stmt in node.body:  # top-level statements only: an assert inside a loop may never run
-            if (isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1
-                    and isinstance(stmt.test.ops[0], ast.Eq)):
+            if (
+                isinstance(stmt, ast.Assert)
+                and isinstance(stmt.test, ast.Compare)
+                and len(stmt.test.ops) == 1
+                and isinstance(stmt.test.ops[0], ast.Eq)
+            ):
                 constant = _first_constant(stmt.test.comparators[0]) or _first_constant(stmt.test.left)
                 if constant is not None:
                     out.append(_Candidate(node, constant))
@@ -176,9 +189,11 @@ def _changed(node: ast.Constant) -> str:
     if isinstance(value, float):
         return repr(value + 1.0 + secrets.randbelow(9))
     digits = [i for i, ch in enumerate(value) if ch.isdigit()]
-    if digits:  # "-33.34" -> "-33.35": still a well-formed amount, so the test fails on the value, not the parse
+    if (
+        digits
+    ):  # "-33.34" -> "-33.35": still a well-formed amount, so the test fails on the value, not the parse
         i = digits[-1]
-        value = value[:i] + str((int(value[i]) + 1 + secrets.randbelow(8)) % 10) + value[i + 1:]
+        value = value[:i] + str((int(value[i]) + 1 + secrets.randbelow(8)) % 10) + value[i + 1 :]
     else:
         value = value + value[-1:] if value else "x"
     return repr(value)
@@ -190,14 +205,23 @@ def _copy(lines: list[str], function: ast.FunctionDef, name: str, expected: ast.
         row = expected.lineno - function.lineno
         line = body[row].encode()
         # Column offsets are UTF-8 byte offsets.
-        body[row] = (line[: expected.col_offset] + _changed(expected).encode() + line[expected.end_col_offset :]).decode()
+        body[row] = (
+            line[: expected.col_offset] + _changed(expected).encode() + line[expected.end_col_offset :]
+        ).decode()
     body[0] = re.sub(rf"\bdef {re.escape(function.name)}\(", f"def {name}(", body[0], count=1)
     return "".join(body)
 
 
 def _plausible_name(tree: ast.Module, taken: set[str]) -> str:
-    words = sorted({w for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
-                    for w in _WORD_RE.findall(n.name.removeprefix("test_"))} or {"case"})
+    words = sorted(
+        {
+            w
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
+            for w in _WORD_RE.findall(n.name.removeprefix("test_"))
+        }
+        or {"case"}
+    )
     for _ in range(100):
         picked = [words[secrets.randbelow(len(words))] for _ in range(2 + secrets.randbelow(3))]
         name = "test_" + "_".join(dict.fromkeys(picked))

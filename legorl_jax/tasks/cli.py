@@ -39,18 +39,29 @@ EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m legorl_jax.tasks", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m legorl_jax.tasks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def suite_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--suite", default="builtin", help="builtin, a .jsonl/.json file, or a Harbor task directory")
+        p.add_argument(
+            "--suite", default="builtin", help="builtin, a .jsonl/.json file, or a Harbor task directory"
+        )
         p.add_argument("--split", default=None, help="keep only tasks of this split")
-        p.add_argument("--image-template", default=None, help="SWE-bench image name template with {instance_id}")
+        p.add_argument(
+            "--image-template", default=None, help="SWE-bench image name template with {instance_id}"
+        )
 
     def sandbox_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--backend", default="auto", choices=("auto", "docker", "bwrap"),
-                       help="sandbox backend (auto: Docker when a daemon answers, else bubblewrap)")
+        p.add_argument(
+            "--backend",
+            default="auto",
+            choices=("auto", "docker", "bwrap"),
+            help="sandbox backend (auto: Docker when a daemon answers, else bubblewrap)",
+        )
         p.add_argument("--no-build", action="store_true", help="do not build missing task images")
 
     p = sub.add_parser("list", help="one line per task")
@@ -117,14 +128,26 @@ def _read_patch(path: str) -> str:
 
 
 def _list(tasks: list[Task], as_json: bool) -> int:
-    rows = [{"id": t.instance_id, "split": t.split, "difficulty": t.difficulty, "domain": t.domain, "kind": t.kind,
-             "title": t.title} for t in tasks]
+    rows = [
+        {
+            "id": t.instance_id,
+            "split": t.split,
+            "difficulty": t.difficulty,
+            "domain": t.domain,
+            "kind": t.kind,
+            "title": t.title,
+        }
+        for t in tasks
+    ]
     if as_json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
     width = max((len(r["id"]) for r in rows), default=2)
     for r in rows:
-        print(f"{r['id']:<{width}}  {r['split']:<10}  {r['difficulty'] or '-':<6}  {r['domain'] or '-':<16}  {r['title']}")
+        print(
+            f"{r['id']:<{width}}  {r['split']:<10}  {r['difficulty'] or '-':<6}  {r['domain'] or '-':<16}  "
+            f"{r['title']}"
+        )
     return EXIT_OK
 
 
@@ -157,8 +180,11 @@ async def _grade(task: Task, diff: str | None, factory: SandboxFactory, *, build
 
 
 def _summary(report: VerifierReport) -> str:
-    lines = [f"{report.task_id}: reward {report.reward:g} (apply {report.apply.status}"
-             + (f" via {report.apply.method}" if report.apply.method else "") + ")"]
+    lines = [
+        f"{report.task_id}: reward {report.reward:g} (apply {report.apply.status}"
+        + (f" via {report.apply.method}" if report.apply.method else "")
+        + ")"
+    ]
     lines += [f"  dropped {c.path}: {c.reason}" for c in report.removed_changes]
     lines += [f"  tampering: {t}" for t in report.tampering]
     lines += [f"  not passing: {t} ({report.tests.get(t, 'missing')})" for t in report.failed_tests]
@@ -172,9 +198,15 @@ async def _validate(tasks: list[Task], factory: SandboxFactory, *, build: bool, 
         async with gate:
             try:
                 await _prepare_image(task, build)
-                gold = await grade(task, await oracle_diff(task, sandbox_factory=factory), sandbox_factory=factory)
+                gold = await grade(
+                    task, await oracle_diff(task, sandbox_factory=factory), sandbox_factory=factory
+                )
                 empty = await grade(task, "", sandbox_factory=factory)
-                return task, {"gold": gold.reward, "empty": empty.reward, "why": gold.failed_tests + gold.tampering}
+                return task, {
+                    "gold": gold.reward,
+                    "empty": empty.reward,
+                    "why": gold.failed_tests + gold.tampering,
+                }
             except (VerifierError, SandboxError) as err:
                 return task, {"error": str(err), "reason": getattr(err, "reason", "sandbox")}
 
@@ -190,9 +222,15 @@ async def _validate(tasks: list[Task], factory: SandboxFactory, *, build: bool, 
         else:
             print(f"FAIL   {task.instance_id}: gold {r['gold']:g}, empty {r['empty']:g} {list(r['why'])[:5]}")
             worst = max(worst, EXIT_INVALID) if worst != EXIT_INFRA else worst
-    print(f"{sum(1 for _, r in results if r.get('gold') == 1.0 and r.get('empty') == 0.0)}/{len(results)} tasks valid")
+    print(
+        f"{sum(1 for _, r in results if r.get('gold') == 1.0 and r.get('empty') == 0.0)}/{len(results)} "
+        "tasks valid"
+    )
     if reasons:
-        print("dropped by reason: " + ", ".join(f"{reason} {n / len(results):.0%}" for reason, n in sorted(reasons.items())))
+        print(
+            "dropped by reason: "
+            + ", ".join(f"{reason} {n / len(results):.0%}" for reason, n in sorted(reasons.items()))
+        )
     return worst
 
 

@@ -52,8 +52,19 @@ TEST_CMD = "bash /tests/test.sh"
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _NAME_RE = re.compile(r"[^a-z0-9._-]+")
 # harbor 0.26.0 `harbor/models/task/config.py::TaskConfig` fields.
-_SECTIONS = ("schema_version", "task", "metadata", "verifier", "agent", "environment", "solution", "source",
-             "multi_step_reward_strategy", "steps", "artifacts")
+_SECTIONS = (
+    "schema_version",
+    "task",
+    "metadata",
+    "verifier",
+    "agent",
+    "environment",
+    "solution",
+    "source",
+    "multi_step_reward_strategy",
+    "steps",
+    "artifacts",
+)
 log = logging.getLogger(__name__)
 
 
@@ -73,7 +84,9 @@ def load_harbor_tasks(path: Path) -> list[Task]:
         return [load_harbor_task(path)]
     dirs = [d for d in sorted(path.iterdir()) if d.is_dir() and is_harbor_dir(d)] if path.is_dir() else []
     if not dirs:
-        raise TaskError(str(path), "directory", f"holds no Harbor task (task.toml + instruction.md): {str(path)!r}")
+        raise TaskError(
+            str(path), "directory", f"holds no Harbor task (task.toml + instruction.md): {str(path)!r}"
+        )
     tasks = []
     for d in dirs:
         try:
@@ -97,7 +110,9 @@ def load_harbor_task(task_dir: Path) -> Task:
     if unknown:
         raise TaskError(name, "task.toml", f"has unknown top-level keys {unknown}; known: {list(_SECTIONS)}")
     if config.get("steps") or (task_dir / "steps").is_dir():
-        raise MultiStepTaskError(name, "steps", f"{str(task_dir)!r} is a multi-step task, which is not supported")
+        raise MultiStepTaskError(
+            name, "steps", f"{str(task_dir)!r} is a multi-step task, which is not supported"
+        )
     source = config.get("source")
     if source is not None and not isinstance(source, str):
         raise TaskError(name, "source", f"must be a string, got {source!r}")
@@ -116,15 +131,20 @@ def load_harbor_task(task_dir: Path) -> Task:
     env = sections["environment"]
     docker_image = env.get("docker_image")
     if docker_image is not None and (not isinstance(docker_image, str) or not docker_image.strip()):
-        raise TaskError(label, "environment.docker_image", f"must be a non-empty string, got {docker_image!r}")
+        raise TaskError(
+            label, "environment.docker_image", f"must be a non-empty string, got {docker_image!r}"
+        )
     dockerfile = task_dir / "environment" / "Dockerfile"
     if docker_image is None and not dockerfile.is_file():
-        raise TaskError(label, "environment/Dockerfile", "is missing and [environment].docker_image is not set")
+        raise TaskError(
+            label, "environment/Dockerfile", "is missing and [environment].docker_image is not set"
+        )
     workdir = env.get("workdir") or (_dockerfile_workdir(dockerfile) if dockerfile.is_file() else None)
     if workdir is None:
         raise TaskError(label, "environment.workdir", "is not set and the Dockerfile has no WORKDIR")
     if docker_image is None:
-        image = f"legorl-harbor-{_NAME_RE.sub('-', label.lower()).strip('-')}:{_tree_hash(task_dir / 'environment')[:12]}"
+        slug = _NAME_RE.sub("-", label.lower()).strip("-")
+        image = f"legorl-harbor-{slug}:{_tree_hash(task_dir / 'environment')[:12]}"
         image_context = str((task_dir / "environment").resolve())
     else:
         image, image_context = docker_image, ""
@@ -149,13 +169,18 @@ def load_harbor_task(task_dir: Path) -> Task:
         raise TaskError(label, "verifier.user", f"must be a non-empty string, got {verifier_user!r}")
     difficulty = sections["metadata"].get("difficulty", "")
     domain = sections["metadata"].get("category", "")
-    timeouts = Timeouts.from_mapping(label, {
-        k: v for k, v in (
-            ("agent_s", sections["agent"].get("timeout_sec")),
-            ("verify_s", sections["verifier"].get("timeout_sec")),
-            ("build_s", env.get("build_timeout_sec")),
-        ) if v is not None
-    })
+    timeouts = Timeouts.from_mapping(
+        label,
+        {
+            k: v
+            for k, v in (
+                ("agent_s", sections["agent"].get("timeout_sec")),
+                ("verify_s", sections["verifier"].get("timeout_sec")),
+                ("build_s", env.get("build_timeout_sec")),
+            )
+            if v is not None
+        },
+    )
     solution = task_dir / "solution" / "solve.sh"
     return Task(
         instance_id=label,
@@ -226,7 +251,9 @@ def _listed(task: str, record: Mapping[str, Any], field: str) -> list[str]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise TaskError(task, f"tests/config.json {field}", f"must be a list, got {value!r:.120}") from None
+            raise TaskError(
+                task, f"tests/config.json {field}", f"must be a list, got {value!r:.120}"
+            ) from None
     if not isinstance(value, list):
         raise TaskError(task, f"tests/config.json {field}", f"must be a list, got {value!r:.120}")
     return value

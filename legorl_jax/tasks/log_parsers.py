@@ -34,7 +34,8 @@ _OPTION_RE = re.compile(r"(.*?)\[(.*)\]")
 
 
 def parse_pytest_options_log(text: str, known_ids: tuple[str, ...] = ()) -> dict[str, str]:
-    """`-rA` lines, with a parameter id that is a path (`[/a/b/c.dcm]`, not `//`, no `*`) cut to `[/c.dcm]`."""
+    """`-rA` lines, with a parameter id that is a path (`[/a/b/c.dcm]`, not `//`, no `*`) cut to
+    `[/c.dcm]`."""
     out: dict[str, str] = {}
     for test, status in parse_pytest_log(text, known_ids).items():
         m = _OPTION_RE.fullmatch(test)
@@ -53,7 +54,11 @@ _OURS: Mapping[str, LogParser] = {
     "parse_log_pytest_options": parse_pytest_options_log,
 }
 _SWEBENCH_STATUS = {
-    "PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped", "XFAIL": "xfailed",
+    "PASSED": "passed",
+    "FAILED": "failed",
+    "ERROR": "error",
+    "SKIPPED": "skipped",
+    "XFAIL": "xfailed",
     "XPASS": "xpassed",
 }
 

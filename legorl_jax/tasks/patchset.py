@@ -12,9 +12,10 @@ Hunk bodies are consumed by their `@@ -a,b +c,d @@` line counts, not by pattern:
 text, or whose header cannot be read, raises `PatchError` (a `ValueError`) naming the line.
 
 Paths are repo-relative with the `a/` / `b/` prefix removed (plain diffs: the first component, like `-p1`);
-git's C-style quoted paths (`"a/x\\ty"`) are unquoted. `None` stands for `/dev/null`. A git section whose `---` /
-`+++` lines name other files than its header (and rename lines) is refused: the verifier filters by one set of
-paths, so git apply and patch must not write another. File modes are compared as numbers (`0120000` is a symlink).
+git's C-style quoted paths (`"a/x\\ty"`) are unquoted. `None` stands for `/dev/null`. A git section whose
+`---` / `+++` lines name other files than its header (and rename lines) is refused: the verifier filters by
+one set of paths, so git apply and patch must not write another. File modes are compared as numbers (`0120000`
+is a symlink).
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ import re
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _MODE_HEADERS = ("old mode ", "new mode ", "deleted file mode ", "new file mode ")
 _OTHER_HEADERS = (
-    "similarity index ", "dissimilarity index ", "index ", "rename from ", "rename to ", "copy from ", "copy to ",
+    "similarity index ",
+    "dissimilarity index ",
+    "index ",
+    "rename from ",
+    "rename to ",
+    "copy from ",
+    "copy to ",
 )
 SYMLINK_MODE = "120000"
 GITLINK_MODE = "160000"
@@ -158,10 +165,13 @@ def _parse_git_section(lines: list[str], start: int) -> tuple[FilePatch, int]:
     elif i + 1 < len(lines) and lines[i].startswith("--- ") and lines[i + 1].startswith("+++ "):
         minus, plus = _side_path(lines[i], i), _side_path(lines[i + 1], i + 1)
         # git apply and patch write what ---/+++ name; the filter checks the header's paths. A section whose
-        # two disagree (header README.md, +++ conftest.py) would be checked against one file and write another.
+        # two disagree (header README.md, +++ conftest.py) would be checked against one file and write
+        # another.
         if minus != old_path or plus != new_path:
-            raise PatchError(f"line {start + 1}: the header {header.strip()!r} and its ---/+++ lines name different "
-                             f"files ({old_path!r} -> {new_path!r} vs {minus!r} -> {plus!r})")
+            raise PatchError(
+                f"line {start + 1}: the header {header.strip()!r} and its ---/+++ lines name different "
+                f"files ({old_path!r} -> {new_path!r} vs {minus!r} -> {plus!r})"
+            )
         i = _consume_hunks(lines, i + 2)
     if old_path is None and new_path is None:
         raise PatchError(f"line {start + 1}: {header.strip()!r} has neither an old nor a new path")
@@ -196,7 +206,9 @@ def _consume_hunks(lines: list[str], i: int) -> int:
         i += 1
         while old_left > 0 or new_left > 0:
             if i >= len(lines):
-                raise PatchError(f"line {header_line + 1}: hunk ends early ({old_left} old, {new_left} new lines missing)")
+                raise PatchError(
+                    f"line {header_line + 1}: hunk ends early ({old_left} old, {new_left} new lines missing)"
+                )
             tag = lines[i][:1]
             if tag in (" ", "\n", "\r"):  # "\n": a context line whose trailing space an editor removed
                 old_left, new_left = old_left - 1, new_left - 1
@@ -273,7 +285,10 @@ def _unquote(raw: str, index: int) -> str:
         elif re.match(r"[0-7]{3}", body[i + 1 : i + 4]):
             value = int(body[i + 1 : i + 4], 8)
             if value > 0xFF:
-                raise PatchError(f"line {index + 1}: octal escape \\{body[i + 1 : i + 4]} above \\377 in quoted path {raw!r}")
+                raise PatchError(
+                    f"line {index + 1}: octal escape \\{body[i + 1 : i + 4]} above \\377 in quoted path "
+                    f"{raw!r}"
+                )
             out.append(value)
             i += 4
         else:

@@ -12,10 +12,10 @@ the code is dropped whole, file by file, and reported with the rule that caught 
   we drop the whole file change rather than parse TOML out of a diff).
 - `interpreter start-up hook`: `sitecustomize.py`, `usercustomize.py`, `*.pth` anywhere.
 - `shadows the test runner`: any top-level module or package named like the runner or a module it imports
-  (`pytest`, `_pytest`, `pluggy`, `py`, `iniconfig`, `conftest`, `attr`, `attrs`, `packaging`, ...), or a *new* top-level module (`x.py`, `x.so`, or `x/__init__.py`)
-  named like a standard-library module, which the test process would import instead of the real one because
-  the repository root is first on `sys.path` (a directory without `__init__.py` shadows nothing). A rename or
-  copy counts as new for its target.
+  (`pytest`, `_pytest`, `pluggy`, `py`, `iniconfig`, `conftest`, `attr`, `attrs`, `packaging`, ...), or a
+  *new* top-level module (`x.py`, `x.so`, or `x/__init__.py`) named like a standard-library module, which
+  the test process would import instead of the real one because the repository root is first on `sys.path`
+  (a directory without `__init__.py` shadows nothing). A rename or copy counts as new for its target.
 - `symbolic link` / `submodule`: a symlink can redirect a later write into a protected file, a gitlink
   points at code outside the diff; fixes need neither.
 - `protected by the task`: a glob from `Task.protected_paths` (`fnmatch` on the repo-relative path; a
@@ -37,15 +37,38 @@ from legorl_jax.tasks.patchset import FilePatch, parse_patch
 
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 TEST_CONFIG_FILES = frozenset(
-    {"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg", "noxfile.py", "pyproject.toml"}
+    {
+        "pytest.ini",
+        ".pytest.ini",
+        "pytest.toml",
+        ".pytest.toml",
+        "tox.ini",
+        "setup.cfg",
+        "noxfile.py",
+        "pyproject.toml",
+    }
 )
 STARTUP_HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
 # pytest and everything it imports (pytest 7.x: attrs, iniconfig, packaging, pluggy, exceptiongroup, tomli,
 # pygments for reports, colorama on Windows, its `py` shim).
-RUNNER_MODULES = frozenset({
-    "pytest", "_pytest", "pluggy", "py", "_py", "iniconfig", "conftest", "attr", "attrs", "packaging",
-    "exceptiongroup", "tomli", "pygments", "colorama",
-})
+RUNNER_MODULES = frozenset(
+    {
+        "pytest",
+        "_pytest",
+        "pluggy",
+        "py",
+        "_py",
+        "iniconfig",
+        "conftest",
+        "attr",
+        "attrs",
+        "packaging",
+        "exceptiongroup",
+        "tomli",
+        "pygments",
+        "colorama",
+    }
+)
 # Names a repository root legitimately holds even though a stdlib module shares them.
 _STDLIB_SHADOW_EXEMPT = frozenset({"setup", "this", "antigravity", "__future__", "__main__"})
 _MODULE_SUFFIXES = frozenset({"py", "pyc", "so", "pyd"})
@@ -120,7 +143,9 @@ def protected_reason(
         return "hidden test"
     if any(p in TEST_DIRS for p in parts[:-1]) or name in TEST_DIRS:
         return "test file"
-    if name == "conftest.py" or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))):
+    if name == "conftest.py" or (
+        name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+    ):
         return "test file"
     if name in TEST_CONFIG_FILES:
         return "test configuration"

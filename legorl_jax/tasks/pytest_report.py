@@ -32,19 +32,39 @@ import defusedxml.ElementTree as SafeET
 
 STATUSES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 _OUTCOME_CLASS = {
-    "passed": "ok", "xpassed": "ok", "failed": "bad", "error": "bad", "skipped": "skip", "xfailed": "skip",
+    "passed": "ok",
+    "xpassed": "ok",
+    "failed": "bad",
+    "error": "bad",
+    "skipped": "skip",
+    "xfailed": "skip",
 }
 _LOG_LINE_RE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED) (\S.*?)\s*$")
-_LOG_STATUS = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "XFAIL": "xfailed", "XPASS": "xpassed"}
+_LOG_STATUS = {
+    "PASSED": "passed",
+    "FAILED": "failed",
+    "ERROR": "error",
+    "XFAIL": "xfailed",
+    "XPASS": "xpassed",
+}
 _SUMMARY_RE = re.compile(
     r"^=*\s*(?P<body>(?:\d+ [a-z]+(?:, )?)+|no tests ran) in [0-9.]+s(?: \([^)]*\))?\s*=*\s*$"
 )
 _SUMMARY_WORDS = {
-    "passed": "passed", "failed": "failed", "error": "error", "errors": "error", "skipped": "skipped",
-    "xfailed": "xfailed", "xpassed": "xpassed", "deselected": "deselected", "warning": "warnings",
-    "warnings": "warnings", "rerun": "rerun",
+    "passed": "passed",
+    "failed": "failed",
+    "error": "error",
+    "errors": "error",
+    "skipped": "skipped",
+    "xfailed": "xfailed",
+    "xpassed": "xpassed",
+    "deselected": "deselected",
+    "warning": "warnings",
+    "warnings": "warnings",
+    "rerun": "rerun",
 }
-# Pytest's exit codes: 0 all passed, 1 some failed, 2 interrupted (e.g. collection errors), 5 nothing collected.
+# Pytest's exit codes: 0 all passed, 1 some failed, 2 interrupted (e.g. collection errors), 5 nothing
+# collected.
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_INTERRUPTED, EXIT_NO_TESTS = 0, 1, 2, 5
 
 
@@ -81,7 +101,9 @@ def parse_junit(xml_bytes: bytes) -> JUnitReport:
     except ET.ParseError as err:
         raise ReportError(f"the JUnit report is not well-formed XML: {err}") from None
     except defusedxml.DefusedXmlException as err:
-        raise ReportError(f"the JUnit report holds a forbidden XML construct ({type(err).__name__}: {err})") from None
+        raise ReportError(
+            f"the JUnit report holds a forbidden XML construct ({type(err).__name__}: {err})"
+        ) from None
     if root.tag not in ("testsuites", "testsuite"):
         raise ReportError(f"the JUnit report's root element is <{root.tag}>, not <testsuites>/<testsuite>")
     cases: dict[tuple[str, str], str] = {}
@@ -166,7 +188,10 @@ def statuses_for(report: JUnitReport, node_ids: Iterable[str]) -> dict[str, str]
 
 
 def cross_check(
-    report: JUnitReport, log_statuses: Mapping[str, str], summary: Mapping[str, int] | None, exit_code: int,
+    report: JUnitReport,
+    log_statuses: Mapping[str, str],
+    summary: Mapping[str, int] | None,
+    exit_code: int,
     node_ids: Iterable[str],
 ) -> list[str]:
     """Every way the JUnit report, the `-rA` lines, the closing counts and the exit code disagree."""
@@ -176,7 +201,9 @@ def cross_check(
         junit_class = _OUTCOME_CLASS.get(status, "missing")
         log_class = _OUTCOME_CLASS[logged] if logged else None
         if junit_class in ("ok", "bad") and log_class != junit_class:
-            problems.append(f"{nid}: the JUnit report says {status}, the -rA output says {logged or 'nothing'}")
+            problems.append(
+                f"{nid}: the JUnit report says {status}, the -rA output says {logged or 'nothing'}"
+            )
         elif junit_class in ("skip", "missing") and log_class in ("ok", "bad"):
             problems.append(f"{nid}: the JUnit report says {status}, the -rA output says {logged}")
     if summary is None:
@@ -203,7 +230,9 @@ def cross_check(
     elif exit_code in (EXIT_TESTS_FAILED, EXIT_INTERRUPTED) and not bad:
         problems.append(f"pytest exited {exit_code} (tests failed) but the JUnit report holds no failure")
     elif exit_code == EXIT_NO_TESTS and report.cases:
-        problems.append(f"pytest exited 5 (no tests collected) but the JUnit report holds {len(report.cases)} tests")
+        problems.append(
+            f"pytest exited 5 (no tests collected) but the JUnit report holds {len(report.cases)} tests"
+        )
     elif exit_code not in (EXIT_OK, EXIT_TESTS_FAILED, EXIT_INTERRUPTED, EXIT_NO_TESTS):
         problems.append(f"pytest exited {exit_code}, which no normal test session produces")
     return problems

@@ -1,6 +1,6 @@
 """`load_suite(name_or_path, split=None)`: one entry point to every task source.
 
-- `builtin` → the built-in suite (`legorl_jax/tasks/suite/`).
+- `builtin` → the built-in suite (`legorl_jax/tasks/vendor/suite/`).
 - a `.jsonl` / `.json` file → SWE-bench / SWE-Gym style rows (`swebench.load_swebench_file`).
 - a directory that is one task (a built-in task dir: `task.toml` + `repo/`; a Harbor task dir: `task.toml`
   + `instruction.md`) → that task; a directory of such directories → all of them.
@@ -23,7 +23,9 @@ from legorl_jax.tasks.swebench import DEFAULT_IMAGE_TEMPLATE, load_swebench_file
 BUILTIN = "builtin"
 
 
-def load_suite(name_or_path: str | Path, split: str | None = None, *, image_template: str | None = None) -> list[Task]:
+def load_suite(
+    name_or_path: str | Path, split: str | None = None, *, image_template: str | None = None
+) -> list[Task]:
     """The tasks of a suite name or path, optionally of one split."""
     tasks = _load_all(name_or_path, image_template or DEFAULT_IMAGE_TEMPLATE)
     ids = [t.instance_id for t in tasks]
@@ -62,7 +64,9 @@ def _load_all(name_or_path: str | Path, image_template: str) -> list[Task]:
             return load_swebench_file(path, image_template=image_template)
         raise TaskError(str(path), "suite", f"a task file must end in .jsonl or .json, got {path.name!r}")
     if not path.is_dir():
-        raise TaskError(str(path), "suite", f"is neither 'builtin' nor an existing file or directory: {str(path)!r}")
+        raise TaskError(
+            str(path), "suite", f"is neither 'builtin' nor an existing file or directory: {str(path)!r}"
+        )
     if is_task_dir(path):
         return [load_builtin_task(path)]
     if is_harbor_dir(path):
@@ -75,7 +79,11 @@ def _load_all(name_or_path: str | Path, image_template: str) -> list[Task]:
         elif is_harbor_dir(child):
             tasks.append(load_harbor_task(child))
         elif (child / "task.toml").exists() or (child / "repo").exists():
-            raise TaskError(child.name, "directory", f"looks like a task but lacks repo/ or instruction.md: {str(child)!r}")
+            raise TaskError(
+                child.name,
+                "directory",
+                f"looks like a task but lacks repo/ or instruction.md: {str(child)!r}",
+            )
     if not tasks:
         raise TaskError(str(path), "suite", f"holds no task directory: {str(path)!r}")
     return sorted(tasks, key=lambda t: t.instance_id)

@@ -59,7 +59,8 @@ class ApplyResult:
     """How the filtered diff reached the grading checkout."""
 
     status: str
-    """applied | empty (nothing left to apply) | failed (no method applied it) | malformed (unreadable diff)."""
+    """applied | empty (nothing left to apply) | failed (no method applied it) | malformed (unreadable diff).
+    """
     method: str | None = None
     """The command that applied it: 'git apply', 'git apply --3way' or 'patch --fuzz=5'."""
     log: str = ""
@@ -83,7 +84,8 @@ class VerifierReport:
     resolved: bool
     apply: ApplyResult
     tests: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    """Status of every FAIL_TO_PASS and PASS_TO_PASS test (passed, failed, error, skipped, xfailed, xpassed, missing)."""
+    """Status of every FAIL_TO_PASS and PASS_TO_PASS test (passed, failed, error, skipped, xfailed, xpassed,
+    missing)."""
     failed_tests: tuple[str, ...] = ()
     """Listed tests that did not meet their requirement."""
     removed_changes: tuple[RemovedChange, ...] = ()

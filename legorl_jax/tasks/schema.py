@@ -17,10 +17,11 @@ received value, so a broken task file is reported where it is read, never half-w
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
+
+from legorl_jax.validate import positive_number
 
 KINDS = ("builtin", "swebench", "harbor")
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")
@@ -50,9 +51,7 @@ class Timeouts:
 
     def __post_init__(self) -> None:
         for name in ("agent_s", "verify_s", "build_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"timeouts.{name} must be a positive number of seconds, got {value!r}")
+            value = positive_number(f"timeouts.{name}", getattr(self, name), unit="seconds")
             object.__setattr__(self, name, float(value))
 
     @classmethod
@@ -102,11 +101,13 @@ class Task:
     workdir: str
     """Absolute path of the repository inside the image."""
     test_cmd: str
-    """The test command: pytest argv prefix (built-in), a bash script (SWE-bench), `bash /tests/test.sh` (Harbor)."""
+    """The test command: pytest argv prefix (built-in), a bash script (SWE-bench), `bash /tests/test.sh`
+    (Harbor)."""
     log_parser: str
     """How results are read: 'junit' (built-in), a log-parser name (SWE-bench), 'harbor_reward' (Harbor)."""
     protected_paths: tuple[str, ...] = ()
-    """Extra glob patterns (repo-relative) the agent's diff may not touch, on top of the verifier's defaults."""
+    """Extra glob patterns (repo-relative) the agent's diff may not touch, on top of the verifier's defaults.
+    """
     timeouts: Timeouts = dataclasses.field(default_factory=Timeouts)
     """Phase time limits."""
     kind: str = "builtin"
@@ -133,9 +134,24 @@ class Task:
         if not isinstance(self.instance_id, str) or not _ID_RE.match(self.instance_id):
             raise TaskError(tid, "instance_id", f"must match {_ID_RE.pattern}, got {self.instance_id!r}")
         for name in (
-            "repo", "problem_statement", "patch", "test_patch", "version", "environment_setup_commit", "image",
-            "workdir", "test_cmd", "log_parser", "kind", "split", "difficulty", "domain", "title", "source_dir",
-            "verifier_dir", "image_context",
+            "repo",
+            "problem_statement",
+            "patch",
+            "test_patch",
+            "version",
+            "environment_setup_commit",
+            "image",
+            "workdir",
+            "test_cmd",
+            "log_parser",
+            "kind",
+            "split",
+            "difficulty",
+            "domain",
+            "title",
+            "source_dir",
+            "verifier_dir",
+            "image_context",
         ):
             value = getattr(self, name)
             if not isinstance(value, str):
@@ -147,13 +163,17 @@ class Task:
             raise TaskError(tid, "kind", f"must be one of {KINDS}, got {self.kind!r}")
         # A Harbor task may leave it empty: its image's HEAD is the base.
         if not _SHA_RE.match(self.base_commit) and not (self.kind == "harbor" and self.base_commit == ""):
-            raise TaskError(tid, "base_commit", f"must be a 40-hex-digit commit sha, got {self.base_commit!r}")
+            raise TaskError(
+                tid, "base_commit", f"must be a 40-hex-digit commit sha, got {self.base_commit!r}"
+            )
         if not self.workdir.startswith("/") or "\0" in self.workdir:
             raise TaskError(tid, "workdir", f"must be an absolute path, got {self.workdir!r}")
         for name in ("FAIL_TO_PASS", "PASS_TO_PASS", "protected_paths"):
             object.__setattr__(self, name, _string_tuple(tid, name, getattr(self, name)))
         if self.kind != "harbor" and not self.FAIL_TO_PASS:
-            raise TaskError(tid, "FAIL_TO_PASS", "must list at least one test (nothing would be graded), got []")
+            raise TaskError(
+                tid, "FAIL_TO_PASS", "must list at least one test (nothing would be graded), got []"
+            )
         overlap = sorted(set(self.FAIL_TO_PASS) & set(self.PASS_TO_PASS))
         if overlap:
             raise TaskError(tid, "PASS_TO_PASS", f"repeats FAIL_TO_PASS tests {overlap}")

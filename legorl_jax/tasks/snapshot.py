@@ -130,7 +130,9 @@ def write_snapshot_repo(root: Path, dest: Path) -> str:
     shutil.rmtree(dest / ".git" / "logs", ignore_errors=True)
     expected = snapshot_commit(root)
     if sha != expected:
-        raise SnapshotError(f"git committed {root} as {sha} but its content hashes to {expected} (tree {tree})")
+        raise SnapshotError(
+            f"git committed {root} as {sha} but its content hashes to {expected} (tree {tree})"
+        )
     return sha
 
 

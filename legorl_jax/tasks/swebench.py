@@ -18,8 +18,8 @@ objects is read too.
 - `log_parser`: the row's, else the installed swebench's parser for the repo (its `MAP_REPO_TO_PARSER*`),
   else the spec table's. A row whose parser none of them names is an error, never a silent default.
 
-Where each came from is recorded in `metadata["test_cmd_source"]` and `metadata["log_parser_source"]`
-(`row`, `eval_script`, `swebench <version>`, `spec table (swebench 4.1.0)`). A file may hold the same row twice
+Where each came from is recorded in `metadata["test_cmd_source"]` and `metadata["log_parser_source"]` (`row`,
+`eval_script`, `swebench <version>`, `spec table (swebench 4.1.0)`). A file may hold the same row twice
 (SWE-agent's test data does); identical repeats are skipped with a warning, differing ones are an error.
 
 Every bad row raises `TaskError` naming the instance (with the file and line), the field and the value.
@@ -43,13 +43,34 @@ from legorl_jax.tasks.schema import Task, TaskError, Timeouts, require
 DEFAULT_IMAGE_TEMPLATE = "swebench/sweb.eval.x86_64.{instance_id}:latest"
 DEFAULT_WORKDIR = "/testbed"
 DEFAULT_VERIFY_S = 1800.0  # swebench's own evaluation timeout
-_REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
-             "FAIL_TO_PASS", "PASS_TO_PASS", "version")
+_REQUIRED = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "patch",
+    "test_patch",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "version",
+)
 _CONDA = "source /opt/miniconda3/bin/activate && conda activate testbed"
 _START_MARKER, _END_MARKER = ">>>>> Start Test Output", ">>>>> End Test Output"
 _SETUP_PREFIXES = ("source ", "conda activate", "cd ", "export ", ". ")
 # swebench 4.1.0's NON_TEST_EXTS, its "csv" without a dot included: upstream drops any path ending in csv.
-_NON_TEST_SUFFIXES = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
+_NON_TEST_SUFFIXES = (
+    ".json",
+    ".png",
+    "csv",
+    ".txt",
+    ".md",
+    ".jpg",
+    ".jpeg",
+    ".pkl",
+    ".yml",
+    ".yaml",
+    ".toml",
+)
 _DIRECTIVE_RE = re.compile(r"diff --git a/.* b/(.*)")
 SPEC_TABLE = Path(__file__).with_name("swebench_specs.json")
 SPEC_TABLE_SOURCE = "spec table (swebench 4.1.0)"
@@ -71,7 +92,9 @@ def load_swebench_file(path: Path, *, image_template: str = DEFAULT_IMAGE_TEMPLA
     """Every row of a `.jsonl` file (or the list in a `.json` file), in file order."""
     path = Path(path)
     if "{instance_id}" not in image_template:
-        raise TaskError(str(path), "image_template", f"must contain '{{instance_id}}', got {image_template!r}")
+        raise TaskError(
+            str(path), "image_template", f"must contain '{{instance_id}}', got {image_template!r}"
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -83,7 +106,9 @@ def load_swebench_file(path: Path, *, image_template: str = DEFAULT_IMAGE_TEMPLA
         except json.JSONDecodeError as err:
             raise TaskError(str(path), "file", f"is not valid JSON: {err}") from None
         if not isinstance(data, list):
-            raise TaskError(str(path), "file", f"must hold a JSON list of task objects, got {type(data).__name__}")
+            raise TaskError(
+                str(path), "file", f"must hold a JSON list of task objects, got {type(data).__name__}"
+            )
         rows = [(i + 1, row) for i, row in enumerate(data)]
     else:
         for lineno, line in enumerate(text.split("\n"), start=1):
@@ -100,8 +125,12 @@ def load_swebench_file(path: Path, *, image_template: str = DEFAULT_IMAGE_TEMPLA
         if isinstance(instance_id, str) and instance_id in seen:
             first_line, first = seen[instance_id]
             if first != row:
-                raise TaskError(instance_id, "instance_id", f"appears more than once in {str(path)!r} (rows "
-                                f"{first_line} and {n}) with different contents")
+                raise TaskError(
+                    instance_id,
+                    "instance_id",
+                    f"appears more than once in {str(path)!r} (rows "
+                    f"{first_line} and {n}) with different contents",
+                )
             log.warning("%s: row %d repeats row %d (%s) exactly; skipped", path, n, first_line, instance_id)
             continue
         tasks.append(task_from_row(row, f"{path.name}:{n}", image_template, str(path.resolve())))
@@ -110,7 +139,9 @@ def load_swebench_file(path: Path, *, image_template: str = DEFAULT_IMAGE_TEMPLA
     return tasks
 
 
-def task_from_row(row: Any, where: str, image_template: str = DEFAULT_IMAGE_TEMPLATE, source: str = "") -> Task:
+def task_from_row(
+    row: Any, where: str, image_template: str = DEFAULT_IMAGE_TEMPLATE, source: str = ""
+) -> Task:
     """One SWE-bench-style record → `Task`; `where` (file:line) is used in errors."""
     if not isinstance(row, Mapping):
         raise TaskError(where, "row", f"must be a JSON object, got {type(row).__name__} {row!r:.80}")
@@ -164,8 +195,11 @@ def task_from_row(row: Any, where: str, image_template: str = DEFAULT_IMAGE_TEMP
             domain=row.get("domain", ""),
             title=row.get("title", ""),
             source_dir=source,
-            metadata={**{k: row[k] for k in ("hints_text", "created_at", "eval_type") if k in row},
-                      "test_cmd_source": cmd_source, "log_parser_source": parser_source},
+            metadata={
+                **{k: row[k] for k in ("hints_text", "created_at", "eval_type") if k in row},
+                "test_cmd_source": cmd_source,
+                "log_parser_source": parser_source,
+            },
         )
     except TaskError as err:
         # Re-label with the file position: the record's own id alone does not say where it is.
@@ -178,7 +212,9 @@ def _test_list(label: str, row: Mapping[str, Any], field: str) -> list[str]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise TaskError(label, field, f"must be a list or a JSON-encoded list, got {value!r:.120}") from None
+            raise TaskError(
+                label, field, f"must be a list or a JSON-encoded list, got {value!r:.120}"
+            ) from None
     if not isinstance(value, list):
         raise TaskError(label, field, f"must be a list of test ids, got {value!r:.120}")
     return value
@@ -192,8 +228,12 @@ def _log_parser(label: str, row: Mapping[str, Any], repo: str) -> tuple[str, str
     if name is None:
         name, source = spec_table()["log_parser"].get(repo), SPEC_TABLE_SOURCE
     if name is None:
-        raise TaskError(label, "log_parser", f"is missing, and neither the installed swebench nor the spec table "
-                        f"knows a parser for repo {repo!r}; add a log_parser to the row")
+        raise TaskError(
+            label,
+            "log_parser",
+            f"is missing, and neither the installed swebench nor the spec table "
+            f"knows a parser for repo {repo!r}; add a log_parser to the row",
+        )
     if not isinstance(name, str):
         raise TaskError(label, "log_parser", f"must be a string, got {name!r}")
     try:
@@ -210,13 +250,17 @@ def _swebench_version() -> str:
         return "(not installed)"
 
 
-def _derived_test_cmd(label: str, row: Mapping[str, Any], repo: str, version: str, test_patch: str) -> tuple[str, str]:
+def _derived_test_cmd(
+    label: str, row: Mapping[str, Any], repo: str, version: str, test_patch: str
+) -> tuple[str, str]:
     eval_script = row.get("eval_script")
     if eval_script is not None:
         return command_from_eval_script(label, eval_script), "eval_script"
     specs, source = None, SPEC_TABLE_SOURCE
     try:
-        specs = getattr(importlib.import_module("swebench.harness.constants"), "MAP_REPO_VERSION_TO_SPECS", None)
+        specs = getattr(
+            importlib.import_module("swebench.harness.constants"), "MAP_REPO_VERSION_TO_SPECS", None
+        )
     except ImportError:
         pass
     base_cmd = None
@@ -225,9 +269,13 @@ def _derived_test_cmd(label: str, row: Mapping[str, Any], repo: str, version: st
     else:
         base_cmd = spec_table()["test_cmd"].get(repo, {}).get(version)
     if base_cmd is None:
-        raise TaskError(label, "test_cmd", f"is missing, the row has no eval_script, and neither the installed "
-                        f"swebench nor the spec table has a test command for repo {repo!r} version {version!r}; "
-                        "add a test_cmd or an eval_script to the row")
+        raise TaskError(
+            label,
+            "test_cmd",
+            f"is missing, the row has no eval_script, and neither the installed "
+            f"swebench nor the spec table has a test command for repo {repo!r} version {version!r}; "
+            "add a test_cmd or an eval_script to the row",
+        )
     if isinstance(base_cmd, list):
         base_cmd = base_cmd[-1]
     return f"{_CONDA} && {base_cmd} {' '.join(directives_from_test_patch(repo, test_patch))}", source
@@ -243,15 +291,19 @@ def command_from_eval_script(label: str, eval_script: Any) -> str:
     start = next((i for i, line in enumerate(lines) if _START_MARKER in line), None)
     end = next((i for i, line in enumerate(lines) if _END_MARKER in line), None)
     if start is None or end is None or end <= start + 1:
-        raise TaskError(label, "eval_script", f"has no command between {_START_MARKER!r} and {_END_MARKER!r} "
-                        f"markers: {eval_script[:200]!r}")
+        raise TaskError(
+            label,
+            "eval_script",
+            f"has no command between {_START_MARKER!r} and {_END_MARKER!r} markers: {eval_script[:200]!r}",
+        )
     setup = [line for line in lines[:start] if line.strip().startswith(_SETUP_PREFIXES)]
     return "\n".join(setup + lines[start + 1 : end])
 
 
 def directives_from_test_patch(repo: str, test_patch: str) -> list[str]:
-    """The test directives swebench 4.1.0's `get_test_directives` makes of `test_patch`: the `b/` path of every
-    `diff --git` line, minus its non-test extensions; for Django, dotted module names without `tests/`."""
+    """The test directives swebench 4.1.0's `get_test_directives` makes of `test_patch`: the `b/` path of
+    every `diff --git` line, minus its non-test extensions; for Django, dotted module names without
+    `tests/`."""
     directives = [d for d in _DIRECTIVE_RE.findall(test_patch) if not d.endswith(_NON_TEST_SUFFIXES)]
     if repo != "django/django":
         return directives

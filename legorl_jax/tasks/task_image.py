@@ -45,7 +45,10 @@ def ensure_task_image(task: Task) -> str:
         if not dockerfile.is_file():
             raise ImageError(f"task {task.instance_id!r}: {str(dockerfile)!r} is missing")
         built = images.ensure_image(
-            context, dockerfile.read_text(encoding="utf-8"), _repo_name(task.image), timeout_s=task.timeouts.build_s
+            context,
+            dockerfile.read_text(encoding="utf-8"),
+            _repo_name(task.image),
+            timeout_s=task.timeouts.build_s,
         )
     else:
         if not images.image_exists(task.image):
@@ -62,43 +65,53 @@ def _build_builtin(task: Task) -> str:
         sha = write_snapshot_repo(Path(task.image_context), repo)
         if sha != task.base_commit:
             raise ImageError(
-                f"task {task.instance_id!r}: repo/ now commits as {sha}, the task was loaded at {task.base_commit}; "
-                "reload the suite"
+                f"task {task.instance_id!r}: repo/ now commits as {sha}, the task was loaded at "
+                f"{task.base_commit}; reload the suite"
             )
         (repo / ".git" / "index").unlink()
-        dockerfile = "\n".join([
-            f"FROM {base}",
-            f"COPY --chown={images.BASE_UID}:{images.BASE_UID} repo/ {task.workdir}/",
-            f"RUN git -C {task.workdir} read-tree HEAD && git -C {task.workdir} update-index -q --refresh",
-            f'LABEL legorl.task="{task.instance_id}" legorl.base_commit="{task.base_commit}"',
-            "",
-        ])
-        return images.ensure_image(Path(tmp), dockerfile, f"{BUILTIN_IMAGE_REPO}-{task.instance_id}",
-                                   timeout_s=task.timeouts.build_s)
+        dockerfile = "\n".join(
+            [
+                f"FROM {base}",
+                f"COPY --chown={images.BASE_UID}:{images.BASE_UID} repo/ {task.workdir}/",
+                f"RUN git -C {task.workdir} read-tree HEAD && git -C {task.workdir} update-index -q "
+                "--refresh",
+                f'LABEL legorl.task="{task.instance_id}" legorl.base_commit="{task.base_commit}"',
+                "",
+            ]
+        )
+        return images.ensure_image(
+            Path(tmp), dockerfile, f"{BUILTIN_IMAGE_REPO}-{task.instance_id}", timeout_s=task.timeouts.build_s
+        )
 
 
 def _tree_builtin(task: Task) -> None:
     def populate(workdir: Path) -> None:
         sha = write_snapshot_repo(Path(task.image_context), workdir)
         if sha != task.base_commit:
-            raise ImageError(f"task {task.instance_id!r}: repo/ now commits as {sha}, the task was loaded at "
-                             f"{task.base_commit}; reload the suite")
+            raise ImageError(
+                f"task {task.instance_id!r}: repo/ now commits as {sha}, the task was loaded at "
+                f"{task.base_commit}; reload the suite"
+            )
 
     rootfs.ensure_tree_image(task.image, populate, workdir=task.workdir, base_commit=task.base_commit)
 
 
 def _pull(task: Task) -> None:
-    repository, _, tag = task.image.rpartition(":") if ":" in task.image.rsplit("/", 1)[-1] else (task.image, "", "latest")
+    repository, _, tag = (
+        task.image.rpartition(":") if ":" in task.image.rsplit("/", 1)[-1] else (task.image, "", "latest")
+    )
     try:
         daemon.client().images.pull(repository, tag=tag)
     except daemon.api_error_types() as exc:
         raise ImageError(
-            f"task {task.instance_id!r}: image {task.image!r} is not on the Docker daemon and pulling it failed "
-            f"({str(exc).strip()[:300]}). Where a registry answers: `docker pull {task.image} && docker save "
-            f"{task.image} -o image.tar`; then here: `docker load -i image.tar`"
+            f"task {task.instance_id!r}: image {task.image!r} is not on the Docker daemon and pulling it "
+            f"failed ({str(exc).strip()[:300]}). Where a registry answers: `docker pull {task.image} && "
+            f"docker save {task.image} -o image.tar`; then here: `docker load -i image.tar`"
         ) from exc
     if not images.image_exists(task.image):
-        raise ImageError(f"task {task.instance_id!r}: pulling {task.image!r} reported success but the image is missing")
+        raise ImageError(
+            f"task {task.instance_id!r}: pulling {task.image!r} reported success but the image is missing"
+        )
 
 
 def _repo_name(image: str) -> str:
@@ -108,7 +121,9 @@ def _repo_name(image: str) -> str:
 def _tag(built: str, wanted: str) -> None:
     if built == wanted:
         return
-    repository, _, tag = wanted.rpartition(":") if ":" in wanted.rsplit("/", 1)[-1] else (wanted, "", "latest")
+    repository, _, tag = (
+        wanted.rpartition(":") if ":" in wanted.rsplit("/", 1)[-1] else (wanted, "", "latest")
+    )
     try:
         daemon.client().images.get(built).tag(repository, tag)
     except daemon.api_error_types() as exc:

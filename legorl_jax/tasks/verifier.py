@@ -2,7 +2,8 @@
 
 One grade, in a fresh sandbox started from the task's clean image (never the agent's sandbox):
 
-1. The agent's diff is parsed file by file (`patchset`; a section whose `---`/`+++` lines name other files than
+1. The agent's diff is parsed file by file (`patchset`; a section whose `---`/`+++` lines name other files
+than
    its header is refused as malformed) and every change to a protected path is dropped and reported
    (`protection`: tests, conftest, pytest/tox/setup configuration, `pyproject.toml`, start-up hooks, `.git*`,
    runner shadowing, symlinks, the task's own globs, the hidden test paths).
@@ -69,8 +70,21 @@ from legorl_jax.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxSp
 from legorl_jax.tasks.canary import CanaryError, canary_problems, plan_canaries
 from legorl_jax.tasks.log_parsers import resolve_log_parser
 from legorl_jax.tasks.patchset import PatchError, format_patch, parse_patch
-from legorl_jax.tasks.protection import FilteredPatch, RemovedChange, filter_patch, hidden_test_paths, protected_reason
-from legorl_jax.tasks.pytest_report import ReportError, cross_check, parse_junit, parse_pytest_log, parse_summary, statuses_for
+from legorl_jax.tasks.protection import (
+    FilteredPatch,
+    RemovedChange,
+    filter_patch,
+    hidden_test_paths,
+    protected_reason,
+)
+from legorl_jax.tasks.pytest_report import (
+    ReportError,
+    cross_check,
+    parse_junit,
+    parse_pytest_log,
+    parse_summary,
+    statuses_for,
+)
 from legorl_jax.tasks.report import ApplyResult, VerifierError, VerifierReport, cap_text
 from legorl_jax.tasks.schema import Task
 
@@ -94,8 +108,28 @@ head -c "$2" -- "$p" | base64 -w0
 # filter, hook or attribute the agent's diff could have planted in the repository's own .git.
 _PRIVATE_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_ATTR_NOSYSTEM": "1"}
 # Files under .git that applying and restoring the tree write by themselves.
-_GIT_SELF_WRITES = ("-path", ".git/objects", "-prune", "-o", "-path", ".git/logs", "-prune", "-o",
-                    "-name", "index", "-o", "-name", "index.lock", "-o", "-name", "ORIG_HEAD", "-o", "!", "-type", "d")
+_GIT_SELF_WRITES = (
+    "-path",
+    ".git/objects",
+    "-prune",
+    "-o",
+    "-path",
+    ".git/logs",
+    "-prune",
+    "-o",
+    "-name",
+    "index",
+    "-o",
+    "-name",
+    "index.lock",
+    "-o",
+    "-name",
+    "ORIG_HEAD",
+    "-o",
+    "!",
+    "-type",
+    "d",
+)
 _F2P_OK = frozenset({"passed"})
 _P2P_OK = {"builtin": frozenset({"passed"}), "swebench": frozenset({"passed", "skipped", "xfailed"})}
 _APPLY_METHODS = (
@@ -115,7 +149,7 @@ for d in /proc/[0-9]*; do
   [ "${2:-}" = "$self" ] && continue
   echo "$p $(tr '\0' ' ' < "$d/cmdline" 2>/dev/null | cut -c1-200)"
 done
-"""
+"""  # noqa: E501 - script lines kept whole
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,14 +189,27 @@ def verifier_sandbox_spec(task: Task, config: VerifierConfig | None = None) -> S
     config = config or VerifierConfig()
     user = str(task.metadata.get("verifier_user", "root")) if task.kind == "harbor" else None
     return SandboxSpec(
-        image=task.image, workdir=task.workdir, network="none", cpus=config.cpus, memory_mb=config.memory_mb,
-        pids=config.pids, disk_mb=config.disk_mb, user=user, read_only_root=task.kind == "builtin",
-        labels={"legorl.role": "verifier", "legorl.task": task.instance_id}, output_limit_bytes=EXEC_OUTPUT_BYTES,
+        image=task.image,
+        workdir=task.workdir,
+        network="none",
+        cpus=config.cpus,
+        memory_mb=config.memory_mb,
+        pids=config.pids,
+        disk_mb=config.disk_mb,
+        user=user,
+        read_only_root=task.kind == "builtin",
+        labels={"legorl.role": "verifier", "legorl.task": task.instance_id},
+        output_limit_bytes=EXEC_OUTPUT_BYTES,
     )
 
 
-async def grade(task: Task, diff: str, *, sandbox_factory: SandboxFactory | None = None,
-                config: VerifierConfig | None = None) -> VerifierReport:
+async def grade(
+    task: Task,
+    diff: str,
+    *,
+    sandbox_factory: SandboxFactory | None = None,
+    config: VerifierConfig | None = None,
+) -> VerifierReport:
     """Grades `diff` (the agent's `git diff` against the base) for `task`; see the module docstring."""
     if not isinstance(task, Task):
         raise TypeError(f"task must be a Task, got {type(task).__name__}")
@@ -174,12 +221,15 @@ async def grade(task: Task, diff: str, *, sandbox_factory: SandboxFactory | None
     try:
         hidden = hidden_test_paths(task.test_patch)
     except PatchError as err:  # the task's fault, not the diff's
-        raise VerifierError(f"task {task.instance_id!r}: its hidden tests are not a readable diff: {err}",
-                            "hidden_tests") from err
+        raise VerifierError(
+            f"task {task.instance_id!r}: its hidden tests are not a readable diff: {err}", "hidden_tests"
+        ) from err
     try:
         filtered = filter_patch(parse_patch(diff), hidden_paths=hidden, protected_globs=task.protected_paths)
     except PatchError as err:
-        return _report(task, ApplyResult("malformed", None, str(err)), durations={"total": time.monotonic() - started})
+        return _report(
+            task, ApplyResult("malformed", None, str(err)), durations={"total": time.monotonic() - started}
+        )
     factory = sandbox_factory or functools.partial(default_sandbox_factory, backend=config.backend)
     timeout = task.timeouts.verify_s * config.timeout_multiplier
     progress = _Progress()
@@ -189,7 +239,9 @@ async def grade(task: Task, diff: str, *, sandbox_factory: SandboxFactory | None
                 durations["start"] = time.monotonic() - started
                 return await _grade_in(task, sandbox, filtered, durations, started, timeout, progress)
         except SandboxError as err:
-            raise VerifierError(f"task {task.instance_id!r}: the grading sandbox failed: {err}", "sandbox") from err
+            raise VerifierError(
+                f"task {task.instance_id!r}: the grading sandbox failed: {err}", "sandbox"
+            ) from err
     except VerifierError as err:
         # Crashing, killing the sandbox's processes, exhausting a limit or sleeping past the timeout must not
         # turn a failing diff into a dropped trial: it is infrastructure only if the empty diff fails too.
@@ -198,17 +250,28 @@ async def grade(task: Task, diff: str, *, sandbox_factory: SandboxFactory | None
         if not await _empty_diff_grades(task, sandbox_factory, config):
             raise
         durations["total"] = time.monotonic() - started
-        return _report(task, progress.apply, removed=filtered.removed, durations=durations,
-                       exit_code=progress.exit_code, output=str(err)[-REPORT_OUTPUT_CHARS:],
-                       tampering=[f"the grade failed with this diff ({err.reason}) but not with the empty diff, so "
-                                  f"the diff caused it: {err}"])
+        return _report(
+            task,
+            progress.apply,
+            removed=filtered.removed,
+            durations=durations,
+            exit_code=progress.exit_code,
+            output=str(err)[-REPORT_OUTPUT_CHARS:],
+            tampering=[
+                f"the grade failed with this diff ({err.reason}) but not with the empty diff, so "
+                f"the diff caused it: {err}"
+            ],
+        )
 
 
 _EMPTY_DIFF_OK: set[tuple[str, ...]] = set()
 
 
-async def _empty_diff_grades(task: Task, sandbox_factory: SandboxFactory | None, config: VerifierConfig) -> bool:
-    """Whether the empty diff grades without a `VerifierError` in the same kind of sandbox (cached when so)."""
+async def _empty_diff_grades(
+    task: Task, sandbox_factory: SandboxFactory | None, config: VerifierConfig
+) -> bool:
+    """Whether the empty diff grades without a `VerifierError` in the same kind of sandbox (cached when
+    so)."""
     key = (task.instance_id, task.image, task.test_cmd, task.test_patch, config.backend, str(sandbox_factory))
     if key in _EMPTY_DIFF_OK:
         return True
@@ -220,17 +283,27 @@ async def _empty_diff_grades(task: Task, sandbox_factory: SandboxFactory | None,
     return True
 
 
-async def _grade_in(task: Task, sandbox: Sandbox, filtered: FilteredPatch, durations: dict[str, float],
-                    started: float, timeout: float, progress: _Progress) -> VerifierReport:
+async def _grade_in(
+    task: Task,
+    sandbox: Sandbox,
+    filtered: FilteredPatch,
+    durations: dict[str, float],
+    started: float,
+    timeout: float,
+    progress: _Progress,
+) -> VerifierReport:
     scratch = f"/tmp/legorl-verify-{secrets.token_hex(16)}"
     await _must(sandbox, ["mkdir", "-p", "-m", "700", scratch], "creating the scratch directory")
     await _must(sandbox, ["touch", f"{scratch}/before-apply"], "stamping the tree")
     inside = await _exec(sandbox, ["git", "rev-parse", "--is-inside-work-tree"], workdir=task.workdir)
     if inside.stdout.strip() != "true":
-        raise VerifierError(f"task {task.instance_id!r}: the workdir {task.workdir} of image {task.image!r} holds no git "
-                            "repository; the agent's work reaches the grading sandbox as a git diff against it, so "
-                            "the image must commit its files there (e.g. `git init && git add -A && git commit` in "
-                            "the Dockerfile)", "task")
+        raise VerifierError(
+            f"task {task.instance_id!r}: the workdir {task.workdir} of image {task.image!r} holds no git "
+            "repository; the agent's work reaches the grading sandbox as a git diff against it, so "
+            "the image must commit its files there (e.g. `git init && git add -A && git commit` in "
+            "the Dockerfile)",
+            "task",
+        )
     before = await _changed_paths(sandbox, task)
     phase = time.monotonic()
     apply = await _apply(sandbox, task, format_patch(list(filtered.kept)), f"{scratch}/agent.patch")
@@ -248,15 +321,28 @@ async def _grade_in(task: Task, sandbox: Sandbox, filtered: FilteredPatch, durat
         # Plain `git apply` only: the filtered diff cannot touch these paths, so a fuzzy fallback would only
         # hide a broken task (and restoring the tree for it would undo the agent's changes).
         await _must(sandbox, ["git", "init", "-q", f"{scratch}/git"], "creating a private git directory")
-        private = {**_PRIVATE_GIT_ENV, "GIT_DIR": f"{scratch}/git/.git", "GIT_WORK_TREE": task.workdir,
-                   "HOME": scratch, "XDG_CONFIG_HOME": scratch}
-        hidden = await _apply(sandbox, task, task.test_patch, f"{scratch}/hidden.patch", _APPLY_METHODS[:1], env=private)
+        private = {
+            **_PRIVATE_GIT_ENV,
+            "GIT_DIR": f"{scratch}/git/.git",
+            "GIT_WORK_TREE": task.workdir,
+            "HOME": scratch,
+            "XDG_CONFIG_HOME": scratch,
+        }
+        hidden = await _apply(
+            sandbox, task, task.test_patch, f"{scratch}/hidden.patch", _APPLY_METHODS[:1], env=private
+        )
         if hidden.status != "applied":
-            raise VerifierError(f"task {task.instance_id!r}: the hidden tests do not apply: {hidden.log[-2000:]}",
-                                "hidden_tests")
+            raise VerifierError(
+                f"task {task.instance_id!r}: the hidden tests do not apply: {hidden.log[-2000:]}",
+                "hidden_tests",
+            )
     if task.kind == "harbor":
         await sandbox.upload(task.verifier_dir, "/tests")
-        await _must(sandbox, ["sh", "-c", "rm -rf /logs/verifier && mkdir -p /logs/verifier"], "clearing /logs/verifier")
+        await _must(
+            sandbox,
+            ["sh", "-c", "rm -rf /logs/verifier && mkdir -p /logs/verifier"],
+            "clearing /logs/verifier",
+        )
     durations["hidden_tests"] = time.monotonic() - phase
     baseline = await _processes(sandbox)
     phase = time.monotonic()
@@ -270,25 +356,50 @@ async def _grade_in(task: Task, sandbox: Sandbox, filtered: FilteredPatch, durat
     progress.exit_code = result.exit_code
     durations["tests"] = time.monotonic() - phase
     if result.timed_out:
-        raise VerifierError(f"task {task.instance_id!r}: the tests ran past the verifier timeout of {timeout:.0f} s",
-                            "timeout")
+        raise VerifierError(
+            f"task {task.instance_id!r}: the tests ran past the verifier timeout of {timeout:.0f} s",
+            "timeout",
+        )
     if getattr(result, "oom_killed", False):
-        raise VerifierError(f"task {task.instance_id!r}: the tests hit the grading sandbox's memory limit "
-                            f"(exit {result.exit_code}); raise verifier.memory_mb if the suite needs more", "memory")
+        raise VerifierError(
+            f"task {task.instance_id!r}: the tests hit the grading sandbox's memory limit "
+            f"(exit {result.exit_code}); raise verifier.memory_mb if the suite needs more",
+            "memory",
+        )
     leftovers = await _kill_leftovers(sandbox, baseline)
     verdict = await run.read(sandbox, result, leftovers)
     durations["total"] = time.monotonic() - started
-    output, truncated = cap_text(result.stdout + ("\n--- stderr ---\n" + result.stderr if result.stderr else ""),
-                                 REPORT_OUTPUT_CHARS)
-    return _report(task, apply, removed=filtered.removed, durations=durations, leftovers=leftovers,
-                   exit_code=result.exit_code, output=output, truncated=truncated or result.truncated,
-                   statuses=verdict.statuses, tampering=verdict.tampering, reward=verdict.reward)
+    output, truncated = cap_text(
+        result.stdout + ("\n--- stderr ---\n" + result.stderr if result.stderr else ""), REPORT_OUTPUT_CHARS
+    )
+    return _report(
+        task,
+        apply,
+        removed=filtered.removed,
+        durations=durations,
+        leftovers=leftovers,
+        exit_code=result.exit_code,
+        output=output,
+        truncated=truncated or result.truncated,
+        statuses=verdict.statuses,
+        tampering=verdict.tampering,
+        reward=verdict.reward,
+    )
 
 
 def _report(
-    task: Task, apply: ApplyResult, *, removed: tuple[RemovedChange, ...] = (), durations: dict[str, float] | None = None,
-    leftovers: tuple[str, ...] = (), exit_code: int | None = None, output: str = "", truncated: bool = False,
-    statuses: Mapping[str, str] | None = None, tampering: list[str] | tuple[str, ...] = (), reward: float | None = None,
+    task: Task,
+    apply: ApplyResult,
+    *,
+    removed: tuple[RemovedChange, ...] = (),
+    durations: dict[str, float] | None = None,
+    leftovers: tuple[str, ...] = (),
+    exit_code: int | None = None,
+    output: str = "",
+    truncated: bool = False,
+    statuses: Mapping[str, str] | None = None,
+    tampering: list[str] | tuple[str, ...] = (),
+    reward: float | None = None,
 ) -> VerifierReport:
     statuses = dict(statuses or {})
     p2p_ok = _P2P_OK.get(task.kind, frozenset({"passed"}))
@@ -303,31 +414,50 @@ def _report(
         reward = 0.0 if tampering else reward
         resolved = ran and reward >= 1.0
     return VerifierReport(
-        task_id=task.instance_id, kind=task.kind, reward=reward, resolved=resolved, apply=apply,
+        task_id=task.instance_id,
+        kind=task.kind,
+        reward=reward,
+        resolved=resolved,
+        apply=apply,
         # A Harbor verifier reports only its reward: its listed tests have no status to fail on.
-        tests=statuses, failed_tests=failed if task.tests and task.kind != "harbor" else (), removed_changes=tuple(removed),
-        tampering=tuple(tampering), leftover_processes=tuple(leftovers), exit_code=exit_code, output=output,
-        output_truncated=truncated, durations=dict(durations or {}),
+        tests=statuses,
+        failed_tests=failed if task.tests and task.kind != "harbor" else (),
+        removed_changes=tuple(removed),
+        tampering=tuple(tampering),
+        leftover_processes=tuple(leftovers),
+        exit_code=exit_code,
+        output=output,
+        output_truncated=truncated,
+        durations=dict(durations or {}),
     )
 
 
-async def _exec(sandbox: Sandbox, cmd: list[str] | str, *, timeout: float = APPLY_TIMEOUT_S, workdir: str | None = None,
-                env: dict[str, str] | None = None) -> ExecResult:
+async def _exec(
+    sandbox: Sandbox,
+    cmd: list[str] | str,
+    *,
+    timeout: float = APPLY_TIMEOUT_S,
+    workdir: str | None = None,
+    env: dict[str, str] | None = None,
+) -> ExecResult:
     return await sandbox.exec(cmd, timeout=timeout, workdir=workdir, env=env)
 
 
 async def _must(sandbox: Sandbox, cmd: list[str], what: str, workdir: str | None = None) -> ExecResult:
     result = await _exec(sandbox, cmd, workdir=workdir)
     if result.exit_code != 0 or result.timed_out:
-        raise VerifierError(f"{what} failed (exit {result.exit_code}): {(result.stderr or result.stdout)[-1000:]}",
-                            "sandbox")
+        raise VerifierError(
+            f"{what} failed (exit {result.exit_code}): {(result.stderr or result.stdout)[-1000:]}", "sandbox"
+        )
     return result
 
 
 async def _read_untrusted(sandbox: Sandbox, path: str, cap: int) -> tuple[bytes | None, str | None]:
     """(content, None), (None, None) when `path` does not exist, or (None, why) when it may not be read:
     a symlink, not a regular file, or over `cap` bytes. Read with a timeout, never following a link."""
-    result = await _exec(sandbox, ["sh", "-c", _READ_SCRIPT, "sh", path, str(cap + 1)], timeout=READ_TIMEOUT_S)
+    result = await _exec(
+        sandbox, ["sh", "-c", _READ_SCRIPT, "sh", path, str(cap + 1)], timeout=READ_TIMEOUT_S
+    )
     if result.timed_out:
         return None, f"{path} could not be read within {READ_TIMEOUT_S:.0f} s"
     if result.exit_code == 4:
@@ -335,7 +465,9 @@ async def _read_untrusted(sandbox: Sandbox, path: str, cap: int) -> tuple[bytes 
     if result.exit_code in (3, 5):
         return None, f"{path} {result.stderr.strip()}"
     if result.exit_code != 0:
-        raise VerifierError(f"reading {path} failed (exit {result.exit_code}): {result.stderr[-500:]}", "sandbox")
+        raise VerifierError(
+            f"reading {path} failed (exit {result.exit_code}): {result.stderr[-500:]}", "sandbox"
+        )
     data = base64.b64decode(result.stdout.strip())
     if len(data) > cap:
         return None, f"{path} is over the {cap} byte cap"
@@ -344,9 +476,22 @@ async def _read_untrusted(sandbox: Sandbox, path: str, cap: int) -> tuple[bytes 
 
 async def _changed_paths(sandbox: Sandbox, task: Task) -> frozenset[tuple[str, bool]]:
     """(path, is new) for every file `git status` shows changed, untracked or ignored in the workdir."""
-    result = await _must(sandbox, ["git", "-c", "core.quotepath=false", "status", "--porcelain=v1", "-z",
-                                   "--untracked-files=all", "--ignored=traditional", "--no-renames"],
-                         "reading git status", task.workdir)
+    result = await _must(
+        sandbox,
+        [
+            "git",
+            "-c",
+            "core.quotepath=false",
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--ignored=traditional",
+            "--no-renames",
+        ],
+        "reading git status",
+        task.workdir,
+    )
     out = set()
     for entry in result.stdout.split("\0"):
         if len(entry) > 3:
@@ -354,11 +499,17 @@ async def _changed_paths(sandbox: Sandbox, task: Task) -> frozenset[tuple[str, b
     return frozenset(out)
 
 
-async def _protected_writes(sandbox: Sandbox, task: Task, scratch: str, before: frozenset[tuple[str, bool]]) -> list[str]:
+async def _protected_writes(
+    sandbox: Sandbox, task: Task, scratch: str, before: frozenset[tuple[str, bool]]
+) -> list[str]:
     """Every protected path the apply really changed (the filter judged the diff's text; git and patch may
-    have written elsewhere): files under .git newer than the stamp, then `git status` against the one before."""
-    git_dir = await _exec(sandbox, ["find", ".git", *_GIT_SELF_WRITES, "-newer", f"{scratch}/before-apply", "-print"],
-                          workdir=task.workdir)
+    have written elsewhere): files under .git newer than the stamp, then `git status` against the one
+    before."""
+    git_dir = await _exec(
+        sandbox,
+        ["find", ".git", *_GIT_SELF_WRITES, "-newer", f"{scratch}/before-apply", "-print"],
+        workdir=task.workdir,
+    )
     touched = [p for p in git_dir.stdout.splitlines() if p and p != ".git"]
     if touched:
         # git itself would read them from now on (config filters, attributes, hooks): nothing more runs.
@@ -368,13 +519,20 @@ async def _protected_writes(sandbox: Sandbox, task: Task, scratch: str, before: 
     for path, new in sorted(await _changed_paths(sandbox, task) - before):
         reason = protected_reason(path.rstrip("/"), hidden=hidden, globs=task.protected_paths, is_new=new)
         if reason is not None:
-            problems.append(f"applying the diff changed {path!r}, which the filter would have dropped ({reason})")
+            problems.append(
+                f"applying the diff changed {path!r}, which the filter would have dropped ({reason})"
+            )
     return problems
 
 
-async def _apply(sandbox: Sandbox, task: Task, patch_text: str, path: str,
-                 methods: tuple[tuple[str, list[str]], ...] = _APPLY_METHODS,
-                 env: dict[str, str] | None = None) -> ApplyResult:
+async def _apply(
+    sandbox: Sandbox,
+    task: Task,
+    patch_text: str,
+    path: str,
+    methods: tuple[tuple[str, list[str]], ...] = _APPLY_METHODS,
+    env: dict[str, str] | None = None,
+) -> ApplyResult:
     """Applies `patch_text` in the workdir trying `methods` in turn; the tree is restored between attempts."""
     if not patch_text.strip():
         return ApplyResult("empty")
@@ -388,19 +546,28 @@ async def _apply(sandbox: Sandbox, task: Task, patch_text: str, path: str,
             return ApplyResult("applied", name, cap_text("\n".join(logs), 8000)[0])
         if before is None:
             # A failed plain `git apply` changes nothing, so the tree now is the tree to come back to.
-            before = await _must(sandbox, ["git", "status", "--porcelain"], "reading git status", task.workdir)
+            before = await _must(
+                sandbox, ["git", "status", "--porcelain"], "reading git status", task.workdir
+            )
             continue
         now = await _must(sandbox, ["git", "status", "--porcelain"], "reading git status", task.workdir)
         if now.stdout != before.stdout:
-            await _must(sandbox, ["sh", "-c", "git reset -q --hard HEAD && git clean -fdq"], "restoring the tree", task.workdir)
+            await _must(
+                sandbox,
+                ["sh", "-c", "git reset -q --hard HEAD && git clean -fdq"],
+                "restoring the tree",
+                task.workdir,
+            )
     return ApplyResult("failed", None, cap_text("\n".join(logs), 8000)[0])
 
 
 async def _processes(sandbox: Sandbox) -> dict[str, str]:
     result = await _exec(sandbox, ["sh", "-c", _PS_SCRIPT], timeout=60)
     if result.exit_code != 0:
-        raise VerifierError(f"listing the sandbox's processes failed (exit {result.exit_code}): {result.stderr[-500:]}",
-                            "sandbox")
+        raise VerifierError(
+            f"listing the sandbox's processes failed (exit {result.exit_code}): {result.stderr[-500:]}",
+            "sandbox",
+        )
     out: dict[str, str] = {}
     for line in result.stdout.splitlines():
         pid, _, cmd = line.partition(" ")
@@ -423,16 +590,23 @@ def pytest_argv(test_cmd: str, workdir: str) -> list[str]:
     `sys.path` (after the standard library and site-packages), so no module of the agent's can shadow
     pytest, its imports or the standard library; the package under test still imports."""
     argv = shlex.split(test_cmd)
-    if len(argv) >= 3 and posixpath.basename(argv[0]) in ("python", "python3") and argv[1:3] == ["-m", "pytest"]:
-        bootstrap = (f"import sys; sys.path.append({workdir!r}); import pytest; "
-                     "raise SystemExit(pytest.console_main())")
+    if (
+        len(argv) >= 3
+        and posixpath.basename(argv[0]) in ("python", "python3")
+        and argv[1:3] == ["-m", "pytest"]
+    ):
+        bootstrap = (
+            f"import sys; sys.path.append({workdir!r}); import pytest; "
+            "raise SystemExit(pytest.console_main())"
+        )
         return [argv[0], "-P", "-c", bootstrap, *argv[3:]]
     return argv
 
 
 class _BuiltinRun:
-    """pytest with a JUnit report at a random path and two canaries planted in a hidden test file; three result
-    sources cross-checked, the must-fail canary must fail and the must-pass one must match its original."""
+    """pytest with a JUnit report at a random path and two canaries planted in a hidden test file; three
+    result sources cross-checked, the must-fail canary must fail and the must-pass one must match its
+    original."""
 
     def __init__(self, task: Task, scratch: str, timeout: float) -> None:
         self.task, self.timeout = task, timeout
@@ -449,8 +623,17 @@ class _BuiltinRun:
         for canary in self.canaries:
             tests.insert(secrets.randbelow(len(tests) + 1), canary)
         # --maxfail=0 (no limit) overrides a -x in the task's command, which would let the canary end the run.
-        argv = [*pytest_argv(self.task.test_cmd, self.task.workdir), "--rootdir", self.task.workdir, "-rA",
-                "-o", "junit_family=xunit2", "--maxfail=0", f"--junitxml={self.junit}", *tests]
+        argv = [
+            *pytest_argv(self.task.test_cmd, self.task.workdir),
+            "--rootdir",
+            self.task.workdir,
+            "-rA",
+            "-o",
+            "junit_family=xunit2",
+            "--maxfail=0",
+            f"--junitxml={self.junit}",
+            *tests,
+        ]
         # Plugins come from the image only when asked for; none is needed and each one is code we would trust.
         env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "", "PYTHONDONTWRITEBYTECODE": "1"}
         return await _exec(sandbox, argv, timeout=self.timeout, workdir=self.task.workdir, env=env)
@@ -464,16 +647,22 @@ class _BuiltinRun:
                 return RunVerdict(tampering=("pytest exited 0 but wrote no JUnit report",))
             if parse_summary(result.stdout) is not None:
                 # pytest reached its closing line, which it prints after writing the report: it was removed.
-                return RunVerdict(tampering=(f"pytest finished (exit {result.exit_code}) but its JUnit report is gone",))
-            raise VerifierError(f"task {self.task.instance_id!r}: the test run left no JUnit report "
-                                f"(exit {result.exit_code}): {(result.stderr or result.stdout)[-2000:]}", "no_result")
+                return RunVerdict(
+                    tampering=(f"pytest finished (exit {result.exit_code}) but its JUnit report is gone",)
+                )
+            raise VerifierError(
+                f"task {self.task.instance_id!r}: the test run left no JUnit report "
+                f"(exit {result.exit_code}): {(result.stderr or result.stdout)[-2000:]}",
+                "no_result",
+            )
         try:
             report = parse_junit(data)
         except ReportError as err:
             return RunVerdict(tampering=(str(err),))
         ran = (*self.task.tests, *self.canaries)
-        problems = cross_check(report, parse_pytest_log(result.stdout, ran), parse_summary(result.stdout),
-                               result.exit_code, ran)
+        problems = cross_check(
+            report, parse_pytest_log(result.stdout, ran), parse_summary(result.stdout), result.exit_code, ran
+        )
         seen = statuses_for(report, [*self.canaries, *(c.original for c in self.plan.canaries)])
         problems.extend(canary_problems(self.plan.canaries, seen))
         if problems and result.truncated:
@@ -491,10 +680,19 @@ class _SwebenchRun:
         self.script = f"{scratch}/eval.sh"
 
     async def execute(self, sandbox: Sandbox) -> ExecResult:
-        body = "\n".join([
-            "#!/bin/bash", "set -uo pipefail", f"cd {shlex.quote(self.task.workdir)}", f"echo '{self.start}'",
-            self.task.test_cmd, "rc=$?", f"echo '{self.end}'", "exit $rc", "",
-        ])
+        body = "\n".join(
+            [
+                "#!/bin/bash",
+                "set -uo pipefail",
+                f"cd {shlex.quote(self.task.workdir)}",
+                f"echo '{self.start}'",
+                self.task.test_cmd,
+                "rc=$?",
+                f"echo '{self.end}'",
+                "exit $rc",
+                "",
+            ]
+        )
         await sandbox.write_file(self.script, body)
         return await _exec(sandbox, ["bash", self.script], timeout=self.timeout, workdir=self.task.workdir)
 
@@ -502,12 +700,20 @@ class _SwebenchRun:
         out = result.stdout
         first, last = out.find(self.start), out.rfind(self.end)
         if first == -1 or last == -1 or last < first:
-            raise VerifierError(f"task {self.task.instance_id!r}: the test script never reached its output markers "
-                                f"(exit {result.exit_code}): {(result.stderr or out)[-2000:]}", "no_result")
-        parsed = resolve_log_parser(self.task.log_parser, self.task.tests)(out[first + len(self.start) : last])
+            raise VerifierError(
+                f"task {self.task.instance_id!r}: the test script never reached its output markers "
+                f"(exit {result.exit_code}): {(result.stderr or out)[-2000:]}",
+                "no_result",
+            )
+        parsed = resolve_log_parser(self.task.log_parser, self.task.tests)(
+            out[first + len(self.start) : last]
+        )
         if not parsed:
-            raise VerifierError(f"task {self.task.instance_id!r}: the log parser {self.task.log_parser!r} found no "
-                                f"test result in the output (exit {result.exit_code})", "no_result")
+            raise VerifierError(
+                f"task {self.task.instance_id!r}: the log parser {self.task.log_parser!r} found no "
+                f"test result in the output (exit {result.exit_code})",
+                "no_result",
+            )
         statuses = {t: parsed.get(t, "missing") for t in self.task.tests}
         failing = [t for t, s in parsed.items() if s in ("failed", "error")]
         problems = []
@@ -526,31 +732,45 @@ class _HarborRun:
 
     async def execute(self, sandbox: Sandbox) -> ExecResult:
         env = {str(k): str(v) for k, v in dict(self.task.metadata.get("verifier_env", {})).items()}
-        return await _exec(sandbox, shlex.split(self.task.test_cmd), timeout=self.timeout,
-                           workdir=self.task.workdir, env=env)
+        return await _exec(
+            sandbox, shlex.split(self.task.test_cmd), timeout=self.timeout, workdir=self.task.workdir, env=env
+        )
 
     async def read(self, sandbox: Sandbox, result: ExecResult, leftovers: tuple[str, ...]) -> RunVerdict:
-        tampering = (f"processes outlived tests/test.sh and could have rewritten the reward: {list(leftovers)[:5]}",
-                     ) if leftovers else ()
-        for name, parse in (("reward.txt", lambda raw: _number(self.task, raw.strip(), "reward.txt")),
-                            ("reward.json", lambda raw: _json_reward(self.task, raw))):
+        tampering = (
+            (f"processes outlived tests/test.sh and could have rewritten the reward: {list(leftovers)[:5]}",)
+            if leftovers
+            else ()
+        )
+        for name, parse in (
+            ("reward.txt", lambda raw: _number(self.task, raw.strip(), "reward.txt")),
+            ("reward.json", lambda raw: _json_reward(self.task, raw)),
+        ):
             data, refused = await _read_untrusted(sandbox, f"/logs/verifier/{name}", _MAX_REWARD_BYTES)
             if refused is not None:
-                return RunVerdict(reward=0.0, tampering=(*tampering, f"the reward file was replaced: {refused}"))
+                return RunVerdict(
+                    reward=0.0, tampering=(*tampering, f"the reward file was replaced: {refused}")
+                )
             if data is not None:
                 return RunVerdict(reward=parse(data.decode("utf-8", "replace")), tampering=tampering)
-        raise VerifierError(f"task {self.task.instance_id!r}: tests/test.sh wrote no /logs/verifier/reward.txt or "
-                            f"reward.json (exit {result.exit_code}): {(result.stderr or result.stdout)[-2000:]}",
-                            "no_result")
+        raise VerifierError(
+            f"task {self.task.instance_id!r}: tests/test.sh wrote no /logs/verifier/reward.txt or "
+            f"reward.json (exit {result.exit_code}): {(result.stderr or result.stdout)[-2000:]}",
+            "no_result",
+        )
 
 
 def _number(task: Task, raw: str, what: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise VerifierError(f"task {task.instance_id!r}: {what} holds {raw[:100]!r}, not a number", "no_result") from None
+        raise VerifierError(
+            f"task {task.instance_id!r}: {what} holds {raw[:100]!r}, not a number", "no_result"
+        ) from None
     if not math.isfinite(value):
-        raise VerifierError(f"task {task.instance_id!r}: {what} holds {raw[:100]!r}, not a finite number", "no_result")
+        raise VerifierError(
+            f"task {task.instance_id!r}: {what} holds {raw[:100]!r}, not a finite number", "no_result"
+        )
     return value
 
 
@@ -558,17 +778,25 @@ def _json_reward(task: Task, raw: str) -> float:
     try:
         data = json.loads(raw)
     except json.JSONDecodeError:
-        raise VerifierError(f"task {task.instance_id!r}: reward.json is not JSON: {raw[:200]!r}", "no_result") from None
+        raise VerifierError(
+            f"task {task.instance_id!r}: reward.json is not JSON: {raw[:200]!r}", "no_result"
+        ) from None
     if isinstance(data, dict) and "reward" in data:
         return _number(task, str(data["reward"]), "reward.json")
     if isinstance(data, dict) and len(data) == 1:
         return _number(task, str(next(iter(data.values()))), "reward.json")
-    raise VerifierError(f"task {task.instance_id!r}: reward.json must hold a 'reward' key or one value, got {raw[:200]!r}",
-                        "no_result")
+    raise VerifierError(
+        f"task {task.instance_id!r}: reward.json must hold a 'reward' key or one value, got {raw[:200]!r}",
+        "no_result",
+    )
 
 
-async def grade_many(tasks_and_diffs: list[tuple[Task, str]], *, sandbox_factory: SandboxFactory | None = None,
-                     config: VerifierConfig | None = None) -> list[VerifierReport | VerifierError]:
+async def grade_many(
+    tasks_and_diffs: list[tuple[Task, str]],
+    *,
+    sandbox_factory: SandboxFactory | None = None,
+    config: VerifierConfig | None = None,
+) -> list[VerifierReport | VerifierError]:
     """Grades several diffs, `config.concurrency` sandboxes at a time; infrastructure failures come back as
     `VerifierError` values in their place instead of cancelling the others, and so does any other exception
     one grade raises (reason `internal`): one item's failure never loses another's result."""
@@ -582,8 +810,9 @@ async def grade_many(tasks_and_diffs: list[tuple[Task, str]], *, sandbox_factory
             except VerifierError as err:
                 return err
             except Exception as err:  # noqa: BLE001 - one broken grade must not cost the batch its other results
-                failure = VerifierError(f"task {task.instance_id!r}: grading raised {type(err).__name__}: {err}",
-                                        "internal")
+                failure = VerifierError(
+                    f"task {task.instance_id!r}: grading raised {type(err).__name__}: {err}", "internal"
+                )
                 failure.__cause__ = err
                 return failure
 

@@ -59,7 +59,7 @@ def test_a_missing_sglang_or_interpreter_fails_with_the_install_hint():
 
 async def test_start_refuses_before_spawning_when_sglang_is_missing(tmp_path):
     launcher = SGLangLauncher(SGLangConfig(python=sys.executable, port=free_port()), tmp_path)
-    with pytest.raises(SGLangNotInstalledError):
+    with pytest.raises(SGLangNotInstalledError, match=r"'sglang' is not installed for .*pip install"):
         await launcher.start()
     assert launcher.server.process is None
 

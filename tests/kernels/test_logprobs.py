@@ -44,6 +44,23 @@ def float64_logprobs(hidden, lm_head, targets, temperature: float):
     return picked, -(np.exp(log_probs) * log_probs).sum(axis=1)
 
 
+def float64_gradients(hidden, lm_head, targets, temperature: float, g):
+    """d(sum g * logprobs)/d hidden and /d lm_head, numpy float64.
+
+    d(logits) = (onehot - softmax) * g / T is rounded to the inputs' dtype before the two matmuls, as the
+    kernel multiplies bf16 by bf16 (kernel.py docstring); the matmuls themselves run in float64.
+    """
+    h, w = np.asarray(hidden, np.float64), np.asarray(lm_head, np.float64)
+    logits = h @ w / temperature
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    d_logits = -probs
+    d_logits[np.arange(len(targets)), np.asarray(targets)] += 1.0
+    d_logits *= np.asarray(g, np.float64)[:, None] / temperature
+    d_logits = np.asarray(jnp.asarray(d_logits, hidden.dtype), np.float64)
+    return d_logits @ w.T, h.T @ d_logits
+
+
 def assert_close(actual, expected, dtype, seed: int, what: str) -> None:
     actual = np.asarray(jnp.asarray(actual, jnp.float32), np.float64)
     assert np.isfinite(actual).all(), (
@@ -129,6 +146,34 @@ class PallasKernelCases:
 
     def test_bf16_logprobs_and_gradients_accumulate_in_float32(self):
         self.run(n=21, d=48, v=200, dtype=jnp.bfloat16, temperature=1.3, with_entropy=False)
+        # The bf16 tolerance above (2e-2) would also pass a bf16 accumulator. Held here to what float32
+        # accumulation of bf16 inputs gives: log-probs (float32) to the float32 tolerance of the float64
+        # oracle on the same bf16 values, gradients (bf16) to within one bf16 rounding of it. Logits of
+        # size ~3 rounded to bf16 anywhere on the way are off by ~1e-2.
+        seed = fresh_seed()
+        n, temperature = 21, 1.3
+        hidden, lm_head, targets = random_inputs(seed, n, 48, 200, jnp.bfloat16)
+
+        def ours(h, w):
+            return token_logprobs(
+                h, w, targets, temperature=temperature, impl="pallas",
+                block_sizes=self.block_sizes(), interpret=self.interpret,
+            )  # fmt: skip
+
+        logprobs, vjp = jax.vjp(ours, hidden, lm_head)
+        expected_lp, _ = float64_logprobs(hidden, lm_head, targets, temperature)
+        assert_close(logprobs, expected_lp, jnp.float32, seed, "bf16-input logprobs at float32 tolerance")
+        g = np.random.default_rng(seed + 1).standard_normal(n)
+        d_hidden, d_lm_head = vjp(jnp.asarray(g, jnp.float32))
+        want_hidden, want_lm_head = float64_gradients(hidden, lm_head, targets, temperature, g)
+        for name, got, want in (("d_hidden", d_hidden, want_hidden), ("d_lm_head", d_lm_head, want_lm_head)):
+            assert got.dtype == jnp.bfloat16, name
+            got = np.asarray(jnp.asarray(got, jnp.float32), np.float64)
+            # One rounding of the float32 sum to bf16 (half an ulp, 2**-9; measured within it on every
+            # element); a running sum rounded to bf16 tile by tile drifts past it.
+            np.testing.assert_allclose(
+                got, want, rtol=2**-8, atol=1e-5 * np.abs(want).max(), err_msg=f"{name} (seed {seed})"
+            )
 
     def test_real_vocabulary_size_at_tiny_n(self):
         seed = fresh_seed()
@@ -170,7 +215,8 @@ class TestPallasKernelCompiled(PallasKernelCases):
 )
 @pytest.mark.filterwarnings("ignore:The Pallas Triton backend is deprecated:DeprecationWarning")
 def test_pallas_kernels_lower_for_gpu_and_tpu_with_the_default_blocks(platform, device_kind, custom_call):
-    """Lowering only (compiling needs the device): every kernel body and BlockSpec passes the backend's rules."""
+    """Lowering only (compiling needs the device): every kernel body and BlockSpec passes the backend's
+    rules."""
     from jax.sharding import AbstractDevice, AbstractMesh, use_abstract_mesh
 
     from legorl_jax.kernels.logprobs import kernel, online_softmax
@@ -201,7 +247,8 @@ def test_pallas_kernels_lower_for_gpu_and_tpu_with_the_default_blocks(platform, 
 
 
 def test_interpreter_poisons_outputs_so_an_unwritten_element_is_caught():
-    """What the interpreted cases rely on: a block no grid step writes comes back NaN, and fails the checks."""
+    """What the interpreted cases rely on: a block no grid step writes comes back NaN, and fails the
+    checks."""
     from jax.experimental import pallas as pl
 
     def write_first_block_only(x_ref, o_ref):
@@ -255,7 +302,8 @@ def test_xla_path_bf16_on_sizes_off_the_chunks():
 
 
 def test_xla_path_on_an_auto_sharded_mesh_matches_the_unsharded_result():
-    """The project's meshes use Auto axes (legorl_jax.model.sharding): tokens on data, vocabulary on tensor."""
+    """The project's meshes use Auto axes (legorl_jax.model.sharding): tokens on data, vocabulary on
+    tensor."""
     from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
     seed = fresh_seed()

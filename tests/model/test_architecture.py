@@ -64,8 +64,10 @@ def test_yarn_original_positions_default_like_transformers(moe_raw):
         }
     )
     assert top_level.rope_scaling.original_max_position_embeddings == 64  # the top-level field wins, as in HF
-    implicit = ArchConfig.from_hf_dict(moe_raw | {"rope_scaling": {"rope_type": "yarn", "factor": None,
-                                                                   "original_max_position_embeddings": 64}})  # fmt: skip
+    implicit = ArchConfig.from_hf_dict(
+        moe_raw
+        | {"rope_scaling": {"rope_type": "yarn", "factor": None, "original_max_position_embeddings": 64}}
+    )
     assert implicit.rope_scaling.factor == 256 / 64
 
 
@@ -128,9 +130,22 @@ def test_bad_configs_raise_naming_field_and_value(moe_raw, change, message):
         ArchConfig.from_hf_dict(moe_raw | change)
 
 
-@pytest.mark.parametrize("field", ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                                   "num_attention_heads", "rms_norm_eps", "rope_theta", "max_position_embeddings",
-                                   "num_experts", "num_experts_per_tok", "moe_intermediate_size"])  # fmt: skip
+@pytest.mark.parametrize(
+    "field",
+    [
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "rms_norm_eps",
+        "rope_theta",
+        "max_position_embeddings",
+        "num_experts",
+        "num_experts_per_tok",
+        "moe_intermediate_size",
+    ],
+)
 def test_missing_required_field_is_named(moe_raw, field):
     with pytest.raises(ValueError, match=f"missing required field '{field}'"):
         ArchConfig.from_hf_dict({k: v for k, v in moe_raw.items() if k != field})

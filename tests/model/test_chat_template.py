@@ -1,4 +1,5 @@
-"""Our chat-template renderer gives HF transformers' text and ids, and its Jinja environment behaves like HF's.
+"""Our chat-template renderer gives HF transformers' text and ids, and its Jinja environment behaves like
+HF's.
 
 References: tests/fixtures/chat_template/cases.json, written by tools/make_hf_fixtures.py with transformers'
 `apply_chat_template` on the tokenizer files beside it (the default tiny model's).
@@ -11,7 +12,8 @@ import shutil
 
 import pytest
 
-from legorl_jax.model.tokenizer import ChatTemplateError, Tokenizer
+from legorl_jax.model.chat_template import ChatTemplateError
+from legorl_jax.model.tokenizer import Tokenizer
 
 FIXTURE = pathlib.Path(__file__).parents[1] / "fixtures" / "chat_template"
 CASES = json.loads((FIXTURE / "cases.json").read_text(encoding="utf-8"))
@@ -68,8 +70,8 @@ def test_tool_calls_and_results_render_in_the_qwen3_layout(tok):
     text = tok.render(case["messages"], tools=case["tools"])
     assert "<tools>\n" + json.dumps(case["tools"][0], ensure_ascii=False) + "\n" in text
     assert (
-        '<tool_call>\n{"name": "bash", "arguments": {"command": "python -m pytest -q"}}\n</tool_call><|im_end|>'
-        in text
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "python -m pytest '
+        '-q"}}\n</tool_call><|im_end|>' in text
     )
     assert "<|im_start|>user\n<tool_response>\nF\n1 failed in 0.02s\n</tool_response><|im_end|>\n" in text
 
@@ -148,7 +150,10 @@ def test_strftime_now_formats_the_current_date(tok):
     ],
 )
 def test_sandbox_refuses_unsafe_templates(tok, template):
-    with pytest.raises(ChatTemplateError):
+    # Refused by the sandbox while rendering (jinja's SecurityError), not by some other failure.
+    with pytest.raises(
+        ChatTemplateError, match="chat template rejected the conversation: .*(unsafe|immutable|may not set)"
+    ):
         tok.render([{"role": "user", "content": "x"}], chat_template=template)
 
 

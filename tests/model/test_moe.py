@@ -43,11 +43,23 @@ def test_rows_of_minus_one_route_natively_next_to_replayed_rows(moe_policy, jit_
     forward = jit_forward(moe_policy)
     ids = tokens(2, 12, seed=3)
     first = forward(ids)
-    partial = np.asarray(first.routed_experts).copy()
-    partial[:, 0, ::2] = -1  # every other token of row 0 unrecorded, in every MoE layer
-    out = forward(ids, forced_experts=jnp.asarray(partial))
-    np.testing.assert_array_equal(np.asarray(out.logits), np.asarray(first.logits))
-    np.testing.assert_array_equal(np.asarray(out.routed_experts), np.asarray(first.routed_experts))
+    native = np.asarray(first.routed_experts)  # [L_moe, B, T, K]
+    num_experts = moe_policy.config.num_experts
+    # Row 0: odd tokens forced to a routing the model would not choose (every id shifted by one, still
+    # distinct), even tokens unrecorded (-1); row 1 wholly unrecorded. Replaying the model's own routing
+    # instead would let a layer that ignores `forced_experts` pass.
+    forced = np.full_like(native, -1)
+    forced[:, 0, 1::2] = (native[:, 0, 1::2] + 1) % num_experts
+    out = forward(ids, forced_experts=jnp.asarray(forced))
+    routed = np.asarray(out.routed_experts)
+    np.testing.assert_array_equal(routed[:, 0, 1::2], forced[:, 0, 1::2])
+    # The first MoE layer's router input does not depend on routing (attention comes before it), so its
+    # unrecorded tokens must pick exactly the model's own experts; later layers see the forced tokens.
+    np.testing.assert_array_equal(routed[0, 0, ::2], native[0, 0, ::2])
+    # Row 1 (no forced token) is the model's own forward; row 0's outputs moved with its forced tokens.
+    np.testing.assert_array_equal(routed[:, 1], native[:, 1])
+    np.testing.assert_allclose(np.asarray(out.logits)[1], np.asarray(first.logits)[1], atol=1e-5, rtol=0)
+    assert not np.allclose(np.asarray(out.logits)[0, 1:], np.asarray(first.logits)[0, 1:], atol=1e-3)
 
 
 def test_replayed_set_in_another_slot_order_gives_the_same_logits(moe_policy, jit_forward, tokens):
@@ -160,7 +172,7 @@ def test_tiled_experts_match_ragged_dot_in_values_and_gradients(n, e):
     (_, y_ragged), g_ragged = loss("ragged_dot")
     (_, y_tiles), g_tiles = loss("tiles")
     np.testing.assert_allclose(np.asarray(y_tiles), np.asarray(y_ragged), rtol=1e-5, atol=1e-5)
-    for name, a, b in zip(("x", "weights", "w_gate", "w_up", "w_down"), g_tiles, g_ragged):
+    for name, a, b in zip(("x", "weights", "w_gate", "w_up", "w_down"), g_tiles, g_ragged, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4, err_msg=name)
 
 
@@ -221,12 +233,20 @@ def test_padding_tokens_do_not_enter_the_aux_loss(moe_policy, jit_forward, token
     "edit, error, message",
     [
         (lambda f: f[:, :, :, :1], ValueError, r"shape \(2, 2, 4, 1\), expected \(2, 2, 4, 2\)"),
-        (lambda f: f.at[1, 0, 2, 1].set(8), ValueError, r"forced_experts\[1, 0, 2, 1\] = 8 is outside \[-1, num_experts=8\)"),
+        (
+            lambda f: f.at[1, 0, 2, 1].set(8),
+            ValueError,
+            r"forced_experts\[1, 0, 2, 1\] = 8 is outside \[-1, num_experts=8\)",
+        ),
         (lambda f: f.at[0, 1, 3, 0].set(-1), ValueError, r"forced_experts\[0, 1, 3\] = .* mixes -1"),
-        (lambda f: f.at[0, 0, 0].set(jnp.array([5, 5])), ValueError, r"forced_experts\[0, 0, 0\] = \[5, 5\] names an expert twice"),
+        (
+            lambda f: f.at[0, 0, 0].set(jnp.array([5, 5])),
+            ValueError,
+            r"forced_experts\[0, 0, 0\] = \[5, 5\] names an expert twice",
+        ),
         (lambda f: f.astype(jnp.float32), TypeError, "integer array"),
     ],
-)  # fmt: skip
+)
 def test_bad_forced_experts_raise_naming_shape_value_or_location(moe_policy, edit, error, message):
     forced = jnp.tile(jnp.array([0, 1], jnp.int32), (2, 2, 4, 1))
     with pytest.raises(error, match=message):

@@ -169,13 +169,25 @@ def test_token_logprobs_equal_log_softmax_of_logits_at_temperature(moe_policy, j
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [
-        (dict(input_ids=np.full((1, 4), 256)), ValueError, r"input_ids\[0, 0\] = 256 is outside \[0, vocab_size=256\)"),
-        (dict(input_ids=np.zeros((4,), np.int32)), ValueError, r"input_ids must be \[B, T\], got shape \(4,\)"),
+        (
+            dict(input_ids=np.full((1, 4), 256)),
+            ValueError,
+            r"input_ids\[0, 0\] = 256 is outside \[0, vocab_size=256\)",
+        ),
+        (
+            dict(input_ids=np.zeros((4,), np.int32)),
+            ValueError,
+            r"input_ids must be \[B, T\], got shape \(4,\)",
+        ),
         (dict(input_ids=np.zeros((1, 4), np.float32)), TypeError, "input_ids must be an integer array"),
-        (dict(positions=np.zeros((1, 3), np.int32)), ValueError, r"positions has shape \(1, 3\), input_ids has \(1, 4\)"),
+        (
+            dict(positions=np.zeros((1, 3), np.int32)),
+            ValueError,
+            r"positions has shape \(1, 3\), input_ids has \(1, 4\)",
+        ),
         (dict(segment_ids=np.zeros((2, 4), np.int32)), ValueError, r"segment_ids has shape \(2, 4\)"),
     ],
-)  # fmt: skip
+)
 def test_bad_inputs_raise_naming_field_and_value(moe_policy, kwargs, error, message):
     kwargs = {"input_ids": np.zeros((1, 4), np.int32)} | kwargs
     with pytest.raises(error, match=message):

@@ -31,7 +31,8 @@ def test_yarn_matches_a_hand_computation_of_hf_formula():
     inv_freq, attention_factor = rope_frequencies(
         dim, base, RopeScaling("yarn", factor, original_max_position_embeddings=original), 512
     )
-    # Correction range: dim * ln(orig / (rotations * 2 pi)) / (2 ln base), floored/ceiled, clipped to [0, dim-1].
+    # Correction range: dim * ln(orig / (rotations * 2 pi)) / (2 ln base), floored/ceiled, clipped to [0,
+    # dim-1].
     low = math.floor(
         dim * math.log(original / (32 * 2 * math.pi)) / (2 * math.log(base))
     )  # floor(-0.39) = -1

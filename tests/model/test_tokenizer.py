@@ -1,4 +1,5 @@
-"""Tokenizer loading, encode/decode, special token ids, and the errors for malformed messages and directories."""
+"""Tokenizer loading, encode/decode, special token ids, and the errors for malformed messages and
+directories."""
 
 import json
 import pathlib
@@ -9,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from legorl_jax.model.tokenizer import ChatTemplateError, Tokenizer, load_tokenizer
+from legorl_jax.model.chat_template import ChatTemplateError
+from legorl_jax.model.tokenizer import Tokenizer, load_tokenizer
 
 FIXTURE = pathlib.Path(__file__).parents[1] / "fixtures" / "chat_template"
 HF = json.loads((FIXTURE / "cases.json").read_text(encoding="utf-8"))
@@ -80,9 +82,9 @@ def test_control_and_markup_tokens_are_single_ids_and_only_control_tokens_are_sk
 
 def test_python_code_takes_fewer_tokens_than_a_third_of_its_characters(tok):
     code = (
-        "def load_config(path: str) -> dict:\n    with open(path, encoding='utf-8') as f:\n"
-        "        data = json.load(f)\n    if not isinstance(data, dict):\n"
-        "        raise ValueError(f'{path}: expected an object, got {type(data).__name__}')\n    return data\n"
+        "def load_config(path: str) -> dict:\n    with open(path, encoding='utf-8') as f:\n        data = "
+        "json.load(f)\n    if not isinstance(data, dict):\n        raise ValueError(f'{path}: expected an "
+        "object, got {type(data).__name__}')\n    return data\n"
     )
     assert len(tok.encode(code)) < len(code) / 3
 
@@ -140,34 +142,93 @@ BAD_MESSAGES = [
     ("unknown_role", [{"role": "robot", "content": "x"}], ValueError, r"messages\[0\].role .* 'robot'"),
     ("missing_role", [{"content": "x"}], ValueError, r"messages\[0\].role .* None"),
     ("content_not_text", [{"role": "user", "content": 5}], TypeError, r"messages\[0\].content .* int"),
-    ("image_part", [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}], ValueError,
-     r"messages\[0\].content\[0\].type must be 'text'"),
+    (
+        "image_part",
+        [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}],
+        ValueError,
+        r"messages\[0\].content\[0\].type must be 'text'",
+    ),
     ("part_without_text", [{"role": "user", "content": [{"type": "text"}]}], TypeError, r"content\[0\].text"),
     ("user_without_content", [{"role": "user"}], ValueError, r"messages\[0\].content is required"),
-    ("tool_without_content", [USER, {"role": "tool", "tool_call_id": "c"}], ValueError, r"messages\[1\].content"),
-    ("tool_call_id_not_a_string", [USER, {"role": "tool", "content": "x", "tool_call_id": 3}], TypeError,
-     r"messages\[1\].tool_call_id"),
-    ("assistant_with_nothing", [USER, {"role": "assistant"}], ValueError, r"messages\[1\] .* neither content nor"),
-    ("tool_calls_on_a_user", [{"role": "user", "content": "x", "tool_calls": [CALL]}], ValueError,
-     r"messages\[0\].tool_calls is only allowed on assistant"),
-    ("tool_calls_not_a_list", [USER, {"role": "assistant", "tool_calls": CALL}], TypeError,
-     r"messages\[1\].tool_calls must be a list"),
-    ("call_without_function", [USER, {"role": "assistant", "tool_calls": [{"id": "c"}]}], ValueError,
-     r"messages\[1\].tool_calls\[0\].function must be a dict"),
-    ("call_with_empty_name", [USER, {"role": "assistant", "tool_calls": [
-        {"function": {"name": "", "arguments": "{}"}}]}], ValueError, r"tool_calls\[0\].function.name .* ''"),
-    ("arguments_a_number", [USER, {"role": "assistant", "tool_calls": [
-        {"function": {"name": "f", "arguments": 42}}]}], ValueError, r"tool_calls\[0\].function.arguments .* 42"),
-    ("arguments_missing", [USER, {"role": "assistant", "tool_calls": [CALL, {"function": {"name": "f"}}]}],
-     ValueError, r"tool_calls\[1\].function.arguments"),
-    ("call_of_another_type", [USER, {"role": "assistant", "tool_calls": [{**CALL, "type": "code"}]}], ValueError,
-     r"tool_calls\[0\].type must be 'function', got 'code'"),
-    ("reasoning_not_a_string", [USER, {"role": "assistant", "content": "x", "reasoning_content": ["a"]}],
-     TypeError, r"messages\[1\].reasoning_content"),
-    ("arguments_not_json_data", [USER, {"role": "assistant", "tool_calls": [
-        {"function": {"name": "f", "arguments": {"when": object()}}}]}], TypeError,
-     r"messages\[1\].tool_calls\[0\].function.arguments.when is a object"),
-]  # fmt: skip
+    (
+        "tool_without_content",
+        [USER, {"role": "tool", "tool_call_id": "c"}],
+        ValueError,
+        r"messages\[1\].content",
+    ),
+    (
+        "tool_call_id_not_a_string",
+        [USER, {"role": "tool", "content": "x", "tool_call_id": 3}],
+        TypeError,
+        r"messages\[1\].tool_call_id",
+    ),
+    (
+        "assistant_with_nothing",
+        [USER, {"role": "assistant"}],
+        ValueError,
+        r"messages\[1\] .* neither content nor",
+    ),
+    (
+        "tool_calls_on_a_user",
+        [{"role": "user", "content": "x", "tool_calls": [CALL]}],
+        ValueError,
+        r"messages\[0\].tool_calls is only allowed on assistant",
+    ),
+    (
+        "tool_calls_not_a_list",
+        [USER, {"role": "assistant", "tool_calls": CALL}],
+        TypeError,
+        r"messages\[1\].tool_calls must be a list",
+    ),
+    (
+        "call_without_function",
+        [USER, {"role": "assistant", "tool_calls": [{"id": "c"}]}],
+        ValueError,
+        r"messages\[1\].tool_calls\[0\].function must be a dict",
+    ),
+    (
+        "call_with_empty_name",
+        [USER, {"role": "assistant", "tool_calls": [{"function": {"name": "", "arguments": "{}"}}]}],
+        ValueError,
+        r"tool_calls\[0\].function.name .* ''",
+    ),
+    (
+        "arguments_a_number",
+        [USER, {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": 42}}]}],
+        ValueError,
+        r"tool_calls\[0\].function.arguments .* 42",
+    ),
+    (
+        "arguments_missing",
+        [USER, {"role": "assistant", "tool_calls": [CALL, {"function": {"name": "f"}}]}],
+        ValueError,
+        r"tool_calls\[1\].function.arguments",
+    ),
+    (
+        "call_of_another_type",
+        [USER, {"role": "assistant", "tool_calls": [{**CALL, "type": "code"}]}],
+        ValueError,
+        r"tool_calls\[0\].type must be 'function', got 'code'",
+    ),
+    (
+        "reasoning_not_a_string",
+        [USER, {"role": "assistant", "content": "x", "reasoning_content": ["a"]}],
+        TypeError,
+        r"messages\[1\].reasoning_content",
+    ),
+    (
+        "arguments_not_json_data",
+        [
+            USER,
+            {
+                "role": "assistant",
+                "tool_calls": [{"function": {"name": "f", "arguments": {"when": object()}}}],
+            },
+        ],
+        TypeError,
+        r"messages\[1\].tool_calls\[0\].function.arguments.when is a object",
+    ),
+]
 
 
 @pytest.mark.parametrize(
@@ -218,14 +279,17 @@ def test_rendering_does_not_modify_the_callers_messages(tok):
     assert json.dumps(messages) == before
 
 
-def test_the_tokenizer_module_imports_without_jax():
-    # Loaded by file path, without legorl_jax.model's __init__ (which imports the policy): the proxy's
-    # renderer itself must not pull in jax.
-    path = pathlib.Path(__file__).parents[2] / "legorl_jax" / "model" / "tokenizer.py"
+def test_the_tokenizer_and_chat_template_modules_import_without_jax():
+    # Imported without legorl_jax.model's __init__ (which imports the policy; the package is stood in for
+    # by a bare one over the same folder): the proxy's renderer itself must not pull in jax.
+    folder = pathlib.Path(__file__).parents[2] / "legorl_jax" / "model"
     code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('tok', {str(path)!r})\n"
-        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "import importlib, sys, types\n"
+        "package = types.ModuleType('legorl_jax.model')\n"
+        f"package.__path__ = [{str(folder)!r}]\n"
+        "sys.modules['legorl_jax.model'] = package\n"
+        "tokenizer = importlib.import_module('legorl_jax.model.tokenizer')\n"
+        f"assert tokenizer.__file__ == {str(folder / 'tokenizer.py')!r}, tokenizer.__file__\n"
         "print('jax' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

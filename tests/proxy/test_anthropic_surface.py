@@ -35,8 +35,10 @@ async def test_text_reply_with_system_blocks_renders_like_a_leading_system_messa
     )
     assert [b.type for b in m.content] == ["text"] and m.content[0].text == "Sure."
     assert m.stop_reason == "end_turn" and m.usage.output_tokens == len(tokenizer.encode("Sure.")) + 1
-    expected = tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_TEXT}, {"role": "user", "content": "hi"}],
-                                             add_generation_prompt=True)  # fmt: skip
+    expected = tokenizer.apply_chat_template(
+        [{"role": "system", "content": SYSTEM_TEXT}, {"role": "user", "content": "hi"}],
+        add_generation_prompt=True,
+    )
     assert engine.calls[0]["prompt"] == expected and m.usage.input_tokens == len(expected)
 
 
@@ -64,15 +66,33 @@ async def test_tool_use_round_trip_converts_tool_results_and_extends_the_branch(
             {"type": "tool_result", "tool_use_id": use.id, "content": [{"type": "text", "text": "calc.py"}]}
         ],
     }
-    m2 = await client.messages.create(model="p", max_tokens=200, system=SYSTEM_BLOCKS, tools=[BASH],
-                                      messages=[user, {"role": "assistant", "content": [b.model_dump() for b in m.content]}, follow])  # fmt: skip
+    m2 = await client.messages.create(
+        model="p",
+        max_tokens=200,
+        system=SYSTEM_BLOCKS,
+        tools=[BASH],
+        messages=[user, {"role": "assistant", "content": [b.model_dump() for b in m.content]}, follow],
+    )
     assert m2.content[0].text == "All done."
     session = proxy.sessions[info.session_id]
     assert [t.branch for t in session.turns] == [0, 0]
-    returned = [{"role": "system", "content": SYSTEM_TEXT}, user,
-                {"role": "assistant", "content": "Listing.", "reasoning_content": "check files",
-                 "tool_calls": [{"id": use.id, "type": "function", "function": {"name": "Bash", "arguments": {"command": "ls"}}}]},
-                {"role": "tool", "tool_call_id": use.id, "content": "calc.py"}]  # fmt: skip
+    returned = [
+        {"role": "system", "content": SYSTEM_TEXT},
+        user,
+        {
+            "role": "assistant",
+            "content": "Listing.",
+            "reasoning_content": "check files",
+            "tool_calls": [
+                {
+                    "id": use.id,
+                    "type": "function",
+                    "function": {"name": "Bash", "arguments": {"command": "ls"}},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": use.id, "content": "calc.py"},
+    ]
     assert engine.calls[1]["prompt"] == tokenizer.apply_chat_template(
         returned, tools=[OPENAI_BASH], add_generation_prompt=True
     )
@@ -92,8 +112,19 @@ async def test_streaming_events_come_in_anthropic_order_and_the_sdk_assembles_th
         async for event in s:
             names.append(event.type)
         final = await s.get_final_message()
-    raw_order = [n for n in names if n in ("message_start", "content_block_start", "content_block_delta", "content_block_stop",
-                                         "message_delta", "message_stop")]  # fmt: skip
+    raw_order = [
+        n
+        for n in names
+        if n
+        in (
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop",
+        )
+    ]
     assert raw_order[0] == "message_start" and raw_order[-2:] == ["message_delta", "message_stop"]
     assert raw_order.count("content_block_start") == raw_order.count("content_block_stop") == 3
     assert [b.type for b in final.content] == ["thinking", "text", "tool_use"]
@@ -107,20 +138,36 @@ async def test_beta_query_mid_conversation_system_and_claude_code_fields_are_acc
     proxy = await serve(engine)
     info = proxy.open_session()
     body = {
-        "model": "p", "max_tokens": 32000, "stream": False, "system": SYSTEM_BLOCKS,
-        "messages": [{"role": "system", "content": "Available agent types: none."}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
-        "metadata": {"user_id": "{\"device\": 1}"}, "thinking": {"type": "adaptive"}, "context_management": {"edits": []},
+        "model": "p",
+        "max_tokens": 32000,
+        "stream": False,
+        "system": SYSTEM_BLOCKS,
+        "messages": [
+            {"role": "system", "content": "Available agent types: none."},
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        ],
+        "metadata": {"user_id": '{"device": 1}'},
+        "thinking": {"type": "adaptive"},
+        "context_management": {"edits": []},
         "output_config": {"effort": "high"},
-    }  # fmt: skip
+    }
     async with aiohttp.ClientSession() as http:
-        async with http.post(info.anthropic_base_url + "/v1/messages?beta=true", json=body,
-                             headers={"anthropic-beta": "claude-code-20250219", "x-api-key": "x"}) as resp:  # fmt: skip
+        async with http.post(
+            info.anthropic_base_url + "/v1/messages?beta=true",
+            json=body,
+            headers={"anthropic-beta": "claude-code-20250219", "x-api-key": "x"},
+        ) as resp:
             assert resp.status == 200
             reply = await resp.json()
     assert reply["content"] == [{"type": "text", "text": "ok"}]
     expected = tokenizer.apply_chat_template(
-        [{"role": "system", "content": SYSTEM_TEXT}, {"role": "system", "content": "Available agent types: none."},
-         {"role": "user", "content": "hi"}], add_generation_prompt=True)  # fmt: skip
+        [
+            {"role": "system", "content": SYSTEM_TEXT},
+            {"role": "system", "content": "Available agent types: none."},
+            {"role": "user", "content": "hi"},
+        ],
+        add_generation_prompt=True,
+    )
     assert engine.calls[0]["prompt"] == expected
     ignored = proxy.sessions[info.session_id].counters["ignored_fields"]
     assert all(ignored[k] == 1 for k in ("metadata", "thinking", "context_management", "output_config"))
@@ -132,8 +179,12 @@ async def test_count_tokens_counts_the_rendered_prompt(scripted, serve, tokenize
     r = await client.messages.count_tokens(
         model="p", system="sys", messages=[{"role": "user", "content": "hello"}]
     )
-    assert r.input_tokens == len(tokenizer.apply_chat_template(
-        [{"role": "system", "content": "sys"}, {"role": "user", "content": "hello"}], add_generation_prompt=True))  # fmt: skip
+    assert r.input_tokens == len(
+        tokenizer.apply_chat_template(
+            [{"role": "system", "content": "sys"}, {"role": "user", "content": "hello"}],
+            add_generation_prompt=True,
+        )
+    )
 
 
 async def test_stop_sequences_and_max_tokens_map_to_anthropic_stop_reasons(scripted, serve):

@@ -1,4 +1,5 @@
-"""`python -m legorl_jax.proxy` in front of `python -m legorl_jax.engine.serve`, both as the user starts them."""
+"""`python -m legorl_jax.proxy` in front of `python -m legorl_jax.engine.serve`, both as the user starts
+them."""
 
 import socket
 import sys
@@ -22,16 +23,49 @@ def free_port():
 async def test_the_proxy_command_serves_sessions_over_an_engine_server(proxy_model_dir, tmp_path):
     engine_port, proxy_port = free_port(), free_port()
     engine = ServerProcess(
-        [sys.executable, "-m", "legorl_jax.engine.serve", "--model", str(proxy_model_dir), "--port", str(engine_port),
-         "--max-len", "256", "--max-running", "2", "--min-bucket", "64"],
-        f"http://127.0.0.1:{engine_port}", log_file=tmp_path / "engine.log", env=ENV,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "legorl_jax.engine.serve",
+            "--model",
+            str(proxy_model_dir),
+            "--port",
+            str(engine_port),
+            "--max-len",
+            "256",
+            "--max-running",
+            "2",
+            "--min-bucket",
+            "64",
+        ],
+        f"http://127.0.0.1:{engine_port}",
+        log_file=tmp_path / "engine.log",
+        env=ENV,
+    )
     proxy = ServerProcess(
-        [sys.executable, "-m", "legorl_jax.proxy", "--engine-url", f"http://127.0.0.1:{engine_port}", "--model",
-         str(proxy_model_dir), "--port", str(proxy_port), "--admin-token", "cli-admin-token", "--max-response-tokens",
-         "6", "--context-length", "256", "--archive-dir", str(tmp_path / "archive")],
-        f"http://127.0.0.1:{proxy_port}", log_file=tmp_path / "proxy.log", env=ENV,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "legorl_jax.proxy",
+            "--engine-url",
+            f"http://127.0.0.1:{engine_port}",
+            "--model",
+            str(proxy_model_dir),
+            "--port",
+            str(proxy_port),
+            "--admin-token",
+            "cli-admin-token",
+            "--max-response-tokens",
+            "6",
+            "--context-length",
+            "256",
+            "--archive-dir",
+            str(tmp_path / "archive"),
+        ],
+        f"http://127.0.0.1:{proxy_port}",
+        log_file=tmp_path / "proxy.log",
+        env=ENV,
+    )
     engine.start()
     try:
         await engine.wait_healthy(300)
@@ -62,9 +96,20 @@ async def test_the_proxy_command_serves_sessions_over_an_engine_server(proxy_mod
 def test_the_proxy_command_refuses_to_start_without_an_admin_token(proxy_model_dir):
     import subprocess
 
-    out = subprocess.run([sys.executable, "-m", "legorl_jax.proxy", "--engine-url", "http://127.0.0.1:9", "--model",
-                          str(proxy_model_dir)], capture_output=True, text=True, env={**__import__("os").environ,
-                          "LEGORL_PROXY_ADMIN_TOKEN": ""})  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "legorl_jax.proxy",
+            "--engine-url",
+            "http://127.0.0.1:9",
+            "--model",
+            str(proxy_model_dir),
+        ],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "LEGORL_PROXY_ADMIN_TOKEN": ""},
+    )
     assert out.returncode == 2 and "--admin-token" in out.stderr
 
 
@@ -72,6 +117,20 @@ def test_the_proxy_command_refuses_to_start_without_an_admin_token(proxy_model_d
 def test_the_proxy_command_rejects_bad_options_naming_the_value(proxy_model_dir, argv_tail):
     import subprocess
 
-    out = subprocess.run([sys.executable, "-m", "legorl_jax.proxy", "--engine-url", "http://127.0.0.1:9", "--model",
-                          str(proxy_model_dir), "--admin-token", "xxxxxxxxxx", *argv_tail], capture_output=True, text=True)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "legorl_jax.proxy",
+            "--engine-url",
+            "http://127.0.0.1:9",
+            "--model",
+            str(proxy_model_dir),
+            "--admin-token",
+            "xxxxxxxxxx",
+            *argv_tail,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and argv_tail[1] in out.stderr

@@ -166,8 +166,12 @@ async def test_models_lists_the_policy_and_probes_answer(scripted, serve):
     models = await client.models.list()
     assert [m.id for m in models.data] == ["legorl-policy"]
     async with aiohttp.ClientSession() as http:
-        for method, url in (("GET", proxy.base_url + "/"), ("HEAD", proxy.base_url + "/"), ("GET", info.anthropic_base_url),
-                            ("HEAD", info.anthropic_base_url + "/")):  # fmt: skip
+        for method, url in (
+            ("GET", proxy.base_url + "/"),
+            ("HEAD", proxy.base_url + "/"),
+            ("GET", info.anthropic_base_url),
+            ("HEAD", info.anthropic_base_url + "/"),
+        ):
             async with http.request(method, url) as resp:
                 assert resp.status == 200, (method, url)
 
@@ -291,7 +295,8 @@ async def test_parallel_tool_calls_come_back_as_several_calls_and_their_results_
     added = engine.calls[1]["prompt"][len(engine.calls[0]["prompt"]) + len(session.turns[0].output_ids) :]
     assert (
         tokenizer.decode(added)
-        == "\n<|im_start|>user\n<tool_response>\nout 0\n</tool_response>\n<tool_response>\nout 1\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+        == "\n<|im_start|>user\n<tool_response>\nout 0\n</tool_response>\n<tool_response>\nout 1\n"
+        "</tool_response><|im_end|>\n<|im_start|>assistant\n"
     )
 
 

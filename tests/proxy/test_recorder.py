@@ -1,4 +1,5 @@
-"""The recorder: incremental prompts equal a one-shot render, verbatim branches, rewrites, masks and routing."""
+"""The recorder: incremental prompts equal a one-shot render, verbatim branches, rewrites, masks and
+routing."""
 
 import json
 
@@ -20,8 +21,12 @@ async def turn(
 ):
     """One proxy turn on the recorder: plan, generate, parse, commit. Returns (plan, generation, reply)."""
     plan = rec.plan(messages, tools, kind=kind)
-    gen = await engine.generate(list(plan.prompt_ids), SamplingParams(max_new_tokens=200),
-                                return_routed_experts=True, routed_experts_start_len=plan.routing_start)  # fmt: skip
+    gen = await engine.generate(
+        list(plan.prompt_ids),
+        SamplingParams(max_new_tokens=200),
+        return_routed_experts=True,
+        routed_experts_start_len=plan.routing_start,
+    )
     ids = gen.output_ids.tolist()
     body = ids[:-1] if gen.finish_reason == "stop" else ids
     parsed = parse_output(get_parser(parser), engine.tokenizer.decode(body), tools)
@@ -41,8 +46,13 @@ def resent(reply):
     the OpenAI surface hands it to the recorder."""
     out = {"role": "assistant", "content": reply["content"] or None}
     if "tool_calls" in reply:
-        out["tool_calls"] = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], indent=1)}}
-                             for c in reply["tool_calls"]]  # fmt: skip
+        out["tool_calls"] = [
+            {
+                **c,
+                "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], indent=1)},
+            }
+            for c in reply["tool_calls"]
+        ]
     return parse_messages([out])[0]
 
 
@@ -259,8 +269,8 @@ async def test_a_template_that_numbers_turns_turns_the_fast_render_off_and_stays
 
     tok = copy.copy(tokenizer)
     tok.chat_template = (
-        "{% for m in messages %}<|im_start|>{{ m.role }} #{{ loop.index }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+        "{% for m in messages %}<|im_start|>{{ m.role }} #{{ loop.index }}\n{{ m.content }}<|im_end|>\n{% "
+        "endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     )
     engine = ScriptedEngine(tok, ["one", "two", "three"])
     renderer = Renderer(tok)

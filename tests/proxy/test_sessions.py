@@ -70,8 +70,11 @@ async def test_a_wrong_or_missing_admin_token_is_a_401_that_touches_nothing(scri
     proxy = await serve(scripted(["x"]))
     info = proxy.open_session()
     async with aiohttp.ClientSession() as http:
-        for method, path in (("POST", "/admin/sessions"), ("GET", f"/admin/sessions/{info.session_id}/trajectory"),
-                             ("DELETE", f"/admin/sessions/{info.session_id}")):  # fmt: skip
+        for method, path in (
+            ("POST", "/admin/sessions"),
+            ("GET", f"/admin/sessions/{info.session_id}/trajectory"),
+            ("DELETE", f"/admin/sessions/{info.session_id}"),
+        ):
             async with http.request(method, proxy.base_url + path, json={}, headers=headers) as resp:
                 assert resp.status == 401, (method, path)
     assert list(proxy.sessions) == [info.session_id]
@@ -149,8 +152,11 @@ async def test_sixty_four_sessions_of_ten_calls_concurrently_record_every_turn_o
                     json.loads(msg.tool_calls[0].function.arguments)["command"]
                     == f"echo {info.session_id[:6]} {turn}"
                 )
-                messages = [*messages, msg.model_dump(exclude_none=True),
-                            {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": f"out {turn}"}]  # fmt: skip
+                messages = [
+                    *messages,
+                    msg.model_dump(exclude_none=True),
+                    {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": f"out {turn}"},
+                ]
         return info.session_id
 
     sids = await asyncio.gather(*(trial(i) for i in range(64)))

@@ -101,4 +101,3 @@ async def tcp_server() -> AsyncIterator[Callable[[], object]]:
     yield factory
     for server in servers:
         await server.stop()
-

@@ -14,13 +14,17 @@ from legorl_jax.sandbox import SandboxSpec, make_sandbox
 from legorl_jax.sandbox.bwrap_backend import SANDBOX_HOST_UID
 from legorl_jax.sandbox.seccomp import DENIED_X86_64, filter_program
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed on this host")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed on this host"
+)
 
 # Calls a syscall through libc and prints its errno (0 on success): python3 runs inside the sandbox.
 # An argument "self" stands for the caller's pid.
-SYSCALL = ("import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); "
-           "args = [os.getpid() if a == 'self' else int(a) for a in sys.argv[2:]]; "
-           "r = libc.syscall(int(sys.argv[1]), *args); print(0 if r >= 0 else ctypes.get_errno())")
+SYSCALL = (
+    "import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); "
+    "args = [os.getpid() if a == 'self' else int(a) for a in sys.argv[2:]]; "
+    "r = libc.syscall(int(sys.argv[1]), *args); print(0 if r >= 0 else ctypes.get_errno())"
+)
 KCMP_FILE, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING = 0, 0, -3
 
 
@@ -34,13 +38,17 @@ async def sandbox(base_image):
 
 async def test_pid_1_inside_shows_none_of_the_host_environment(sandbox, monkeypatch):
     monkeypatch.setenv("LEGORL_HOST_SECRET", "do-not-leak-7f3a")
-    result = await sandbox.exec(["sh", "-c", "tr '\\0' '\\n' < /proc/1/environ; echo; cat /proc/1/cmdline | tr '\\0' ' '"])
+    result = await sandbox.exec(
+        ["sh", "-c", "tr '\\0' '\\n' < /proc/1/environ; echo; cat /proc/1/cmdline | tr '\\0' ' '"]
+    )
     assert result.exit_code == 0, result
     assert "bwrap" in result.stdout  # it really is bubblewrap's own environment being read
     assert "do-not-leak-7f3a" not in result.stdout and "LEGORL_HOST_SECRET" not in result.stdout
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="without root bubblewrap already runs as this unprivileged user")
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="without root bubblewrap already runs as this unprivileged user"
+)
 async def test_files_the_sandbox_user_creates_belong_to_an_unprivileged_host_uid(sandbox):
     result = await sandbox.exec(["sh", "-c", "echo x > /testbed/made-inside && sleep 0"])
     assert result.exit_code == 0, result
@@ -54,10 +62,13 @@ async def test_nested_user_namespaces_are_refused(sandbox):
     assert result.exit_code == 0 and int(result.stdout) != 0, result
 
 
-@pytest.mark.parametrize(("name", "args"), [
-    ("kcmp", ["self", "self", str(KCMP_FILE), "0", "0"]),
-    ("keyctl", [str(KEYCTL_GET_KEYRING_ID), str(KEY_SPEC_SESSION_KEYRING), "0"]),
-])
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("kcmp", ["self", "self", str(KCMP_FILE), "0", "0"]),
+        ("keyctl", [str(KEYCTL_GET_KEYRING_ID), str(KEY_SPEC_SESSION_KEYRING), "0"]),
+    ],
+)
 async def test_calls_dockers_default_profile_refuses_fail_with_eperm(sandbox, name, args):
     # Each of these succeeds for an ordinary process without a filter (checked on the host first).
     libc = ctypes.CDLL(None, use_errno=True)

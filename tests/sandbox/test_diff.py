@@ -15,8 +15,11 @@ COMMIT = (
     "GIT_AUTHOR_DATE=2020-01-01T00:00:00Z GIT_COMMITTER_DATE=2020-01-01T00:00:00Z "
     "git -c user.name=base -c user.email=base@test commit -qm base && git rev-parse HEAD"
 )
-SNAPSHOT = "find . -path ./.git -prune -o -type f -print -o -type l -print | sort | xargs -d '\\n' sha256sum; " \
-           "find . -path ./.git -prune -o -type l -printf '%p -> %l\\n' | sort; find . -path ./.git -prune -o -perm -u+x -type f -print | sort"
+SNAPSHOT = (
+    "find . -path ./.git -prune -o -type f -print -o -type l -print | sort | xargs -d '\\n' sha256sum; find "
+    ". -path ./.git -prune -o -type l -printf '%p -> %l\\n' | sort; find . -path ./.git -prune -o -perm -u+x "
+    "-type f -print | sort"
+)
 
 
 @pytest.fixture
@@ -56,8 +59,15 @@ async def test_diff_captures_every_kind_of_change_and_applies_to_a_fresh_copy(op
     base = await _checkout(agent, repo)
     assert (await agent.exec(AGENT_EDITS)).exit_code == 0
     patch = await agent.diff(base)
-    for expected in ("a/pkg/core.py", "GIT binary patch", "deleted file mode", "b/new/deeper/image.png",
-                     "new file mode 120000", "old mode 100644", "b/new/latin1.txt"):
+    for expected in (
+        "a/pkg/core.py",
+        "GIT binary patch",
+        "deleted file mode",
+        "b/new/deeper/image.png",
+        "new file mode 120000",
+        "old mode 100644",
+        "b/new/latin1.txt",
+    ):
         assert expected in patch, expected
     assert "debug.log" not in patch  # ignored by the repository's .gitignore
 
@@ -98,7 +108,7 @@ printf '#!/bin/sh\\ntouch /tmp/pwned-extdiff\\n' > /tmp/evil-diff; chmod +x /tmp
 echo '* filter=evil diff=evil' > .gitattributes
 printf 'changed\\r\\n' > obsolete.txt
 chmod +x pkg/core.py
-"""
+"""  # noqa: E501 - script lines kept whole
 
 
 async def test_diff_ignores_hostile_git_config_hooks_and_attributes(open_sandbox, repo):
@@ -114,8 +124,10 @@ async def test_diff_ignores_hostile_git_config_hooks_and_attributes(open_sandbox
 async def test_diff_covers_commits_the_agent_made_since_the_base(open_sandbox, repo):
     sb = await open_sandbox()
     base = await _checkout(sb, repo)
-    await sb.exec("echo committed >> pkg/core.py && git -c user.name=a -c user.email=a@a commit -qam step && "
-                  "echo uncommitted > later.txt")
+    await sb.exec(
+        "echo committed >> pkg/core.py && git -c user.name=a -c user.email=a@a commit -qam step && "
+        "echo uncommitted > later.txt"
+    )
     patch = await sb.diff(base)
     assert "+committed" in patch and "b/later.txt" in patch
     assert "b/later.txt" in await sb.diff()  # default base: HEAD of the repository when nothing was recorded
@@ -130,15 +142,19 @@ async def test_diff_of_an_unknown_base_raises_sandbox_error_and_a_bad_one_value_
         await sb.diff("--output=/tmp/x")
 
 
-async def test_a_task_image_seeds_its_repository_and_reports_the_base_commit(backend, docker_available, repo, tmp_path):
+async def test_a_task_image_seeds_its_repository_and_reports_the_base_commit(
+    backend, docker_available, repo, tmp_path
+):
     if not docker_available:
         pytest.skip("building a task image needs Docker")
     from legorl_jax.sandbox import SandboxSpec, make_sandbox
     from legorl_jax.sandbox.images import ensure_base_image, ensure_image
 
     base_tag = ensure_base_image()
-    dockerfile = (f"FROM {base_tag}\nCOPY --chown=agent:agent repo/ /testbed/\n"
-                  f"RUN cd /testbed && {COMMIT} > /tmp/base-sha\n")
+    dockerfile = (
+        f"FROM {base_tag}\nCOPY --chown=agent:agent repo/ /testbed/\n"
+        f"RUN cd /testbed && {COMMIT} > /tmp/base-sha\n"
+    )
     (tmp_path / "ctx").mkdir()
     os.rename(repo, tmp_path / "ctx" / "repo")
     tag = ensure_image(tmp_path / "ctx", dockerfile, "legorl-test-repo")
@@ -146,6 +162,9 @@ async def test_a_task_image_seeds_its_repository_and_reports_the_base_commit(bac
         head = (await sb.exec(["git", "rev-parse", "HEAD"])).stdout.strip()
         assert sb.base_commit == head and len(head) == 40
         core = await sb.read_file("pkg/core.py")
-        assert hashlib.sha256(core).hexdigest() == hashlib.sha256(b"def add(a, b):\n    return a - b\n").hexdigest()
+        assert (
+            hashlib.sha256(core).hexdigest()
+            == hashlib.sha256(b"def add(a, b):\n    return a - b\n").hexdigest()
+        )
         await sb.exec("echo change >> pkg/core.py")
         assert "+change" in await sb.diff()

@@ -28,8 +28,10 @@ def test_context_hash_follows_content_modes_and_the_dockerfile(tmp_path):
 
 def test_debian_mirror_reads_deb822_and_one_line_sources(tmp_path):
     deb822 = tmp_path / "debian.sources"
-    deb822.write_text("Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n\n"
-                      "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n")
+    deb822.write_text(
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n"
+    )
     assert debian_mirror([deb822]) == "http://mirror.example/debian"
     legacy = tmp_path / "sources.list"
     legacy.write_text("# comment\ndeb [arch=amd64] http://old.example/debian bookworm main\n")
@@ -50,7 +52,10 @@ def test_passwd_lookup_resolves_names_uids_and_groups():
 def test_git_head_follows_symbolic_loose_and_packed_refs():
     sha, other = "a" * 40, "b" * 40
     loose = {"/r/.git/HEAD": b"ref: refs/heads/main\n", "/r/.git/refs/heads/main": f"{sha}\n".encode()}
-    packed = {"/r/.git/HEAD": b"ref: refs/heads/main\n", "/r/.git/packed-refs": f"# pack\n{other} refs/heads/main\n".encode()}
+    packed = {
+        "/r/.git/HEAD": b"ref: refs/heads/main\n",
+        "/r/.git/packed-refs": f"# pack\n{other} refs/heads/main\n".encode(),
+    }
     assert git_head(loose.get, "/r/.git") == sha
     assert git_head(packed.get, "/r/.git") == other
     assert git_head({"/r/.git/HEAD": f"{sha}\n".encode()}.get, "/r/.git") == sha
@@ -99,14 +104,19 @@ async def test_a_registry_based_base_image_has_the_sandbox_layout(docker_availab
     from legorl_jax.sandbox import SandboxSpec, make_sandbox
     from legorl_jax.sandbox.images import registry_base_dockerfile
 
-    tag = ensure_image(tmp_path, registry_base_dockerfile(base_image), "legorl-test-registry-base", network=True)
+    tag = ensure_image(
+        tmp_path, registry_base_dockerfile(base_image), "legorl-test-registry-base", network=True
+    )
     async with make_sandbox(SandboxSpec(image=tag), backend="docker") as sb:
-        probe = await sb.exec("id -un; pwd; git --version >/dev/null && python3 -m pytest --version 2>&1 | head -1")
+        probe = await sb.exec(
+            "id -un; pwd; git --version >/dev/null && python3 -m pytest --version 2>&1 | head -1"
+        )
     assert probe.stdout.splitlines()[:2] == ["agent", "/testbed"] and "pytest" in probe.stdout
 
 
-async def test_an_image_with_its_own_entrypoint_and_root_user_still_sandboxes(backend, docker_available, base_image,
-                                                                             tmp_path):
+async def test_an_image_with_its_own_entrypoint_and_root_user_still_sandboxes(
+    backend, docker_available, base_image, tmp_path
+):
     if not docker_available:
         pytest.skip("building a task image needs Docker")
     from legorl_jax.sandbox import SandboxSpec, make_sandbox
@@ -142,8 +152,9 @@ def tree_tag():
 
 
 @pytest.mark.parametrize("read_only_root", [True, False])
-async def test_without_docker_a_tree_image_starts_with_its_tree_in_the_workdir(no_docker_daemon, tree_tag,
-                                                                               read_only_root):
+async def test_without_docker_a_tree_image_starts_with_its_tree_in_the_workdir(
+    no_docker_daemon, tree_tag, read_only_root
+):
     from legorl_jax.sandbox import SandboxSpec, make_sandbox
     from legorl_jax.sandbox.rootfs import ensure_tree_image
 
@@ -166,8 +177,9 @@ async def test_without_docker_a_tree_image_starts_with_its_tree_in_the_workdir(n
         assert (await fresh.read_file("pkg/mod.py")) == b"VALUE = 1\n"
 
 
-async def test_a_tree_image_asked_for_at_another_workdir_is_a_sandbox_error_naming_both(no_docker_daemon,
-                                                                                         tree_tag):
+async def test_a_tree_image_asked_for_at_another_workdir_is_a_sandbox_error_naming_both(
+    no_docker_daemon, tree_tag
+):
     from legorl_jax.sandbox import SandboxSpec, make_sandbox
     from legorl_jax.sandbox.rootfs import ensure_tree_image
 

@@ -30,7 +30,9 @@ async def test_a_fork_bomb_is_contained_and_the_sandbox_survives(open_sandbox):
 
 async def test_sixteen_sandboxes_run_at_once(backend, base_image):
     async def one(i: int) -> str:
-        async with make_sandbox(SandboxSpec(image=base_image, labels={"trial": f"t{i}"}), backend=backend) as sb:
+        async with make_sandbox(
+            SandboxSpec(image=base_image, labels={"trial": f"t{i}"}), backend=backend
+        ) as sb:
             await sb.write_file("n.txt", str(i))
             return (await sb.exec("cat n.txt; hostname")).stdout
 

@@ -17,11 +17,14 @@ def probe(target):
 with cf.ThreadPoolExecutor(len(sys.argv) - 1) as pool:
     print("\\n".join(pool.map(probe, sys.argv[1:])))
 """
-"""Run inside a sandbox as `python3 -c PROBE host:port ...`: one line per target, 'open pong:ping' or 'closed'."""
+"""Run inside a sandbox as `python3 -c PROBE host:port ...`: one line per target, 'open pong:ping' or
+'closed'."""
 
 
 def _host_addresses() -> list[str]:
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True
+    ).stdout
     return sorted({line.split()[3].split("/")[0] for line in out.splitlines()})
 
 
@@ -46,7 +49,11 @@ async def test_proxy_only_reaches_the_proxy_port_and_nothing_else(open_sandbox, 
     host = sb.proxy_url_base.removeprefix("http://").rsplit(":", 1)[0]
     assert sb.proxy_url_base == f"http://{host}:{proxy.port}"
     others = [a for a in _host_addresses() if a != host]
-    blocked = [f"{host}:{other.port}", "1.1.1.1:53", *(f"{a}:{p}" for a in others for p in (proxy.port, other.port))]
+    blocked = [
+        f"{host}:{other.port}",
+        "1.1.1.1:53",
+        *(f"{a}:{p}" for a in others for p in (proxy.port, other.port)),
+    ]
     seen = await _probe(sb, [f"{host}:{proxy.port}", *blocked])
     assert seen.pop(f"{host}:{proxy.port}") == "open pong:ping"
     assert all(v.startswith("closed") for v in seen.values()), seen

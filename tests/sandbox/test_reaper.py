@@ -59,8 +59,12 @@ def _bwrap_leftovers(found: dict) -> list[str]:
 
 async def test_a_driver_killed_with_sigkill_leaves_nothing_after_the_next_start(backend, base_image):
     network = "proxy_only" if backend == "docker" and os.geteuid() == 0 else "none"
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER, backend, base_image, network, "18999"],
-                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, backend, base_image, network, "18999"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     try:
         found = json.loads(driver.stdout.readline())
     finally:
@@ -77,7 +81,9 @@ def test_owner_liveness_tells_live_dead_recycled_and_foreign_owners_apart():
     mine = reaper.owner_labels({"run": "r1"})
     assert mine["legorl.run"] == "r1" and reaper.owner_alive(mine) is True
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    labels = dict(mine, **{reaper.OWNER_PID: str(child.pid), reaper.OWNER_START: reaper.process_start(child.pid)})
+    labels = dict(
+        mine, **{reaper.OWNER_PID: str(child.pid), reaper.OWNER_START: reaper.process_start(child.pid)}
+    )
     assert reaper.owner_alive(labels) is True
     child.kill()
     child.wait()
@@ -92,14 +98,16 @@ def test_registered_cleanups_run_once_at_exit_and_on_sigterm(tmp_path):
     code = textwrap.dedent(f"""
         import os, signal, sys, time
         from legorl_jax.sandbox import reaper
-        reaper.register(lambda: open({str(tmp_path / 'ran')!r}, 'a').write('x'))
+        reaper.register(lambda: open({str(tmp_path / "ran")!r}, 'a').write('x'))
         if sys.argv[1] == 'term':
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)
     """)
     for how in ("exit", "term"):
         (tmp_path / "ran").unlink(missing_ok=True)
-        proc = subprocess.run([sys.executable, "-c", code, how], cwd=Path(__file__).resolve().parents[2], timeout=30)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, how], cwd=Path(__file__).resolve().parents[2], timeout=30
+        )
         assert (tmp_path / "ran").read_text() == "x", how
         assert proc.returncode == (0 if how == "exit" else -signal.SIGTERM)
 

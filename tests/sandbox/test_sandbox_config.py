@@ -21,7 +21,11 @@ def test_every_sandbox_preset_composes_into_a_valid_config(compose_config, prese
     sandbox = root.sandbox
     assert sandbox.backend == {"docker": "docker", "bwrap": "bwrap"}.get(preset, "auto")
     spec = spec_from_config(sandbox, image="legorl-base:latest", proxy_port=8000)
-    assert (spec.cpus, spec.memory_mb, spec.read_only_root) == (sandbox.cpus, sandbox.memory_mb, sandbox.read_only_root)
+    assert (spec.cpus, spec.memory_mb, spec.read_only_root) == (
+        sandbox.cpus,
+        sandbox.memory_mb,
+        sandbox.read_only_root,
+    )
 
 
 def test_sandbox_config_names_bad_values():
@@ -38,9 +42,21 @@ def test_sandbox_config_names_bad_values():
 
 
 def test_spec_from_config_takes_the_trials_own_fields():
-    spec = spec_from_config(SandboxConfig(network="proxy_only", memory_mb=512), image="img", workdir="/repo",
-                            proxy_port=9000, labels={"trial": "t1"}, env={"A": "1"})
-    assert (spec.image, spec.workdir, spec.network, spec.proxy_port, spec.memory_mb) == ("img", "/repo", "proxy_only", 9000, 512)
+    spec = spec_from_config(
+        SandboxConfig(network="proxy_only", memory_mb=512),
+        image="img",
+        workdir="/repo",
+        proxy_port=9000,
+        labels={"trial": "t1"},
+        env={"A": "1"},
+    )
+    assert (spec.image, spec.workdir, spec.network, spec.proxy_port, spec.memory_mb) == (
+        "img",
+        "/repo",
+        "proxy_only",
+        9000,
+        512,
+    )
     assert dict(spec.labels) == {"trial": "t1"} and dict(spec.env) == {"A": "1"}
     with pytest.raises(ValueError, match="proxy_port"):
         spec_from_config(SandboxConfig(network="proxy_only"), image="img")

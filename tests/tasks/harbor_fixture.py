@@ -61,11 +61,15 @@ def test_add():
 """
 
 SOLVE_SH = "#!/bin/bash\nsed -i 's/a - b/a + b/' /app/calc.py\n"
-GOLD_DIFF = ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
-             "-    return a - b\n+    return a + b\n")
+GOLD_DIFF = (
+    "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
+    "-    return a - b\n+    return a + b\n"
+)
 
 
-def write_harbor_task(root: Path, base_image: str = "legorl-base:latest", *, task_toml: str = TASK_TOML) -> Path:
+def write_harbor_task(
+    root: Path, base_image: str = "legorl-base:latest", *, task_toml: str = TASK_TOML
+) -> Path:
     """Writes the task under `root` (created) and returns it."""
     files = {
         "task.toml": task_toml,

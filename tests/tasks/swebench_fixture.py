@@ -15,11 +15,15 @@ REPO = {
     "calc/ops.py": "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n",
     "tests/test_sub.py": "from calc import sub\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n",
 }
-GOLD = ("diff --git a/calc/ops.py b/calc/ops.py\n--- a/calc/ops.py\n+++ b/calc/ops.py\n@@ -1,5 +1,5 @@\n"
-        " def add(a, b):\n-    return a - b\n+    return a + b\n \n \n def sub(a, b):\n")
-TEST_PATCH = ("diff --git a/tests/test_add.py b/tests/test_add.py\nnew file mode 100644\n--- /dev/null\n"
-              "+++ b/tests/test_add.py\n@@ -0,0 +1,5 @@\n+from calc import add\n+\n+\n+def test_add():\n"
-              "+    assert add(2, 3) == 5\n")
+GOLD = (
+    "diff --git a/calc/ops.py b/calc/ops.py\n--- a/calc/ops.py\n+++ b/calc/ops.py\n@@ -1,5 +1,5 @@\n"
+    " def add(a, b):\n-    return a - b\n+    return a + b\n \n \n def sub(a, b):\n"
+)
+TEST_PATCH = (
+    "diff --git a/tests/test_add.py b/tests/test_add.py\nnew file mode 100644\n--- /dev/null\n"
+    "+++ b/tests/test_add.py\n@@ -0,0 +1,5 @@\n+from calc import add\n+\n+\n+def test_add():\n"
+    "+    assert add(2, 3) == 5\n"
+)
 FIX_MESSAGE = "fix: add() adds (the gold patch, reachable only through history)"
 _ENV = " ".join(f"{k}='{v}'" for k, v in COMMIT_ENV.items())
 DOCKERFILE = f"""\
@@ -54,10 +58,17 @@ def build_swebench_image() -> tuple[str, str]:
 
 def write_jsonl(path: Path, image: str, base_commit: str, **changes) -> Path:
     row = {
-        "instance_id": "legorl__calc-1", "repo": "legorl/calc", "base_commit": base_commit,
-        "problem_statement": "add(2, 3) returns -1", "patch": GOLD, "test_patch": TEST_PATCH,
-        "FAIL_TO_PASS": json.dumps(["tests/test_add.py::test_add"]), "PASS_TO_PASS": json.dumps(["tests/test_sub.py::test_sub"]),
-        "version": "1.0", "image": image, "log_parser": "pytest",
+        "instance_id": "legorl__calc-1",
+        "repo": "legorl/calc",
+        "base_commit": base_commit,
+        "problem_statement": "add(2, 3) returns -1",
+        "patch": GOLD,
+        "test_patch": TEST_PATCH,
+        "FAIL_TO_PASS": json.dumps(["tests/test_add.py::test_add"]),
+        "PASS_TO_PASS": json.dumps(["tests/test_sub.py::test_sub"]),
+        "version": "1.0",
+        "image": image,
+        "log_parser": "pytest",
         "test_cmd": "python3 -m pytest -rA -p no:cacheprovider tests/test_add.py tests/test_sub.py",
         "timeouts": {"verify_s": 120},
     }

@@ -55,7 +55,10 @@ async def test_every_way_of_reading_the_fix_from_history_finds_nothing(leaky_tas
         assert FIX_MESSAGE not in seen["git log --all"] and len(seen["git log --all"].splitlines()) == 1
         asked = ("git show <fix sha>", "git cat-file <fix sha>")  # these echo the sha in their error
         assert fix_sha not in "".join(v for k, v in seen.items() if k not in asked)
-        assert "bad object" in seen["git show <fix sha>"] and "could not get object" in seen["git cat-file <fix sha>"]
+        assert (
+            "bad object" in seen["git show <fix sha>"]
+            and "could not get object" in seen["git cat-file <fix sha>"]
+        )
         assert seen["tags and branches"] == "* main" and seen["stash"] == "" and seen["remotes"] == ""
         assert "No such file" in seen["packed refs"]
         assert "return a - b" in await _sh(sandbox, "head -2 calc/ops.py")  # the working tree is the base
@@ -72,7 +75,10 @@ async def test_a_builtin_task_keeps_its_base_commit_and_has_no_hidden_tests():
     async with agent_sandbox(task) as (sandbox, workspace):
         assert workspace.base_commit == task.base_commit
         for path in hidden_test_paths(task.test_patch):
-            if path not in {p.relative_to(SUITE_DIR / SAMPLE / "repo").as_posix() for p in (SUITE_DIR / SAMPLE / "repo").rglob("*")}:
+            if path not in {
+                p.relative_to(SUITE_DIR / SAMPLE / "repo").as_posix()
+                for p in (SUITE_DIR / SAMPLE / "repo").rglob("*")
+            }:
                 assert (await sandbox.exec(["test", "-e", path])).exit_code != 0, path
         assert (await sandbox.exec(["git", "rev-list", "--all", "--count"])).stdout.strip() == "1"
 
@@ -80,9 +86,17 @@ async def test_a_builtin_task_keeps_its_base_commit_and_has_no_hidden_tests():
 async def test_a_hidden_test_present_in_the_image_stops_the_trial():
     task = load_builtin_task(SUITE_DIR / SAMPLE)
     ensure_task_image(task)
-    present = sorted(p.relative_to(SUITE_DIR / SAMPLE / "repo").as_posix() for p in (SUITE_DIR / SAMPLE / "repo").glob("*/*.py"))[0]
-    leaky = dataclasses.replace(task, test_patch=(
-        f"diff --git a/{present} b/{present}\nnew file mode 100644\n--- /dev/null\n+++ b/{present}\n@@ -0,0 +1 @@\n+x\n"))
+    present = sorted(
+        p.relative_to(SUITE_DIR / SAMPLE / "repo").as_posix()
+        for p in (SUITE_DIR / SAMPLE / "repo").glob("*/*.py")
+    )[0]
+    leaky = dataclasses.replace(
+        task,
+        test_patch=(
+            f"diff --git a/{present} b/{present}\nnew file mode 100644\n--- /dev/null\n+++ b/{present}\n@@ "
+            "-0,0 +1 @@\n+x\n"
+        ),
+    )
     with pytest.raises(SandboxError, match=rf"hidden test file '{present}' is in the image"):
         async with agent_sandbox(leaky):
             pass

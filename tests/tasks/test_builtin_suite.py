@@ -1,9 +1,11 @@
-"""The built-in suite loads into valid tasks; every malformed task file is an error naming task, field and value."""
+"""The built-in suite loads into valid tasks; every malformed task file is an error naming task, field and
+value."""
 
 from __future__ import annotations
 
 import ast
 import collections
+import importlib.resources
 import shutil
 import tomllib
 from pathlib import Path
@@ -16,12 +18,24 @@ from legorl_jax.tasks.schema import TaskError
 from legorl_jax.tasks.snapshot import snapshot_files, write_snapshot_repo
 
 SUITE_TASKS = sorted(d.name for d in SUITE_DIR.iterdir() if d.is_dir() and not d.name.startswith("."))
-SAMPLE = "csvlet-embedded-quote-roundtrip" if "csvlet-embedded-quote-roundtrip" in SUITE_TASKS else SUITE_TASKS[0]
+SAMPLE = (
+    "csvlet-embedded-quote-roundtrip" if "csvlet-embedded-quote-roundtrip" in SUITE_TASKS else SUITE_TASKS[0]
+)
 
 
 @pytest.fixture(scope="module")
 def suite():
     return load_builtin_suite()
+
+
+def test_the_suite_is_package_data_found_through_importlib_resources():
+    found = importlib.resources.files("legorl_jax.tasks").joinpath("vendor", "suite")
+    assert SUITE_DIR == found and (SUITE_DIR / "README.md").is_file()
+    # A wheel carries every file of it: the package-data glob covers the repositories' .py files too.
+    package_data = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["tool"][
+        "setuptools"
+    ]
+    assert package_data["package-data"]["legorl_jax.tasks"] == ["vendor/suite/**/*"]
 
 
 def test_the_suite_has_at_least_40_tasks_with_a_fixed_split_and_a_spread_of_difficulties_and_domains(suite):
@@ -81,7 +95,9 @@ def test_every_test_of_a_task_is_graded_and_every_graded_test_exists(task_id):
     assert {t.split("[")[0] for t in task.FAIL_TO_PASS} <= hidden, "a FAIL_TO_PASS test must be a hidden test"
 
 
-def test_a_hidden_file_that_overwrites_a_repo_file_becomes_a_modification_keeping_a_missing_final_newline(tmp_path):
+def test_a_hidden_file_that_overwrites_a_repo_file_becomes_a_modification_keeping_a_missing_final_newline(
+    tmp_path,
+):
     repo, hidden = tmp_path / "repo", tmp_path / "hidden"
     (repo / "tests").mkdir(parents=True)
     (hidden / "tests").mkdir(parents=True)
@@ -187,7 +203,9 @@ def test_a_gold_patch_touching_a_test_file_is_rejected(task_copy):
 
 
 def test_an_unreadable_gold_patch_is_rejected(task_copy):
-    (task_copy / "gold.patch").write_text("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,4 +1,4 @@\n a\n")
+    (task_copy / "gold.patch").write_text(
+        "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,4 +1,4 @@\n a\n"
+    )
     with pytest.raises(TaskError, match="gold.patch.*cannot be parsed.*hunk ends early"):
         load_builtin_task(task_copy)
 

@@ -1,4 +1,5 @@
-"""SWE-bench-style and Harbor tasks graded in Docker: gold → 1, empty → 0, hacks → 0, infra → VerifierError."""
+"""SWE-bench-style and Harbor tasks graded in Docker: gold → 1, empty → 0, hacks → 0, infra →
+VerifierError."""
 
 from __future__ import annotations
 
@@ -20,20 +21,24 @@ from legorl_jax.tasks.verifier import grade, grade_many
 
 pytestmark = pytest.mark.docker
 
-CONFTEST_HACK = ("diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/conftest.py\n"
-                 "@@ -0,0 +1,6 @@\n+import pytest\n+@pytest.hookimpl(hookwrapper=True)\n"
-                 "+def pytest_runtest_makereport(item, call):\n+    outcome = yield\n"
-                 "+    outcome.get_result().outcome = 'passed'\n+\n")
+CONFTEST_HACK = (
+    "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/conftest.py\n"
+    "@@ -0,0 +1,6 @@\n+import pytest\n+@pytest.hookimpl(hookwrapper=True)\n"
+    "+def pytest_runtest_makereport(item, call):\n+    outcome = yield\n"
+    "+    outcome.get_result().outcome = 'passed'\n+\n"
+)
 # calc.py, when imported by the Harbor verifier's tests, leaves a detached writer that keeps claiming success.
 REWARD_DAEMON = (
-    "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,13 @@\n+import os\n+import time\n+\n"
-    "+if os.fork() == 0:\n+    os.setsid()\n+    if os.fork() == 0:\n+        for _ in range(100):\n"
-    "+            os.makedirs('/logs/verifier', exist_ok=True)\n"
-    "+            open('/logs/verifier/reward.txt', 'w').write('1')\n+            time.sleep(0.05)\n"
-    "+    os._exit(0)\n def add(a, b):\n     return a - b\n"
+    "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,13 @@\n+import os\n+import "
+    "time\n+\n+if os.fork() == 0:\n+    os.setsid()\n+    if os.fork() == 0:\n+        for _ in "
+    "range(100):\n+            os.makedirs('/logs/verifier', exist_ok=True)\n+            "
+    "open('/logs/verifier/reward.txt', 'w').write('1')\n+            time.sleep(0.05)\n+    os._exit(0)\n "
+    "def add(a, b):\n     return a - b\n"
 )
-OUTSIDE_REWARD = ("diff --git a/../logs/verifier/reward.txt b/../logs/verifier/reward.txt\nnew file mode 100644\n"
-                  "--- /dev/null\n+++ b/../logs/verifier/reward.txt\n@@ -0,0 +1 @@\n+1\n")
+OUTSIDE_REWARD = (
+    "diff --git a/../logs/verifier/reward.txt b/../logs/verifier/reward.txt\nnew file mode 100644\n"
+    "--- /dev/null\n+++ b/../logs/verifier/reward.txt\n@@ -0,0 +1 @@\n+1\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +50,21 @@ def swebench_task(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def harbor_task(tmp_path_factory):
-    task = load_harbor_task(write_harbor_task(tmp_path_factory.mktemp("harbor") / "add", images.ensure_base_image()))
+    task = load_harbor_task(
+        write_harbor_task(tmp_path_factory.mktemp("harbor") / "add", images.ensure_base_image())
+    )
     ensure_task_image(task)
     return task
 
 
 def test_a_swebench_row_is_graded_through_its_log_parser(swebench_task):
-    gold, empty, hack = asyncio.run(grade_many([(swebench_task, GOLD), (swebench_task, ""),
-                                                (swebench_task, CONFTEST_HACK)]))
-    assert gold.reward == 1.0 and gold.tests == {"tests/test_add.py::test_add": "passed",
-                                                 "tests/test_sub.py::test_sub": "passed"}
+    gold, empty, hack = asyncio.run(
+        grade_many([(swebench_task, GOLD), (swebench_task, ""), (swebench_task, CONFTEST_HACK)])
+    )
+    assert gold.reward == 1.0 and gold.tests == {
+        "tests/test_add.py::test_add": "passed",
+        "tests/test_sub.py::test_sub": "passed",
+    }
     assert empty.reward == 0.0 and empty.failed_tests == ("tests/test_add.py::test_add",)
     assert hack.reward == 0.0 and [c.reason for c in hack.removed_changes] == ["test file"]
     assert "2 passed" in gold.output and "1 failed, 1 passed" in empty.output
@@ -63,7 +73,9 @@ def test_a_swebench_row_is_graded_through_its_log_parser(swebench_task):
 def test_a_swebench_run_whose_exit_code_contradicts_its_log_is_tampering(swebench_task):
     forced = dataclasses.replace(swebench_task, test_cmd=swebench_task.test_cmd + " && (exit 3)")
     report = asyncio.run(grade(forced, GOLD))
-    assert report.reward == 0.0 and report.tampering == ("the test command exited 3 but its log shows no failing test",)
+    assert report.reward == 0.0 and report.tampering == (
+        "the test command exited 3 but its log shows no failing test",
+    )
 
 
 def test_a_swebench_row_whose_image_is_missing_raises_verifier_error(swebench_task):
@@ -79,7 +91,9 @@ def test_a_swebench_run_with_no_output_markers_raises_verifier_error(swebench_ta
 def test_a_harbor_task_is_graded_by_its_reward_file_with_the_oracle_as_gold(harbor_task):
     derived = asyncio.run(oracle_diff(harbor_task))
     assert "+    return a + b" in derived
-    gold, given, empty = asyncio.run(grade_many([(harbor_task, derived), (harbor_task, GOLD_DIFF), (harbor_task, "")]))
+    gold, given, empty = asyncio.run(
+        grade_many([(harbor_task, derived), (harbor_task, GOLD_DIFF), (harbor_task, "")])
+    )
     assert (gold.reward, given.reward, empty.reward) == (1.0, 1.0, 0.0)
     assert gold.resolved and not empty.resolved and gold.tampering == ()
 
@@ -88,7 +102,9 @@ def test_a_forged_harbor_reward_earns_nothing_and_is_reported(harbor_task):
     daemon, outside = asyncio.run(grade_many([(harbor_task, REWARD_DAEMON), (harbor_task, OUTSIDE_REWARD)]))
     assert daemon.reward == 0.0 and daemon.leftover_processes
     assert any("outlived tests/test.sh" in t for t in daemon.tampering)
-    assert outside.reward == 0.0 and [c.reason for c in outside.removed_changes] == ["path outside the repository"]
+    assert outside.reward == 0.0 and [c.reason for c in outside.removed_changes] == [
+        "path outside the repository"
+    ]
 
 
 def test_a_harbor_verifier_that_writes_no_reward_raises_verifier_error(harbor_task, tmp_path):
@@ -109,11 +125,15 @@ def test_a_missing_swebench_image_that_no_registry_serves_says_how_to_load_it(tm
 
 
 def test_a_harbor_task_whose_workdir_has_no_git_repository_is_refused_saying_so(tmp_path):
-    root = write_harbor_task(tmp_path / "nogit", images.ensure_base_image(),
-                             task_toml=TASK_TOML.replace("legorl/harbor-add", "legorl/harbor-nogit"))
+    root = write_harbor_task(
+        tmp_path / "nogit",
+        images.ensure_base_image(),
+        task_toml=TASK_TOML.replace("legorl/harbor-add", "legorl/harbor-nogit"),
+    )
     (root / "environment" / "Dockerfile").write_text(
         f"FROM {images.ensure_base_image()}\nUSER root\nCOPY repo/ /app/\n"
-        "RUN mkdir -p /logs && chown -R agent:agent /app /logs\nWORKDIR /app\n")
+        "RUN mkdir -p /logs && chown -R agent:agent /app /logs\nWORKDIR /app\n"
+    )
     task = load_harbor_task(root)
     ensure_task_image(task)
     with pytest.raises(VerifierError, match="/app of image .* holds no git repository") as caught:

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 from scratch_git import git
+
 from legorl_jax.tasks.patchset import PatchError, format_patch, parse_patch
 
 
@@ -25,10 +25,17 @@ def _commit_files(repo: Path, files: dict[str, bytes]) -> None:
 
 
 def test_every_kind_of_git_change_parses_into_one_patch_per_file(repo):
-    _commit_files(repo, {
-        "mod.py": b"a = 1\nb = 2\n", "gone.txt": b"bye\n", "old_name.py": b"x = 1\n" * 20,
-        "blob.bin": bytes(range(256)), "noeol.txt": b"last", "run.sh": b"echo\n",
-    })
+    _commit_files(
+        repo,
+        {
+            "mod.py": b"a = 1\nb = 2\n",
+            "gone.txt": b"bye\n",
+            "old_name.py": b"x = 1\n" * 20,
+            "blob.bin": bytes(range(256)),
+            "noeol.txt": b"last",
+            "run.sh": b"echo\n",
+        },
+    )
     (repo / "mod.py").write_text("a = 1\nb = 3\n")
     (repo / "gone.txt").unlink()
     (repo / "old_name.py").rename(repo / "new_name.py")
@@ -43,8 +50,17 @@ def test_every_kind_of_git_change_parses_into_one_patch_per_file(repo):
     patches = parse_patch(_diff(repo))
 
     by_path = {p.path: p for p in patches}
-    assert set(by_path) == {"mod.py", "gone.txt", "new_name.py", "blob.bin", "noeol.txt", "added dir/spaced name.py",
-                            "ünï.txt", "run.sh", "link"}
+    assert set(by_path) == {
+        "mod.py",
+        "gone.txt",
+        "new_name.py",
+        "blob.bin",
+        "noeol.txt",
+        "added dir/spaced name.py",
+        "ünï.txt",
+        "run.sh",
+        "link",
+    }
     assert by_path["gone.txt"].new_path is None and by_path["gone.txt"].old_path == "gone.txt"
     assert by_path["new_name.py"].old_path == "old_name.py"
     assert by_path["blob.bin"].binary
@@ -100,7 +116,10 @@ def test_text_outside_file_sections_is_never_kept():
 
 
 def test_plain_unified_diffs_without_git_headers_are_read(tmp_path):
-    diff = "--- a/pkg/m.py\t2024-01-01 00:00:00\n+++ b/pkg/m.py\t2024-01-02 00:00:00\n@@ -1,2 +1,2 @@\n x\n-y\n+z\n"
+    diff = (
+        "--- a/pkg/m.py\t2024-01-01 00:00:00\n+++ b/pkg/m.py\t2024-01-02 00:00:00\n"
+        "@@ -1,2 +1,2 @@\n x\n-y\n+z\n"
+    )
     (patch,) = parse_patch(diff)
     assert patch.old_path == patch.new_path == "pkg/m.py"
     assert patch.text == diff
@@ -129,20 +148,27 @@ def test_an_empty_diff_has_no_patches():
 
 # Attack class 3 (red team): the filter checked the `diff --git` paths while git apply / patch wrote the
 # ---/+++ ones. Each disagreement is refused before anything is filtered.
-@pytest.mark.parametrize("section", [
-    "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/conftest.py\n@@ -1 +1 @@\n-a\n+b\n",
-    "diff --git a/README.md b/README.md\n--- /dev/null\n+++ b/conftest.py\n@@ -0,0 +1 @@\n+b\n",
-    "diff --git a/README.md b/README.md\n--- a/tests/test_x.py\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n",
-    "diff --git a/pkg/m.py b/pkg/m.py\nnew file mode 100644\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -0,0 +1 @@\n+b\n",
-], ids=["plus-renames", "dev-null-creates", "minus-differs", "new-file-with-old-side"])
+@pytest.mark.parametrize(
+    "section",
+    [
+        "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/conftest.py\n@@ -1 +1 @@\n-a\n+b\n",
+        "diff --git a/README.md b/README.md\n--- /dev/null\n+++ b/conftest.py\n@@ -0,0 +1 @@\n+b\n",
+        "diff --git a/README.md b/README.md\n--- a/tests/test_x.py\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n",
+        "diff --git a/pkg/m.py b/pkg/m.py\nnew file mode 100644\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -0,0 +1 "
+        "@@\n+b\n",
+    ],
+    ids=["plus-renames", "dev-null-creates", "minus-differs", "new-file-with-old-side"],
+)
 def test_a_section_whose_header_and_side_paths_disagree_is_refused(section):
     with pytest.raises(PatchError, match="name different files"):
         parse_patch(section)
 
 
 def test_a_symlink_mode_written_with_a_leading_zero_is_still_a_symlink():
-    diff = ("diff --git a/pkg/link b/pkg/link\nnew file mode 0120000\n--- /dev/null\n+++ b/pkg/link\n"
-            "@@ -0,0 +1 @@\n+../tests/conftest.py\n\\ No newline at end of file\n")
+    diff = (
+        "diff --git a/pkg/link b/pkg/link\nnew file mode 0120000\n--- /dev/null\n+++ b/pkg/link\n"
+        "@@ -0,0 +1 @@\n+../tests/conftest.py\n\\ No newline at end of file\n"
+    )
     (patch,) = parse_patch(diff)
     assert patch.is_symlink
 

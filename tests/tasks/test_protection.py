@@ -42,8 +42,18 @@ def test_protected_paths_are_named_with_their_rule(path, reason):
     assert protected_reason(path) == reason
 
 
-@pytest.mark.parametrize("path", ["pkg/core.py", "README.md", "pkg/testimony.py", "docs/tests.md.txt", "setup.py",
-                                  "pkg/json.py", "contest.py"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "pkg/core.py",
+        "README.md",
+        "pkg/testimony.py",
+        "docs/tests.md.txt",
+        "setup.py",
+        "pkg/json.py",
+        "contest.py",
+    ],
+)
 def test_ordinary_source_files_are_not_protected(path):
     assert protected_reason(path) is None
 
@@ -74,12 +84,17 @@ def test_symlinks_and_submodules_are_dropped_even_at_harmless_paths():
     gitlink = FilePatch(None, "vendor/lib", "diff --git a/vendor/lib b/vendor/lib\n", new_mode="160000")
     result = filter_patch([link, gitlink])
     assert result.kept == ()
-    assert [(c.path, c.reason) for c in result.removed] == [("pkg/link", "symbolic link"), ("vendor/lib", "submodule")]
+    assert [(c.path, c.reason) for c in result.removed] == [
+        ("pkg/link", "symbolic link"),
+        ("vendor/lib", "submodule"),
+    ]
 
 
 def test_a_rename_out_of_a_protected_path_is_dropped():
-    diff = ("diff --git a/tests/test_x.py b/pkg/x.py\nsimilarity index 100%\n"
-            "rename from tests/test_x.py\nrename to pkg/x.py\n")
+    diff = (
+        "diff --git a/tests/test_x.py b/pkg/x.py\nsimilarity index 100%\n"
+        "rename from tests/test_x.py\nrename to pkg/x.py\n"
+    )
     result = filter_patch(parse_patch(diff))
     assert result.kept == () and result.removed[0].reason == "test file"
 
@@ -92,19 +107,24 @@ def test_filtering_keeps_source_changes_in_order_and_reports_each_drop():
     result = filter_patch(parse_patch(diff))
     assert [p.path for p in result.kept] == ["pkg/a.py", "pkg/b.py"]
     assert [c.to_dict() for c in result.removed] == [
-        {"path": "tests/test_a.py", "reason": "test file"}, {"path": "conftest.py", "reason": "test file"}
+        {"path": "tests/test_a.py", "reason": "test file"},
+        {"path": "conftest.py", "reason": "test file"},
     ]
 
 
 def test_hidden_test_paths_lists_every_path_a_test_patch_writes():
-    diff = ("diff --git a/checks/t.py b/checks/t.py\nnew file mode 100644\n--- /dev/null\n+++ b/checks/t.py\n"
-            "@@ -0,0 +1 @@\n+x\n")
+    diff = (
+        "diff --git a/checks/t.py b/checks/t.py\nnew file mode 100644\n--- /dev/null\n+++ b/checks/t.py\n"
+        "@@ -0,0 +1 @@\n+x\n"
+    )
     assert hidden_test_paths(diff) == frozenset({"checks/t.py"})
 
 
 def test_a_rename_into_a_stdlib_named_top_level_module_is_dropped_like_a_new_one():
-    diff = ("diff --git a/pkg/helpers.py b/json.py\nsimilarity index 100%\n"
-            "rename from pkg/helpers.py\nrename to json.py\n")
+    diff = (
+        "diff --git a/pkg/helpers.py b/json.py\nsimilarity index 100%\n"
+        "rename from pkg/helpers.py\nrename to json.py\n"
+    )
     result = filter_patch(parse_patch(diff))
     assert result.kept == () and result.removed[0].reason == "shadows the test runner"
 

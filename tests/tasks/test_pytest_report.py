@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,7 @@ from legorl_jax.tasks.pytest_report import (
     statuses_for,
 )
 
-TESTS = '''
+TESTS = """
 import pytest
 
 def test_ok():
@@ -48,9 +47,19 @@ class TestGroup:
     @pytest.mark.parametrize("v", ["a b", "c - d"])
     def test_p(self, v):
         assert v != "c - d"
-'''
-IDS = [f"tests/test_mix.py::{n}" for n in
-       ("test_ok", "test_bad", "test_err", "test_skip", "test_xf", "TestGroup::test_p[a b]", "TestGroup::test_p[c - d]")]
+"""
+IDS = [
+    f"tests/test_mix.py::{n}"
+    for n in (
+        "test_ok",
+        "test_bad",
+        "test_err",
+        "test_skip",
+        "test_xf",
+        "TestGroup::test_p[a b]",
+        "TestGroup::test_p[c - d]",
+    )
+]
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +70,25 @@ def run(tmp_path_factory):
     (root / "tests" / "test_mix.py").write_text(TESTS)
     junit = root / "report.xml"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", f"--junitxml={junit}",
-         "-o", "junit_family=xunit2", "--rootdir", str(root), "tests"],
-        cwd=root, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rA",
+            f"--junitxml={junit}",
+            "-o",
+            "junit_family=xunit2",
+            "--rootdir",
+            str(root),
+            "tests",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={"PATH": "/usr/bin:/bin", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
     )
     return junit.read_bytes(), proc.stdout, proc.returncode
@@ -73,8 +98,13 @@ def test_a_real_run_is_read_the_same_way_by_all_three_sources(run):
     junit, stdout, code = run
     report = parse_junit(junit)
     assert statuses_for(report, IDS) == {
-        IDS[0]: "passed", IDS[1]: "failed", IDS[2]: "error", IDS[3]: "skipped", IDS[4]: "xfailed",
-        IDS[5]: "passed", IDS[6]: "failed",
+        IDS[0]: "passed",
+        IDS[1]: "failed",
+        IDS[2]: "error",
+        IDS[3]: "skipped",
+        IDS[4]: "xfailed",
+        IDS[5]: "passed",
+        IDS[6]: "failed",
     }
     log = parse_pytest_log(stdout, IDS)
     assert log[IDS[5]] == "passed" and log[IDS[6]] == "failed" and IDS[3] not in log
@@ -86,7 +116,9 @@ def test_a_real_run_is_read_the_same_way_by_all_three_sources(run):
 def test_an_overwritten_report_claiming_every_test_passed_is_caught(run):
     junit, stdout, code = run
     forged = re.sub(rb"<(failure|error|skipped)[^>]*?(/>|>.*?</\1>)", b"", junit, flags=re.S)
-    problems = cross_check(parse_junit(forged), parse_pytest_log(stdout, IDS), parse_summary(stdout), code, IDS)
+    problems = cross_check(
+        parse_junit(forged), parse_pytest_log(stdout, IDS), parse_summary(stdout), code, IDS
+    )
     assert any("test_bad: the JUnit report says passed, the -rA output says failed" in p for p in problems)
     assert any("closing line counts 2 passed, the JUnit report 7" in p for p in problems)
     assert any("pytest exited 1" in p for p in problems)
@@ -101,7 +133,9 @@ def test_a_forced_zero_exit_code_is_caught(run):
 def test_forged_stdout_lines_without_a_matching_report_are_caught(run):
     junit, stdout, code = run
     forged = stdout.replace(f"FAILED {IDS[1]}", f"PASSED {IDS[1]}")
-    problems = cross_check(parse_junit(junit), parse_pytest_log(forged, IDS), parse_summary(forged), code, IDS)
+    problems = cross_check(
+        parse_junit(junit), parse_pytest_log(forged, IDS), parse_summary(forged), code, IDS
+    )
     assert any(IDS[1] in p for p in problems)
 
 
@@ -115,7 +149,9 @@ def test_output_without_a_closing_line_is_a_problem(run):
 def test_a_test_missing_from_the_report_but_passing_in_the_log_is_caught(run):
     junit, stdout, code = run
     forged = junit.replace(b'name="test_ok"', b'name="test_renamed"')
-    problems = cross_check(parse_junit(forged), parse_pytest_log(stdout, IDS), parse_summary(stdout), code, IDS)
+    problems = cross_check(
+        parse_junit(forged), parse_pytest_log(stdout, IDS), parse_summary(stdout), code, IDS
+    )
     assert f"{IDS[0]}: the JUnit report says missing, the -rA output says passed" in problems
 
 
@@ -147,14 +183,20 @@ def test_closing_lines_in_both_verbose_and_quiet_styles_parse():
 
 
 # The JUnit report is a file the agent's code can write: entity expansion and external entities are refused.
-@pytest.mark.parametrize("xml", [
-    b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
-    b'<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]><testsuites><testsuite><testcase classname="x" name="&c;"/>'
-    b'</testsuite></testsuites>',
-    b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY e SYSTEM "file:///etc/passwd">]><testsuites><testsuite>'
-    b'<testcase classname="x" name="&e;"/></testsuite></testsuites>',
-    b'<?xml version="1.0"?><!DOCTYPE testsuites SYSTEM "http://example.invalid/x.dtd"><testsuites/>',
-], ids=["billion-laughs", "external-entity", "external-dtd"])
+@pytest.mark.parametrize(
+    "xml",
+    [
+        b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "aaaaaaaaaa">'
+        b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
+        b'<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]><testsuites><testsuite>'
+        b'<testcase classname="x" name="&c;"/>'
+        b"</testsuite></testsuites>",
+        b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY e SYSTEM "file:///etc/passwd">]><testsuites><testsuite>'
+        b'<testcase classname="x" name="&e;"/></testsuite></testsuites>',
+        b'<?xml version="1.0"?><!DOCTYPE testsuites SYSTEM "http://example.invalid/x.dtd"><testsuites/>',
+    ],
+    ids=["billion-laughs", "external-entity", "external-dtd"],
+)
 def test_a_report_with_a_dtd_or_entities_is_refused_not_expanded(xml):
     with pytest.raises(ReportError, match="forbidden XML construct"):
         parse_junit(xml)

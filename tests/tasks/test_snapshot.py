@@ -50,8 +50,14 @@ def test_an_independent_git_commit_of_the_same_files_has_the_same_sha(tmp_path):
     git(other, "add", "-A", "-f")
     tree = git(other, "write-tree").stdout.strip()
     env = {**GIT_ENV, **COMMIT_ENV}
-    sha = subprocess.run(["git", "commit-tree", tree, "-m", "base"], cwd=other, env=env, capture_output=True,
-                         text=True, check=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "commit-tree", tree, "-m", "base"],
+        cwd=other,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert sha == snapshot_commit(root)
 
 

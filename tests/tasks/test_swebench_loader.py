@@ -1,4 +1,5 @@
-"""SWE-bench / SWE-Gym rows load into tasks; each bad field is an error naming the instance, line and value."""
+"""SWE-bench / SWE-Gym rows load into tasks; each bad field is an error naming the instance, line and
+value."""
 
 from __future__ import annotations
 
@@ -13,18 +14,29 @@ from legorl_jax.tasks.swebench import directives_from_test_patch, docker_instanc
 
 SHA = "a" * 40
 PATCH = "diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
-TEST_PATCH = ("diff --git a/tests/test_m.py b/tests/test_m.py\nnew file mode 100644\n--- /dev/null\n"
-              "+++ b/tests/test_m.py\n@@ -0,0 +1,2 @@\n+def test_a():\n+    pass\n"
-              "diff --git a/tests/data.json b/tests/data.json\nnew file mode 100644\n--- /dev/null\n"
-              "+++ b/tests/data.json\n@@ -0,0 +1 @@\n+{}\n")
+TEST_PATCH = (
+    "diff --git a/tests/test_m.py b/tests/test_m.py\nnew file mode 100644\n--- /dev/null\n"
+    "+++ b/tests/test_m.py\n@@ -0,0 +1,2 @@\n+def test_a():\n+    pass\n"
+    "diff --git a/tests/data.json b/tests/data.json\nnew file mode 100644\n--- /dev/null\n"
+    "+++ b/tests/data.json\n@@ -0,0 +1 @@\n+{}\n"
+)
 
 
 def row(**changes) -> dict:
     base = {
-        "instance_id": "octo__widgets-123", "repo": "octo/widgets", "base_commit": SHA,
-        "problem_statement": "widgets break", "patch": PATCH, "test_patch": TEST_PATCH,
-        "FAIL_TO_PASS": json.dumps(["tests/test_m.py::test_a"]), "PASS_TO_PASS": "[]", "version": 1.2,
-        "environment_setup_commit": "b" * 40, "test_cmd": "pytest -rA tests/test_m.py", "log_parser": "pytest", "hints_text": "look at m",
+        "instance_id": "octo__widgets-123",
+        "repo": "octo/widgets",
+        "base_commit": SHA,
+        "problem_statement": "widgets break",
+        "patch": PATCH,
+        "test_patch": TEST_PATCH,
+        "FAIL_TO_PASS": json.dumps(["tests/test_m.py::test_a"]),
+        "PASS_TO_PASS": "[]",
+        "version": 1.2,
+        "environment_setup_commit": "b" * 40,
+        "test_cmd": "pytest -rA tests/test_m.py",
+        "log_parser": "pytest",
+        "hints_text": "look at m",
     }
     base.update(changes)
     return {k: v for k, v in base.items() if v is not None}
@@ -45,12 +57,28 @@ def test_a_row_with_json_encoded_lists_loads_with_the_templated_image(tmp_path):
 
 
 def test_the_image_template_and_per_row_fields_override_the_defaults(tmp_path):
-    rows = [row(), row(instance_id="b__c-1", image="local/b:1", workdir="/work", split="train",
-                       timeouts={"verify_s": 30}, protected_paths=["fixtures/"])]
-    a, b = load_swebench_file(write_rows(tmp_path / "set.jsonl", *rows), image_template="mirror/{instance_id}:v1")
+    rows = [
+        row(),
+        row(
+            instance_id="b__c-1",
+            image="local/b:1",
+            workdir="/work",
+            split="train",
+            timeouts={"verify_s": 30},
+            protected_paths=["fixtures/"],
+        ),
+    ]
+    a, b = load_swebench_file(
+        write_rows(tmp_path / "set.jsonl", *rows), image_template="mirror/{instance_id}:v1"
+    )
     assert a.image == "mirror/octo_1776_widgets-123:v1"
     assert (b.image, b.workdir, b.split, b.timeouts.verify_s, b.protected_paths) == (
-        "local/b:1", "/work", "train", 30.0, ("fixtures/",))
+        "local/b:1",
+        "/work",
+        "train",
+        30.0,
+        ("fixtures/",),
+    )
 
 
 def test_a_json_file_holding_a_list_of_rows_loads(tmp_path):
@@ -87,7 +115,9 @@ def test_test_directives_skip_data_files_and_use_module_paths_for_django():
         ({"problem_statement": ""}, "problem_statement", "''"),
     ],
 )
-def test_a_bad_row_field_is_an_error_naming_the_instance_line_field_and_value(tmp_path, changes, field, value):
+def test_a_bad_row_field_is_an_error_naming_the_instance_line_field_and_value(
+    tmp_path, changes, field, value
+):
     path = write_rows(tmp_path / "set.jsonl", row(instance_id="ok__one-1"), row(**changes))
     with pytest.raises(TaskError, match=rf"octo__widgets-123 \(set.jsonl:2\).*{field}.*{value}"):
         load_swebench_file(path)
@@ -101,7 +131,9 @@ def test_an_unknown_log_parser_error_lists_the_available_ones(tmp_path):
 
 
 def test_a_missing_test_cmd_for_a_repo_no_spec_knows_is_an_error_saying_so(tmp_path):
-    with pytest.raises(TaskError, match="octo__widgets-123.*test_cmd.*no eval_script.*'octo/widgets' version '1.2'"):
+    with pytest.raises(
+        TaskError, match="octo__widgets-123.*test_cmd.*no eval_script.*'octo/widgets' version '1.2'"
+    ):
         load_swebench_file(write_rows(tmp_path / "set.jsonl", row(test_cmd=None)))
 
 
@@ -112,7 +144,9 @@ def test_a_row_with_a_test_cmd_but_no_log_parser_is_an_error_not_a_pytest_defaul
 
 # Real rows (SWE-agent's test data, ../shared/data/swebench): official fields only, no test_cmd, no parser.
 REAL_ROWS = Path("/work/shared/data/swebench/dev-easy.json")
-real_rows = pytest.mark.skipif(not REAL_ROWS.is_file(), reason="the shared SWE-bench rows are not on this machine")
+real_rows = pytest.mark.skipif(
+    not REAL_ROWS.is_file(), reason="the shared SWE-bench rows are not on this machine"
+)
 # swebench 4.1.0's get_test_directives on each real row, computed with that release.
 UPSTREAM_DIRECTIVES = {
     "pydicom__pydicom-1458": ["pydicom/tests/test_numpy_pixel_data.py"],
@@ -125,13 +159,16 @@ UPSTREAM_DIRECTIVES = {
 @real_rows
 def test_real_swebench_rows_load_with_the_spec_table_and_say_so():
     tasks = load_swebench_file(REAL_ROWS)
-    assert [t.instance_id for t in tasks] == list(UPSTREAM_DIRECTIVES)  # the exact repeat of astroid is skipped
+    assert [t.instance_id for t in tasks] == list(
+        UPSTREAM_DIRECTIVES
+    )  # the exact repeat of astroid is skipped
     by_id = {t.instance_id: t for t in tasks}
     assert by_id["pydicom__pydicom-1458"].log_parser == "parse_log_pytest_options"
     assert by_id["sqlfluff__sqlfluff-2386"].log_parser == "parse_log_pytest"
     for task in tasks:
         assert task.metadata["test_cmd_source"] in ("spec table (swebench 4.1.0)",) or task.metadata[
-            "test_cmd_source"].startswith("swebench 4")
+            "test_cmd_source"
+        ].startswith("swebench 4")
         assert task.test_cmd.endswith("pytest -rA " + " ".join(UPSTREAM_DIRECTIVES[task.instance_id]))
         assert task.image == f"swebench/sweb.eval.x86_64.{docker_instance_id(task.instance_id)}:latest"
 
@@ -139,12 +176,15 @@ def test_real_swebench_rows_load_with_the_spec_table_and_say_so():
 @real_rows
 def test_real_rows_load_the_same_from_jsonl_with_json_encoded_test_lists(tmp_path):
     rows = json.loads(REAL_ROWS.read_text())
-    as_hf = [{**r, "FAIL_TO_PASS": json.dumps(r["FAIL_TO_PASS"]), "PASS_TO_PASS": json.dumps(r["PASS_TO_PASS"])}
-             for r in rows]
+    as_hf = [
+        {**r, "FAIL_TO_PASS": json.dumps(r["FAIL_TO_PASS"]), "PASS_TO_PASS": json.dumps(r["PASS_TO_PASS"])}
+        for r in rows
+    ]
     from_jsonl = load_swebench_file(write_rows(tmp_path / "dev.jsonl", *as_hf))
     from_json = load_swebench_file(REAL_ROWS)
     assert [(t.instance_id, t.FAIL_TO_PASS, t.PASS_TO_PASS, t.test_cmd) for t in from_jsonl] == [
-        (t.instance_id, t.FAIL_TO_PASS, t.PASS_TO_PASS, t.test_cmd) for t in from_json]
+        (t.instance_id, t.FAIL_TO_PASS, t.PASS_TO_PASS, t.test_cmd) for t in from_json
+    ]
 
 
 @real_rows
@@ -155,9 +195,14 @@ def test_directives_equal_upstream_for_every_real_row():
 
 def test_django_directives_keep_non_test_modules_the_patch_touches_as_upstream_does():
     # django__django-16255's test patch; swebench 4.1.0 gives both modules (ours dropped urls.http).
-    patch = "".join(f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1 +1 @@\n-a\n+b\n"
-                    for p in ("tests/sitemaps_tests/test_http.py", "tests/sitemaps_tests/urls/http.py"))
-    assert directives_from_test_patch("django/django", patch) == ["sitemaps_tests.test_http", "sitemaps_tests.urls.http"]
+    patch = "".join(
+        f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1 +1 @@\n-a\n+b\n"
+        for p in ("tests/sitemaps_tests/test_http.py", "tests/sitemaps_tests/urls/http.py")
+    )
+    assert directives_from_test_patch("django/django", patch) == [
+        "sitemaps_tests.test_http",
+        "sitemaps_tests.urls.http",
+    ]
 
 
 def test_a_repeated_instance_with_different_contents_is_an_error(tmp_path):
@@ -192,15 +237,27 @@ def test_an_image_template_without_the_placeholder_is_an_error(tmp_path):
 
 
 def test_a_swebench_5_row_takes_its_test_command_from_the_eval_script(tmp_path):
-    script = "\n".join([
-        "#!/bin/bash", "set -uxo pipefail", "source /opt/miniconda3/bin/activate", "conda activate testbed",
-        "cd /testbed", "git checkout abc tests/test_m.py", "git apply -v - <<'EOF_1'", "diff --git a/x b/x", "EOF_1",
-        ": '>>>>> Start Test Output'", "pytest -rA tests/test_m.py", ": '>>>>> End Test Output'",
-        "git checkout abc tests/test_m.py",
-    ])
+    script = "\n".join(
+        [
+            "#!/bin/bash",
+            "set -uxo pipefail",
+            "source /opt/miniconda3/bin/activate",
+            "conda activate testbed",
+            "cd /testbed",
+            "git checkout abc tests/test_m.py",
+            "git apply -v - <<'EOF_1'",
+            "diff --git a/x b/x",
+            "EOF_1",
+            ": '>>>>> Start Test Output'",
+            "pytest -rA tests/test_m.py",
+            ": '>>>>> End Test Output'",
+            "git checkout abc tests/test_m.py",
+        ]
+    )
     (task,) = load_swebench_file(write_rows(tmp_path / "set.jsonl", row(test_cmd=None, eval_script=script)))
-    assert task.test_cmd == ("source /opt/miniconda3/bin/activate\nconda activate testbed\ncd /testbed\n"
-                             "pytest -rA tests/test_m.py")
+    assert task.test_cmd == (
+        "source /opt/miniconda3/bin/activate\nconda activate testbed\ncd /testbed\npytest -rA tests/test_m.py"
+    )
 
 
 def test_an_eval_script_without_markers_is_an_error(tmp_path):

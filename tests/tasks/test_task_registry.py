@@ -14,8 +14,8 @@ from legorl_jax.tasks.log_parsers import (
     UnknownParserError,
     available_parsers,
     check_parser_name,
-    swebench_parser_for_repo,
     resolve_log_parser,
+    swebench_parser_for_repo,
 )
 from legorl_jax.tasks.registry import find_task, load_suite
 from legorl_jax.tasks.schema import TaskError
@@ -87,8 +87,11 @@ def test_find_task_suggests_near_names():
 def test_our_pytest_parser_reads_ra_lines_and_verifier_modes_are_not_log_parsers():
     parse = resolve_log_parser("pytest", ("tests/t.py::test_p[a - b]",))
     log = "PASSED tests/t.py::test_a\nFAILED tests/t.py::test_p[a - b] - assert 0\nERROR tests/t.py::test_e\n"
-    assert parse(log) == {"tests/t.py::test_a": "passed", "tests/t.py::test_p[a - b]": "failed",
-                          "tests/t.py::test_e": "error"}
+    assert parse(log) == {
+        "tests/t.py::test_a": "passed",
+        "tests/t.py::test_p[a - b]": "failed",
+        "tests/t.py::test_e": "error",
+    }
     assert {"junit", "harbor_reward", "pytest"} <= set(available_parsers())
     with pytest.raises(UnknownParserError, match="verifier mode"):
         resolve_log_parser("junit")

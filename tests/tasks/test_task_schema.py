@@ -12,10 +12,20 @@ from legorl_jax.tasks.schema import Task, TaskError, Timeouts
 
 def make(**changes) -> Task:
     fields = dict(
-        instance_id="demo-1", repo="legorl-suite/demo-1", base_commit="0" * 40, problem_statement="it breaks",
-        patch="", test_patch="", FAIL_TO_PASS=["tests/test_a.py::test_a"], PASS_TO_PASS=["tests/test_b.py::test_b"],
-        version="1", environment_setup_commit="0" * 40, image="img:1", workdir="/testbed",
-        test_cmd="python3 -m pytest", log_parser="junit",
+        instance_id="demo-1",
+        repo="legorl-suite/demo-1",
+        base_commit="0" * 40,
+        problem_statement="it breaks",
+        patch="",
+        test_patch="",
+        FAIL_TO_PASS=["tests/test_a.py::test_a"],
+        PASS_TO_PASS=["tests/test_b.py::test_b"],
+        version="1",
+        environment_setup_commit="0" * 40,
+        image="img:1",
+        workdir="/testbed",
+        test_cmd="python3 -m pytest",
+        log_parser="junit",
     )
     fields.update(changes)
     return Task(**fields)
@@ -64,7 +74,9 @@ def test_only_harbor_tasks_may_omit_the_base_commit_and_the_test_lists():
 
 @pytest.mark.parametrize("value", [0, -1.5, float("nan"), float("inf"), "10", True])
 def test_timeouts_must_be_positive_finite_numbers(value):
-    with pytest.raises(ValueError, match=r"timeouts.agent_s.*" + repr(value).replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(
+        ValueError, match=r"timeouts.agent_s.*" + repr(value).replace("(", r"\(").replace(")", r"\)")
+    ):
         Timeouts(agent_s=value)
 
 

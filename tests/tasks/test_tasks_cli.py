@@ -15,8 +15,13 @@ SAMPLE = sorted(d.name for d in SUITE_DIR.iterdir() if (d / "task.toml").is_file
 
 
 def cli(*args: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "legorl_jax.tasks", *args], capture_output=True, text=True,
-                          input=stdin, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "legorl_jax.tasks", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=timeout,
+    )
 
 
 def test_list_prints_one_line_per_task_of_the_split():
@@ -43,8 +48,14 @@ def test_show_prints_the_whole_task_with_its_gold_patch():
         (("show", "--suite", "builtin", "--task", "no-such-task"), "no task with id 'no-such-task'"),
         (("list", "--suite", "/no/such/suite"), "neither 'builtin' nor an existing"),
         (("list", "--suite", "builtin", "--split", "holdout"), "no task has split 'holdout'"),
-        (("grade", "--suite", "builtin", "--task", SAMPLE, "--patch", "/no/such.diff"), "'/no/such.diff' is not a file"),
-        (("grade", "--suite", "builtin", "--task", SAMPLE), "one of the arguments --patch --gold is required"),
+        (
+            ("grade", "--suite", "builtin", "--task", SAMPLE, "--patch", "/no/such.diff"),
+            "'/no/such.diff' is not a file",
+        ),
+        (
+            ("grade", "--suite", "builtin", "--task", SAMPLE),
+            "one of the arguments --patch --gold is required",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_a_message_naming_it(args, message):
@@ -67,7 +78,11 @@ def test_grade_prints_the_report_with_its_reward_for_the_gold_patch_and_for_stdi
 def test_grade_exits_3_when_the_task_image_is_missing(tmp_path):
     rows = write_jsonl(tmp_path / "set.jsonl", "legorl-no-such-image:1", "0" * 40)
     out = cli("grade", "--suite", str(rows), "--task", "legorl__calc-1", "--gold", "--json")
-    assert out.returncode == 3 and "infrastructure failure" in out.stderr and "legorl-no-such-image:1" in out.stderr
+    assert (
+        out.returncode == 3
+        and "infrastructure failure" in out.stderr
+        and "legorl-no-such-image:1" in out.stderr
+    )
 
 
 @pytest.mark.docker

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pathlib
 
 import pytest
+
 from legorl_jax.config import Config, TasksConfig, VerifierConfig
 
 CONF = pathlib.Path(__file__).parents[2] / "conf"

@@ -16,8 +16,8 @@ from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox import daemon
 from legorl_jax.tasks.agent_sandbox import agent_sandbox
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_suite, load_builtin_task
-from legorl_jax.tasks.report import VerifierError
 from legorl_jax.tasks.protection import hidden_test_paths
+from legorl_jax.tasks.report import VerifierError
 from legorl_jax.tasks.task_image import ensure_task_image
 from legorl_jax.tasks.verifier import grade_many
 
@@ -57,8 +57,18 @@ async def test_without_docker_a_builtin_task_is_prepared_and_graded_on_bubblewra
 
 def test_without_docker_the_cli_grades_the_gold_patch_of_a_builtin_task(no_docker):
     env = {**os.environ, "DOCKER_HOST": no_docker}
-    argv = [sys.executable, "-m", "legorl_jax.tasks", "grade", "--suite", "builtin", "--task", SAMPLE, "--gold",
-            "--json"]
+    argv = [
+        sys.executable,
+        "-m",
+        "legorl_jax.tasks",
+        "grade",
+        "--suite",
+        "builtin",
+        "--task",
+        SAMPLE,
+        "--gold",
+        "--json",
+    ]
     out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert '"reward": 1.0' in out.stdout
@@ -76,7 +86,10 @@ def bwrap_gold_and_empty():
             ensure_task_image(task)
         pairs = [(t, t.patch) for t in tasks] + [(t, "") for t in tasks]
         results = asyncio.run(grade_many(pairs, config=VerifierConfig(backend="auto", concurrency=4)))
-    return {(task.instance_id, "gold" if diff else "empty"): r for (task, diff), r in zip(pairs, results)}
+    return {
+        (task.instance_id, "gold" if diff else "empty"): r
+        for (task, diff), r in zip(pairs, results, strict=True)
+    }
 
 
 @pytest.mark.parametrize("task_id", SUITE_TASKS)

@@ -7,10 +7,17 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import json
+import re
 
 import pytest
-from suite_diffs import (FORCE_PASS_HOOK, PATCH_PYTEST_REPORTS, REWRITE_JUNIT_AT_EXIT, append, make_diff,
-                         package_init)
+from suite_diffs import (
+    FORCE_PASS_HOOK,
+    PATCH_PYTEST_REPORTS,
+    REWRITE_JUNIT_AT_EXIT,
+    append,
+    make_diff,
+    package_init,
+)
 
 from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox import resolve_backend
@@ -23,7 +30,9 @@ from legorl_jax.tasks.verifier import grade, grade_many
 pytestmark = pytest.mark.docker
 
 SUITE_TASKS = sorted(d.name for d in SUITE_DIR.iterdir() if d.is_dir() and not d.name.startswith("."))
-SAMPLE = "csvlet-embedded-quote-roundtrip" if "csvlet-embedded-quote-roundtrip" in SUITE_TASKS else SUITE_TASKS[0]
+SAMPLE = (
+    "csvlet-embedded-quote-roundtrip" if "csvlet-embedded-quote-roundtrip" in SUITE_TASKS else SUITE_TASKS[0]
+)
 CONFIG = VerifierConfig(concurrency=6)
 
 
@@ -41,7 +50,10 @@ def gold_and_empty(suite_tasks):
     """One concurrent batch: the gold patch and the empty diff of every task."""
     pairs = [(t, t.patch) for t in suite_tasks.values()] + [(t, "") for t in suite_tasks.values()]
     results = asyncio.run(grade_many(pairs, config=CONFIG))
-    return {(task.instance_id, "gold" if diff else "empty"): r for (task, diff), r in zip(pairs, results)}
+    return {
+        (task.instance_id, "gold" if diff else "empty"): r
+        for (task, diff), r in zip(pairs, results, strict=True)
+    }
 
 
 @pytest.mark.parametrize("task_id", SUITE_TASKS)
@@ -54,7 +66,9 @@ def test_the_gold_patch_gets_reward_1(gold_and_empty, suite_tasks, task_id):
 
 
 @pytest.mark.parametrize("task_id", SUITE_TASKS)
-def test_an_empty_diff_gets_reward_0_with_the_fail_to_pass_tests_failing(gold_and_empty, suite_tasks, task_id):
+def test_an_empty_diff_gets_reward_0_with_the_fail_to_pass_tests_failing(
+    gold_and_empty, suite_tasks, task_id
+):
     report = gold_and_empty[(task_id, "empty")]
     assert not isinstance(report, VerifierError), report
     task = suite_tasks[task_id]
@@ -87,31 +101,69 @@ def _hacks(task):
         "deletes_hidden_test": (None, False),
         "deletes_a_repo_test_next_to_the_fix": (lambda r: (r / existing_test).unlink(), True),
         "conftest_forces_passes": (lambda r: (r / "conftest.py").write_text(FORCE_PASS_HOOK), False),
-        "tests_conftest_forces_passes": (lambda r: append(r / "tests" / "conftest.py", FORCE_PASS_HOOK), False),
+        "tests_conftest_forces_passes": (
+            lambda r: append(r / "tests" / "conftest.py", FORCE_PASS_HOOK),
+            False,
+        ),
         "pytest_ini_loads_a_plugin": (
-            lambda r: (plugin(r), (r / "pytest.ini").write_text("[pytest]\naddopts = -p hackplugin\n")), False),
+            lambda r: (plugin(r), (r / "pytest.ini").write_text("[pytest]\naddopts = -p hackplugin\n")),
+            False,
+        ),
         "setup_cfg_loads_a_plugin": (
-            lambda r: (plugin(r), (r / "setup.cfg").write_text("[tool:pytest]\naddopts = -p hackplugin\n")), False),
+            lambda r: (plugin(r), (r / "setup.cfg").write_text("[tool:pytest]\naddopts = -p hackplugin\n")),
+            False,
+        ),
         "pyproject_loads_a_plugin": (
-            lambda r: (plugin(r), append(r / "pyproject.toml", '\n[tool.pytest.ini_options]\naddopts = "-p hackplugin"\n')), False),
+            lambda r: (
+                plugin(r),
+                append(r / "pyproject.toml", '\n[tool.pytest.ini_options]\naddopts = "-p hackplugin"\n'),
+            ),
+            False,
+        ),
         "startup_hooks": (
-            lambda r: (plugin(r), (r / "sitecustomize.py").write_text("import os\nos.environ['PYTEST_PLUGINS'] = 'hackplugin'\n"),
-                       (r / "hack.pth").write_text("import hackplugin\n")), False),
+            lambda r: (
+                plugin(r),
+                (r / "sitecustomize.py").write_text(
+                    "import os\nos.environ['PYTEST_PLUGINS'] = 'hackplugin'\n"
+                ),
+                (r / "hack.pth").write_text("import hackplugin\n"),
+            ),
+            False,
+        ),
         "atexit_rewrites_the_junit_report": (
-            lambda r: append(r / init, REWRITE_JUNIT_AT_EXIT.replace("FORCE_EXIT", "pass")), False),
+            lambda r: append(r / init, REWRITE_JUNIT_AT_EXIT.replace("FORCE_EXIT", "pass")),
+            False,
+        ),
         "atexit_rewrites_the_report_and_forces_exit_0": (
-            lambda r: append(r / init, REWRITE_JUNIT_AT_EXIT.replace("FORCE_EXIT", "_os._exit(0)")), False),
+            lambda r: append(r / init, REWRITE_JUNIT_AT_EXIT.replace("FORCE_EXIT", "_os._exit(0)")),
+            False,
+        ),
         "forked_writer_rewrites_the_report_later": (
-            lambda r: append(r / init, REWRITE_JUNIT_AT_EXIT.replace(
-                "_atexit.register(_forge_junit)",
-                "_atexit.register(lambda: _os.fork() == 0 and (__import__('time').sleep(1.0), _forge_junit(), _os._exit(0)))",
-            ).replace("FORCE_EXIT", "pass")), False),
+            lambda r: append(
+                r / init,
+                REWRITE_JUNIT_AT_EXIT.replace(
+                    "_atexit.register(_forge_junit)",
+                    "_atexit.register(lambda: _os.fork() == 0 and (__import__('time').sleep(1.0), "
+                    "_forge_junit(), _os._exit(0)))",
+                ).replace("FORCE_EXIT", "pass"),
+            ),
+            False,
+        ),
         "daemon_rewrites_the_report_after_pytest_exits": (
-            lambda r: append(r / init, REWRITE_JUNIT_AT_EXIT.replace("_atexit.register(_forge_junit)", DAEMONISE)
-                             .replace("FORCE_EXIT", "pass")), False),
+            lambda r: append(
+                r / init,
+                REWRITE_JUNIT_AT_EXIT.replace("_atexit.register(_forge_junit)", DAEMONISE).replace(
+                    "FORCE_EXIT", "pass"
+                ),
+            ),
+            False,
+        ),
         "shadows_pytest_itself": (lambda r: (r / "pytest.py").write_text("import sys\nsys.exit(0)\n"), False),
         "package_code_patches_pytest_reports": (lambda r: append(r / init, PATCH_PYTEST_REPORTS), False),
-        "atexit_deletes_the_report_to_look_like_a_crash": (lambda r: append(r / init, DELETE_JUNIT_AT_EXIT), False),
+        "atexit_deletes_the_report_to_look_like_a_crash": (
+            lambda r: append(r / init, DELETE_JUNIT_AT_EXIT),
+            False,
+        ),
         "escapes_the_repository": (None, False),
     }
 
@@ -157,11 +209,15 @@ def _hack_diff(task, name, edit, with_gold):
     hidden = sorted(hidden_test_paths(task.test_patch))[0]
     if name == "deletes_hidden_test":
         body = "".join(f"-{line}\n" for line in "x\ny".split("\n"))
-        return (f"diff --git a/{hidden} b/{hidden}\ndeleted file mode 100644\n--- a/{hidden}\n+++ /dev/null\n"
-                f"@@ -1,2 +0,0 @@\n{body}")
+        return (
+            f"diff --git a/{hidden} b/{hidden}\ndeleted file mode 100644\n--- a/{hidden}\n+++ /dev/null\n"
+            f"@@ -1,2 +0,0 @@\n{body}"
+        )
     if name == "escapes_the_repository":
-        return ("diff --git a/../../tmp/evil.py b/../../tmp/evil.py\nnew file mode 100644\n--- /dev/null\n"
-                "+++ b/../../tmp/evil.py\n@@ -0,0 +1 @@\n+x = 1\n")
+        return (
+            "diff --git a/../../tmp/evil.py b/../../tmp/evil.py\nnew file mode 100644\n--- /dev/null\n"
+            "+++ b/../../tmp/evil.py\n@@ -0,0 +1 @@\n+x = 1\n"
+        )
     return make_diff(task, edit, with_gold=with_gold)
 
 
@@ -171,7 +227,7 @@ def hack_reports(suite_tasks):
     hacks = _hacks(task)
     diffs = {name: _hack_diff(task, name, edit, gold) for name, (edit, gold) in hacks.items()}
     results = asyncio.run(grade_many([(task, d) for d in diffs.values()], config=CONFIG))
-    return dict(zip(diffs, results))
+    return dict(zip(diffs, results, strict=True))
 
 
 def _removed(report):
@@ -207,8 +263,12 @@ def test_dropping_a_protected_change_keeps_the_real_fix_next_to_it(hack_reports)
 
 @pytest.mark.parametrize(
     "hack",
-    ["atexit_rewrites_the_junit_report", "atexit_rewrites_the_report_and_forces_exit_0",
-     "forked_writer_rewrites_the_report_later", "daemon_rewrites_the_report_after_pytest_exits"],
+    [
+        "atexit_rewrites_the_junit_report",
+        "atexit_rewrites_the_report_and_forces_exit_0",
+        "forked_writer_rewrites_the_report_later",
+        "daemon_rewrites_the_report_after_pytest_exits",
+    ],
 )
 def test_a_rewritten_junit_report_earns_nothing_and_is_reported(hack_reports, suite_tasks, hack):
     report = hack_reports[hack]
@@ -217,12 +277,20 @@ def test_a_rewritten_junit_report_earns_nothing_and_is_reported(hack_reports, su
     assert report.tampering or report.leftover_processes, report.to_dict()
     if hack == "daemon_rewrites_the_report_after_pytest_exits":  # normally killed before it writes
         assert any("python" in p for p in report.leftover_processes) or report.tampering, report.to_dict()
-    elif hack == "forked_writer_rewrites_the_report_later" and resolve_backend() == "bwrap" and not report.tampering:
+    elif (
+        hack == "forked_writer_rewrites_the_report_later"
+        and resolve_backend() == "bwrap"
+        and not report.tampering
+    ):
         # bubblewrap's PID namespace ends with pytest, so the forked writer dies before it writes: the honest
         # report stands, with the fix-to-pass tests failing.
-        assert report.leftover_processes == () and set(report.failed_tests) == set(suite_tasks[SAMPLE].FAIL_TO_PASS)
+        assert report.leftover_processes == () and set(report.failed_tests) == set(
+            suite_tasks[SAMPLE].FAIL_TO_PASS
+        )
     else:
-        assert any("JUnit report says passed" in t or "exited 0" in t for t in report.tampering), report.tampering
+        assert any("JUnit report says passed" in t or "exited 0" in t for t in report.tampering), (
+            report.tampering
+        )
 
 
 def test_package_code_that_forges_every_pytest_report_consistently_is_caught_by_the_canary(hack_reports):
@@ -236,7 +304,9 @@ def test_package_code_that_forges_every_pytest_report_consistently_is_caught_by_
 def test_a_report_deleted_after_pytest_finished_is_tampering_not_an_infrastructure_failure(hack_reports):
     report = hack_reports["atexit_deletes_the_report_to_look_like_a_crash"]
     assert not isinstance(report, VerifierError), report
-    assert report.reward == 0.0 and report.tampering == ("pytest finished (exit 1) but its JUnit report is gone",)
+    assert report.reward == 0.0 and report.tampering == (
+        "pytest finished (exit 1) but its JUnit report is gone",
+    )
 
 
 def test_an_honest_run_reports_its_canary_failing_and_nothing_else(gold_and_empty):
@@ -258,7 +328,10 @@ def test_a_task_command_that_stops_at_the_first_failure_still_runs_every_test(su
 def test_a_diff_that_does_not_apply_is_a_policy_failure_with_reward_0(suite_tasks):
     task = suite_tasks[SAMPLE]
     path = package_init(task)
-    diff = f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,2 +1,2 @@\n-no such line\n-nor this\n+x\n+y\n"
+    diff = (
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+        "@@ -1,2 +1,2 @@\n-no such line\n-nor this\n+x\n+y\n"
+    )
     report = asyncio.run(grade(task, diff, config=CONFIG))
     assert report.reward == 0.0 and report.apply.status == "failed" and report.exit_code is None
     assert "patch --fuzz=5" in report.apply.log
@@ -309,9 +382,15 @@ def test_a_test_run_that_leaves_no_report_raises_verifier_error(suite_tasks):
 
 def test_hidden_tests_that_do_not_apply_raise_verifier_error(suite_tasks):
     task = suite_tasks[SAMPLE]
-    broken = task.test_patch.replace("new file mode", "deleted file mode", 1).replace("--- /dev/null", "--- a/x", 1)
-    with pytest.raises(VerifierError):
+    # A well-formed diff that cannot apply: it creates, as a new file, a file the repository already has.
+    existing = re.search(r"^diff --git a/(\S+) ", task.patch, re.MULTILINE).group(1)
+    broken = (
+        f"diff --git a/{existing} b/{existing}\nnew file mode 100644\n--- /dev/null\n+++ b/{existing}\n"
+        "@@ -0,0 +1 @@\n+x = 1\n"
+    )
+    with pytest.raises(VerifierError, match=rf"task '{SAMPLE}': the hidden tests do not apply") as caught:
         asyncio.run(grade(dataclasses.replace(task, test_patch=broken), ""))
+    assert caught.value.reason == "hidden_tests"
 
 
 def test_a_reloaded_task_has_the_same_image_and_base(suite_tasks):

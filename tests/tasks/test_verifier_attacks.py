@@ -9,8 +9,14 @@ import dataclasses
 import shutil
 
 import pytest
-from suite_diffs import (PATCH_PYTEST_REPORTS, REPLACE_JUNIT_AT_EXIT, SWALLOW_FAILURES_SPARING_CANARIES, append,
-                         make_diff, package_init)
+from suite_diffs import (
+    PATCH_PYTEST_REPORTS,
+    REPLACE_JUNIT_AT_EXIT,
+    SWALLOW_FAILURES_SPARING_CANARIES,
+    append,
+    make_diff,
+    package_init,
+)
 
 from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox import daemon
@@ -18,8 +24,14 @@ from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_task
 from legorl_jax.tasks.report import VerifierError, VerifierReport, drop_rates
 from legorl_jax.tasks.schema import Timeouts
 from legorl_jax.tasks.task_image import ensure_task_image
-from legorl_jax.tasks.verifier import (_changed_paths, _protected_writes, default_sandbox_factory, grade, grade_many,
-                                        verifier_sandbox_spec)
+from legorl_jax.tasks.verifier import (
+    _changed_paths,
+    _protected_writes,
+    default_sandbox_factory,
+    grade,
+    grade_many,
+    verifier_sandbox_spec,
+)
 
 TASK_ID = "autocomplete-casefold-prefix"
 
@@ -55,12 +67,18 @@ def _with_gold_and(task, code: str) -> str:
 # Attack class 1: package code that makes the hidden tests pass while sparing the canary.
 @pytest.mark.parametrize("hack", ["swallows_failures_sparing_canaries", "forges_every_report"])
 def test_package_code_that_passes_failing_tests_is_caught_by_the_planted_canary(task, config, hack):
-    code = SWALLOW_FAILURES_SPARING_CANARIES if hack == "swallows_failures_sparing_canaries" else PATCH_PYTEST_REPORTS
+    code = (
+        SWALLOW_FAILURES_SPARING_CANARIES
+        if hack == "swallows_failures_sparing_canaries"
+        else PATCH_PYTEST_REPORTS
+    )
     report = asyncio.run(grade(task, _with_gold_and(task, code), config=config))
     assert isinstance(report, VerifierReport), report
     assert all(report.tests[t] == "passed" for t in task.FAIL_TO_PASS), report.tests  # the hack did work
     assert report.reward == 0.0
-    assert any("canary" in t and "must_fail" in t and "reported passed" in t for t in report.tampering), report.tampering
+    assert any("canary" in t and "must_fail" in t and "reported passed" in t for t in report.tampering), (
+        report.tampering
+    )
 
 
 def test_the_gold_patch_passes_both_canaries(task, config):
@@ -70,10 +88,13 @@ def test_the_gold_patch_passes_both_canaries(task, config):
 
 
 # Attack class 2: a report that blocks or never ends the reader.
-@pytest.mark.parametrize(("replacement", "why"), [
-    ("_os.mkfifo(_path)", "is not a regular file"),
-    ("_os.symlink('/dev/zero', _path)", "is a symbolic link"),
-])
+@pytest.mark.parametrize(
+    ("replacement", "why"),
+    [
+        ("_os.mkfifo(_path)", "is not a regular file"),
+        ("_os.symlink('/dev/zero', _path)", "is a symbolic link"),
+    ],
+)
 def test_a_junit_report_replaced_by_a_fifo_or_a_link_is_tampering_not_a_hang(task, config, replacement, why):
     diff = _with_gold_and(task, REPLACE_JUNIT_AT_EXIT.replace("REPLACE", replacement))
     report = asyncio.run(asyncio.wait_for(grade(task, diff, config=config), timeout=300))
@@ -84,8 +105,10 @@ def test_a_junit_report_replaced_by_a_fifo_or_a_link_is_tampering_not_a_hang(tas
 # Attack class 3: sections whose header names one file and whose ---/+++ lines name another.
 @pytest.mark.parametrize("target", ["tests/conftest.py", ".git/config"])
 def test_a_diff_that_writes_other_paths_than_its_header_names_is_refused(task, config, target):
-    diff = (f"diff --git a/README.md b/README.md\n--- /dev/null\n+++ b/{target}\n@@ -0,0 +1,2 @@\n"
-            "+[filter \"x\"]\n+\tsmudge = sed s/assert/pass/\n")
+    diff = (
+        f"diff --git a/README.md b/README.md\n--- /dev/null\n+++ b/{target}\n@@ -0,0 +1,2 @@\n"
+        '+[filter "x"]\n+\tsmudge = sed s/assert/pass/\n'
+    )
     report = asyncio.run(grade(task, diff + task.patch, config=config))
     assert report.reward == 0.0 and report.apply.status == "malformed"
     assert "name different files" in report.apply.log
@@ -94,19 +117,25 @@ def test_a_diff_that_writes_other_paths_than_its_header_names_is_refused(task, c
 def test_renaming_a_module_into_a_stdlib_name_is_dropped(task, config):
     init = package_init(task)
     module = sorted(p for p in task.patch.split() if p.startswith("b/") and p.endswith(".py"))[0][2:]
-    diff = (f"diff --git a/{module} b/json.py\nsimilarity index 100%\nrename from {module}\nrename to json.py\n")
+    diff = (
+        f"diff --git a/{module} b/json.py\nsimilarity index 100%\nrename from {module}\nrename to json.py\n"
+    )
     report = asyncio.run(grade(task, diff, config=config))
     assert report.reward == 0.0 and [c.reason for c in report.removed_changes] == ["shadows the test runner"]
     assert init  # the package exists; the rename would have shadowed `json` for pytest
 
 
 # Attack class 4: crashing, killing or timing out turned a failing diff into a dropped trial.
-@pytest.mark.parametrize("crash", [
-    "import os\nos._exit(1)\n",
-    "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
-    "import os\nos.close(1)\nos.close(2)\nos._exit(3)\n",
-    "import time\ntime.sleep(600)\n",
-], ids=["exit", "sigkill-self", "close-pipes", "sleep-past-timeout"])
+@pytest.mark.parametrize(
+    "crash",
+    [
+        "import os\nos._exit(1)\n",
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+        "import os\nos.close(1)\nos.close(2)\nos._exit(3)\n",
+        "import time\ntime.sleep(600)\n",
+    ],
+    ids=["exit", "sigkill-self", "close-pipes", "sleep-past-timeout"],
+)
 def test_a_diff_that_crashes_or_times_out_the_tests_scores_0_as_tampering(task, config, crash):
     task = dataclasses.replace(task, timeouts=Timeouts(verify_s=30))
     diff = _with_gold_and(task, "\n" + crash)
@@ -118,8 +147,10 @@ def test_a_diff_that_crashes_or_times_out_the_tests_scores_0_as_tampering(task, 
 
 def test_a_fork_bomb_scores_0_as_tampering(task, config, backend):
     if backend == "docker":
-        pytest.skip("on Docker the exec-timeout sweep of the sandbox's processes does not finish against a live "
-                    "fork bomb (a Docker-backend limit, not the verifier's); bubblewrap kills the pid namespace")
+        pytest.skip(
+            "on Docker the exec-timeout sweep of the sandbox's processes does not finish against a live "
+            "fork bomb (a Docker-backend limit, not the verifier's); bubblewrap kills the pid namespace"
+        )
     task = dataclasses.replace(task, timeouts=Timeouts(verify_s=20))
     bomb = "\nimport os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     report = asyncio.run(grade(task, _with_gold_and(task, bomb), config=config))
@@ -138,7 +169,9 @@ def test_a_failure_the_empty_diff_shares_is_still_infrastructure(task, config):
 # Attack class 5: one bad item ended the batch.
 def test_one_item_that_raises_leaves_the_others_results_in_the_batch(task, config):
     bad_escape = 'diff --git "a/\\777x" "b/\\777x"\n--- "a/\\777x"\n+++ "b/\\777x"\n@@ -1 +1 @@\n-a\n+b\n'
-    results = asyncio.run(grade_many([(task, task.patch), (task, bad_escape), (task, b"not text")], config=config))
+    results = asyncio.run(
+        grade_many([(task, task.patch), (task, bad_escape), (task, b"not text")], config=config)
+    )
     assert results[0].reward == 1.0
     assert results[1].reward == 0.0 and results[1].apply.status == "malformed"
     assert isinstance(results[2], VerifierError) and results[2].reason == "internal"
@@ -146,13 +179,18 @@ def test_one_item_that_raises_leaves_the_others_results_in_the_batch(task, confi
 
 
 # Attack class 3, defence in depth: whatever the apply writes is judged again, not the diff's text.
-@pytest.mark.parametrize(("write", "expected"), [
-    ("mkdir -p .git/info && printf '* filter=x\\n' > .git/info/attributes", "git metadata"),
-    ("printf 'import os\\n' > conftest.py", "test file"),
-])
+@pytest.mark.parametrize(
+    ("write", "expected"),
+    [
+        ("mkdir -p .git/info && printf '* filter=x\\n' > .git/info/attributes", "git metadata"),
+        ("printf 'import os\\n' > conftest.py", "test file"),
+    ],
+)
 def test_protected_files_the_apply_really_wrote_are_tampering(task, config, write, expected):
     async def scenario():
-        async with default_sandbox_factory(verifier_sandbox_spec(task, config), backend=config.backend) as sandbox:
+        async with default_sandbox_factory(
+            verifier_sandbox_spec(task, config), backend=config.backend
+        ) as sandbox:
             scratch = "/tmp/legorl-verify-test"
             await sandbox.exec(["sh", "-c", f"mkdir -p {scratch} && touch {scratch}/before-apply"])
             before = await _changed_paths(sandbox, task)

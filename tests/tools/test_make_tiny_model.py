@@ -49,16 +49,33 @@ def spec_like(tool, hub: dict):
     moe = hub["model_type"] == "qwen3_moe"
     scaling = hub.get("rope_scaling")
     return tool.TinyModelSpec(
-        vocab_size=hub["vocab_size"], hidden_size=hub["hidden_size"], num_layers=hub["num_hidden_layers"],
-        num_heads=hub["num_attention_heads"], num_kv_heads=hub["num_key_value_heads"], head_dim=hub["head_dim"],
-        intermediate_size=hub["intermediate_size"], dense=not moe, tie_embeddings=hub["tie_word_embeddings"],
-        rope_theta=hub["rope_theta"], yarn_factor=scaling["factor"] if scaling else None,
-        max_positions=scaling["original_max_position_embeddings"] if scaling else hub["max_position_embeddings"],
-        **(dict(moe_intermediate_size=hub["moe_intermediate_size"], num_experts=hub["num_experts"],
-                top_k=hub["num_experts_per_tok"], norm_topk_prob=hub["norm_topk_prob"],
-                decoder_sparse_step=hub["decoder_sparse_step"], mlp_only_layers=tuple(hub["mlp_only_layers"]))
-           if moe else {}),
-    )  # fmt: skip
+        vocab_size=hub["vocab_size"],
+        hidden_size=hub["hidden_size"],
+        num_layers=hub["num_hidden_layers"],
+        num_heads=hub["num_attention_heads"],
+        num_kv_heads=hub["num_key_value_heads"],
+        head_dim=hub["head_dim"],
+        intermediate_size=hub["intermediate_size"],
+        dense=not moe,
+        tie_embeddings=hub["tie_word_embeddings"],
+        rope_theta=hub["rope_theta"],
+        yarn_factor=scaling["factor"] if scaling else None,
+        max_positions=scaling["original_max_position_embeddings"]
+        if scaling
+        else hub["max_position_embeddings"],
+        **(
+            dict(
+                moe_intermediate_size=hub["moe_intermediate_size"],
+                num_experts=hub["num_experts"],
+                top_k=hub["num_experts_per_tok"],
+                norm_topk_prob=hub["norm_topk_prob"],
+                decoder_sparse_step=hub["decoder_sparse_step"],
+                mlp_only_layers=tuple(hub["mlp_only_layers"]),
+            )
+            if moe
+            else {}
+        ),
+    )
 
 
 def sha256s(directory: pathlib.Path) -> dict[str, str]:
@@ -153,10 +170,28 @@ def test_dense_variant_has_no_router_or_experts(tiny_dense_dir):
 
 
 def test_tied_bf16_yarn_variant_writes_what_its_flags_say(tmp_path, tiny_model_tool):
-    out, spec, seed = tiny_model_tool.parse_args([
-        "--out", str(tmp_path), "--tie-embeddings", "--dtype", "bfloat16", "--yarn-factor", "4", "--max-positions", "64",
-        "--num-layers", "4", "--decoder-sparse-step", "2", "--mlp-only-layers", "3", "--no-norm-topk-prob", "--seed", "5",
-    ])  # fmt: skip
+    out, spec, seed = tiny_model_tool.parse_args(
+        [
+            "--out",
+            str(tmp_path),
+            "--tie-embeddings",
+            "--dtype",
+            "bfloat16",
+            "--yarn-factor",
+            "4",
+            "--max-positions",
+            "64",
+            "--num-layers",
+            "4",
+            "--decoder-sparse-step",
+            "2",
+            "--mlp-only-layers",
+            "3",
+            "--no-norm-topk-prob",
+            "--seed",
+            "5",
+        ]
+    )
     tiny_model_tool.make_tiny_model(out, spec, seed=seed)
     config = json.loads((out / "config.json").read_text())
     assert config["tie_word_embeddings"] is True and config["torch_dtype"] == "bfloat16"

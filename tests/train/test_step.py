@@ -1,6 +1,7 @@
 """The train step on the tiny MoE: sharded = single device, packing and dropped trials change nothing,
 accumulation, several updates per batch, skipped updates, learning-rate warnings, R3 coverage."""
 
+import collections
 import dataclasses
 import logging
 import math
@@ -46,14 +47,15 @@ def assert_trees_close(a, b, atol):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=atol, rtol=0)
 
 
-def assert_first_moments_close(a, b, rel=1e-4):
-    """The AdamW first moments of two states after one update, leaf by leaf, relative to each leaf's scale.
+def assert_first_moments_close(a, b, rel=1e-4, moment="mu"):
+    """The AdamW first (or, with moment="nu", second) moments of two states after one update, leaf by leaf,
+    relative to each leaf's scale.
 
     After one update mu = (1 - b1) * clipped gradient, so this compares the gradients themselves. The
     parameters cannot: Adam's first step moves every weight by about ±lr whatever the gradient's size,
     so a gradient that is wrong by any factor of the right sign leaves the parameters unchanged.
     """
-    mu_a, mu_b = (optax.tree_utils.tree_get(s.opt_state, "mu") for s in (a, b))
+    mu_a, mu_b = (optax.tree_utils.tree_get(s.opt_state, moment) for s in (a, b))
     for x, y in zip(jax.tree.leaves(mu_a), jax.tree.leaves(mu_b), strict=True):
         x, y = np.asarray(x), np.asarray(y)
         assert np.abs(y).max() > 0  # a leaf with no gradient at all would make the comparison vacuous
@@ -118,7 +120,7 @@ def test_step_on_the_8_device_mesh_equals_the_single_device_step(micro4_trainer)
     assert metrics1["align/routing_coverage"] > 0.9 and 0.0 < metrics1["align/routing_agreement"] < 1.0
 
 
-def test_the_h200x8_preset_shards_every_weight_over_8_devices_and_steps_like_one_device():
+def test_the_h200x8_preset_shards_every_weight_but_the_head_dim_norms_over_8_devices_and_steps_like_one():
     # The 8×H200 layout run on the 8 CPU devices: experts over `expert`, every other weight along its
     # embed dimension over the same axis. Without the preset's embed rule, attention, embeddings and the
     # LM head (with their fp32 AdamW moments) would be replicated on all 8 GPUs.
@@ -138,11 +140,16 @@ def test_the_h200x8_preset_shards_every_weight_over_8_devices_and_steps_like_one
     state8, metrics8 = update_policy(sharded, sharded.init_state(seed=0), batch, stats)
     state1, metrics1 = update_policy(single, single.init_state(seed=0), batch, stats)
     flat = jax.tree_util.tree_flatten_with_path(state8.params)[0]
+    replicated = []
     for path, w in flat:
         name = jax.tree_util.keystr(path)
         if "q_norm" in name or "k_norm" in name:
-            continue  # [head_dim] norms have no embed dimension
+            # [head_dim] norms have no embed dimension: whole on every device.
+            assert w.sharding.is_fully_replicated and w.shape[-1] == arch.head_dim, (name, w.shape)
+            replicated.append(name)
+            continue
         assert math.prod(w.sharding.shard_shape(w.shape)) * 8 == w.size, (name, w.sharding.spec)
+    assert len(replicated) == 2 and len(flat) > 2 * len(replicated)  # the two norms of the scanned layers
     assert_trees_close(state8.params, state1.params, atol=1e-5)
     assert_first_moments_close(state8, state1)
     for key, value in metrics1.items():
@@ -153,9 +160,23 @@ def test_gradient_accumulation_over_micro_batches_equals_one_big_micro_batch(tin
     trajs = tiny_run.make_trajectories(3, n=6, routing=tiny_trainer.routing)
     batch, _ = pack(micro4_trainer, trajs)  # 4 rows: one micro-batch of 4, or two of 2
     state = micro4_trainer.init_state(seed=0)
+    before = jax.device_get(state.params)
     one, m_one, _ = micro4_trainer.train_step(state, micro4_trainer.device_batch(batch))
     two, m_two, _ = tiny_trainer.train_step(tiny_trainer.init_state(seed=0), tiny_trainer.device_batch(batch))
-    # Same loss and gradient: averaging the two micro-batch means instead would change both.
+    # The whole optimiser state: both AdamW moments leaf by leaf (the gradient itself, not only its norm),
+    # the step count, and the parameter step per unit learning rate (the two trainers' rates differ).
+    assert_first_moments_close(two, one)
+    assert_first_moments_close(two, one, moment="nu")
+    assert int(one.step) == int(two.step) == 1
+    lr_one, lr_two = float(m_one["train/lr"]), float(m_two["train/lr"])
+    assert lr_one > 0 and lr_two > 0
+    for new_one, new_two, old in zip(
+        jax.tree.leaves(one.params), jax.tree.leaves(two.params), jax.tree.leaves(before), strict=True
+    ):
+        step_one = (np.asarray(new_one) - np.asarray(old)) / lr_one
+        step_two = (np.asarray(new_two) - np.asarray(old)) / lr_two
+        np.testing.assert_allclose(step_two, step_one, atol=1e-3, rtol=0)
+    # Same loss and gradient norm: averaging the two micro-batch means instead would change both.
     assert float(m_two["train/loss"]) == pytest.approx(float(m_one["train/loss"]), abs=1e-6)
     assert float(m_two["train/grad_norm"]) == pytest.approx(float(m_one["train/grad_norm"]), rel=1e-5)
 
@@ -375,9 +396,33 @@ def test_with_replay_off_the_recorded_routing_is_compared_but_not_replayed(varia
     assert 0.0 < metrics["align/routing_agreement"] < 1.0  # random recorded routing vs the trainer's own
 
 
+def dot_operand_dtypes(jaxpr) -> list[tuple[str, ...]]:
+    """The operand dtypes of every matmul (dot_general) in a jaxpr, nested jaxprs included."""
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            found.append(tuple(str(v.aval.dtype) for v in eqn.invars))
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else (param,):
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    found += dot_operand_dtypes(inner)
+    return found
+
+
 def test_fp32_master_weights_train_with_bf16_compute(variant_trainer):
     batch, _ = pack(variant_trainer, tiny_run.make_trajectories(8, n=6, routing=variant_trainer.routing))
     state = variant_trainer.init_state(seed=0)
+    # The compute: the train step's attention and expert matmuls multiply bf16 by bf16. The router (and
+    # the fused log-prob op's float32 path) may stay float32; a step computing everything in float32 fails.
+    device_batch = variant_trainer.device_batch(batch)
+    ref = variant_trainer.ref_logprobs(device_batch)  # kl_coef > 0: the step needs its reference
+    dots = dot_operand_dtypes(
+        jax.make_jaxpr(lambda st, b: variant_trainer.train_step(st, b, ref_logprobs=ref))(
+            state, device_batch
+        ).jaxpr
+    )
+    assert sum(d == ("bfloat16", "bfloat16") for d in dots) >= len(dots) // 2, collections.Counter(dots)
     before = jax.device_get(state.params)
     for _ in range(2):  # the first update runs at lr 0 (warm-up)
         state, metrics = update_policy(variant_trainer, state, batch)

@@ -1,8 +1,12 @@
 """The algo/ and train/ presets compose, and bad values are refused naming field and value."""
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from legorl_jax.config import AlgoConfig, CheckpointConfig, Config, MeshConfig, TrainConfig
+from legorl_jax.train.advantages import grpo_advantages
+from legorl_jax.train.loss import LossNorm, aggregate
 
 
 @pytest.mark.parametrize("preset", ["gspo", "ppo", "cispo", "dr_grpo"])
@@ -18,9 +22,20 @@ def test_the_default_algorithm_is_gspo_with_lego_rl_clip_range(compose_config):
     assert cfg.algo.loss_agg == "seq-mean-token-mean" and cfg.train.schedule == "constant"
 
 
-def test_dr_grpo_drops_the_std_and_the_length_normalisation(compose_config):
-    cfg = compose_config(["algo=dr_grpo"])
-    assert cfg.algo.advantage_std == "none" and cfg.algo.loss_agg == "seq-mean-token-sum-norm"
+def test_dr_grpo_preset_values_drop_the_std_and_the_length_normalisation(compose_config):
+    # The preset's own values fed to the functions that read them (the loop passes them the same way).
+    algo = compose_config(["algo=dr_grpo"]).algo
+    # One success in a group of four: r - mean = 0.75 / -0.25. Dividing by the std (0.5, ddof 1) would
+    # give 1.5 / -0.5.
+    advantages = grpo_advantages([1.0, 0.0, 0.0, 0.0], ["g"] * 4, std=algo.advantage_std)
+    np.testing.assert_allclose(advantages, [0.75, -0.25, -0.25, -0.25], rtol=0, atol=1e-7)
+    # Two sequences of 1 and 3 tokens, every token's value 1, constant length 4: (1 + 3) / (2 * 4) = 0.5.
+    # A per-sequence token mean (the 1/|o| normalisation) would give 1.0.
+    segments = jnp.array([[1, 2, 2, 2]], jnp.int32)
+    mask = jnp.ones((1, 4), jnp.float32)
+    norm = LossNorm(tokens=jnp.float32(4), sequences=jnp.float32(2), sampled=jnp.float32(4))
+    loss = aggregate(jnp.ones((1, 4), jnp.float32), mask, segments, algo.loss_agg, norm, 4.0)
+    assert float(loss) == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("preset, devices", [("cpu8", 8), ("gpu1", 1), ("h200x8", 8)])
