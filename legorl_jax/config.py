@@ -308,7 +308,9 @@ class TasksConfig:
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ValueError(f"tasks.{name} must be a split name or null, got {value!r}")
         if self.ids is not None and (
-            not isinstance(self.ids, (list, tuple)) or not self.ids or not all(isinstance(i, str) and i for i in self.ids)
+            not isinstance(self.ids, (list, tuple))
+            or not self.ids
+            or not all(isinstance(i, str) and i for i in self.ids)
         ):
             raise ValueError(f"tasks.ids must be a non-empty list of instance ids or null, got {self.ids!r}")
         if "{instance_id}" not in self.image_template:
@@ -679,10 +681,16 @@ class WarmStartConfig:
         if not isinstance(self.enabled, bool):
             raise ValueError(f"loop.warm_start.enabled must be true or false, got {self.enabled!r}")
         _positive_int(self.steps, "loop.warm_start.steps")
-        if isinstance(self.learning_rate, bool) or not isinstance(self.learning_rate, (int, float)) or not self.learning_rate > 0:
+        if (
+            isinstance(self.learning_rate, bool)
+            or not isinstance(self.learning_rate, (int, float))
+            or not self.learning_rate > 0
+        ):
             raise ValueError(f"loop.warm_start.learning_rate must be > 0, got {self.learning_rate!r}")
         if self.split is not None and (not isinstance(self.split, str) or not self.split):
-            raise ValueError(f"loop.warm_start.split must be 'same', a split name or null, got {self.split!r}")
+            raise ValueError(
+                f"loop.warm_start.split must be 'same', a split name or null, got {self.split!r}"
+            )
 
 
 @dataclasses.dataclass
@@ -741,7 +749,9 @@ class TrackingConfig:
         if not isinstance(self.repo, str) or not self.repo:
             raise ValueError(f"tracking.repo must be a non-empty string, got {self.repo!r}")
         if self.experiment is not None and (not isinstance(self.experiment, str) or not self.experiment):
-            raise ValueError(f"tracking.experiment must be a non-empty string or null, got {self.experiment!r}")
+            raise ValueError(
+                f"tracking.experiment must be a non-empty string or null, got {self.experiment!r}"
+            )
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -47,22 +47,32 @@ def rollout_metrics(batch: Any) -> dict[str, float]:
     f = [t.features for t in scored]
     turns = sum(x.get("turns", 0.0) for x in f)
     edits = sum(x.get("edits", 0.0) for x in f)
-    m.update({
-        "behaviour/turns_per_trial": _mean([x.get("turns", 0.0) for x in f]),
-        "behaviour/tool_calls_per_turn": sum(x.get("tool_calls", 0.0) for x in f) / turns if turns else 0.0,
-        "behaviour/no_tool_rate": sum(x.get("no_tool_replies", 0.0) for x in f) / turns if turns else 0.0,
-        "behaviour/reread_rate": sum(x.get("rereads_after_edit", 0.0) for x in f) / edits if edits else 0.0,
-        "behaviour/test_run_rate": _mean([float(x.get("test_runs", 0.0) > 0) for x in f]),
-        "behaviour/response_tokens_per_trial": _mean([x.get("response_tokens", 0.0) for x in f]),
-        "behaviour/response_tokens_per_turn": sum(x.get("response_tokens", 0.0) for x in f) / turns if turns else 0.0,
-    })  # fmt: skip
+    m.update(
+        {
+            "behaviour/turns_per_trial": _mean([x.get("turns", 0.0) for x in f]),
+            "behaviour/tool_calls_per_turn": sum(x.get("tool_calls", 0.0) for x in f) / turns
+            if turns
+            else 0.0,
+            "behaviour/no_tool_rate": sum(x.get("no_tool_replies", 0.0) for x in f) / turns if turns else 0.0,
+            "behaviour/reread_rate": sum(x.get("rereads_after_edit", 0.0) for x in f) / edits
+            if edits
+            else 0.0,
+            "behaviour/test_run_rate": _mean([float(x.get("test_runs", 0.0) > 0) for x in f]),
+            "behaviour/response_tokens_per_trial": _mean([x.get("response_tokens", 0.0) for x in f]),
+            "behaviour/response_tokens_per_turn": sum(x.get("response_tokens", 0.0) for x in f) / turns
+            if turns
+            else 0.0,
+        }
+    )
     return m
 
 
 def trial_text(trajectory: Any, limit: int = 20000) -> str:
     """A trial's conversation as text: one block per message, tool calls written out, long texts cut."""
-    lines = [f"# {trajectory.trial_id}  task {trajectory.task_id}  outcome {trajectory.outcome.value}  "
-             f"reward {trajectory.reward:.2f}"]  # fmt: skip
+    lines = [
+        f"# {trajectory.trial_id}  task {trajectory.task_id}  outcome {trajectory.outcome.value}  "
+        f"reward {trajectory.reward:.2f}"
+    ]
     for msg in trajectory.messages:
         content = msg.get("content")
         if isinstance(content, list):

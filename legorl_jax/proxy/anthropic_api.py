@@ -25,9 +25,20 @@ from legorl_jax.proxy.chat import ChatRequest, Completion, ProxyError, bad_reque
 from legorl_jax.proxy.openai_api import _bool, _int, _number
 
 _KNOWN = frozenset(
-    {"model", "messages", "system", "tools", "tool_choice", "max_tokens", "temperature", "top_p", "top_k",
-     "stop_sequences", "stream"}
-)  # fmt: skip
+    {
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "stream",
+    }
+)
 
 
 def _text_blocks(value: Any, where: str) -> str:

@@ -93,8 +93,18 @@ class ChatRequest:
     @property
     def key(self) -> str:
         """Identifies a client retry: the same surface, messages, tools and sampling asks."""
-        body = [self.surface, self.messages, self.tools, self.tool_choice, self.max_tokens, self.temperature,
-                self.top_p, self.top_k, self.stop, self.seed]  # fmt: skip
+        body = [
+            self.surface,
+            self.messages,
+            self.tools,
+            self.tool_choice,
+            self.max_tokens,
+            self.temperature,
+            self.top_p,
+            self.top_k,
+            self.stop,
+            self.seed,
+        ]
         return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
     @property

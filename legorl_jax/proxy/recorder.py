@@ -189,8 +189,10 @@ class Renderer:
                 if slow != tail:
                     self.fast_mismatches += 1
                     self.fast = False
-                    log.warning("the chat template renders new turns differently after a stand-in history; "
-                                "rendering the whole history from now on")  # fmt: skip
+                    log.warning(
+                        "the chat template renders new turns differently after a stand-in history; "
+                        "rendering the whole history from now on"
+                    )
                     tail = slow
                 else:
                     self._checked_shapes.add(shape)

@@ -80,12 +80,14 @@ def table(trajectories: list[Any]) -> str:
         lines.append(
             f"| {task_id} | {len(ts)} | {solved}/{len(kept)} | {mean([t.reward for t in kept]):.2f} | {outcomes} | "
             f"{mean([t.features.get('turns', 0) for t in kept]):.1f} | {mean([t.features.get('response_tokens', 0) for t in kept]):.0f} |"
-        )  # fmt: skip
+        )
     kept = [t for t in trajectories if t.valid]
     dropped = collections.Counter(t.outcome.value for t in trajectories if not t.valid)
     lines.append("")
-    lines.append(f"solve rate {sum(t.reward == 1.0 for t in kept)}/{len(kept)} scored trials "
-                 f"(coverage {len(kept)}/{len(trajectories)}); dropped: {dict(dropped) or 'none'}")  # fmt: skip
+    lines.append(
+        f"solve rate {sum(t.reward == 1.0 for t in kept)}/{len(kept)} scored trials "
+        f"(coverage {len(kept)}/{len(trajectories)}); dropped: {dict(dropped) or 'none'}"
+    )
     return "\n".join(lines)
 
 
@@ -123,17 +125,34 @@ async def evaluate(args: argparse.Namespace) -> list[Any]:
     if args.task_ids:
         tasks = [find_task(tasks, i.strip()) for i in args.task_ids.split(",") if i.strip()]
     harness = get_harness(args.harness)
-    rollout = RolloutConfig(group_size=args.group_size, concurrency=args.concurrency, trial_timeout_s=args.trial_timeout,
-                            retries=args.retries, runs_dir=args.runs_dir, experiment=args.experiment)  # fmt: skip
-    proxy_config = ProxyConfig(mode=args.mode, temperature=args.temperature, max_response_tokens=args.max_response_tokens,
-                               tool_parser=args.tool_parser,
-                               archive_dir=str(pathlib.Path(args.runs_dir) / args.experiment / "sessions"))  # fmt: skip
+    rollout = RolloutConfig(
+        group_size=args.group_size,
+        concurrency=args.concurrency,
+        trial_timeout_s=args.trial_timeout,
+        retries=args.retries,
+        runs_dir=args.runs_dir,
+        experiment=args.experiment,
+    )
+    proxy_config = ProxyConfig(
+        mode=args.mode,
+        temperature=args.temperature,
+        max_response_tokens=args.max_response_tokens,
+        tool_parser=args.tool_parser,
+        archive_dir=str(pathlib.Path(args.runs_dir) / args.experiment / "sessions"),
+    )
     async with _engine(args) as engine:
         proxy = CaptureProxy.from_model_dir(engine, args.model, proxy_config)
         await proxy.start("127.0.0.1", 0)
         try:
-            batch = await collect(tasks, group_size=args.group_size, harness=harness, proxy=proxy, config=rollout,
-                                  step=0, step_limit=args.step_limit)  # fmt: skip
+            batch = await collect(
+                tasks,
+                group_size=args.group_size,
+                harness=harness,
+                proxy=proxy,
+                config=rollout,
+                step=0,
+                step_limit=args.step_limit,
+            )
         finally:
             await proxy.stop()
     return list(batch.trajectories)

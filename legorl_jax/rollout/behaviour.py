@@ -53,8 +53,18 @@ def _mentions(command: str, paths: set[str]) -> bool:
 def behaviour_features(trajectory: dict[str, Any]) -> dict[str, float]:
     """The features of the module docstring from a proxy trajectory (`Session.trajectory()` / trajectory.json)."""
     main = [t for t in trajectory.get("turns", []) if t.get("kind", "main") == "main"]
-    f = dict.fromkeys(("turns", "tool_calls", "no_tool_replies", "edits", "test_runs", "rereads_after_edit",
-                       "response_tokens"), 0.0)  # fmt: skip
+    f = dict.fromkeys(
+        (
+            "turns",
+            "tool_calls",
+            "no_tool_replies",
+            "edits",
+            "test_runs",
+            "rereads_after_edit",
+            "response_tokens",
+        ),
+        0.0,
+    )
     edited: set[str] = set()
     for turn in main:
         f["turns"] += 1

@@ -90,10 +90,19 @@ async def collect(
         async with limit:
             progress.start()
             trajectory = await run_trial(
-                task, harness=harness, proxy=proxy, trial_id=trial_id, group_id=f"{task.instance_id}@{step}",
-                trial_dir=trial_dir(config, step, trial_id), config=config, step_limit=step_limit, model=model,
-                sandbox_config=sandbox_config, verifier_config=verifier_config, sandbox_factory=sandbox_factory,
-            )  # fmt: skip
+                task,
+                harness=harness,
+                proxy=proxy,
+                trial_id=trial_id,
+                group_id=f"{task.instance_id}@{step}",
+                trial_dir=trial_dir(config, step, trial_id),
+                config=config,
+                step_limit=step_limit,
+                model=model,
+                sandbox_config=sandbox_config,
+                verifier_config=verifier_config,
+                sandbox_factory=sandbox_factory,
+            )
             progress.finish(trial_id, trajectory.outcome.value, trajectory.reward, not trajectory.valid)
             return trajectory
 

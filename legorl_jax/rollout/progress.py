@@ -45,8 +45,10 @@ class Progress:
         return self.reward_sum / kept if kept else 0.0
 
     def line(self) -> str:
-        return (f"{self.label} {self.done}/{self.total} | running {self.running} | dropped {self.dropped} | "
-                f"reward {self.reward_mean:.3f}")  # fmt: skip
+        return (
+            f"{self.label} {self.done}/{self.total} | running {self.running} | dropped {self.dropped} | "
+            f"reward {self.reward_mean:.3f}"
+        )
 
     def _show(self) -> None:
         if self.tty:

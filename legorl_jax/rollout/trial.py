@@ -73,15 +73,30 @@ def policy_outcome(result: HarnessResult, flags: dict[str, bool]) -> Outcome:
     return _HARNESS_OUTCOMES[result.exit_status]
 
 
-async def _attempt(task: Task, k: int, *, harness: Harness, proxy: Any, trial_id: str, folder: pathlib.Path,
-                   llm_options: dict[str, Any], sandbox_config: SandboxConfig | None,
-                   verifier_config: VerifierConfig | None, sandbox_factory: Callable | None) -> _Attempt:  # fmt: skip
+async def _attempt(
+    task: Task,
+    k: int,
+    *,
+    harness: Harness,
+    proxy: Any,
+    trial_id: str,
+    folder: pathlib.Path,
+    llm_options: dict[str, Any],
+    sandbox_config: SandboxConfig | None,
+    verifier_config: VerifierConfig | None,
+    sandbox_factory: Callable | None,
+) -> _Attempt:
     attempt = _Attempt()
     t0 = time.monotonic()
     inside = getattr(harness, "network", "none") == "proxy_only"
     port = int(proxy.base_url.rsplit(":", 1)[1]) if inside and proxy.base_url else None
-    spec = agent_sandbox_spec(task, sandbox_config, network="proxy_only" if inside else None, proxy_port=port,
-                              mounts=getattr(harness, "mounts", None))  # fmt: skip
+    spec = agent_sandbox_spec(
+        task,
+        sandbox_config,
+        network="proxy_only" if inside else None,
+        proxy_port=port,
+        mounts=getattr(harness, "mounts", None),
+    )
     if getattr(harness, "sandbox_user", None):  # e.g. SWE-agent hard-codes /root: its sandbox runs as root
         spec = dataclasses.replace(spec, user=harness.sandbox_user)
     info = proxy.open_session(task.instance_id, trial_id, {"attempt": k}, trial_dir=folder)
@@ -143,18 +158,32 @@ def _write_attempt(folder: pathlib.Path, attempt: _Attempt) -> None:
         report = attempt.report.to_dict()
         atomic_write_text(folder / "verifier_output.txt", report.pop("output", ""))
         atomic_write_text(folder / "verifier.json", json.dumps(report, indent=1, default=str))
-    summary = {"outcome": attempt.outcome.value if attempt.outcome else None, "reason": attempt.reason,
-               "reward": attempt.report.reward if attempt.report is not None else None,
-               "exit_status": attempt.result.exit_status if attempt.result else None,
-               "steps": attempt.result.steps if attempt.result else None, "timings": attempt.timings}  # fmt: skip
+    summary = {
+        "outcome": attempt.outcome.value if attempt.outcome else None,
+        "reason": attempt.reason,
+        "reward": attempt.report.reward if attempt.report is not None else None,
+        "exit_status": attempt.result.exit_status if attempt.result else None,
+        "steps": attempt.result.steps if attempt.result else None,
+        "timings": attempt.timings,
+    }
     atomic_write_text(folder / "attempt.json", json.dumps(summary, indent=1))
 
 
-async def run_trial(task: Task, *, harness: Harness, proxy: Any, trial_id: str, group_id: str,
-                    trial_dir: str | pathlib.Path, config: RolloutConfig | None = None, step_limit: int = 30,
-                    model: str = "legorl-policy", sandbox_config: SandboxConfig | None = None,
-                    verifier_config: VerifierConfig | None = None,
-                    sandbox_factory: Callable | None = None) -> Trajectory:  # fmt: skip
+async def run_trial(
+    task: Task,
+    *,
+    harness: Harness,
+    proxy: Any,
+    trial_id: str,
+    group_id: str,
+    trial_dir: str | pathlib.Path,
+    config: RolloutConfig | None = None,
+    step_limit: int = 30,
+    model: str = "legorl-policy",
+    sandbox_config: SandboxConfig | None = None,
+    verifier_config: VerifierConfig | None = None,
+    sandbox_factory: Callable | None = None,
+) -> Trajectory:
     """Runs one trial with retries of infrastructure failures (module docstring)."""
     config = config or RolloutConfig()
     trial_dir = pathlib.Path(trial_dir)
@@ -171,10 +200,20 @@ async def run_trial(task: Task, *, harness: Harness, proxy: Any, trial_id: str, 
             continue
         try:
             attempt = await asyncio.wait_for(
-                _attempt(task, k, harness=harness, proxy=proxy, trial_id=trial_id, folder=folder, llm_options=llm_options,
-                         sandbox_config=sandbox_config, verifier_config=verifier_config, sandbox_factory=sandbox_factory),
+                _attempt(
+                    task,
+                    k,
+                    harness=harness,
+                    proxy=proxy,
+                    trial_id=trial_id,
+                    folder=folder,
+                    llm_options=llm_options,
+                    sandbox_config=sandbox_config,
+                    verifier_config=verifier_config,
+                    sandbox_factory=sandbox_factory,
+                ),
                 timeout=config.trial_timeout_s,
-            )  # fmt: skip
+            )
         except TimeoutError:
             attempt = _Attempt(Outcome.TIMEOUT, f"the attempt ran past {config.trial_timeout_s:.0f} s")
             attempt.closed = await _close_leftover(proxy, trial_id, folder)
@@ -187,10 +226,18 @@ async def run_trial(task: Task, *, harness: Harness, proxy: Any, trial_id: str, 
         )
     final = attempts[-1]
     trajectory = _trajectory(task, trial_id, group_id, final, attempts)
-    summary = {"trial_id": trial_id, "task_id": task.instance_id, "group_id": group_id, "attempts": len(attempts),
-               "final_attempt": len(attempts) - 1, "outcome": trajectory.outcome.value, "reward": trajectory.reward,
-               "dropped_attempts": [a.outcome.value for a in attempts[:-1]], "features": trajectory.features,
-               "timings": trajectory.timings}  # fmt: skip
+    summary = {
+        "trial_id": trial_id,
+        "task_id": task.instance_id,
+        "group_id": group_id,
+        "attempts": len(attempts),
+        "final_attempt": len(attempts) - 1,
+        "outcome": trajectory.outcome.value,
+        "reward": trajectory.reward,
+        "dropped_attempts": [a.outcome.value for a in attempts[:-1]],
+        "features": trajectory.features,
+        "timings": trajectory.timings,
+    }
     atomic_write_text(trial_dir / "trial.json", json.dumps(summary, indent=1))
     return trajectory
 

@@ -97,7 +97,9 @@ class Checkpointer:
                 f"run_config must be the resolved config as a plain dict, got {type(run_config).__name__}"
             )
         if config.directory is None:
-            raise ValueError("train.checkpoint.directory is null: the run sets it to its folder's checkpoints/ (give a path)")
+            raise ValueError(
+                "train.checkpoint.directory is null: the run sets it to its folder's checkpoints/ (give a path)"
+            )
         self.config = config
         self.run_config = run_config
         self.directory = pathlib.Path(config.directory).absolute()

@@ -531,13 +531,18 @@ class Prepared:
             return
         for j in range(minis):
             batch = self.trainer.device_batch(_rows_of(self.host, slice(j, None, minis)))
-            old, ref = (None if x is None else self.trainer._put_rows(np.asarray(x)[j::minis]) for x in (self.old, self.ref))
+            old, ref = (
+                None if x is None else self.trainer._put_rows(np.asarray(x)[j::minis])
+                for x in (self.old, self.ref)
+            )
             yield MiniBatch(self, batch, old, ref)
 
 
 def _masked_diffs(train_lp: jax.Array, host: dict[str, Any]) -> np.ndarray:
     mask = np.asarray(host["loss_mask"]) > 0
-    return (np.asarray(jax.device_get(train_lp)) - np.asarray(host["behaviour_logprobs"]))[mask].astype(np.float32)
+    return (np.asarray(jax.device_get(train_lp)) - np.asarray(host["behaviour_logprobs"]))[mask].astype(
+        np.float32
+    )
 
 
 def _rows_of(host: dict[str, Any], rows: slice) -> dict[str, Any]:

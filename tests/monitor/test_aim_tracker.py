@@ -7,7 +7,6 @@ import subprocess
 import sys
 import textwrap
 
-
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
 
 
@@ -34,7 +33,8 @@ def test_metrics_hparams_and_texts_read_back_through_aims_sdk(tmp_path):
         t.close()
         print(t.run_hash)
     """)
-    seen = json.loads(in_process(f"""
+    seen = json.loads(
+        in_process(f"""
         import json
         from legorl_jax.monitor.aim_tracker import read_repo
         run = read_repo({str(repo)!r}).get_run({run_hash!r})
@@ -46,7 +46,8 @@ def test_metrics_hparams_and_texts_read_back_through_aims_sdk(tmp_path):
             "metrics": {{m.name: [float(v) for v in m.values.sparse_numpy()[1]] for m in run.metrics()}},
             "text": [name, context.to_dict(), [int(s) for s in steps], [str(t) for t in values[0]]],
         }}))
-    """))
+    """)
+    )
     assert (seen["experiment"], seen["name"], seen["tags"]) == ("unit", "gspo lr=1e-6", ["sweep-1"])
     assert seen["hparams"] == {"algo": {"loss": "gspo"}, "train": {"learning_rate": 1e-6}, "tags": ["a", "b"]}
     assert seen["metrics"] == {"rollout/reward_mean": [0.0, 0.25, 0.5]}  # the NaN loss was never tracked
@@ -66,16 +67,27 @@ def test_a_resumed_job_continues_the_same_aim_run(tmp_path):
     """
     first = in_process(job.format(repo=repo, resume=None, value=1.0, step=0))
     again = in_process(job.format(repo=repo, resume=first, value=0.5, step=1))
-    seen = json.loads(in_process(f"""
+    seen = json.loads(
+        in_process(f"""
         import json
         from legorl_jax.monitor.aim_tracker import read_repo
         runs = list(read_repo({repo!r}).iter_runs())
         print(json.dumps([[r.hash, [[float(v) for v in m.values.sparse_numpy()[1]] for m in r.metrics()]] for r in runs]))
-    """))
+    """)
+    )
     assert first == again and seen == [[first, [[1.0, 0.5]]]]
 
 
 def test_reading_a_folder_that_is_no_aim_repository_names_it(tmp_path):
-    out = subprocess.run([sys.executable, "-c", f"from legorl_jax.monitor.aim_tracker import read_repo; read_repo({str(tmp_path / 'nothing')!r})"],
-                         capture_output=True, text=True, env=ENV, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"from legorl_jax.monitor.aim_tracker import read_repo; read_repo({str(tmp_path / 'nothing')!r})",
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )
     assert out.returncode == 1 and "nothing is not an Aim repository" in out.stderr

@@ -22,20 +22,56 @@ def test_metric_names_that_do_not_read_stage_slash_name_are_refused(name):
 
 
 def trial(i, reward, outcome, **features):
-    return Trajectory(trial_id=f"t-{i}", task_id="calc", group_id="calc@0", sequences=(), reward=reward, outcome=outcome,
-                      messages=({"role": "user", "content": "fix"}, {"role": "assistant", "content": "ok",
-                                 "tool_calls": [{"function": {"name": "bash", "arguments": '{"command": "ls"}'}}]}),
-                      features=features)  # fmt: skip
+    return Trajectory(
+        trial_id=f"t-{i}",
+        task_id="calc",
+        group_id="calc@0",
+        sequences=(),
+        reward=reward,
+        outcome=outcome,
+        messages=(
+            {"role": "user", "content": "fix"},
+            {
+                "role": "assistant",
+                "content": "ok",
+                "tool_calls": [{"function": {"name": "bash", "arguments": '{"command": "ls"}'}}],
+            },
+        ),
+        features=features,
+    )
 
 
 def test_rollout_metrics_average_behaviour_over_scored_trials_and_count_drops():
-    batch = Batch((
-        trial(0, 1.0, Outcome.SUBMITTED, turns=4, tool_calls=4, no_tool_replies=0, edits=2, rereads_after_edit=1,
-              test_runs=1, response_tokens=400),
-        trial(1, 0.0, Outcome.STEP_LIMIT, turns=6, tool_calls=4, no_tool_replies=2, edits=0, rereads_after_edit=0,
-              test_runs=0, response_tokens=200),
-        trial(2, 0.0, Outcome.TIMEOUT, turns=50, tool_calls=0, response_tokens=9999),
-    ), seconds=60.0)  # fmt: skip
+    batch = Batch(
+        (
+            trial(
+                0,
+                1.0,
+                Outcome.SUBMITTED,
+                turns=4,
+                tool_calls=4,
+                no_tool_replies=0,
+                edits=2,
+                rereads_after_edit=1,
+                test_runs=1,
+                response_tokens=400,
+            ),
+            trial(
+                1,
+                0.0,
+                Outcome.STEP_LIMIT,
+                turns=6,
+                tool_calls=4,
+                no_tool_replies=2,
+                edits=0,
+                rereads_after_edit=0,
+                test_runs=0,
+                response_tokens=200,
+            ),
+            trial(2, 0.0, Outcome.TIMEOUT, turns=50, tool_calls=0, response_tokens=9999),
+        ),
+        seconds=60.0,
+    )
     m = rollout_metrics(batch)
     assert (
         m["rollout/trials"] == 3
@@ -65,11 +101,21 @@ def test_trial_text_shows_the_conversation_and_its_verdict():
 
 
 def test_alerts_name_each_unhealthy_figure_and_stay_quiet_when_healthy():
-    healthy = {"align/prob_pearson": 0.999, "rollout/scored": 4, "behaviour/tool_calls_per_turn": 1.2,
-               "align/routing_coverage": 1.0, "train/learning_rate": 1e-6}  # fmt: skip
+    healthy = {
+        "align/prob_pearson": 0.999,
+        "rollout/scored": 4,
+        "behaviour/tool_calls_per_turn": 1.2,
+        "align/routing_coverage": 1.0,
+        "train/learning_rate": 1e-6,
+    }
     assert alerts(healthy, moe=True) == []
-    sick = {"align/prob_pearson": 0.75, "rollout/scored": 4, "behaviour/tool_calls_per_turn": 0.0,
-            "align/routing_coverage": 0.9, "train/learning_rate": 0.0}  # fmt: skip
+    sick = {
+        "align/prob_pearson": 0.75,
+        "rollout/scored": 4,
+        "behaviour/tool_calls_per_turn": 0.0,
+        "align/routing_coverage": 0.9,
+        "train/learning_rate": 0.0,
+    }
     found = alerts(sick, moe=True)
     assert len(found) == 4 and "0.7500 < 0.99" in found[0] and "no tool call" in found[1]
     assert "0.9000 < 1" in found[2] and "learning rate is 0" in found[3]

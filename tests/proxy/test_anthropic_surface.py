@@ -18,8 +18,10 @@ OPENAI_BASH = {
     "type": "function",
     "function": {"name": "Bash", "description": "Run a command", "parameters": BASH["input_schema"]},
 }
-SYSTEM_BLOCKS = [{"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
-                 {"type": "text", "text": "Work in /repo."}]  # fmt: skip
+SYSTEM_BLOCKS = [
+    {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
+    {"type": "text", "text": "Work in /repo."},
+]
 SYSTEM_TEXT = "You are Claude Code.\nWork in /repo."
 
 

@@ -22,8 +22,11 @@ async def test_captured_logprobs_equal_the_engines_prompt_logprobs_on_the_captur
             r = await client.chat.completions.create(
                 model="p", messages=messages, tools=[BASH_TOOL], temperature=0.0
             )
-            messages = [*messages, {"role": "assistant", "content": r.choices[0].message.content},
-                        {"role": "user", "content": f"continue {turn}"}]  # fmt: skip
+            messages = [
+                *messages,
+                {"role": "assistant", "content": r.choices[0].message.content},
+                {"role": "user", "content": f"continue {turn}"},
+            ]
     closed = await proxy.close_session(info.session_id)
     session_turns = closed.trajectory["turns"]
     assert [t["branch"] for t in session_turns] == [0, 0, 0]  # garbage text still extends the branch verbatim
@@ -46,8 +49,11 @@ async def test_each_turn_feeds_the_engine_the_branch_so_far_verbatim(jax_engine,
     async with openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x") as client:
         for _ in range(2):
             r = await client.chat.completions.create(model="p", messages=messages)
-            messages = [*messages, {"role": "assistant", "content": r.choices[0].message.content},
-                        {"role": "user", "content": "more"}]  # fmt: skip
+            messages = [
+                *messages,
+                {"role": "assistant", "content": r.choices[0].message.content},
+                {"role": "user", "content": "more"},
+            ]
     turns = proxy.sessions[info.session_id].turns
     first = turns[0].prompt_ids.tolist() + turns[0].output_ids.tolist()
     assert turns[1].prompt_ids.tolist()[: len(first)] == first

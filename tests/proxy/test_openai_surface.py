@@ -70,8 +70,13 @@ async def test_streaming_sends_openai_chunks_in_order_with_usage_and_done(script
     proxy = await serve(engine)
     info = proxy.open_session()
     async with aiohttp.ClientSession() as http:
-        body = {"model": "p", "messages": [SYSTEM, USER], "tools": [BASH_TOOL], "stream": True,
-                "stream_options": {"include_usage": True}}  # fmt: skip
+        body = {
+            "model": "p",
+            "messages": [SYSTEM, USER],
+            "tools": [BASH_TOOL],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         async with http.post(info.openai_base_url + "/chat/completions", json=body) as resp:
             assert resp.headers["Content-Type"].startswith("text/event-stream")
             raw = (await resp.read()).decode()
@@ -99,8 +104,14 @@ async def test_litellm_completion_reaches_the_session(scripted, serve):
     engine = scripted([tool_call_text("bash", '{"command": "ls"}')])
     proxy = await serve(engine)
     info = proxy.open_session()
-    r = await litellm.acompletion(model="openai/my-policy", api_base=info.openai_base_url, api_key="x",
-                                  messages=[SYSTEM, USER], tools=[BASH_TOOL], temperature=0.3)  # fmt: skip
+    r = await litellm.acompletion(
+        model="openai/my-policy",
+        api_base=info.openai_base_url,
+        api_key="x",
+        messages=[SYSTEM, USER],
+        tools=[BASH_TOOL],
+        temperature=0.3,
+    )
     assert r.choices[0].message.tool_calls[0].function.name == "bash"
     turn = proxy.sessions[info.session_id].turn_info[0]
     assert turn["requested"]["temperature"] == 0.3
@@ -136,9 +147,14 @@ async def test_fields_that_change_nothing_are_accepted_and_counted(scripted, ser
     info = proxy.open_session()
     client = openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x")
     await client.chat.completions.create(
-        model="p", messages=[USER], reasoning_effort="high", parallel_tool_calls=False, metadata={"a": "b"},
-        store=False, extra_body={"prompt_cache_key": "conv-1", "brand_new_field": 1},
-    )  # fmt: skip
+        model="p",
+        messages=[USER],
+        reasoning_effort="high",
+        parallel_tool_calls=False,
+        metadata={"a": "b"},
+        store=False,
+        extra_body={"prompt_cache_key": "conv-1", "brand_new_field": 1},
+    )
     ignored = proxy.sessions[info.session_id].counters["ignored_fields"]
     assert {
         k: ignored[k] for k in ("reasoning_effort", "prompt_cache_key", "metadata", "brand_new_field")

@@ -34,9 +34,14 @@ async def turn(
     if parsed.reasoning:
         reply["reasoning_content"] = parsed.reasoning
     if parsed.calls:
-        reply["tool_calls"] = [{"id": f"call_{len(rec.branches)}_{i}", "type": "function",
-                                "function": {"name": c.name, "arguments": json.loads(c.arguments)}}
-                               for i, c in enumerate(parsed.calls)]  # fmt: skip
+        reply["tool_calls"] = [
+            {
+                "id": f"call_{len(rec.branches)}_{i}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.loads(c.arguments)},
+            }
+            for i, c in enumerate(parsed.calls)
+        ]
     rec.commit(plan, gen, reply, turn=0, recomputed=recompute)
     return plan, gen, reply
 
@@ -201,8 +206,13 @@ async def test_replies_an_earlier_branch_sampled_are_masked_or_recomputed_never_
         np.asarray(positions) - 1
     ]
     gen = await engine.generate(list(plan.prompt_ids), SamplingParams(max_new_tokens=20))
-    branch = rec.commit(plan, gen, {"role": "assistant", "content": "next"}, turn=1,
-                        recomputed=recomputed if mode == "recompute" else None)  # fmt: skip
+    branch = rec.commit(
+        plan,
+        gen,
+        {"role": "assistant", "content": "next"},
+        turn=1,
+        recomputed=recomputed if mode == "recompute" else None,
+    )
     mask, lps = np.asarray(branch.mask), np.asarray(branch.logprobs)
     if mode == "recompute":
         assert branch.recomputed == len(sampled) and branch.rerendered_masked == 0

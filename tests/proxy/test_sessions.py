@@ -239,8 +239,12 @@ async def test_inspect_trial_prints_each_span_marked_sampled_or_context(scripted
     ]
     await client.chat.completions.create(model="p", messages=history, tools=[BASH_TOOL])
     await proxy.close_session(info.session_id)
-    out = subprocess.run([sys.executable, str(TOOLS_ROOT / "inspect_trial.py"), str(tmp_path / "t")],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, str(TOOLS_ROOT / "inspect_trial.py"), str(tmp_path / "t")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "branch 0 (main, first)" in out
     assert "[sampled" in out and "[context" in out
     assert "Looking." in out and "Done." in out and "calc.py" in out

@@ -18,7 +18,7 @@ TOOLS = [
                     "line": {"type": "integer"},
                     "force": {"type": "boolean"},
                     "body": {"type": "string"},
-                },  # fmt: skip
+                },
             },
         },
     }
@@ -26,8 +26,10 @@ TOOLS = [
 
 
 def test_qwen3_parser_reads_several_json_calls_and_the_content_before_them():
-    text = 'Let me look.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</tool_call>\n' \
-           '<tool_call>\n{"name": "edit", "arguments": "{\\"path\\": \\"a.py\\"}"}\n</tool_call>'  # fmt: skip
+    text = (
+        'Let me look.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "edit", "arguments": "{\\"path\\": \\"a.py\\"}"}\n</tool_call>'
+    )
     out = parse_output(get_parser("qwen3"), text, None)
     assert out.content == "Let me look."
     assert [(c.name, json.loads(c.arguments)) for c in out.calls] == [

@@ -9,23 +9,35 @@ from legorl_jax.rollout.progress import Progress
 
 
 def turn(*calls, tokens=10, kind="main"):
-    return {"kind": kind, "output_tokens": tokens,
-            "tool_calls": [{"id": f"c{i}", "name": n, "arguments": json.dumps(a)} for i, (n, a) in enumerate(calls)]}  # fmt: skip
+    return {
+        "kind": kind,
+        "output_tokens": tokens,
+        "tool_calls": [
+            {"id": f"c{i}", "name": n, "arguments": json.dumps(a)} for i, (n, a) in enumerate(calls)
+        ],
+    }
 
 
 def test_features_count_edits_test_runs_and_rereads_across_tool_vocabularies():
-    trajectory = {"turns": [
-        turn(("Read", {"file_path": "/repo/calc.py"})),                                   # Claude Code
-        turn(("Edit", {"file_path": "/repo/calc.py", "old_string": "-", "new_string": "+"})),
-        turn(("Read", {"file_path": "/repo/calc.py"})),                                   # re-read after the edit
-        turn(("str_replace_editor", {"command": "str_replace", "path": "/repo/util.py", "old_str": "a", "new_str": "b"})),
-        turn(("str_replace_editor", {"command": "view", "path": "/repo/util.py"})),       # SWE-agent's re-read
-        turn(("bash", {"command": "python -m pytest -q tests/test_calc.py"})),
-        turn(("bash", {"command": "cat calc.py"})),                                       # shell re-read
-        turn(("bash", {"command": "sed -i 's/a/b/' x.py"}), ("bash", {"command": "ls"})),
-        turn(),                                                                           # no tool call
-        turn(("bash", {"command": "ls"}), kind="side"),                                   # not the main thread
-    ]}  # fmt: skip
+    trajectory = {
+        "turns": [
+            turn(("Read", {"file_path": "/repo/calc.py"})),  # Claude Code
+            turn(("Edit", {"file_path": "/repo/calc.py", "old_string": "-", "new_string": "+"})),
+            turn(("Read", {"file_path": "/repo/calc.py"})),  # re-read after the edit
+            turn(
+                (
+                    "str_replace_editor",
+                    {"command": "str_replace", "path": "/repo/util.py", "old_str": "a", "new_str": "b"},
+                )
+            ),
+            turn(("str_replace_editor", {"command": "view", "path": "/repo/util.py"})),  # SWE-agent's re-read
+            turn(("bash", {"command": "python -m pytest -q tests/test_calc.py"})),
+            turn(("bash", {"command": "cat calc.py"})),  # shell re-read
+            turn(("bash", {"command": "sed -i 's/a/b/' x.py"}), ("bash", {"command": "ls"})),
+            turn(),  # no tool call
+            turn(("bash", {"command": "ls"}), kind="side"),  # not the main thread
+        ]
+    }
     f = behaviour_features(trajectory)
     assert f["turns"] == 9 and f["tool_calls"] == 9 and f["no_tool_replies"] == 1
     assert f["edits"] == 3 and f["test_runs"] == 1 and f["rereads_after_edit"] == 3
@@ -52,8 +64,10 @@ def test_the_progress_line_logs_each_trial_when_not_on_a_terminal(caplog):
         progress.close()
     assert stream.getvalue() == ""  # nothing drawn on a non-terminal
     assert [r.getMessage() for r in caplog.records] == [
-        "step 0 trials 1/3 t-0: submitted reward 1.00", "step 0 trials 2/3 t-1: timeout reward 0.00",
-        "step 0 trials 3/3 t-2: step_limit reward 0.00"]  # fmt: skip
+        "step 0 trials 1/3 t-0: submitted reward 1.00",
+        "step 0 trials 2/3 t-1: timeout reward 0.00",
+        "step 0 trials 3/3 t-2: step_limit reward 0.00",
+    ]
     assert progress.line() == "step 0 trials 3/3 | running 0 | dropped 1 | reward 0.500"
 
 

@@ -41,8 +41,13 @@ async def proxy_on(tokenizer, tmp_path):
 
     async def start(engine, **config):
         config = {"archive_dir": str(tmp_path / "proxy-archive"), **config}
-        proxy = CaptureProxy(engine, tokenizer, ProxyConfig(**config), admin_token="rollout-admin-token",
-                             context_length=engine.max_len)  # fmt: skip
+        proxy = CaptureProxy(
+            engine,
+            tokenizer,
+            ProxyConfig(**config),
+            admin_token="rollout-admin-token",
+            context_length=engine.max_len,
+        )
         await proxy.start()
         started.append(proxy)
         return proxy
@@ -64,8 +69,15 @@ async def test_a_scripted_fix_through_the_builtin_harness_scores_reward_one(
     engine = ScriptedEngine(tokenizer, fix_script(task))
     engine.max_len = 8192
     proxy = await proxy_on(engine, context_length=8192)
-    trajectory = await run_trial(task, harness=get_harness("builtin"), proxy=proxy, trial_id="fix-0", group_id="g",
-                                 trial_dir=tmp_path / "trial", config=rollout_config(tmp_path))  # fmt: skip
+    trajectory = await run_trial(
+        task,
+        harness=get_harness("builtin"),
+        proxy=proxy,
+        trial_id="fix-0",
+        group_id="g",
+        trial_dir=tmp_path / "trial",
+        config=rollout_config(tmp_path),
+    )
     assert trajectory.outcome is Outcome.SUBMITTED and trajectory.reward == 1.0
     assert trajectory.verifier_report["resolved"] and not trajectory.verifier_report["tampering"]
     (seq,) = trajectory.sequences
@@ -89,11 +101,22 @@ async def test_the_tiny_models_own_sampling_ends_every_trial_in_a_policy_outcome
     two_tasks, jax_engine, proxy_on, tmp_path
 ):
     proxy = await proxy_on(jax_engine, max_response_tokens=12, max_consecutive_no_tool=2)
-    batch = await collect(two_tasks, group_size=2, harness=get_harness("builtin"), proxy=proxy, step=0, step_limit=6,
-                          config=rollout_config(tmp_path))  # fmt: skip
+    batch = await collect(
+        two_tasks,
+        group_size=2,
+        harness=get_harness("builtin"),
+        proxy=proxy,
+        step=0,
+        step_limit=6,
+        config=rollout_config(tmp_path),
+    )
     assert len(batch.trajectories) == 4 and batch.dropped == {}
-    assert {t.outcome for t in batch.trajectories} <= {Outcome.NO_TOOL_COLLAPSE, Outcome.STEP_LIMIT, Outcome.SUBMITTED,
-                                                       Outcome.FORMAT_FAILURE}  # fmt: skip
+    assert {t.outcome for t in batch.trajectories} <= {
+        Outcome.NO_TOOL_COLLAPSE,
+        Outcome.STEP_LIMIT,
+        Outcome.SUBMITTED,
+        Outcome.FORMAT_FAILURE,
+    }
     assert all(t.reward == 0.0 for t in batch.trajectories)  # random weights fix nothing
     assert sorted(t.group_id for t in batch.trajectories) == sorted(
         f"{t.instance_id}@0" for t in two_tasks for _ in range(2)
@@ -128,8 +151,14 @@ async def test_injected_infrastructure_failures_drop_only_that_trial_with_its_re
     engine = ScriptedEngine(tokenizer, script)
     engine.max_len = 8192
     proxy = await proxy_on(engine, context_length=8192)
-    batch = await collect([broken, healthy], group_size=1, harness=get_harness("builtin"), proxy=proxy, step=1,
-                          config=rollout_config(tmp_path, retries=1))  # fmt: skip
+    batch = await collect(
+        [broken, healthy],
+        group_size=1,
+        harness=get_harness("builtin"),
+        proxy=proxy,
+        step=1,
+        config=rollout_config(tmp_path, retries=1),
+    )
     by_task = {t.task_id: t for t in batch.trajectories}
     assert (
         by_task[broken.instance_id].outcome is Outcome.ENGINE_FAILED and not by_task[broken.instance_id].valid
@@ -139,8 +168,15 @@ async def test_injected_infrastructure_failures_drop_only_that_trial_with_its_re
     )  # retried once with a fresh sandbox and session
     assert by_task[healthy.instance_id].outcome is Outcome.SUBMITTED
     assert batch.dropped == {"engine_failed": 1} and len(batch.kept) == 1
-    crashed = await run_trial(healthy, harness=CrashingHarness(), proxy=proxy, trial_id="crash-0", group_id="g",
-                              trial_dir=tmp_path / "crash", config=rollout_config(tmp_path))  # fmt: skip
+    crashed = await run_trial(
+        healthy,
+        harness=CrashingHarness(),
+        proxy=proxy,
+        trial_id="crash-0",
+        group_id="g",
+        trial_dir=tmp_path / "crash",
+        config=rollout_config(tmp_path),
+    )
     assert crashed.outcome is Outcome.HARNESS_CRASHED and crashed.sequences == () and crashed.reward == 0.0
     assert "KeyError" in json.loads((tmp_path / "crash" / "attempt_0" / "attempt.json").read_text())["reason"]
 
@@ -151,8 +187,19 @@ class ContainerKiller:
     name = "killed"
 
     async def run(self, task, sandbox, llm) -> HarnessResult:
-        ids = subprocess.run(["docker", "ps", "-q", "--filter", "label=legorl.role=agent",
-                              "--filter", f"label=legorl.task={task.instance_id}"], capture_output=True, text=True).stdout.split()  # fmt: skip
+        ids = subprocess.run(
+            [
+                "docker",
+                "ps",
+                "-q",
+                "--filter",
+                "label=legorl.role=agent",
+                "--filter",
+                f"label=legorl.task={task.instance_id}",
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         subprocess.run(["docker", "kill", *ids], capture_output=True, check=True)
         await sandbox.exec(["bash", "-c", "ls"])
         return HarnessResult("submitted", 1)
@@ -160,8 +207,15 @@ class ContainerKiller:
 
 async def test_a_killed_sandbox_is_a_dropped_sandbox_failure(task, tokenizer, proxy_on, tmp_path):
     proxy = await proxy_on(ScriptedEngine(tokenizer, ["x"]))
-    t = await run_trial(task, harness=ContainerKiller(), proxy=proxy, trial_id="killed-0", group_id="g",
-                        trial_dir=tmp_path / "killed", config=rollout_config(tmp_path))  # fmt: skip
+    t = await run_trial(
+        task,
+        harness=ContainerKiller(),
+        proxy=proxy,
+        trial_id="killed-0",
+        group_id="g",
+        trial_dir=tmp_path / "killed",
+        config=rollout_config(tmp_path),
+    )
     assert t.outcome is Outcome.SANDBOX_FAILED and not t.valid
 
 
@@ -171,13 +225,31 @@ async def test_a_trial_over_its_wall_clock_limit_is_timeout_and_leaves_nothing_b
     engine = ScriptedEngine(tokenizer, [call("bash", command="sleep 37.25")], delay_s=0.0)
     engine.max_len = 8192
     proxy = await proxy_on(engine, context_length=8192)
-    t = await run_trial(task, harness=get_harness("builtin"), proxy=proxy, trial_id="slow-0", group_id="g",
-                        trial_dir=tmp_path / "slow", config=rollout_config(tmp_path, trial_timeout_s=8.0))  # fmt: skip
+    t = await run_trial(
+        task,
+        harness=get_harness("builtin"),
+        proxy=proxy,
+        trial_id="slow-0",
+        group_id="g",
+        trial_dir=tmp_path / "slow",
+        config=rollout_config(tmp_path, trial_timeout_s=8.0),
+    )
     assert t.outcome is Outcome.TIMEOUT and not t.valid
     assert proxy.sessions == {}  # the attempt's session was closed and archived
     assert (tmp_path / "slow" / "attempt_0" / "trajectory.json").is_file()
-    left = subprocess.run(["docker", "ps", "-aq", "--filter", "label=legorl.role=agent",
-                           "--filter", f"label=legorl.task={task.instance_id}"], capture_output=True, text=True).stdout  # fmt: skip
+    left = subprocess.run(
+        [
+            "docker",
+            "ps",
+            "-aq",
+            "--filter",
+            "label=legorl.role=agent",
+            "--filter",
+            f"label=legorl.task={task.instance_id}",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout
     assert left.strip() == ""
     # The container's processes go with it; the kernel may take a moment to reap them after the removal.
     for _ in range(50):
@@ -235,8 +307,15 @@ async def test_a_harness_inside_the_sandbox_reaches_the_proxy_and_nothing_else(
     proxy = await proxy_on(ScriptedEngine(tokenizer, ["x"]))
     probe = InsideProbe([port])
     try:
-        t = await run_trial(task, harness=probe, proxy=proxy, trial_id="probe-0", group_id="g",
-                            trial_dir=tmp_path / "probe", config=rollout_config(tmp_path))  # fmt: skip
+        t = await run_trial(
+            task,
+            harness=probe,
+            proxy=proxy,
+            trial_id="probe-0",
+            group_id="g",
+            trial_dir=tmp_path / "probe",
+            config=rollout_config(tmp_path),
+        )
     finally:
         server.close()
     lines = dict(line.split(" ", 1) for line in probe.output.strip().splitlines())

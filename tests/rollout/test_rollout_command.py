@@ -16,11 +16,38 @@ ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
 
 def test_the_evaluation_command_prints_a_per_task_table_and_keeps_the_archive(rollout_model_dir, tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "legorl_jax.rollout", "--harness", "builtin", "--tasks", "builtin", "--task-ids",
-         TASK_IDS[0], "--model", str(rollout_model_dir), "--group-size", "2", "--concurrency", "2", "--max-len", "2048",
-         "--max-response-tokens", "8", "--step-limit", "2", "--runs-dir", str(tmp_path), "--experiment", "ev"],
-        capture_output=True, text=True, env=ENV, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "legorl_jax.rollout",
+            "--harness",
+            "builtin",
+            "--tasks",
+            "builtin",
+            "--task-ids",
+            TASK_IDS[0],
+            "--model",
+            str(rollout_model_dir),
+            "--group-size",
+            "2",
+            "--concurrency",
+            "2",
+            "--max-len",
+            "2048",
+            "--max-response-tokens",
+            "8",
+            "--step-limit",
+            "2",
+            "--runs-dir",
+            str(tmp_path),
+            "--experiment",
+            "ev",
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "| task | trials | solved | mean reward | outcomes | turns | response tokens |" in out.stdout
     row = next(line for line in out.stdout.splitlines() if line.startswith(f"| {TASK_IDS[0]} |"))
@@ -34,7 +61,23 @@ def test_the_evaluation_command_prints_a_per_task_table_and_keeps_the_archive(ro
 
 
 def test_an_unknown_task_id_stops_the_command_with_its_name(rollout_model_dir, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "legorl_jax.rollout", "--tasks", "builtin", "--task-ids", "no-such-task",
-                          "--model", str(rollout_model_dir), "--runs-dir", str(tmp_path)],
-                         capture_output=True, text=True, env=ENV, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "legorl_jax.rollout",
+            "--tasks",
+            "builtin",
+            "--task-ids",
+            "no-such-task",
+            "--model",
+            str(rollout_model_dir),
+            "--runs-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
     assert out.returncode == 2 and "no-such-task" in out.stderr and "Traceback" not in out.stderr

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from tiny_run import MAX_TOKENS, TINY_MOE
 
-from legorl_jax.loop import update_policy
 from legorl_jax.config import AlgoConfig, TrainConfig
 from legorl_jax.engine import SamplingParams
 from legorl_jax.engine.jax_engine import JaxEngine
+from legorl_jax.loop import update_policy
 from legorl_jax.model import init_policy, load_hf, save_hf
 from legorl_jax.train.advantages import trajectory_advantages
 from legorl_jax.train.batch import pack_trajectories, trajectories_from_generations
@@ -49,8 +49,13 @@ def make_engine(policy):
 
 def pack(trainer, prompts, gens, rewards, groups):
     trajs = trajectories_from_generations(prompts, gens, rewards, groups)
-    return pack_trajectories(trajs, trajectory_advantages(trajs), max_tokens=MAX_TOKENS,
-                             row_multiple=trainer.row_multiple, routing=trainer.routing)  # fmt: skip
+    return pack_trajectories(
+        trajs,
+        trajectory_advantages(trajs),
+        max_tokens=MAX_TOKENS,
+        row_multiple=trainer.row_multiple,
+        routing=trainer.routing,
+    )
 
 
 async def test_engine_routing_replay_alignment(policy, trainer):
@@ -106,10 +111,14 @@ async def test_a_single_turn_task_learns_on_the_engine_with_weights_published_ea
     try:
         for step in range(steps):
             reqs = [p for p in prompts for _ in range(group)]
-            gens = await asyncio.gather(*[
-                engine.generate(p, SamplingParams(max_new_tokens=2, seed=1000 * step + i), return_routed_experts=True)
-                for i, p in enumerate(reqs)
-            ])  # fmt: skip
+            gens = await asyncio.gather(
+                *[
+                    engine.generate(
+                        p, SamplingParams(max_new_tokens=2, seed=1000 * step + i), return_routed_experts=True
+                    )
+                    for i, p in enumerate(reqs)
+                ]
+            )
             assert {g.weight_version for g in gens} == {"default" if step == 0 else str(step)}
             reward = [float(g.output_ids[0] == target) for g in gens]
             rewards.append(float(np.mean(reward)))
@@ -132,10 +141,12 @@ async def test_weights_published_to_disk_are_what_the_engine_serves_next(policy,
     prompts = [p for p in PROMPTS for _ in range(2)]
     engine = make_engine(load_hf(tmp_path / "initial", dtype="float32"))
     try:
-        gens = await asyncio.gather(*[
-            engine.generate(p, SamplingParams(max_new_tokens=10, seed=i), return_routed_experts=True)
-            for i, p in enumerate(prompts)
-        ])  # fmt: skip
+        gens = await asyncio.gather(
+            *[
+                engine.generate(p, SamplingParams(max_new_tokens=10, seed=i), return_routed_experts=True)
+                for i, p in enumerate(prompts)
+            ]
+        )
         rewards, groups = [float(i % 2) for i in range(8)], [f"g{i // 2}" for i in range(8)]
         batch, _ = pack(trainer, prompts, gens, rewards, groups)
         state, _ = update_policy(trainer, trainer.init_state(), batch)

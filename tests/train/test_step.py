@@ -15,8 +15,8 @@ import pytest
 import tiny_run
 from omegaconf import OmegaConf
 
-from legorl_jax.loop import update_policy
 from legorl_jax.config import MeshConfig
+from legorl_jax.loop import update_policy
 from legorl_jax.model import init_policy
 from legorl_jax.model.sharding import make_mesh, rules_from_config
 from legorl_jax.train.advantages import trajectory_advantages

@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 
-from legorl_jax.loop import update_policy
 from legorl_jax.config import AlgoConfig, CheckpointConfig, TrainConfig
+from legorl_jax.loop import update_policy
 from legorl_jax.model import ArchConfig, init_policy
 from legorl_jax.train.advantages import trajectory_advantages
 from legorl_jax.train.batch import RoutingSpec, pack_trajectories
