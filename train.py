@@ -48,6 +48,8 @@ def main(cfg: DictConfig) -> None:
     from legorl_jax.monitor.report import run_summary
     from legorl_jax.run import train
 
+    for noisy in ("absl", "jax._src.xla_bridge", "aim"):  # orbax's per-save INFO lines, JAX's backend probing
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     config, job = _job(cfg)
     summary = asyncio.run(train(config, job=job))
     text = run_summary(config, summary)
@@ -56,5 +58,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     sys.exit(main())

@@ -125,10 +125,10 @@ def test_a_two_job_sweep_makes_two_aim_runs_that_compare_puts_side_by_side(loop_
         aim,
         "rollout.experiment=sweep",
         "loop.steps=1",
-        "-m",
         "train.learning_rate=1e-3,2e-3",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     )
+    argv.insert(2, "-m")  # Hydra's flags come before the overrides
     out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800, env=user_env())
     assert out.returncode == 0, out.stderr[-4000:]
     assert sorted(p.name for p in runs.iterdir()) == ["sweep-0", "sweep-1"]
