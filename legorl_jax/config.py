@@ -174,7 +174,8 @@ class CheckpointConfig:
     """Orbax checkpoints of the trainer state (legorl_jax/train/checkpoint.py)."""
 
     directory: str | None = None
-    """Root directory of the run's checkpoints, one sub-directory per step (null: `checkpoints/` in the run's folder)."""
+    """Root directory of the run's checkpoints, one sub-directory per step (null: `checkpoints/` in the
+    run's folder)."""
     every: int = 10
     """Save every N optimiser steps; in the RL loop, every N loop steps (0: never)."""
     keep: int = 3
@@ -269,7 +270,8 @@ class TrainConfig:
             raise ValueError(f"train.max_tokens must be >= 2, got {self.max_tokens!r}")
         if self.schedule == "warmup_cosine" and self.warmup_steps >= self.total_steps:
             raise ValueError(
-                f"train.warmup_steps={self.warmup_steps} must be < train.total_steps={self.total_steps} for warmup_cosine"
+                f"train.warmup_steps={self.warmup_steps} must be < train.total_steps={self.total_steps} "
+                "for warmup_cosine"
             )
 
     @property
@@ -288,15 +290,18 @@ class TasksConfig:
     """Which tasks a run trains and evaluates on (`legorl_jax.tasks.registry.load_suite`)."""
 
     suite: str = "builtin"
-    """'builtin', a SWE-bench/SWE-Gym .jsonl/.json file, or a Harbor task directory (or a directory of them)."""
+    """'builtin', a SWE-bench/SWE-Gym .jsonl/.json file, or a Harbor task directory (or a directory
+    of them)."""
     split: str | None = "train"
     """Tasks of this split are trained on; null takes every task of the suite."""
     eval_split: str | None = "validation"
     """Tasks of this split are evaluated on; null evaluates nothing."""
     image_template: str = "swebench/sweb.eval.x86_64.{instance_id}:latest"
-    """Image name of a SWE-bench row that names none; {instance_id} is swebench's spelling (`__` -> `_1776_`)."""
+    """Image name of a SWE-bench row that names none; {instance_id} is swebench's spelling
+    (`__` -> `_1776_`)."""
     build_images: bool = True
-    """Build missing built-in / Harbor task images before the first trial (prebuilt images are never pulled)."""
+    """Build missing built-in / Harbor task images before the first trial (prebuilt images are never
+    pulled)."""
     ids: list[str] | None = None
     """Only these instance ids of the split (in this order); null: every task of the split."""
 
@@ -457,7 +462,8 @@ class EngineConfig:
     chunked_prefill_size: int | None = 4096
     """jax: longest prompt chunk prefilled at once (bounds attention memory); None: max_len in one piece."""
     dtype: str | None = None
-    """jax: weight and KV dtype of the engine (None: the given policy's, or float32 when loading a directory)."""
+    """jax: weight and KV dtype of the engine (None: the given policy's, or float32 when loading a
+    directory)."""
     weight_version: str = "default"
     """Version reported until the first update (as SGLang: "default"); a launched server gets it too."""
     url: str | None = None
@@ -478,7 +484,8 @@ class EngineConfig:
             not isinstance(self.chunked_prefill_size, int) or self.chunked_prefill_size < 1
         ):
             raise ValueError(
-                f"engine.chunked_prefill_size must be a positive int or null, got {self.chunked_prefill_size!r}"
+                "engine.chunked_prefill_size must be a positive int or null, "
+                f"got {self.chunked_prefill_size!r}"
             )
         for name in ("max_running", "max_len", "min_prefill_bucket"):
             value = getattr(self, name)
@@ -514,7 +521,8 @@ class ProxyConfig:
     """The capture proxy (legorl_jax.proxy): sampling it enforces, how it parses and records, its limits."""
 
     mode: str = "train"
-    """train: the proxy enforces `temperature`, top_p 1 and top_k off; eval: the harness's values pass through."""
+    """train: the proxy enforces `temperature`, top_p 1 and top_k off; eval: the harness's values pass
+    through."""
     temperature: float = 1.0
     """Rollout temperature in train mode (the trainer scores with the same value); eval's default."""
     max_response_tokens: int = 4096
@@ -526,7 +534,8 @@ class ProxyConfig:
     chat_template_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Extra chat template variables (e.g. {enable_thinking: false}); the trainer renders nothing itself."""
     shared_tokens: str = "mask"
-    """A new branch's tokens that an earlier branch sampled: mask (context) or recompute (engine log-probs)."""
+    """A new branch's tokens that an earlier branch sampled: mask (context) or recompute (engine
+    log-probs)."""
     train_side: bool = False
     """Train on side conversations (sub-agents, title generators) too."""
     side_system_prefixes: list[str] = dataclasses.field(
@@ -534,7 +543,8 @@ class ProxyConfig:
     )
     """System prompts starting with one of these are side conversations even on a session's first call."""
     main_prefix_match: int = 256
-    """A system prompt sharing this many leading characters with the main thread's stays on the main thread."""
+    """A system prompt sharing this many leading characters with the main thread's stays on the main
+    thread."""
     max_consecutive_no_tool: int = 3
     """Replies without a tool call in a row (when tools are offered) after which the session ends (0: off)."""
     max_body_bytes: int = 32 * 2**20
@@ -622,9 +632,11 @@ class RolloutConfig:
     concurrency: int = 4
     """Trials running at once."""
     trial_timeout_s: float = 900.0
-    """Wall-clock limit of one trial attempt (sandbox, harness and grading): past it the trial is `timeout`."""
+    """Wall-clock limit of one trial attempt (sandbox, harness and grading): past it the trial is
+    `timeout`."""
     retries: int = 1
-    """Further attempts of a trial whose attempt failed for infrastructure reasons (fresh sandbox and session)."""
+    """Further attempts of a trial whose attempt failed for infrastructure reasons (fresh sandbox and
+    session)."""
     runs_dir: str = "runs"
     """Archive root: trials go to <runs_dir>/<experiment>/trials/step_<N>/<trial>/."""
     experiment: str = "default"
@@ -673,7 +685,8 @@ class WarmStartConfig:
     learning_rate: float = 3e-3
     """Constant AdamW learning rate of the warm start."""
     split: str | None = "same"
-    """Whose gold patches are demonstrated: `same` (the RL tasks themselves; the summary says so) or a split."""
+    """Whose gold patches are demonstrated: `same` (the RL tasks themselves; the summary says so) or a
+    split."""
     cache_dir: str = "runs/warm_start"
     """Finished warm starts are kept here as HF directories, keyed by model, tasks, steps and rate."""
 
@@ -695,7 +708,8 @@ class WarmStartConfig:
 
 @dataclasses.dataclass
 class LoopConfig:
-    """The synchronous RL loop (legorl_jax/loop.py): how many steps, which tasks per step, validation, publishing."""
+    """The synchronous RL loop (legorl_jax/loop.py): how many steps, which tasks per step, validation,
+    publishing."""
 
     steps: int = 100
     """Loop steps (collect → update → checkpoint → publish → monitor)."""
@@ -741,7 +755,8 @@ class TrackingConfig:
     experiment: str | None = None
     """Aim experiment name of the run (null: rollout.experiment)."""
     run_name: str | None = None
-    """Display name of the run (null: the config overrides of the job, e.g. `algo=cispo train.learning_rate=1e-6`)."""
+    """Display name of the run (null: the config overrides of the job, e.g.
+    `algo=cispo train.learning_rate=1e-6`)."""
 
     def __post_init__(self) -> None:
         if self.backend not in TRACKING_BACKENDS:

@@ -1,7 +1,8 @@
-"""What one step's trials say about the policy: reward, outcomes, behaviour, throughput; and the loop's alerts.
+"""What one step's trials say about the policy: reward, outcomes, behaviour, throughput; and the loop's
+alerts.
 
-    metrics = rollout_metrics(batch)          # {"rollout/reward_mean": ..., "behaviour/no_tool_rate": ..., ...}
-    text = trial_text(trajectory)             # a trial's conversation, for Aim's Text view
+    metrics = rollout_metrics(batch)  # {"rollout/reward_mean": ..., "behaviour/no_tool_rate": ..., ...}
+    text = trial_text(trajectory)     # a trial's conversation, for Aim's Text view
     for line in alerts(metrics): log.warning(line)
 
 Names (lego-rl-spec §7.2, ARCHITECTURE §5):
@@ -99,7 +100,8 @@ def alerts(metrics: Mapping[str, float], *, moe: bool = False) -> list[str]:
         )
     if metrics.get("rollout/scored", 0) and metrics.get("behaviour/tool_calls_per_turn", 0.0) == 0.0:
         out.append(
-            "behaviour: no tool call was parsed in this step (tool parser and chat template disagree, or the policy stopped calling tools)"
+            "behaviour: no tool call was parsed in this step (tool parser and chat template disagree, "
+            "or the policy stopped calling tools)"
         )
     coverage = metrics.get("align/routing_coverage")
     if moe and coverage is not None and coverage < 1.0:

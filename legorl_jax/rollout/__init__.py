@@ -1,7 +1,9 @@
 """Rollouts: trials of a harness on tasks against the capture proxy, turned into verified `Trajectory`s.
 
     from legorl_jax.rollout import collect
-    batch = await collect(tasks, group_size=4, harness=get_harness("builtin"), proxy=proxy, config=cfg.rollout)
+    batch = await collect(
+        tasks, group_size=4, harness=get_harness("builtin"), proxy=proxy, config=cfg.rollout
+    )
 
 trial.py (one trial's lifecycle and outcome), collect.py (a batch with bounded concurrency), behaviour.py
 (features from the parsed tool calls), progress.py (the live progress line); `python -m legorl_jax.rollout`

@@ -1,8 +1,10 @@
-"""`python -m legorl_jax.rollout`: run trials of a harness without training, print a per-task table, keep the archive.
+"""`python -m legorl_jax.rollout`: run trials of a harness without training, print a per-task table, keep
+the archive.
 
-    python -m legorl_jax.rollout --harness builtin --tasks builtin --split validation --model runs/tiny-moe --group-size 2
-    python -m legorl_jax.rollout --harness mini_swe_agent --tasks data/swebench.jsonl --engine-url http://127.0.0.1:30000 \
-        --model /models/Qwen3-8B --group-size 4 --concurrency 8
+    python -m legorl_jax.rollout --harness builtin --tasks builtin --split validation \
+        --model runs/tiny-moe --group-size 2
+    python -m legorl_jax.rollout --harness mini_swe_agent --tasks data/swebench.jsonl \
+        --engine-url http://127.0.0.1:30000 --model /models/Qwen3-8B --group-size 4 --concurrency 8
 
 `--model` is the policy's HF directory (its tokenizer and chat template render every request); without
 `--engine-url` the embedded JAX engine serves it in this process, with it an SGLang-API server does. The proxy
@@ -78,8 +80,10 @@ def table(trajectories: list[Any]) -> str:
         )
         mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
         lines.append(
-            f"| {task_id} | {len(ts)} | {solved}/{len(kept)} | {mean([t.reward for t in kept]):.2f} | {outcomes} | "
-            f"{mean([t.features.get('turns', 0) for t in kept]):.1f} | {mean([t.features.get('response_tokens', 0) for t in kept]):.0f} |"
+            f"| {task_id} | {len(ts)} | {solved}/{len(kept)} | {mean([t.reward for t in kept]):.2f} | "
+            f"{outcomes} | "
+            f"{mean([t.features.get('turns', 0) for t in kept]):.1f} | "
+            f"{mean([t.features.get('response_tokens', 0) for t in kept]):.0f} |"
         )
     kept = [t for t in trajectories if t.valid]
     dropped = collections.Counter(t.outcome.value for t in trajectories if not t.valid)

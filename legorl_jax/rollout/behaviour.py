@@ -51,7 +51,8 @@ def _mentions(command: str, paths: set[str]) -> bool:
 
 
 def behaviour_features(trajectory: dict[str, Any]) -> dict[str, float]:
-    """The features of the module docstring from a proxy trajectory (`Session.trajectory()` / trajectory.json)."""
+    """The features of the module docstring from a proxy trajectory (`Session.trajectory()` /
+    trajectory.json)."""
     main = [t for t in trajectory.get("turns", []) if t.get("kind", "main") == "main"]
     f = dict.fromkeys(
         (

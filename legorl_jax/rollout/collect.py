@@ -79,7 +79,8 @@ async def collect(
     ids = [t.instance_id for t in tasks]
     if len(set(ids)) != len(ids):
         raise ValueError(
-            f"tasks must have distinct instance ids, got duplicates {sorted({i for i in ids if ids.count(i) > 1})}"
+            "tasks must have distinct instance ids, got duplicates "
+            f"{sorted({i for i in ids if ids.count(i) > 1})}"
         )
     limit = asyncio.Semaphore(config.concurrency)
     progress = progress or Progress(len(tasks) * group_size, label=f"step {step} trials")

@@ -1,4 +1,5 @@
-"""One trial: agent sandbox -> proxy session -> harness -> diff -> verifier in a fresh sandbox -> `Trajectory`.
+"""One trial: agent sandbox -> proxy session -> harness -> diff -> verifier in a fresh sandbox ->
+`Trajectory`.
 
     trajectory = await run_trial(task, harness=..., proxy=..., trial_id="calc-0", group_id="calc@3",
                                  trial_dir=Path("runs/x/trials/step_3/calc-0"), config=RolloutConfig(), ...)
@@ -65,7 +66,8 @@ class _Attempt:
 
 
 def policy_outcome(result: HarnessResult, flags: dict[str, bool]) -> Outcome:
-    """The policy outcome of a finished run: the proxy's flags first (they are what the policy did), then the harness's."""
+    """The policy outcome of a finished run: the proxy's flags first (they are what the policy did), then
+    the harness's."""
     if flags.get("context_overflow"):
         return Outcome.CONTEXT_OVERFLOW
     if flags.get("no_tool_collapse"):

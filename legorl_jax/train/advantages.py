@@ -2,7 +2,8 @@
 
 Contract: `grpo_advantages(rewards, group_ids, *, valid, std)` returns one float32 advantage per trial,
 
-    A_i = (r_i - mean_g) / (std_g + 1e-6)      std="unbiased" (ddof 1, torch's default, as verl) | "biased" (ddof 0)
+    A_i = (r_i - mean_g) / (std_g + 1e-6)      std="unbiased" (ddof 1, torch's default, as verl)
+                                                 | "biased" (ddof 0)
     A_i =  r_i - mean_g                       std="none" (Dr. GRPO, arXiv:2503.20783)
 
 where the statistics of group g are taken over its *valid* members only. A dropped trial (`valid` False,

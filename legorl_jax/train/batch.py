@@ -202,7 +202,8 @@ def _check_sequence(seq: Sequence, routing: RoutingSpec | None, *, where: str) -
         raise ValueError(f"{where}: routed_experts has shape {re.shape}, expected {expected} [T, L, K]")
     if re.size and (re.min() < -1 or re.max() >= routing.num_experts):
         raise ValueError(
-            f"{where}: routed_experts ids must lie in [-1, {routing.num_experts}), got [{re.min()}, {re.max()}]"
+            f"{where}: routed_experts ids must lie in [-1, {routing.num_experts}), "
+            f"got [{re.min()}, {re.max()}]"
         )
     recorded = re >= 0
     mixed = np.argwhere(recorded.any(-1) & ~recorded.all(-1))

@@ -98,7 +98,8 @@ class Checkpointer:
             )
         if config.directory is None:
             raise ValueError(
-                "train.checkpoint.directory is null: the run sets it to its folder's checkpoints/ (give a path)"
+                "train.checkpoint.directory is null: the run sets it to its folder's checkpoints/ "
+                "(give a path)"
             )
         self.config = config
         self.run_config = run_config
@@ -164,7 +165,8 @@ class Checkpointer:
         if diffs:
             raise CheckpointMismatchError(
                 f"checkpoint {self.directory / str(step)} was written under another config; differing fields "
-                f"(saved -> current): {'; '.join(diffs)}. Fields allowed to differ: {list(self.config.ignore_on_resume)}"
+                f"(saved -> current): {'; '.join(diffs)}. "
+                f"Fields allowed to differ: {list(self.config.ignore_on_resume)}"
             )
         restored = self._manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(_abstract(target)))

@@ -106,7 +106,8 @@ class Publisher:
         self.published: list[str] = []
 
     async def publish(self, params: Any, version: str) -> str | pathlib.Path:
-        """Makes the engine serve `params` as `version`; returns the directory written (disk) or the version."""
+        """Makes the engine serve `params` as `version`; returns the directory written (disk) or the
+        version."""
         if self.mode == "in_process":
             await self.engine.update_weights(params, version)
             self.published.append(version)

@@ -114,7 +114,8 @@ class Trainer:
             )
             if train.micro_batch_rows % shards:
                 raise ValueError(
-                    f"train.micro_batch_rows={train.micro_batch_rows} must be a multiple of the {shards} batch shards "
+                    f"train.micro_batch_rows={train.micro_batch_rows} must be a multiple of the "
+                    f"{shards} batch shards "
                     f"of the mesh {dict(zip(mesh.axis_names, mesh.devices.shape, strict=True))}"
                 )
             with self._context():
@@ -178,7 +179,8 @@ class Trainer:
         rows = host["tokens"].shape[0]
         if rows % self.train.micro_batch_rows:
             raise ValueError(
-                f"batch has {rows} rows, not a multiple of train.micro_batch_rows={self.train.micro_batch_rows}"
+                f"batch has {rows} rows, not a multiple of "
+                f"train.micro_batch_rows={self.train.micro_batch_rows}"
             )
         arrays = {k: v for k, v in host.items() if v is not None}
         if self.routing is None:
@@ -449,7 +451,8 @@ class Trainer:
         rows = host["tokens"].shape[0]
         if rows % self.row_multiple:
             raise ValueError(
-                f"batch has {rows} rows, not a multiple of mini_batches × micro_batch_rows = {self.row_multiple}; "
+                f"batch has {rows} rows, not a multiple of mini_batches × micro_batch_rows = "
+                f"{self.row_multiple}; "
                 f"pack with row_multiple=trainer.row_multiple"
             )
         full = self.device_batch(host)
@@ -489,7 +492,8 @@ class Trainer:
         for lr in (float(m["train/lr"]) for m in history):
             if lr == 0.0:
                 log.warning(
-                    "learning rate is 0 at step %d (train.schedule=%s, total_steps=%d): this update changed nothing",
+                    "learning rate is 0 at step %d (train.schedule=%s, total_steps=%d): "
+                    "this update changed nothing",
                     int(out["train/step"]),
                     self.train.schedule,
                     self.train.total_steps,
@@ -512,7 +516,8 @@ class MiniBatch:
 
 @dataclasses.dataclass
 class Prepared:
-    """A batch ready for its updates (`Trainer.prepare`): host and device arrays, π_old, reference, routing."""
+    """A batch ready for its updates (`Trainer.prepare`): host and device arrays, π_old, reference,
+    routing."""
 
     trainer: Trainer
     host: dict[str, Any]

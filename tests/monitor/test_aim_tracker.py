@@ -28,7 +28,8 @@ def test_metrics_hparams_and_texts_read_back_through_aims_sdk(tmp_path):
         t.log_hparams({{"algo": {{"loss": "gspo"}}, "train": {{"learning_rate": 1e-6}}, "tags": ("a", "b")}})
         for step in range(3):
             t.log({{"rollout/reward_mean": 0.25 * step, "train/pg_loss": math.nan}}, step=step)
-        t.log_text("trial", "## user\\nfix it", step=2, context={{"task": "calc", "reward": 1.0, "outcome": "submitted"}})
+        t.log_text("trial", "## user\\nfix it", step=2,
+                   context={{"task": "calc", "reward": 1.0, "outcome": "submitted"}})
         assert t.skipped == 3
         t.close()
         print(t.run_hash)
@@ -41,7 +42,8 @@ def test_metrics_hparams_and_texts_read_back_through_aims_sdk(tmp_path):
         ((name, context, _),) = run.iter_sequence_info_by_type("aim.text")
         steps, values = run.get_text_sequence(name, context).data.items_list()
         print(json.dumps({{
-            "experiment": run.experiment, "name": run.name, "tags": [getattr(t, "name", t) for t in run.props.tags],
+            "experiment": run.experiment, "name": run.name,
+            "tags": [getattr(t, "name", t) for t in run.props.tags],
             "hparams": run["hparams"],
             "metrics": {{m.name: [float(v) for v in m.values.sparse_numpy()[1]] for m in run.metrics()}},
             "text": [name, context.to_dict(), [int(s) for s in steps], [str(t) for t in values[0]]],
@@ -72,7 +74,8 @@ def test_a_resumed_job_continues_the_same_aim_run(tmp_path):
         import json
         from legorl_jax.monitor.aim_tracker import read_repo
         runs = list(read_repo({repo!r}).iter_runs())
-        print(json.dumps([[r.hash, [[float(v) for v in m.values.sparse_numpy()[1]] for m in r.metrics()]] for r in runs]))
+        print(json.dumps([[r.hash, [[float(v) for v in m.values.sparse_numpy()[1]] for m in r.metrics()]]
+                          for r in runs]))
     """)
     )
     assert first == again and seen == [[first, [[1.0, 0.5]]]]

@@ -1,4 +1,5 @@
-"""Rollouts with the built-in harness: real proxy, real sandboxes, real verifier; the engine scripted or the tiny model."""
+"""Rollouts with the built-in harness: real proxy, real sandboxes, real verifier; the engine scripted or
+the tiny model."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def call(name: str, **arguments) -> str:
 
 
 def fix_script(task) -> list[str]:
-    """The built-in agent's tool calls of the task's known fix: look, apply the gold patch, run the tests, submit."""
+    """The built-in agent's tool calls of the task's known fix: look, apply the gold patch, run the tests,
+    submit."""
     return [
         call("bash", command="git status --short && ls"),
         call("bash", command=f"git apply <<'PATCH'\n{task.patch}PATCH"),
@@ -275,7 +277,8 @@ for target in others:
 
 
 class InsideProbe:
-    """A harness that runs inside the sandbox (network proxy_only) and tries the proxy and the host's other ports."""
+    """A harness that runs inside the sandbox (network proxy_only) and tries the proxy and the host's other
+    ports."""
 
     name = "inside-probe"
     network = "proxy_only"

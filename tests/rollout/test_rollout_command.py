@@ -1,4 +1,5 @@
-"""`python -m legorl_jax.rollout`: trials without training, a per-task table and the archive, as a user runs it."""
+"""`python -m legorl_jax.rollout`: trials without training, a per-task table and the archive, as a user
+runs it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The harness and rollout config groups: `+harness=NAME` selects a harness, the built-in one runs otherwise."""
+"""The harness and rollout config groups: `+harness=NAME` selects a harness, the built-in one runs
+otherwise."""
 
 import pytest
 

@@ -6,8 +6,10 @@ import sys
 
 def test_importing_the_trainer_initialises_no_jax_backend():
     code = (
-        "import legorl_jax.train.advantages, legorl_jax.train.batch, legorl_jax.train.loss, legorl_jax.train.state, "
-        "legorl_jax.train.step, legorl_jax.train.checkpoint, legorl_jax.train.publish, legorl_jax.monitor.alignment\n"
+        "import legorl_jax.train.advantages, legorl_jax.train.batch, legorl_jax.train.loss, "
+        "legorl_jax.train.state, "
+        "legorl_jax.train.step, legorl_jax.train.checkpoint, legorl_jax.train.publish, "
+        "legorl_jax.monitor.alignment\n"
         "from jax._src import xla_bridge\n"
         "print(bool(xla_bridge._backends))"
     )

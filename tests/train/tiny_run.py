@@ -43,7 +43,8 @@ MAX_TOKENS = 32
 def make_trajectories(
     seed: int, n: int = 6, *, routing: RoutingSpec | None = None, lengths=(5, 15)
 ) -> list[Trajectory]:
-    """n single-sequence trials in groups of 3: prompt of 3 tokens, then sampled tokens; random routing rows."""
+    """n single-sequence trials in groups of 3: prompt of 3 tokens, then sampled tokens; random routing
+    rows."""
     rng = np.random.default_rng(seed)
     out = []
     for i in range(n):
