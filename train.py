@@ -33,8 +33,13 @@ log = logging.getLogger("train")
 def _job(cfg: DictConfig) -> tuple[Config, str]:
     """The validated `Config` of this job and its name (its overrides); a sweep job gets its own folder."""
     hc = HydraConfig.get()
-    job = " ".join(o for o in hc.overrides.task if not o.startswith(("resume=", "hydra.")))
+    job = ""
     if hc.mode == RunMode.MULTIRUN:
+        # The job's name: its values of the swept keys (those given as a,b,... on the command line).
+        swept = {
+            a.split("=", 1)[0].lstrip("+~") for a in sys.argv[1:] if "=" in a and "," in a.split("=", 1)[1]
+        }
+        job = " ".join(o for o in hc.overrides.task if o.split("=", 1)[0].lstrip("+~") in swept)
         if cfg.tracking.experiment is None:
             cfg.tracking.experiment = cfg.rollout.experiment
         cfg.rollout.experiment = f"{cfg.rollout.experiment}-{hc.job.num}"

@@ -12,7 +12,8 @@ Names (lego-rl-spec §7.2, ARCHITECTURE §5):
 - `behaviour/turns_per_trial`, `behaviour/tool_calls_per_turn`, `behaviour/no_tool_rate` (replies without a
   tool call / replies), `behaviour/reread_rate` (re-reads of an edited file / edits),
   `behaviour/test_run_rate` (trials that ran tests), `behaviour/response_tokens_per_trial` and `_per_turn`;
-- `throughput/trials_per_minute`, `throughput/rollout_s`.
+- `throughput/trials_per_minute`, `throughput/rollout_s`, `throughput/response_tokens_per_s` (sampled tokens
+  of every trial over the collection's wall time).
 Behaviour figures average over scored trials: a dropped trial says nothing about the policy.
 """
 
@@ -40,6 +41,9 @@ def rollout_metrics(batch: Any) -> dict[str, float]:
         "rollout/solve_rate": _mean([float(t.reward == 1.0) for t in scored]),
         "throughput/trials_per_minute": float(batch.trials_per_minute),
         "throughput/rollout_s": float(batch.seconds),
+        "throughput/response_tokens_per_s": (
+            sum(t.features.get("response_tokens", 0.0) for t in trials) / batch.seconds if batch.seconds > 0 else 0.0
+        ),
     }
     for name, count in collections.Counter(t.outcome.value for t in trials).items():
         m[f"rollout/outcome/{name}"] = float(count)
@@ -108,6 +112,6 @@ def alerts(metrics: Mapping[str, float], *, moe: bool = False) -> list[str]:
         out.append(
             f"alignment: routing coverage {coverage:.4f} < 1 for an MoE policy (some tokens route natively)"
         )
-    if metrics.get("train/learning_rate") == 0.0:
+    if metrics.get("train/lr") == 0.0:  # the trainer's learning rate of the update
         out.append("train: the learning rate is 0 (the update changes nothing)")
     return out

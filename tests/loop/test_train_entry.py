@@ -133,7 +133,7 @@ def test_a_two_job_sweep_makes_two_aim_runs_that_compare_puts_side_by_side(loop_
     assert out.returncode == 0, out.stderr[-4000:]
     assert sorted(p.name for p in runs.iterdir()) == ["sweep-0", "sweep-1"]
     found = aim_runs(aim)
-    assert sorted(r["name"] for r in found) == ["train.learning_rate=1e-3", "train.learning_rate=2e-3"]
+    assert sorted(r["name"] for r in found) == ["train.learning_rate=0.001", "train.learning_rate=0.002"]
     assert {r["experiment"] for r in found} == {"sweep"}
 
     compare = subprocess.run(
@@ -154,6 +154,6 @@ def test_a_two_job_sweep_makes_two_aim_runs_that_compare_puts_side_by_side(loop_
     assert compare.returncode == 0, compare.stderr[-3000:]
     lines = compare.stdout.splitlines()
     assert "train.learning_rate" in lines[0]  # the one config field in which the runs differ
-    rows = [line for line in lines if line.startswith("| train.learning_rate=")]
+    rows = [line for line in lines if line.startswith("| train.learning_rate=0.00")]
     assert len(rows) == 2 and "| 0.001 |" in rows[0] and "| 0.002 |" in rows[1]
     assert (tmp_path / "curves.png").stat().st_size > 1000

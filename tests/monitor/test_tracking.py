@@ -92,6 +92,7 @@ def test_rollout_metrics_average_behaviour_over_scored_trials_and_count_drops():
     )
     assert m["behaviour/response_tokens_per_trial"] == 300 and m["behaviour/response_tokens_per_turn"] == 60
     assert m["throughput/trials_per_minute"] == 3.0
+    assert m["throughput/response_tokens_per_s"] == pytest.approx((600 + 9999) / 60.0)  # dropped trials sampled too
 
 
 def test_trial_text_shows_the_conversation_and_its_verdict():
@@ -106,7 +107,7 @@ def test_alerts_name_each_unhealthy_figure_and_stay_quiet_when_healthy():
         "rollout/scored": 4,
         "behaviour/tool_calls_per_turn": 1.2,
         "align/routing_coverage": 1.0,
-        "train/learning_rate": 1e-6,
+        "train/lr": 1e-6,
     }
     assert alerts(healthy, moe=True) == []
     sick = {
@@ -114,7 +115,7 @@ def test_alerts_name_each_unhealthy_figure_and_stay_quiet_when_healthy():
         "rollout/scored": 4,
         "behaviour/tool_calls_per_turn": 0.0,
         "align/routing_coverage": 0.9,
-        "train/learning_rate": 0.0,
+        "train/lr": 0.0,
     }
     found = alerts(sick, moe=True)
     assert len(found) == 4 and "0.7500 < 0.99" in found[0] and "no tool call" in found[1]

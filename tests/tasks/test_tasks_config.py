@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from legorl_jax.config import Config, TasksConfig, VerifierConfig
+from legorl_jax.config import TasksConfig, VerifierConfig
 
 CONF = pathlib.Path(__file__).parents[2] / "conf"
 
