@@ -42,7 +42,9 @@ def rollout_metrics(batch: Any) -> dict[str, float]:
         "throughput/trials_per_minute": float(batch.trials_per_minute),
         "throughput/rollout_s": float(batch.seconds),
         "throughput/response_tokens_per_s": (
-            sum(t.features.get("response_tokens", 0.0) for t in trials) / batch.seconds if batch.seconds > 0 else 0.0
+            sum(t.features.get("response_tokens", 0.0) for t in trials) / batch.seconds
+            if batch.seconds > 0
+            else 0.0
         ),
     }
     for name, count in collections.Counter(t.outcome.value for t in trials).items():

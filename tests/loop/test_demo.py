@@ -1,4 +1,4 @@
-"""`make demo`'s job learns: `python train.py experiment=demo` raises the solve rate from its first step to its last.
+"""`make demo`'s job learns: `python train.py experiment=demo` raises the solve rate from first to last step.
 
 Slow (about 15 minutes on 2 cores): run with `make test-all` or `pytest -m slow tests/loop/test_demo.py`.
 """
@@ -22,8 +22,10 @@ def test_the_demo_raises_the_solve_rate_from_its_first_step_to_its_last(tmp_path
     env["XLA_FLAGS"] = (
         env.get("XLA_FLAGS", "").replace("--xla_force_host_platform_device_count=8", "").strip()
     )
-    argv = [sys.executable, str(REPO / "train.py"), "experiment=demo", f"rollout.runs_dir={tmp_path}",
-            f"tracking.repo={tmp_path / 'aim'}", f"loop.warm_start.cache_dir={REPO / 'runs' / 'warm_start'}"]  # fmt: skip
+    argv = [
+        *(sys.executable, str(REPO / "train.py"), "experiment=demo", f"rollout.runs_dir={tmp_path}"),
+        *(f"tracking.repo={tmp_path / 'aim'}", f"loop.warm_start.cache_dir={REPO / 'runs' / 'warm_start'}"),
+    ]
     out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=3600, env=env)
     assert out.returncode == 0, out.stderr[-4000:]
     rows = [json.loads(line) for line in (tmp_path / "demo" / "metrics.jsonl").read_text().splitlines()]
