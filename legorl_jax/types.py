@@ -71,6 +71,7 @@ class Generation:
     # Weight version of each output token when an update landed mid-request (None: all `weight_version`).
     token_weight_versions: tuple[str, ...] | None = None
     matched_stop: int | str | None = None
+    cached_tokens: int = 0  # prompt tokens served from the engine's prefix cache (not prefilled again)
 
     def __post_init__(self) -> None:
         if self.finish_reason not in FINISH_REASONS:

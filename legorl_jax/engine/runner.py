@@ -1,25 +1,29 @@
 """The device side of the embedded engine: the policy's weights, its KV cache and the jitted programs.
 
-`ModelRunner(policy, num_slots, max_len, min_bucket=16, prefill_chunk=None, dtype=None, device=None)` owns:
+`ModelRunner(policy, num_slots, max_len, min_bucket=16, prefill_chunk=None, dtype=None, device=None,
+max_batch=None)` owns:
 - the weights as `nnx.split(policy, nnx.Param, ...)`, on one device, in the engine's dtype;
-- a `KVCache` of `num_slots` slots × `max_len` positions (model/cache.py), donated to every program;
-- three programs, all on `Policy.forward_cached` / `Policy.token_logprobs` (never a second forward):
-  * `prefill(prompt, slot, rows)`: the prompt in chunks of at most `prefill_chunk` tokens (default
-    max_len), each padded to a length bucket (padding at position -1 writes nothing); each chunk's K/V
-    goes to the slot and its tokens attend to the chunks before it through the cache, so the attention
+- a `KVCache` of `num_slots` slots × `max_len` positions (model/cache.py), donated to every program
+  (the engine's running slots plus the prefix cache's spare ones);
+- the programs, all on `Policy.forward_cached` / `Policy.token_logprobs` (never a second forward):
+  * `prefill(prompt, slot, rows, start=0)`: prompt[start:] (positions before `start` already hold their
+    K/V in the slot: a cached prefix) in chunks of at most `prefill_chunk` tokens (default max_len),
+    each padded to a length bucket (padding at position -1 writes nothing); each chunk's K/V goes to
+    the slot and its tokens attend to everything before them through the cache, so the attention
     scores of one call are [chunk, max_len], never [P, max_len]. The first token is sampled from the
-    last prompt position; returns (token, behaviour log-prob, routed experts int32[P, L, K] of the
-    prompt positions);
-  * `decode(tokens, positions, rows)`: one step over every slot at once (T = 1; an idle slot sits at
-    position -1 and is ignored); returns per slot (next token, log-prob, routed experts [L, K] of the
-    token just forwarded);
+    last prompt position; returns (token, behaviour log-prob, routed experts int32[P - start, L, K]);
+  * `decode(tokens, positions, slots, rows)`: one step (T = 1) over the live requests only, each row
+    naming its slot, padded to the smallest batch bucket (1, 2, 4, ... max_batch) that holds them
+    (padding rows sit at position -1 and are ignored); returns per live row (next token, log-prob,
+    routed experts [L, K] of the token just forwarded);
+  * `copy_slot(src, dst)`: one slot's K/V into another (a cached prefix another request extends);
   * `prompt_logprobs(ids, start, temperature)`: log-probs of given tokens, on the packed forward.
 
 Compilations are bounded: chunk lengths are padded to buckets `min_bucket · 2^i` capped at the chunk
 size (`len(buckets) = ceil(log2(chunk / min_bucket)) + 1`, e.g. 16..4096 → 9), one prefill program per
 bucket; prompt log-probs use the same doubling up to max_len, one program per (bucket, temperature)
-(the fused log-prob op takes its temperature as a static number; rollouts use one); all compiled on
-first use; and exactly one decode program. The
+(the fused log-prob op takes its temperature as a static number; rollouts use one); one decode
+program per batch bucket; one slot copy; all compiled on first use. The
 programs are module-level `jax.jit`s with the graphdef static, so two runners of the same model and
 shapes share compilations.
 
@@ -85,10 +89,14 @@ def _prefill(graphdef, params, rest, cache, ids, positions, slot, last, rows, sa
     return token, logprob, out.routed_experts, cache
 
 
+@functools.partial(jax.jit, donate_argnames=("cache",))
+def _copy_slot(cache, src, dst):
+    return jax.tree.map(lambda x: x.at[:, dst].set(x[:, src]), cache)
+
+
 @functools.partial(jax.jit, static_argnames=("graphdef",), donate_argnames=("cache",))
-def _decode(graphdef, params, rest, cache, tokens, positions, rows):
+def _decode(graphdef, params, rest, cache, tokens, positions, slots, rows):
     model = nnx.merge(graphdef, params, rest)
-    slots = jnp.arange(tokens.shape[0], dtype=jnp.int32)
     out, cache = model.forward_cached(tokens[:, None], positions[:, None], cache, slots, compute_logits=False)
     token, logprob = sample(_logits_at(model, out.hidden), rows, positions + 1)
     routed = None if out.routed_experts is None else out.routed_experts[:, :, 0]  # [L, S, K]
@@ -114,6 +122,7 @@ class ModelRunner:
         prefill_chunk: int | None = None,
         dtype: str | None = None,
         device: jax.Device | None = None,
+        max_batch: int | None = None,
     ):
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a legorl_jax.model.Policy, got {type(policy).__name__}")
@@ -131,6 +140,10 @@ class ModelRunner:
             raise ValueError(f"prefill_chunk must be a positive int or None, got {prefill_chunk!r}")
         self.prefill_chunk = min(chunk, max_len)
         self.buckets = prefill_buckets(self.prefill_chunk, min_bucket)
+        max_batch = num_slots if max_batch is None else max_batch
+        if not isinstance(max_batch, int) or isinstance(max_batch, bool) or not 1 <= max_batch <= num_slots:
+            raise ValueError(f"max_batch must be an int in [1, num_slots={num_slots}], got {max_batch!r}")
+        self.batch_buckets = prefill_buckets(max_batch, 1)
         self.logprob_buckets = prefill_buckets(max_len, min_bucket)
         self.dtype_name = dtype or policy.dtype
         self.dtype = as_dtype(self.dtype_name, "engine dtype")
@@ -204,41 +217,72 @@ class ModelRunner:
         raise ValueError(f"{length} tokens exceed the largest bucket ({buckets[-1]})")
 
     def prefill(
-        self, prompt: np.ndarray, slot: int, rows: SamplingRows
+        self, prompt: np.ndarray, slot: int, rows: SamplingRows, *, start: int = 0
     ) -> tuple[int, float, np.ndarray | None]:
-        """Writes `prompt` into `slot`; (first token, its log-prob, routed experts int32[P, L, K] or None)."""
+        """Writes prompt[start:] into `slot` (positions < start already hold the prompt's K/V there).
+
+        Returns (first token, its log-prob, routed experts int32[P - start, L, K] or None).
+        """
         if len(prompt) > self.max_len:
             raise ValueError(f"a prompt of {len(prompt)} tokens exceeds max_len={self.max_len}")
+        if not 0 <= start < len(prompt):
+            raise ValueError(
+                f"start={start} must lie in [0, {len(prompt)}) (the last prompt token is always run)"
+            )
         routed_parts = []
-        for start in range(0, len(prompt), self.prefill_chunk):
-            piece = prompt[start : start + self.prefill_chunk]
+        for begin in range(start, len(prompt), self.prefill_chunk):
+            piece = prompt[begin : begin + self.prefill_chunk]
             n = len(piece)
             width = self._bucket(n, self.buckets)
             ids = np.zeros((1, width), np.int32)
             ids[0, :n] = piece
             positions = np.full((1, width), -1, np.int32)
-            positions[0, :n] = np.arange(start, start + n, dtype=np.int32)
+            positions[0, :n] = np.arange(begin, begin + n, dtype=np.int32)
             self.compiled = self.compiled | {("prefill", width)}
             # Every chunk samples (one program for all); only the last chunk's token is the request's.
             token, logprob, routed, self.cache = _prefill(
                 self.graphdef, self.params, self.rest, self.cache, ids, positions, np.array([slot], np.int32),
-                np.array([n - 1], np.int32), rows, np.array([start + n], np.int32),
+                np.array([n - 1], np.int32), rows, np.array([begin + n], np.int32),
             )  # fmt: skip
             if routed is not None:
                 routed_parts.append(np.asarray(routed)[:, 0, :n].transpose(1, 0, 2))
         routed_host = np.concatenate(routed_parts, axis=0) if routed_parts else None
         return int(token[0]), float(logprob[0]), routed_host
 
+    def copy_slot(self, src: int, dst: int) -> None:
+        """Copies every position of slot `src`'s K/V into slot `dst` (a cached prefix another request extends)."""
+        self.compiled = self.compiled | {("copy_slot", 1)}
+        self.cache = _copy_slot(self.cache, np.int32(src), np.int32(dst))
+
     def decode(
-        self, tokens: np.ndarray, positions: np.ndarray, rows: SamplingRows, *, want_routing: bool
+        self,
+        tokens: np.ndarray,
+        positions: np.ndarray,
+        slots: np.ndarray,
+        rows: SamplingRows,
+        *,
+        want_routing: bool,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """One step over all slots: int32[S] next tokens, float32[S] log-probs, int32[S, L, K] routing or None."""
-        self.compiled = self.compiled | {("decode", self.num_slots)}
+        """One step over R live rows (R <= num_slots), run at the smallest batch bucket >= R.
+
+        Returns int32[R] next tokens, float32[R] log-probs, int32[R, L, K] routing or None.
+        """
+        live = len(tokens)
+        batch = self._bucket(live, self.batch_buckets)
+        pad = batch - live
+        if pad:
+            tokens = np.pad(tokens, (0, pad))
+            positions = np.pad(positions, (0, pad), constant_values=-1)
+            slots = np.pad(slots, (0, pad))
+            rows = jax.tree.map(lambda x: np.pad(np.asarray(x), (0, pad)), rows)
+        self.compiled = self.compiled | {("decode", batch)}
         token, logprob, routed, self.cache = _decode(
-            self.graphdef, self.params, self.rest, self.cache, tokens, positions, rows
+            self.graphdef, self.params, self.rest, self.cache, tokens, positions, slots, rows
         )
-        routed_host = np.asarray(routed).transpose(1, 0, 2) if (want_routing and routed is not None) else None
-        return np.asarray(token), np.asarray(logprob), routed_host
+        routed_host = (
+            np.asarray(routed).transpose(1, 0, 2)[:live] if (want_routing and routed is not None) else None
+        )
+        return np.asarray(token)[:live], np.asarray(logprob)[:live], routed_host
 
     def prompt_logprobs(self, ids: np.ndarray, start: int, temperature: float) -> np.ndarray:
         """float32[P - start]: log_softmax(logits / T) of ids[start:], each given the tokens before it."""
@@ -259,5 +303,6 @@ class ModelRunner:
 
     @property
     def num_programs_bound(self) -> int:
-        """The most programs one temperature can compile: one per prefill and log-prob bucket, one decode."""
-        return len(self.buckets) + len(self.logprob_buckets) + 1
+        """The most programs one temperature can compile: one per prefill and log-prob bucket, one decode per
+        batch bucket, one slot copy."""
+        return len(self.buckets) + len(self.logprob_buckets) + len(self.batch_buckets) + 1

@@ -5,7 +5,8 @@ One module owns the field names so the server (serve.py) and the client (sglang_
 - `parse_generate(body) -> GenerateRequest` validates a `POST /generate` body: `input_ids` (a flat list of
   ints) or `text`, `sampling_params` (SGLang's names; `sampling_seed` is the seed), `return_logprob`,
   `logprob_start_len` (-1: output tokens only), `return_routed_experts`, `routed_experts_start_len`,
-  `rid`. SGLang fields we do not implement are accepted only at their neutral value (`stream: false`,
+  `rid`, `session_id` (our prefix cache's hint to keep the conversation resident). SGLang fields we do
+  not implement are accepted only at their neutral value (`stream: false`,
   `n: 1`, `repetition_penalty: 1`, ...), anything else is a `WireError` naming the field and value; so
   is a key SGLang does not have (a typo never passes silently).
 - `generate_request_json(...)` builds the same body on the client side.
@@ -76,7 +77,6 @@ _NEUTRAL_REQUEST = {
     "return_sampling_mask": False,
 }
 _IGNORED_REQUEST = (
-    "session_id",
     "priority",
     "extra_key",
     "routed_dp_rank",
@@ -84,7 +84,7 @@ _IGNORED_REQUEST = (
     "bootstrap_host",
 )
 _REQUEST_FIELDS = ("input_ids", "text", "sampling_params", "return_logprob", "logprob_start_len",
-                   "return_routed_experts", "routed_experts_start_len", "rid")  # fmt: skip
+                   "return_routed_experts", "routed_experts_start_len", "rid", "session_id")  # fmt: skip
 
 CONTEXT_OVERFLOW = "context_overflow"
 
@@ -123,6 +123,7 @@ class GenerateRequest:
     return_routed_experts: bool = False
     routed_experts_start_len: int = 0
     rid: str | None = None
+    session_id: str | None = None  # the prefix cache's hint: keep this conversation resident between turns
 
 
 def parse_sampling(params: Any) -> SamplingParams:
@@ -205,6 +206,9 @@ def parse_generate(body: Any, vocab_size: int | None = None) -> GenerateRequest:
     rid = body.get("rid")
     if rid is not None and (not isinstance(rid, str) or not rid):
         raise WireError(f"rid must be a non-empty string, got {rid!r}", "rid")
+    session_id = body.get("session_id")
+    if session_id is not None and (not isinstance(session_id, str) or not session_id):
+        raise WireError(f"session_id must be a non-empty string, got {session_id!r}", "session_id")
     return GenerateRequest(
         input_ids=ids,
         text=text,
@@ -212,6 +216,7 @@ def parse_generate(body: Any, vocab_size: int | None = None) -> GenerateRequest:
         logprob_start_len=start,
         routed_experts_start_len=routed_start,
         rid=rid,
+        session_id=session_id,
         **flags,
     )
 
@@ -325,7 +330,7 @@ def generation_json(
         "finish_reason": finish_reason_json(gen),
         "prompt_tokens": int(gen.prompt_tokens),
         "completion_tokens": len(gen.output_ids),
-        "cached_tokens": 0,
+        "cached_tokens": int(gen.cached_tokens),
         "weight_version": gen.weight_version,
         "e2e_latency": e2e_latency,
     }
@@ -411,6 +416,7 @@ def generation_from_json(
         routed_experts_start=routed_experts_start_len,
         token_weight_versions=None if versions is None else tuple(str(v) for v in versions),
         matched_stop=finish.get("matched"),
+        cached_tokens=int(meta.get("cached_tokens") or 0),
     )
 
 

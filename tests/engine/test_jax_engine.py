@@ -118,7 +118,8 @@ async def test_concurrent_requests_give_the_same_tokens_as_each_request_alone(en
     together = await asyncio.gather(*[engine.generate(p, s) for p, s in requests])
     for a, b in zip(alone, together, strict=True):
         np.testing.assert_array_equal(a.output_ids, b.output_ids)
-        np.testing.assert_allclose(a.output_logprobs, b.output_logprobs, atol=1e-6)
+        # Alone runs the batch-1 decode program, together the batch-4 one: other matmul shapes and rounding.
+        np.testing.assert_allclose(a.output_logprobs, b.output_logprobs, atol=1e-5)
 
 
 async def test_a_seed_reproduces_its_tokens_and_another_seed_gives_others(engine):

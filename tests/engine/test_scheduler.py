@@ -37,9 +37,10 @@ def prefill(s, req, token, logprob=-1.0):
 
 def step(s, tokens):
     """One decode step in which slot i samples tokens[i] (None: idle)."""
-    _, positions, _ = s.decode_inputs()
-    routed = np.stack([routing_rows(1, max(int(p), 0))[0] for p in positions])
-    s.on_decode(np.array([t or 0 for t in tokens], np.int32), np.full(len(tokens), -0.5, np.float32), routed)
+    _, positions, slots, _ = s.decode_inputs()
+    routed = np.stack([routing_rows(1, int(p))[0] for p in positions]) if len(positions) else None
+    sampled = np.array([tokens[slot] for slot in slots], np.int32)
+    s.on_decode(sampled, np.full(len(sampled), -0.5, np.float32), routed)
 
 
 def test_requests_enter_free_slots_in_order_and_a_finished_slot_is_reused():
@@ -47,12 +48,12 @@ def test_requests_enter_free_slots_in_order_and_a_finished_slot_is_reused():
     reqs = [request(f"r{i}", results=out, max_new_tokens=2) for i in range(3)]
     for r in reqs:
         s.submit(r)
-    assert [r.rid for r in s.admit()] == ["r0", "r1"] and reqs[2].slot is None
+    assert [r.rid for r in s.admit()[0]] == ["r0", "r1"] and reqs[2].slot is None
     prefill(s, reqs[0], 10)
     prefill(s, reqs[1], 11)
     step(s, [12, 13])  # both reach max_new_tokens=2
     assert [g.output_ids.tolist() for g in out] == [[10, 12], [11, 13]]
-    assert [r.rid for r in s.admit()] == ["r2"] and reqs[2].slot == 0
+    assert [r.rid for r in s.admit()[0]] == ["r2"] and reqs[2].slot == 0
 
 
 def test_routing_rows_cover_prompt_and_forwarded_outputs_from_the_start_row():
