@@ -9,8 +9,8 @@ Threading: one background thread owns the device (a `ModelRunner`) and the host 
 `Scheduler`). The async methods validate their input in the caller, then hand a command to the thread
 through a queue and await a future the thread resolves with `loop.call_soon_threadsafe`; the event loop
 never waits on the device. The thread loop is: take every queued command (blocking only while there is
-no work or generation is paused), admit waiting requests into free slots (one prefill each), then one
-decode step over all slots. Commands therefore land between decode steps: a weight update never meets
+no work or generation is paused), admit waiting requests into free slots (prefilled together when
+they fit one length bucket), then one decode step over the running requests. Commands therefore land between decode steps: a weight update never meets
 a half-run step, and an abort frees its slot before the next one.
 
 Weight updates (in place, as SGLang's `pause_generation(mode="in_place")` + update): requests in flight
@@ -111,6 +111,7 @@ class JaxEngine:
         model_path: str | None = None,
         cache_slots: int = 0,
         cache_tokens: int | None = None,
+        min_context: int = 128,
     ):
         """`cache_slots` spare KV slots hold finished requests' prefixes (0: no prefix cache), together at
         most `cache_tokens` tokens (None: no limit but the slots)."""
@@ -118,7 +119,7 @@ class JaxEngine:
         cache = PrefixCache(cache_slots, cache_tokens)
         self.runner = ModelRunner(
             policy, max_running + cache_slots, max_len, min_bucket=min_bucket, prefill_chunk=prefill_chunk,
-            dtype=dtype, max_batch=max_running,
+            dtype=dtype, max_batch=max_running, min_context=min_context,
         )  # fmt: skip
         self.config = policy.config
         self.tokenizer = tokenizer
@@ -182,6 +183,8 @@ class JaxEngine:
             "paused": self._paused,
             "weight_version": self.weight_version,
             "prefill_buckets": list(self.runner.buckets),
+            "batch_buckets": list(self.runner.batch_buckets),
+            "context_buckets": list(self.runner.context_buckets),
             "chunked_prefill_size": self.runner.prefill_chunk,
             "compiled_programs": sorted(self.runner.compiled),
             "prefix_cache": self.scheduler.cache.stats(),
@@ -381,10 +384,16 @@ class JaxEngine:
         admitted, copies = self.scheduler.admit()
         for src, dst in copies:
             self.runner.copy_slot(src, dst)
-        for req in admitted:
-            rows = SamplingRows.host([req.sampling], [req.seed])
-            token, logprob, routed = self.runner.prefill(req.prompt, req.slot, rows, start=req.cached_len)
-            self.scheduler.on_prefill(req, token, logprob, routed)
+        if admitted:
+            rows = SamplingRows.host([r.sampling for r in admitted], [r.seed for r in admitted])
+            tokens, logprobs, routed = self.runner.prefill(
+                [r.prompt for r in admitted],
+                [r.slot for r in admitted],
+                [r.cached_len for r in admitted],
+                rows,
+            )
+            for req, token, logprob, rows_routed in zip(admitted, tokens, logprobs, routed, strict=True):
+                self.scheduler.on_prefill(req, int(token), float(logprob), rows_routed)
         if self.scheduler.running:
             tokens, positions, slots, rows = self.scheduler.decode_inputs()
             out = self.runner.decode(

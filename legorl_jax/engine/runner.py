@@ -1,31 +1,38 @@
 """The device side of the embedded engine: the policy's weights, its KV cache and the jitted programs.
 
 `ModelRunner(policy, num_slots, max_len, min_bucket=16, prefill_chunk=None, dtype=None, device=None,
-max_batch=None)` owns:
+max_batch=None, min_context=128)` owns:
 - the weights as `nnx.split(policy, nnx.Param, ...)`, on one device, in the engine's dtype;
 - a `KVCache` of `num_slots` slots × `max_len` positions (model/cache.py), donated to every program
   (the engine's running slots plus the prefix cache's spare ones);
 - the programs, all on `Policy.forward_cached` / `Policy.token_logprobs` (never a second forward):
-  * `prefill(prompt, slot, rows, start=0)`: prompt[start:] (positions before `start` already hold their
-    K/V in the slot: a cached prefix) in chunks of at most `prefill_chunk` tokens (default max_len),
-    each padded to a length bucket (padding at position -1 writes nothing); each chunk's K/V goes to
-    the slot and its tokens attend to everything before them through the cache, so the attention
-    scores of one call are [chunk, max_len], never [P, max_len]. The first token is sampled from the
-    last prompt position; returns (token, behaviour log-prob, routed experts int32[P - start, L, K]);
+  * `prefill(prompts, slots, starts, rows)`: each prompt[start:] (positions before `start` already hold
+    their K/V in the slot: a cached prefix). Prompts whose rest fits one chunk (`prefill_chunk` tokens,
+    default max_len) share calls: sorted by length, those in the same length bucket go in one call of
+    up to `max_batch` rows. A longer prompt runs alone in chunks, each chunk attending to the ones
+    before it through the cache. The first token is sampled from the last prompt position; returns per
+    prompt (token, behaviour log-prob, routed experts int32[P - start, L, K]);
   * `decode(tokens, positions, slots, rows)`: one step (T = 1) over the live requests only, each row
-    naming its slot, padded to the smallest batch bucket (1, 2, 4, ... max_batch) that holds them
-    (padding rows sit at position -1 and are ignored); returns per live row (next token, log-prob,
-    routed experts [L, K] of the token just forwarded);
+    naming its slot; returns per live row (next token, log-prob, routed experts [L, K] of the token
+    just forwarded);
   * `copy_slot(src, dst)`: one slot's K/V into another (a cached prefix another request extends);
   * `prompt_logprobs(ids, start, temperature)`: log-probs of given tokens, on the packed forward.
 
-Compilations are bounded: chunk lengths are padded to buckets `min_bucket · 2^i` capped at the chunk
-size (`len(buckets) = ceil(log2(chunk / min_bucket)) + 1`, e.g. 16..4096 → 9), one prefill program per
-bucket; prompt log-probs use the same doubling up to max_len, one program per (bucket, temperature)
-(the fused log-prob op takes its temperature as a static number; rollouts use one); one decode
-program per batch bucket; one slot copy; all compiled on first use. The
+Cost follows the live tokens, through three kinds of buckets (padding sits at position -1: it writes
+nothing and its outputs are dropped):
+- batch: rows are padded to the smallest of 1, 2, 4, ... max_batch that holds them (SGLang captures its
+  CUDA graphs for a list of batch sizes the same way), so a lone request pays for one row, not 32;
+- context: a call attends to the first C positions of each slot only, C the smallest of min_context,
+  2·min_context, ... max_len above every position in the call, so a 64-token conversation in a 32k
+  allocation attends over min_context positions (at most twice the positions in use beyond that);
+- length: prefill chunks are padded to `min_bucket · 2^i` capped at the chunk size.
+Compilations are therefore bounded: a prefill program per (batch, length, context) bucket and a decode
+program per (batch, context) bucket, both compiled on first use (`num_programs_bound` counts them);
+prompt log-probs use the length doubling up to max_len, one program per (bucket, temperature) (the
+fused log-prob op takes its temperature as a static number; rollouts use one); one slot copy. The
 programs are module-level `jax.jit`s with the graphdef static, so two runners of the same model and
-shapes share compilations.
+shapes share compilations. Against paged KV (vLLM, SGLang) this keeps every slot's positions contiguous
+and the kernels plain XLA: it saves the attention compute, not the memory of a slot's full context.
 
 Weights: `set_params(params)` takes an `nnx.Param` state of the same structure (the trainer's
 `state.params`) or a `Policy`, and stores a copy on the runner's device (the trainer donates its state
@@ -80,11 +87,11 @@ def _copy_as(tree: Any, dtype: jnp.dtype) -> Any:
     return jax.tree.map(lambda x: jnp.copy(x).astype(dtype), tree)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef",), donate_argnames=("cache",))
-def _prefill(graphdef, params, rest, cache, ids, positions, slot, last, rows, sample_pos):
+@functools.partial(jax.jit, static_argnames=("graphdef", "context"), donate_argnames=("cache",))
+def _prefill(graphdef, params, rest, cache, ids, positions, slots, last, rows, sample_pos, context):
     model = nnx.merge(graphdef, params, rest)
-    out, cache = model.forward_cached(ids, positions, cache, slot, compute_logits=False)
-    hidden = jnp.take_along_axis(out.hidden, last[:, None, None], axis=1)  # [1, 1, D]
+    out, cache = model.forward_cached(ids, positions, cache, slots, compute_logits=False, context=context)
+    hidden = jnp.take_along_axis(out.hidden, last[:, None, None], axis=1)  # [B, 1, D]
     token, logprob = sample(_logits_at(model, hidden), rows, sample_pos)
     return token, logprob, out.routed_experts, cache
 
@@ -94,10 +101,12 @@ def _copy_slot(cache, src, dst):
     return jax.tree.map(lambda x: x.at[:, dst].set(x[:, src]), cache)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef",), donate_argnames=("cache",))
-def _decode(graphdef, params, rest, cache, tokens, positions, slots, rows):
+@functools.partial(jax.jit, static_argnames=("graphdef", "context"), donate_argnames=("cache",))
+def _decode(graphdef, params, rest, cache, tokens, positions, slots, rows, context):
     model = nnx.merge(graphdef, params, rest)
-    out, cache = model.forward_cached(tokens[:, None], positions[:, None], cache, slots, compute_logits=False)
+    out, cache = model.forward_cached(
+        tokens[:, None], positions[:, None], cache, slots, compute_logits=False, context=context
+    )
     token, logprob = sample(_logits_at(model, out.hidden), rows, positions + 1)
     routed = None if out.routed_experts is None else out.routed_experts[:, :, 0]  # [L, S, K]
     return token, logprob, routed, cache
@@ -123,6 +132,7 @@ class ModelRunner:
         dtype: str | None = None,
         device: jax.Device | None = None,
         max_batch: int | None = None,
+        min_context: int = 128,
     ):
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a legorl_jax.model.Policy, got {type(policy).__name__}")
@@ -144,6 +154,7 @@ class ModelRunner:
         if not isinstance(max_batch, int) or isinstance(max_batch, bool) or not 1 <= max_batch <= num_slots:
             raise ValueError(f"max_batch must be an int in [1, num_slots={num_slots}], got {max_batch!r}")
         self.batch_buckets = prefill_buckets(max_batch, 1)
+        self.context_buckets = prefill_buckets(max_len, min_context)
         self.logprob_buckets = prefill_buckets(max_len, min_bucket)
         self.dtype_name = dtype or policy.dtype
         self.dtype = as_dtype(self.dtype_name, "engine dtype")
@@ -158,7 +169,7 @@ class ModelRunner:
             self.cache = policy.init_cache(num_slots, max_len, dtype=None if dtype is None else dtype)
         self.cache = jax.device_put(self.cache, self._sharding)
         # Replaced, never mutated, so another thread can read it while the engine thread runs.
-        self.compiled: frozenset[tuple[str, int]] = frozenset()
+        self.compiled: frozenset[tuple] = frozenset()
 
     # ------------------------------------------------------------------------------------------------
     # weights
@@ -217,41 +228,77 @@ class ModelRunner:
         raise ValueError(f"{length} tokens exceed the largest bucket ({buckets[-1]})")
 
     def prefill(
-        self, prompt: np.ndarray, slot: int, rows: SamplingRows, *, start: int = 0
-    ) -> tuple[int, float, np.ndarray | None]:
-        """Writes prompt[start:] into `slot` (positions < start already hold the prompt's K/V there).
+        self, prompts: list[np.ndarray], slots: list[int], starts: list[int], rows: SamplingRows
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
+        """Writes prompts[i][starts[i]:] into slots[i] (positions before starts[i] already hold their K/V).
 
-        Returns (first token, its log-prob, routed experts int32[P - start, L, K] or None).
+        Prompts whose rest fits one chunk run together, grouped by length bucket, as many rows per call as
+        the largest batch bucket holds; a longer one runs alone, chunk by chunk. Returns per prompt (first
+        token int32[R], its log-prob float32[R], routed experts int32[P - start, L, K] or None).
         """
-        if len(prompt) > self.max_len:
-            raise ValueError(f"a prompt of {len(prompt)} tokens exceeds max_len={self.max_len}")
-        if not 0 <= start < len(prompt):
-            raise ValueError(
-                f"start={start} must lie in [0, {len(prompt)}) (the last prompt token is always run)"
-            )
-        routed_parts = []
-        for begin in range(start, len(prompt), self.prefill_chunk):
-            piece = prompt[begin : begin + self.prefill_chunk]
-            n = len(piece)
-            width = self._bucket(n, self.buckets)
-            ids = np.zeros((1, width), np.int32)
-            ids[0, :n] = piece
-            positions = np.full((1, width), -1, np.int32)
-            positions[0, :n] = np.arange(begin, begin + n, dtype=np.int32)
-            self.compiled = self.compiled | {("prefill", width)}
-            # Every chunk samples (one program for all); only the last chunk's token is the request's.
-            token, logprob, routed, self.cache = _prefill(
-                self.graphdef, self.params, self.rest, self.cache, ids, positions, np.array([slot], np.int32),
-                np.array([n - 1], np.int32), rows, np.array([begin + n], np.int32),
-            )  # fmt: skip
-            if routed is not None:
-                routed_parts.append(np.asarray(routed)[:, 0, :n].transpose(1, 0, 2))
-        routed_host = np.concatenate(routed_parts, axis=0) if routed_parts else None
-        return int(token[0]), float(logprob[0]), routed_host
+        count = len(prompts)
+        tokens, logprobs = np.zeros(count, np.int32), np.zeros(count, np.float32)
+        routed: list[np.ndarray | None] = [None] * count
+        for prompt, start in zip(prompts, starts, strict=True):
+            if len(prompt) > self.max_len:
+                raise ValueError(f"a prompt of {len(prompt)} tokens exceeds max_len={self.max_len}")
+            if not 0 <= start < len(prompt):
+                raise ValueError(
+                    f"start={start} must lie in [0, {len(prompt)}) (the last prompt token always runs)"
+                )
+        rest = [len(p) - s for p, s in zip(prompts, starts, strict=True)]
+        short = sorted((i for i in range(count) if rest[i] <= self.prefill_chunk), key=lambda i: rest[i])
+        groups: list[list[int]] = []
+        for i in short:
+            if (
+                groups
+                and self._bucket(rest[groups[-1][0]], self.buckets) == self._bucket(rest[i], self.buckets)
+                and len(groups[-1]) < self.batch_buckets[-1]
+            ):
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        for group in groups:
+            pieces = [(i, starts[i], len(prompts[i])) for i in group]
+            self._prefill_call(prompts, slots, pieces, rows, tokens, logprobs, routed)
+        for i in (i for i in range(count) if rest[i] > self.prefill_chunk):
+            for begin in range(starts[i], len(prompts[i]), self.prefill_chunk):
+                end = min(begin + self.prefill_chunk, len(prompts[i]))
+                # Every chunk samples (one program for all); only the last chunk's token is the request's.
+                self._prefill_call(prompts, slots, [(i, begin, end)], rows, tokens, logprobs, routed)
+        return tokens, logprobs, routed
+
+    def _prefill_call(self, prompts, slots, pieces, rows, tokens, logprobs, routed) -> None:
+        """One program call on pieces (prompt index, begin, end), padded to (batch, width) buckets."""
+        batch = self._bucket(len(pieces), self.batch_buckets)
+        width = self._bucket(max(end - begin for _, begin, end in pieces), self.buckets)
+        context = self._bucket(max(end for _, _, end in pieces), self.context_buckets)
+        ids = np.zeros((batch, width), np.int32)
+        positions = np.full((batch, width), -1, np.int32)
+        call_slots, last, sample_pos = (np.zeros(batch, np.int32) for _ in range(3))
+        for r, (i, begin, end) in enumerate(pieces):
+            n = end - begin
+            ids[r, :n] = prompts[i][begin:end]
+            positions[r, :n] = np.arange(begin, end, dtype=np.int32)
+            call_slots[r], last[r], sample_pos[r] = slots[i], n - 1, end
+        index = np.array([i for i, _, _ in pieces] + [pieces[0][0]] * (batch - len(pieces)))
+        call_rows = jax.tree.map(lambda x: np.asarray(x)[index], rows)
+        self.compiled = self.compiled | {("prefill", batch, width, context)}
+        token, logprob, out_routed, self.cache = _prefill(
+            self.graphdef, self.params, self.rest, self.cache, ids, positions, call_slots, last, call_rows,
+            sample_pos, context=context,
+        )  # fmt: skip
+        token, logprob = np.asarray(token), np.asarray(logprob)
+        out_routed = None if out_routed is None else np.asarray(out_routed)  # [L, B, W, K]
+        for r, (i, begin, end) in enumerate(pieces):
+            tokens[i], logprobs[i] = token[r], logprob[r]
+            if out_routed is not None:
+                rows_here = out_routed[:, r, : end - begin].transpose(1, 0, 2)
+                routed[i] = rows_here if routed[i] is None else np.concatenate([routed[i], rows_here])
 
     def copy_slot(self, src: int, dst: int) -> None:
         """Copies every position of slot `src`'s K/V into slot `dst` (a cached prefix another request extends)."""
-        self.compiled = self.compiled | {("copy_slot", 1)}
+        self.compiled = self.compiled | {("copy_slot",)}
         self.cache = _copy_slot(self.cache, np.int32(src), np.int32(dst))
 
     def decode(
@@ -263,21 +310,23 @@ class ModelRunner:
         *,
         want_routing: bool,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """One step over R live rows (R <= num_slots), run at the smallest batch bucket >= R.
+        """One step over R live rows (R <= max_batch), run at the smallest batch bucket >= R and the smallest
+        context bucket above every row's position.
 
         Returns int32[R] next tokens, float32[R] log-probs, int32[R, L, K] routing or None.
         """
         live = len(tokens)
         batch = self._bucket(live, self.batch_buckets)
+        context = self._bucket(int(np.max(positions)) + 1, self.context_buckets)
         pad = batch - live
         if pad:
             tokens = np.pad(tokens, (0, pad))
             positions = np.pad(positions, (0, pad), constant_values=-1)
             slots = np.pad(slots, (0, pad))
             rows = jax.tree.map(lambda x: np.pad(np.asarray(x), (0, pad)), rows)
-        self.compiled = self.compiled | {("decode", batch)}
+        self.compiled = self.compiled | {("decode", batch, context)}
         token, logprob, routed, self.cache = _decode(
-            self.graphdef, self.params, self.rest, self.cache, tokens, positions, slots, rows
+            self.graphdef, self.params, self.rest, self.cache, tokens, positions, slots, rows, context=context
         )
         routed_host = (
             np.asarray(routed).transpose(1, 0, 2)[:live] if (want_routing and routed is not None) else None
@@ -303,6 +352,7 @@ class ModelRunner:
 
     @property
     def num_programs_bound(self) -> int:
-        """The most programs one temperature can compile: one per prefill and log-prob bucket, one decode per
-        batch bucket, one slot copy."""
-        return len(self.buckets) + len(self.logprob_buckets) + len(self.batch_buckets) + 1
+        """The most programs one temperature can compile: a prefill per (batch, length, context) bucket, a
+        decode per (batch, context) bucket, a log-prob program per bucket, one slot copy."""
+        nb, nc = len(self.batch_buckets), len(self.context_buckets)
+        return nb * len(self.buckets) * nc + nb * nc + len(self.logprob_buckets) + 1

@@ -5,9 +5,9 @@ The scheduler owns no device state; the engine thread (jax_engine.py) drives it 
     admitted, copies = scheduler.admit()               # FIFO, at most max_running requests at once
     for src, dst in copies:                            # cached prefixes shared with another request
         runner.copy_slot(src, dst)
-    for req in admitted:                               # positions [req.cached_len, P) only
-        token, lp, routed = runner.prefill(req.prompt, req.slot, rows_of([req]), start=req.cached_len)
-        scheduler.on_prefill(req, token, lp, routed)
+    tokens, lps, routed = runner.prefill(prompts, slots, cached_lens, rows_of(admitted))  # [cached_len, P)
+    for req, token, lp, rows in zip(admitted, tokens, lps, routed):
+        scheduler.on_prefill(req, token, lp, rows)
     if scheduler.running:
         tokens, positions, slots, rows = scheduler.decode_inputs()
         scheduler.on_decode(*runner.decode(tokens, positions, slots, rows, want_routing=...))

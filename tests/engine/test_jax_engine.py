@@ -131,7 +131,7 @@ async def test_a_seed_reproduces_its_tokens_and_another_seed_gives_others(engine
     assert not np.array_equal(first.output_ids, other.output_ids)
 
 
-async def test_programs_compile_once_per_bucket_and_once_for_decode(engine):
+async def test_programs_stay_within_their_buckets_and_waiting_prompts_prefill_together(engine):
     prefill_before = runner_module._prefill._cache_size()
     decode_before = runner_module._decode._cache_size()
     lengths = [1, 2, 7, 15, 16, 17, 30, 33, 40]
@@ -140,10 +140,36 @@ async def test_programs_compile_once_per_bucket_and_once_for_decode(engine):
     await asyncio.gather(
         *[engine.generate(p, SamplingParams(max_new_tokens=3, seed=i)) for i, p in enumerate(prompts)]
     )
-    assert engine.runner.buckets == (16, 32, 64)
-    assert runner_module._prefill._cache_size() - prefill_before <= len(engine.runner.buckets)
-    assert runner_module._decode._cache_size() - decode_before <= 1
-    assert {name for name, _ in engine.runner.compiled} <= {"prefill", "decode", "prompt_logprobs"}
+    runner = engine.runner
+    assert runner.buckets == (16, 32, 64) and runner.batch_buckets == (1, 2, 4)
+    assert runner.context_buckets == (64,)  # max_len 64 is below the smallest context bucket (128)
+    batches, contexts = len(runner.batch_buckets), len(runner.context_buckets)
+    assert runner_module._prefill._cache_size() - prefill_before <= batches * len(runner.buckets) * contexts
+    assert runner_module._decode._cache_size() - decode_before <= batches * contexts
+    assert {key[0] for key in runner.compiled} <= {"prefill", "decode", "prompt_logprobs", "copy_slot"}
+    # The first four prompts (1, 2, 7 and 15 tokens, all in the 16 bucket) were admitted together: one call.
+    assert ("prefill", 4, 16, 64) in runner.compiled
+    assert len(runner.compiled) <= runner.num_programs_bound
+
+
+async def test_decode_attends_over_the_context_in_use_not_the_allocated_one(engine, engine_model_dir):
+    long = JaxEngine.from_dir(engine_model_dir, max_running=SLOTS, max_len=256, min_bucket=16, min_context=32)
+    try:
+        assert long.runner.context_buckets == (32, 64, 128, 256)
+        sampling = SamplingParams(max_new_tokens=20, seed=4, ignore_eos=True)
+        alone = await long.generate(PROMPTS[0], sampling, return_routed_experts=True)  # positions 4..23
+        decodes = {key for key in long.runner.compiled if key[0] == "decode"}
+        longer = await long.generate(PROMPTS[3], sampling, return_routed_experts=True)  # positions 13..32
+    finally:
+        long.close()
+    # A lone request runs the one-row program, over the first 32 positions of its 256.
+    assert decodes == {("decode", 1, 32)}
+    assert ("decode", 1, 64) in long.runner.compiled  # position 32 needs the next bucket
+    for prompt, got in ((PROMPTS[0], alone), (PROMPTS[3], longer)):
+        want = await engine.generate(prompt, sampling, return_routed_experts=True)
+        np.testing.assert_array_equal(got.output_ids, want.output_ids)
+        np.testing.assert_allclose(got.output_logprobs, want.output_logprobs, atol=1e-5)
+        np.testing.assert_array_equal(got.routed_experts, want.routed_experts)
 
 
 # ----------------------------------------------------------------------------------------------------
