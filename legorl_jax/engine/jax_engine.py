@@ -201,11 +201,14 @@ class JaxEngine:
         return_routed_experts: bool = False,
         routed_experts_start_len: int = 0,
         rid: str | None = None,
+        top_logprobs: int = 0,
         session_id: str | None = None,
     ) -> Generation:
         """The `Engine` call; `session_id` is the prefix cache's hint: keep this conversation resident."""
         prompt = self._check_prompt(input_ids)
-        rid = check_generate_args(prompt, sampling, return_routed_experts, routed_experts_start_len, rid)
+        rid = check_generate_args(
+            prompt, sampling, return_routed_experts, routed_experts_start_len, rid, top_logprobs
+        )
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise ValueError(f"session_id must be a non-empty string or None, got {session_id!r}")
         reply = _Reply()
@@ -217,6 +220,7 @@ class JaxEngine:
             return_routed_experts=return_routed_experts and self.config.is_moe,
             routed_start=routed_experts_start_len,
             session=session_id,
+            top_logprobs=int(top_logprobs),
             on_done=reply.set,
             on_error=reply.fail,
         )
@@ -386,18 +390,25 @@ class JaxEngine:
             self.runner.copy_slot(src, dst)
         if admitted:
             rows = SamplingRows.host([r.sampling for r in admitted], [r.seed for r in admitted])
-            tokens, logprobs, routed = self.runner.prefill(
+            tokens, logprobs, routed, tops = self.runner.prefill(
                 [r.prompt for r in admitted],
                 [r.slot for r in admitted],
                 [r.cached_len for r in admitted],
                 rows,
+                want_top=any(r.top_logprobs for r in admitted),
             )
-            for req, token, logprob, rows_routed in zip(admitted, tokens, logprobs, routed, strict=True):
-                self.scheduler.on_prefill(req, int(token), float(logprob), rows_routed)
+            for i, req in enumerate(admitted):
+                top = None if tops is None else (tops[0][i], tops[1][i])
+                self.scheduler.on_prefill(req, int(tokens[i]), float(logprobs[i]), routed[i], top)
         if self.scheduler.running:
             tokens, positions, slots, rows = self.scheduler.decode_inputs()
             out = self.runner.decode(
-                tokens, positions, slots, rows, want_routing=self.scheduler.wants_routing
+                tokens,
+                positions,
+                slots,
+                rows,
+                want_routing=self.scheduler.wants_routing,
+                want_top=self.scheduler.wants_top,
             )
             self.scheduler.on_decode(*out)
 

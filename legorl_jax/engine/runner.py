@@ -27,7 +27,9 @@ nothing and its outputs are dropped):
   allocation attends over min_context positions (at most twice the positions in use beyond that);
 - length: prefill chunks are padded to `min_bucket · 2^i` capped at the chunk size.
 Compilations are therefore bounded: a prefill program per (batch, length, context) bucket and a decode
-program per (batch, context) bucket, both compiled on first use (`num_programs_bound` counts them);
+program per (batch, context) bucket, each also in a variant returning the MAX_TOP_LOGPROBS likeliest
+tokens (run only when a request in the call asks for top log-probs), all compiled on first use
+(`num_programs_bound` counts them);
 prompt log-probs use the length doubling up to max_len, one program per (bucket, temperature) (the
 fused log-prob op takes its temperature as a static number; rollouts use one); one slot copy. The
 programs are module-level `jax.jit`s with the graphdef static, so two runners of the same model and
@@ -54,7 +56,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from legorl_jax.engine.sampler import SamplingRows, sample
+from legorl_jax.engine.base import MAX_TOP_LOGPROBS
+from legorl_jax.engine.sampler import SamplingRows, sample, top_logprobs
 from legorl_jax.model.policy import Policy, as_dtype
 
 # ArchConfig fields that do not change what the engine computes: the storage dtype (weights are cast to the
@@ -87,13 +90,18 @@ def _copy_as(tree: Any, dtype: jnp.dtype) -> Any:
     return jax.tree.map(lambda x: jnp.copy(x).astype(dtype), tree)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "context"), donate_argnames=("cache",))
-def _prefill(graphdef, params, rest, cache, ids, positions, slots, last, rows, sample_pos, context):
+def _sample_and_top(logits, rows, sample_pos, top):
+    token, logprob = sample(logits, rows, sample_pos)
+    return token, logprob, (top_logprobs(logits, rows, top) if top else None)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "context", "top"), donate_argnames=("cache",))
+def _prefill(graphdef, params, rest, cache, ids, positions, slots, last, rows, sample_pos, context, top):
     model = nnx.merge(graphdef, params, rest)
     out, cache = model.forward_cached(ids, positions, cache, slots, compute_logits=False, context=context)
     hidden = jnp.take_along_axis(out.hidden, last[:, None, None], axis=1)  # [B, 1, D]
-    token, logprob = sample(_logits_at(model, hidden), rows, sample_pos)
-    return token, logprob, out.routed_experts, cache
+    token, logprob, tops = _sample_and_top(_logits_at(model, hidden), rows, sample_pos, top)
+    return token, logprob, tops, out.routed_experts, cache
 
 
 @functools.partial(jax.jit, donate_argnames=("cache",))
@@ -101,15 +109,15 @@ def _copy_slot(cache, src, dst):
     return jax.tree.map(lambda x: x.at[:, dst].set(x[:, src]), cache)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "context"), donate_argnames=("cache",))
-def _decode(graphdef, params, rest, cache, tokens, positions, slots, rows, context):
+@functools.partial(jax.jit, static_argnames=("graphdef", "context", "top"), donate_argnames=("cache",))
+def _decode(graphdef, params, rest, cache, tokens, positions, slots, rows, context, top):
     model = nnx.merge(graphdef, params, rest)
     out, cache = model.forward_cached(
         tokens[:, None], positions[:, None], cache, slots, compute_logits=False, context=context
     )
-    token, logprob = sample(_logits_at(model, out.hidden), rows, positions + 1)
+    token, logprob, tops = _sample_and_top(_logits_at(model, out.hidden), rows, positions + 1, top)
     routed = None if out.routed_experts is None else out.routed_experts[:, :, 0]  # [L, S, K]
-    return token, logprob, routed, cache
+    return token, logprob, tops, routed, cache
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "temperature"))
@@ -228,17 +236,26 @@ class ModelRunner:
         raise ValueError(f"{length} tokens exceed the largest bucket ({buckets[-1]})")
 
     def prefill(
-        self, prompts: list[np.ndarray], slots: list[int], starts: list[int], rows: SamplingRows
-    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
+        self,
+        prompts: list[np.ndarray],
+        slots: list[int],
+        starts: list[int],
+        rows: SamplingRows,
+        *,
+        want_top: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None], tuple[np.ndarray, np.ndarray] | None]:
         """Writes prompts[i][starts[i]:] into slots[i] (positions before starts[i] already hold their K/V).
 
         Prompts whose rest fits one chunk run together, grouped by length bucket, as many rows per call as
         the largest batch bucket holds; a longer one runs alone, chunk by chunk. Returns per prompt (first
-        token int32[R], its log-prob float32[R], routed experts int32[P - start, L, K] or None).
+        token int32[R], its log-prob float32[R], routed experts int32[P - start, L, K] or None), and with
+        `want_top` the MAX_TOP_LOGPROBS likeliest tokens of the first position (float32[R, k], int32[R, k]).
         """
         count = len(prompts)
         tokens, logprobs = np.zeros(count, np.int32), np.zeros(count, np.float32)
         routed: list[np.ndarray | None] = [None] * count
+        top = MAX_TOP_LOGPROBS if want_top else 0
+        tops = (np.zeros((count, top), np.float32), np.zeros((count, top), np.int32)) if top else None
         for prompt, start in zip(prompts, starts, strict=True):
             if len(prompt) > self.max_len:
                 raise ValueError(f"a prompt of {len(prompt)} tokens exceeds max_len={self.max_len}")
@@ -260,16 +277,19 @@ class ModelRunner:
                 groups.append([i])
         for group in groups:
             pieces = [(i, starts[i], len(prompts[i])) for i in group]
-            self._prefill_call(prompts, slots, pieces, rows, tokens, logprobs, routed)
+            self._prefill_call(prompts, slots, pieces, rows, (tokens, logprobs, routed, tops))
         for i in (i for i in range(count) if rest[i] > self.prefill_chunk):
             for begin in range(starts[i], len(prompts[i]), self.prefill_chunk):
                 end = min(begin + self.prefill_chunk, len(prompts[i]))
                 # Every chunk samples (one program for all); only the last chunk's token is the request's.
-                self._prefill_call(prompts, slots, [(i, begin, end)], rows, tokens, logprobs, routed)
-        return tokens, logprobs, routed
+                self._prefill_call(prompts, slots, [(i, begin, end)], rows, (tokens, logprobs, routed, tops))
+        return tokens, logprobs, routed, tops
 
-    def _prefill_call(self, prompts, slots, pieces, rows, tokens, logprobs, routed) -> None:
-        """One program call on pieces (prompt index, begin, end), padded to (batch, width) buckets."""
+    def _prefill_call(self, prompts, slots, pieces, rows, results) -> None:
+        """One program call on pieces (prompt index, begin, end), padded to (batch, width) buckets; writes
+        `results` (tokens, logprobs, routed, tops) at each piece's prompt index."""
+        tokens, logprobs, routed, tops = results
+        top = 0 if tops is None else tops[0].shape[1]
         batch = self._bucket(len(pieces), self.batch_buckets)
         width = self._bucket(max(end - begin for _, begin, end in pieces), self.buckets)
         context = self._bucket(max(end for _, _, end in pieces), self.context_buckets)
@@ -283,12 +303,15 @@ class ModelRunner:
             call_slots[r], last[r], sample_pos[r] = slots[i], n - 1, end
         index = np.array([i for i, _, _ in pieces] + [pieces[0][0]] * (batch - len(pieces)))
         call_rows = jax.tree.map(lambda x: np.asarray(x)[index], rows)
-        self.compiled = self.compiled | {("prefill", batch, width, context)}
-        token, logprob, out_routed, self.cache = _prefill(
+        self.compiled = self.compiled | {("prefill", batch, width, context, top)}
+        token, logprob, out_tops, out_routed, self.cache = _prefill(
             self.graphdef, self.params, self.rest, self.cache, ids, positions, call_slots, last, call_rows,
-            sample_pos, context=context,
+            sample_pos, context=context, top=top,
         )  # fmt: skip
         token, logprob = np.asarray(token), np.asarray(logprob)
+        if tops is not None:
+            for r, (i, _, _) in enumerate(pieces):
+                tops[0][i], tops[1][i] = np.asarray(out_tops[0])[r], np.asarray(out_tops[1])[r]
         out_routed = None if out_routed is None else np.asarray(out_routed)  # [L, B, W, K]
         for r, (i, begin, end) in enumerate(pieces):
             tokens[i], logprobs[i] = token[r], logprob[r]
@@ -309,12 +332,15 @@ class ModelRunner:
         rows: SamplingRows,
         *,
         want_routing: bool,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        want_top: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, tuple[np.ndarray, np.ndarray] | None]:
         """One step over R live rows (R <= max_batch), run at the smallest batch bucket >= R and the smallest
         context bucket above every row's position.
 
-        Returns int32[R] next tokens, float32[R] log-probs, int32[R, L, K] routing or None.
+        Returns int32[R] next tokens, float32[R] log-probs, int32[R, L, K] routing or None, and with
+        `want_top` the MAX_TOP_LOGPROBS likeliest tokens of each row (float32[R, k], int32[R, k]) or None.
         """
+        top = MAX_TOP_LOGPROBS if want_top else 0
         live = len(tokens)
         batch = self._bucket(live, self.batch_buckets)
         context = self._bucket(int(np.max(positions)) + 1, self.context_buckets)
@@ -324,14 +350,16 @@ class ModelRunner:
             positions = np.pad(positions, (0, pad), constant_values=-1)
             slots = np.pad(slots, (0, pad))
             rows = jax.tree.map(lambda x: np.pad(np.asarray(x), (0, pad)), rows)
-        self.compiled = self.compiled | {("decode", batch, context)}
-        token, logprob, routed, self.cache = _decode(
-            self.graphdef, self.params, self.rest, self.cache, tokens, positions, slots, rows, context=context
-        )
+        self.compiled = self.compiled | {("decode", batch, context, top)}
+        token, logprob, tops, routed, self.cache = _decode(
+            self.graphdef, self.params, self.rest, self.cache, tokens, positions, slots, rows,
+            context=context, top=top,
+        )  # fmt: skip
         routed_host = (
             np.asarray(routed).transpose(1, 0, 2)[:live] if (want_routing and routed is not None) else None
         )
-        return np.asarray(token)[:live], np.asarray(logprob)[:live], routed_host
+        tops_host = None if tops is None else (np.asarray(tops[0])[:live], np.asarray(tops[1])[:live])
+        return np.asarray(token)[:live], np.asarray(logprob)[:live], routed_host, tops_host
 
     def prompt_logprobs(self, ids: np.ndarray, start: int, temperature: float) -> np.ndarray:
         """float32[P - start]: log_softmax(logits / T) of ids[start:], each given the tokens before it."""
@@ -353,6 +381,7 @@ class ModelRunner:
     @property
     def num_programs_bound(self) -> int:
         """The most programs one temperature can compile: a prefill per (batch, length, context) bucket, a
-        decode per (batch, context) bucket, a log-prob program per bucket, one slot copy."""
+        decode per (batch, context) bucket, each with and without top log-probs; a log-prob program per
+        bucket; one slot copy."""
         nb, nc = len(self.batch_buckets), len(self.context_buckets)
-        return nb * len(self.buckets) * nc + nb * nc + len(self.logprob_buckets) + 1
+        return 2 * (nb * len(self.buckets) * nc + nb * nc) + len(self.logprob_buckets) + 1

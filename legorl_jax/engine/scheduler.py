@@ -73,6 +73,7 @@ class Request:
     on_done: Callable[[Generation], None]
     on_error: Callable[[BaseException], None] | None = None  # the engine failed before the request finished
     session: str | None = None  # the prefix cache's hint: keep this conversation resident between turns
+    top_logprobs: int = 0  # k: keep the k likeliest tokens of every output position
     stop_ids: frozenset[int] = frozenset()
     slot: int | None = None
     cached_len: int = 0  # prompt positions whose K/V came from the prefix cache (not prefilled)
@@ -82,6 +83,9 @@ class Request:
     logprobs: list[float] = dataclasses.field(default_factory=list)
     versions: list[str] = dataclasses.field(default_factory=list)
     routing: list[np.ndarray] = dataclasses.field(default_factory=list)  # chunks [rows, L, K]
+    tops: list[tuple[np.ndarray, np.ndarray]] = dataclasses.field(
+        default_factory=list
+    )  # per token (lps, ids)
 
     @property
     def prompt_len(self) -> int:
@@ -227,14 +231,22 @@ class Scheduler:
     # ------------------------------------------------------------------------------------------------
     # steps
 
-    def on_prefill(self, req: Request, token: int, logprob: float, routed: np.ndarray | None) -> None:
-        """The prefill of `req` ran (positions from `cached_len` on): record its routing and first token."""
+    def on_prefill(
+        self,
+        req: Request,
+        token: int,
+        logprob: float,
+        routed: np.ndarray | None,
+        top: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
+        """The prefill of `req` ran (positions from `cached_len` on): record its routing and first token
+        (with `top`, the likeliest tokens of that position: log-probs float32[k'], ids int32[k'])."""
         if self._records_routing(req) and routed is not None:
             self._keep_routing(req, routed, first_row=req.cached_len)
         if req.sampling.max_new_tokens == 0:
             self._finish(req, "length", None)
             return
-        self._append(req, token, logprob)
+        self._append(req, token, logprob, top)
 
     def decode_inputs(
         self, batch: int | None = None
@@ -261,15 +273,27 @@ class Scheduler:
     def wants_routing(self) -> bool:
         return any(self._records_routing(r) for r in self.running)
 
+    @property
+    def wants_top(self) -> bool:
+        return any(r.top_logprobs for r in self.running)
+
     def _records_routing(self, req: Request) -> bool:
         return req.return_routed_experts or self._keeps_all_routing
 
-    def on_decode(self, tokens: np.ndarray, logprobs: np.ndarray, routed: np.ndarray | None) -> None:
-        """One decode step ran over the rows of `decode_inputs` (routing [B, L, K] when wanted)."""
+    def on_decode(
+        self,
+        tokens: np.ndarray,
+        logprobs: np.ndarray,
+        routed: np.ndarray | None,
+        tops: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
+        """One decode step ran over the rows of `decode_inputs` (routing [B, L, K] and the likeliest
+        tokens ([B, k'] log-probs, [B, k'] ids) when wanted)."""
         for i, req in enumerate(self.running):
             if self._records_routing(req) and routed is not None:
                 self._keep_routing(req, routed[i][None], first_row=req.position)
-            self._append(req, int(tokens[i]), float(logprobs[i]))
+            top = None if tops is None else (tops[0][i], tops[1][i])
+            self._append(req, int(tokens[i]), float(logprobs[i]), top)
 
     # ------------------------------------------------------------------------------------------------
     # bookkeeping
@@ -279,7 +303,13 @@ class Scheduler:
         if skip < len(rows):
             req.routing.append(rows[skip:].astype(self.routing_dtype))
 
-    def _append(self, req: Request, token: int, logprob: float) -> None:
+    def _append(
+        self, req: Request, token: int, logprob: float, top: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> None:
+        if req.top_logprobs:
+            if top is None:
+                raise RuntimeError(f"request {req.rid!r} asked for top log-probs and the step computed none")
+            req.tops.append((top[0][: req.top_logprobs], top[1][: req.top_logprobs]))
         req.output_ids.append(token)
         req.logprobs.append(logprob)
         req.versions.append(self.weight_version)
@@ -336,6 +366,11 @@ class Scheduler:
             first = req.routed_start - req.routing_from
             routed = rows[first : first + expected]
         versions = tuple(req.versions)
+        top_lps = top_ids = None
+        if req.top_logprobs:
+            k = req.top_logprobs
+            top_lps = np.asarray([t[0] for t in req.tops], np.float32).reshape(n, k)
+            top_ids = np.asarray([t[1] for t in req.tops], np.int32).reshape(n, k)
         req.on_done(
             Generation(
                 output_ids=np.asarray(req.output_ids, np.int32),
@@ -348,5 +383,7 @@ class Scheduler:
                 token_weight_versions=versions if len(set(versions)) > 1 else None,
                 matched_stop=matched,
                 cached_tokens=req.cached_len,
+                output_top_ids=top_ids,
+                output_top_logprobs=top_lps,
             )
         )

@@ -154,6 +154,7 @@ async def generate(request: web.Request) -> web.Response:
         routed_experts_start_len=req.routed_experts_start_len,
         rid=rid,
         session_id=req.session_id,
+        top_logprobs=req.top_logprobs_num if req.return_logprob else 0,
     )
     body = generation_json(
         gen,

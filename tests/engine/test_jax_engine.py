@@ -148,7 +148,7 @@ async def test_programs_stay_within_their_buckets_and_waiting_prompts_prefill_to
     assert runner_module._decode._cache_size() - decode_before <= batches * contexts
     assert {key[0] for key in runner.compiled} <= {"prefill", "decode", "prompt_logprobs", "copy_slot"}
     # The first four prompts (1, 2, 7 and 15 tokens, all in the 16 bucket) were admitted together: one call.
-    assert ("prefill", 4, 16, 64) in runner.compiled
+    assert ("prefill", 4, 16, 64, 0) in runner.compiled
     assert len(runner.compiled) <= runner.num_programs_bound
 
 
@@ -163,8 +163,8 @@ async def test_decode_attends_over_the_context_in_use_not_the_allocated_one(engi
     finally:
         long.close()
     # A lone request runs the one-row program, over the first 32 positions of its 256.
-    assert decodes == {("decode", 1, 32)}
-    assert ("decode", 1, 64) in long.runner.compiled  # position 32 needs the next bucket
+    assert decodes == {("decode", 1, 32, 0)}
+    assert ("decode", 1, 64, 0) in long.runner.compiled  # position 32 needs the next bucket
     for prompt, got in ((PROMPTS[0], alone), (PROMPTS[3], longer)):
         want = await engine.generate(prompt, sampling, return_routed_experts=True)
         np.testing.assert_array_equal(got.output_ids, want.output_ids)
@@ -495,3 +495,36 @@ async def test_a_prompt_prefilled_in_chunks_gives_what_one_piece_gives(engine, e
     np.testing.assert_array_equal(pieces.output_ids, whole.output_ids)
     np.testing.assert_allclose(pieces.output_logprobs, whole.output_logprobs, atol=1e-5)
     np.testing.assert_array_equal(pieces.routed_experts, whole.routed_experts)
+
+
+# ----------------------------------------------------------------------------------------------------
+# top log-probs
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7], ids=["greedy", "sampled"])
+async def test_top_logprobs_are_the_likeliest_tokens_as_the_full_forward_scores_them(
+    engine, reference, temperature
+):
+    sampling = SamplingParams(temperature=temperature, max_new_tokens=8, seed=3, ignore_eos=True)
+    plain, gen = await asyncio.gather(
+        engine.generate(PROMPTS[1], sampling), engine.generate(PROMPTS[1], sampling, top_logprobs=5)
+    )
+    np.testing.assert_array_equal(gen.output_ids, plain.output_ids)  # asking for them changes no token
+    assert plain.output_top_ids is None and gen.output_top_ids.shape == (8, 5)
+    seq = np.concatenate([PROMPTS[1], gen.output_ids])
+    logits, _ = reference.logits_and_routing(seq)
+    p = len(PROMPTS[1])
+    scaled = logits[p - 1 : len(seq) - 1] / (temperature or 1.0)
+    logp = (
+        scaled
+        - np.log(np.sum(np.exp(scaled - scaled.max(-1, keepdims=True)), -1, keepdims=True))
+        - scaled.max(-1, keepdims=True)
+    )
+    np.testing.assert_array_equal(gen.output_top_ids, np.argsort(-logp, axis=-1, kind="stable")[:, :5])
+    np.testing.assert_allclose(gen.output_top_logprobs, np.sort(logp, axis=-1)[:, ::-1][:, :5], atol=1e-4)
+    assert np.all(np.diff(gen.output_top_logprobs, axis=-1) <= 0)
+    if temperature == 0.0:  # greedy: the sampled token is the likeliest one
+        np.testing.assert_array_equal(gen.output_top_ids[:, 0], gen.output_ids)
+        np.testing.assert_allclose(gen.output_top_logprobs[:, 0], gen.output_logprobs, atol=1e-6)
+    with pytest.raises(ValueError, match="top_logprobs must be an int in \\[0, 20\\], got 21"):
+        await engine.generate(PROMPTS[1], sampling, top_logprobs=21)
