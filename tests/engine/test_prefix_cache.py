@@ -23,11 +23,14 @@ def tool_result(turn, session=0):
     return [2000 + 50 * session + 7 * turn + i for i in range(4)]
 
 
+def cached_engine(model_dir, **cache):
+    """2 running + 2 cache slots: the shared engine's KV shape (4 slots), so its compiled programs serve."""
+    return JaxEngine.from_dir(model_dir, max_running=SLOTS // 2, max_len=MAX_LEN, min_bucket=16, **cache)
+
+
 @pytest.fixture(scope="module")
 def cached(engine_model_dir):
-    eng = JaxEngine.from_dir(
-        engine_model_dir, max_running=SLOTS, max_len=MAX_LEN, min_bucket=16, cache_slots=4
-    )
+    eng = cached_engine(engine_model_dir, cache_slots=SLOTS // 2)
     yield eng
     eng.close()
 
@@ -81,23 +84,21 @@ async def test_routing_of_cached_rows_is_returned_as_recorded_from_any_start_row
 async def test_eviction_under_a_small_budget_keeps_results_identical_and_reports_the_misses(
     engine_model_dir, engine
 ):
-    small = JaxEngine.from_dir(
-        engine_model_dir, max_running=SLOTS, max_len=MAX_LEN, min_bucket=16, cache_slots=1
-    )
+    small = cached_engine(engine_model_dir, cache_slots=SLOTS // 2, cache_tokens=15)
     try:
         a1 = SYSTEM[:5] + [1, 2]
         b1 = [40, 41, 42, 43]
-        got_a1 = await small.generate(a1, SAMPLING, return_routed_experts=True)
-        got_b1 = await small.generate(b1, SAMPLING, return_routed_experts=True)  # evicts a1's entry
+        got_a1 = await small.generate(a1, SAMPLING, return_routed_experts=True)  # keeps 7 + 6 - 1 = 12 tokens
+        got_b1 = await small.generate(b1, SAMPLING, return_routed_experts=True)  # + 9 > 15: a1's entry goes
         a2 = a1 + got_a1.output_ids.tolist() + tool_result(0)
         b2 = b1 + got_b1.output_ids.tolist() + tool_result(0, 1)
-        got_a2 = await small.generate(a2, SAMPLING, return_routed_experts=True)  # a miss, then evicts b1
-        got_b2 = await small.generate(b2, SAMPLING, return_routed_experts=True)  # a miss too
+        got_a2 = await small.generate(a2, SAMPLING, return_routed_experts=True)  # a miss; 22 tokens evict all
+        got_b2 = await small.generate(b2, SAMPLING, return_routed_experts=True)  # a miss; 19 > 15 alone
         stats = small.stats()["prefix_cache"]
     finally:
         small.close()
     assert [g.cached_tokens for g in (got_a1, got_b1, got_a2, got_b2)] == [0, 0, 0, 0]
-    assert stats["evictions"] == 3 and stats["entries"] == 1
+    assert stats["evictions"] == 4 and stats["entries"] == 0 and stats["max_tokens"] == 15
     for prompt, got in ((a1, got_a1), (b1, got_b1), (a2, got_a2), (b2, got_b2)):
         assert_same(got, await engine.generate(prompt, SAMPLING, return_routed_experts=True))
 
