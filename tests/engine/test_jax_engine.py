@@ -461,13 +461,16 @@ async def test_a_failed_engine_thread_fails_requests_in_flight_and_every_later_c
 
 async def test_weights_sharded_over_a_mesh_are_copied_in_and_may_be_deleted_after(engine, policy):
     import jax
+    import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     mesh = Mesh(np.array(jax.devices()), ("fsdp",))
 
     def spread(x):  # the trainer's layout: split over every device where the shape allows, else replicated
         spec = PartitionSpec("fsdp") if x.shape and x.shape[0] % len(jax.devices()) == 0 else PartitionSpec()
-        return jax.device_put(x, NamedSharding(mesh, spec))
+        # A copy first: a replicated device_put may alias the session policy's own buffer, which the
+        # deletion below would then take from every later test using `policy` or `reference`.
+        return jax.device_put(jnp.copy(x), NamedSharding(mesh, spec))
 
     expected = await engine.generate(PROMPTS[1], GREEDY)
     params = jax.tree.map(spread, nnx.state(policy, nnx.Param))

@@ -13,7 +13,6 @@ from legorl_jax.engine import SamplingParams
 from legorl_jax.engine.jax_engine import JaxEngine
 from legorl_jax.engine.prefix_cache import PrefixCache
 from legorl_jax.engine.serve import make_app
-from legorl_jax.model import load_hf
 
 SAMPLING = SamplingParams(max_new_tokens=6, seed=5, ignore_eos=True)
 SYSTEM = list(range(300, 318))  # 18 tokens every session starts with
@@ -124,15 +123,14 @@ async def test_a_cached_prefix_shared_by_two_sessions_is_corrupted_by_neither(ca
         assert_same(got, await engine.generate(prompt, SAMPLING, return_routed_experts=True))
 
 
-async def test_flush_and_new_weights_empty_the_cache(cached, engine_model_dir):
+async def test_flush_and_new_weights_empty_the_cache(cached, policy):
     prompt = SYSTEM + [5, 6]
     await cached.generate(prompt, SAMPLING)
     assert (await cached.generate(prompt, SAMPLING)).cached_tokens == len(prompt) - 1
     assert await cached.flush_cache()
     assert cached.stats()["prefix_cache"]["entries"] == 0
     assert (await cached.generate(prompt, SAMPLING)).cached_tokens == 0
-    # A fresh load: the session's `policy` fixture may have had buffers deleted by the sharded-weights test.
-    await cached.update_weights(load_hf(engine_model_dir), version="same-weights")
+    await cached.update_weights(policy, version="same-weights")
     assert cached.stats()["prefix_cache"]["entries"] == 0
     assert (await cached.generate(prompt, SAMPLING)).cached_tokens == 0
 
