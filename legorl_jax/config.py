@@ -461,6 +461,10 @@ class EngineConfig:
     """jax: smallest prompt-length bucket; buckets double up to the chunk size (one prefill program each)."""
     chunked_prefill_size: int | None = 4096
     """jax: longest prompt chunk prefilled at once (bounds attention memory); None: max_len in one piece."""
+    prefix_cache_slots: int = 0
+    """jax: spare KV slots keeping finished requests' prefixes resident for the next turn (0: no cache)."""
+    prefix_cache_tokens: int | None = None
+    """jax: most tokens the prefix cache keeps in all (None: only the slots limit it)."""
     dtype: str | None = None
     """jax: weight and KV dtype of the engine (None: the given policy's, or float32 when loading a
     directory)."""
@@ -486,6 +490,16 @@ class EngineConfig:
             raise ValueError(
                 "engine.chunked_prefill_size must be a positive int or null, "
                 f"got {self.chunked_prefill_size!r}"
+            )
+        if not isinstance(self.prefix_cache_slots, int) or self.prefix_cache_slots < 0:
+            raise ValueError(
+                f"engine.prefix_cache_slots must be an int >= 0, got {self.prefix_cache_slots!r}"
+            )
+        if self.prefix_cache_tokens is not None and (
+            not isinstance(self.prefix_cache_tokens, int) or self.prefix_cache_tokens < 1
+        ):
+            raise ValueError(
+                f"engine.prefix_cache_tokens must be a positive int or null, got {self.prefix_cache_tokens!r}"
             )
         for name in ("max_running", "max_len", "min_prefill_bucket"):
             value = getattr(self, name)

@@ -71,6 +71,11 @@ class Generation:
     # Weight version of each output token when an update landed mid-request (None: all `weight_version`).
     token_weight_versions: tuple[str, ...] | None = None
     matched_stop: int | str | None = None
+    cached_tokens: int = 0  # prompt tokens served from the engine's prefix cache (not prefilled again)
+    # With top_logprobs=k: the k most likely tokens at each output position and their log-probs (the same
+    # log_softmax(logits / temperature) as output_logprobs), most likely first; None when not asked.
+    output_top_ids: np.ndarray | None = None  # int32[N, k]
+    output_top_logprobs: np.ndarray | None = None  # float32[N, k]
 
     def __post_init__(self) -> None:
         if self.finish_reason not in FINISH_REASONS:

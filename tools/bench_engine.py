@@ -1,51 +1,73 @@
 """Benchmark of the embedded engine through its HTTP server, against HF transformers `generate`, in one run.
 
-    python tools/bench_engine.py                             # tiny MoE, concurrency 1, 8, 32, sequential 16
-    python tools/bench_engine.py --concurrency 1,8,16,32 --new-tokens 64 --prompt-len 32 --markdown out.md
+    python tools/bench_engine.py                                  # tiny MoE; both workloads; quiet host only
+    python tools/bench_engine.py --concurrency 1,8 --sessions 8 --turns 10 --markdown out.md
+    python tools/bench_engine.py --rounds 1 --concurrency 1 --new-tokens 4 --sessions 2 --turns 2   # smoke
 
-What is measured (generated tokens per second of wall time, every request generating exactly
-`--new-tokens` tokens with `ignore_eos` / `min_new_tokens`, temperature 1, no top-k/top-p):
-- ours: `python -m legorl_jax.engine.serve` started by `sglang_launcher.ServerProcess` (the same path the
-  trainer uses for SGLang), `--max-running` slots, driven by `SGLangEngine` with c requests in flight at
-  once (c per round, `--rounds` rounds, each a fresh batch of c distinct prompts); the server is warmed up
-  (its programs compiled) before timing.
-- HF: `model.generate` in `.venv-ref` (torch CPU + transformers, tools/make_ref_venv.sh) in a worker
-  subprocess of this script (`--hf-worker`), the c prompts of a round as one batch (equal lengths, no
-  padding): HF's best case for c concurrent requests, static batching. Warmed up by one short untimed
-  generate per batch size.
-- sequential: the same 16 requests through our server one after another, against 16 in flight at once.
+The server runs with its own defaults (the model's full context, 32 slots, the prefix cache on): what a
+newcomer gets, never a setting tuned to the workload. Both sides run on this machine's CPU, never at the
+same time. Two workloads:
 
-Both sides run on this machine's CPU with their default thread pools, never at the same time: rounds alternate
-(ours, HF, ours, HF, ...) so load drift on a shared host hits both alike. The table prints ours, HF, and their
-ratio per concurrency, and the batching gain. The model is `tools/make_tiny_model.py`'s default tiny MoE
-(written to a temporary directory unless --model is given).
+- concurrency (c in `--concurrency`): c distinct prompts of `--prompt-len` tokens in flight at once, each
+  generating exactly `--new-tokens` (ignore_eos / min_new_tokens), temperature 1; ours through
+  `SGLangEngine`, HF as one static batch of c (equal lengths: HF's best case). Before each c, HF's thread
+  count is measured (`--hf-threads` candidates, a short generate each, the fastest kept), so HF runs at
+  its best on this machine. Rounds alternate ours, HF, ours, HF, ... and repeat until the spread of the
+  per-round ratio ours/HF ((max - min) / median) is at most `--spread`, or `--max-rounds` is reached (at
+  least `--rounds`); the spread is printed either way.
+- agentic: `--sessions` G conversations in flight at once, `--turns` turns each; a turn's prompt is the
+  last prompt + its output + a tool result of 100-300 tokens. Ours with the prefix cache (live), then the
+  same prompts against a second server with the cache off (`--prefix-cache-slots 0`), and against HF
+  `generate` (per turn, the G prompts as one left-padded batch: HF re-encodes every turn, as any stateless
+  server does). Reported: wall time, generated tokens/s, and for the cached server the prompt tokens
+  computed against the new ones (cache hits from `meta_info.cached_tokens`). Each server first runs the
+  workload untimed until a pass compiles no new program (programs compile on first use), then the cache
+  is flushed and the workload timed.
+
+Load: the 1-minute load average is read before and after every round. Figures are publishable only if
+every reading is below 1 (a loaded host hurts HF's thread pool far more than our decode loop, so the
+ratios would flatter us); otherwise the table is printed with a NOT PUBLISHABLE line and `--markdown` is
+refused (exit status 3).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import pathlib
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+QUIET_LOAD = 1.0
+
+
+def lcg_ids(n: int, vocab: int, state: int) -> tuple[list[int], int]:
+    """n ids below `vocab` from a fixed LCG (both venvs agree without numpy), and the next state."""
+    row = []
+    for _ in range(n):
+        state = (state * 1103515245 + 12345) % 2**31
+        row.append(300 + state % (vocab - 300))  # stay clear of the tokenizer's special ids
+    return row, state
 
 
 def prompts_for(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
-    """n distinct prompts of `length` ids below `vocab` (a fixed LCG, so both venvs agree without numpy)."""
+    """n distinct prompts of `length` ids below `vocab`."""
     state, out = seed * 7919 + 17, []
     for _ in range(n):
-        row = []
-        for _ in range(length):
-            state = (state * 1103515245 + 12345) % 2**31
-            row.append(300 + state % (vocab - 300))  # stay clear of the tokenizer's special ids
+        row, state = lcg_ids(length, vocab, state)
         out.append(row)
     return out
+
+
+def load() -> float:
+    return os.getloadavg()[0]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -53,7 +75,7 @@ def prompts_for(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
 
 
 def hf_worker(args: argparse.Namespace) -> None:
-    """Loads the model, then answers one JSON line per JSON command line {"c", "seed", "new_tokens"}."""
+    """Loads the model, then answers one JSON line per JSON command line (see `HFWorker`)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -62,26 +84,27 @@ def hf_worker(args: argparse.Namespace) -> None:
     print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
     for line in sys.stdin:
         cmd = json.loads(line)
-        c, n = cmd["c"], cmd["new_tokens"]
-        ids = torch.tensor(prompts_for(c, args.prompt_len, model.config.vocab_size, seed=cmd["seed"]))
+        if cmd["op"] == "threads":
+            torch.set_num_threads(cmd["n"])
+            print(json.dumps({"threads": torch.get_num_threads()}), flush=True)
+            continue
+        n = cmd["new_tokens"]
+        if cmd["op"] == "batch":
+            ids = torch.tensor(
+                prompts_for(cmd["c"], args.prompt_len, model.config.vocab_size, seed=cmd["seed"])
+            )
+            mask = torch.ones_like(ids)
+        else:  # "prompts": ragged prompts, left-padded
+            width = max(len(p) for p in cmd["prompts"])
+            ids = torch.tensor([[0] * (width - len(p)) + p for p in cmd["prompts"]])
+            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in cmd["prompts"]])
         start = time.perf_counter()
         with torch.no_grad():
-            out = model.generate(
-                ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=n,
-                min_new_tokens=n,
-                do_sample=True,
-                top_k=0,
-                top_p=1.0,
-                temperature=1.0,
-                pad_token_id=0,
-            )
+            out = model.generate(ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=True,
+                                 top_k=0, top_p=1.0, temperature=1.0, pad_token_id=0)  # fmt: skip
         elapsed = time.perf_counter() - start
-        print(
-            json.dumps({"elapsed": elapsed, "tokens": int(out.shape[0] * (out.shape[1] - ids.shape[1]))}),
-            flush=True,
-        )
+        tokens = int(out.shape[0] * (out.shape[1] - ids.shape[1]))
+        print(json.dumps({"elapsed": elapsed, "tokens": tokens}), flush=True)
 
 
 class HFWorker:
@@ -112,11 +135,32 @@ class HFWorker:
             raise SystemExit(f"the HF worker exited with code {self.proc.wait()}")
         return json.loads(line)
 
-    def round(self, c: int, seed: int, new_tokens: int) -> tuple[int, float]:
-        self.proc.stdin.write(json.dumps({"c": c, "seed": seed, "new_tokens": new_tokens}) + "\n")
+    def _ask(self, cmd: dict) -> dict:
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
         self.proc.stdin.flush()
-        reply = self._read()
+        return self._read()
+
+    def threads(self, n: int) -> None:
+        self._ask({"op": "threads", "n": n})
+
+    def batch(self, c: int, seed: int, new_tokens: int) -> tuple[int, float]:
+        reply = self._ask({"op": "batch", "c": c, "seed": seed, "new_tokens": new_tokens})
         return reply["tokens"], reply["elapsed"]
+
+    def prompts(self, prompts: list[list[int]], new_tokens: int) -> tuple[int, float]:
+        reply = self._ask({"op": "prompts", "prompts": prompts, "new_tokens": new_tokens})
+        return reply["tokens"], reply["elapsed"]
+
+    def best_threads(self, c: int, candidates: list[int], new_tokens: int) -> tuple[int, dict[int, float]]:
+        """The thread count generating fastest for a batch of c (min of two short runs each), and all rates."""
+        rates = {}
+        for n in candidates:
+            self.threads(n)
+            runs = [self.batch(c, 7, new_tokens) for _ in range(2)]
+            rates[n] = max(tokens / elapsed for tokens, elapsed in runs)
+        best = max(rates, key=rates.get)
+        self.threads(best)
+        return best, rates
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -124,121 +168,260 @@ class HFWorker:
 
 
 # ----------------------------------------------------------------------------------------------------
-# the run: ours and HF take turns round by round, so load drift on a shared host hits both alike
+# the workloads
 
 
-async def measure(args: argparse.Namespace, model_dir: pathlib.Path) -> dict:
-    import asyncio
+class Loads:
+    """Every 1-minute load average read around a round."""
+
+    def __init__(self) -> None:
+        self.readings: list[float] = []
+
+    async def timed(self, work):
+        self.readings.append(load())
+        result = await work
+        self.readings.append(load())
+        return result
+
+
+async def concurrency(args, client, hf: HFWorker, vocab: int, loads: Loads) -> dict:
+    from legorl_jax.engine import SamplingParams
+
+    sampling = SamplingParams(max_new_tokens=args.new_tokens, ignore_eos=True, temperature=1.0)
+
+    async def ours(prompts: list[list[int]]) -> tuple[int, float]:
+        start = time.perf_counter()
+        gens = await asyncio.gather(*[client.generate(p, sampling) for p in prompts])
+        return sum(len(g.output_ids) for g in gens), time.perf_counter() - start
+
+    results = {}
+    for c in args.concurrency:
+        await warm(client.base_url, lambda c=c: ours(prompts_for(c, args.prompt_len, vocab, seed=c)))
+        best, rates = await asyncio.to_thread(hf.best_threads, c, args.hf_threads, min(8, args.new_tokens))
+        rounds = []
+        while True:
+            seed = 1000 * c + len(rounds)
+            o_tokens, o_time = await loads.timed(ours(prompts_for(c, args.prompt_len, vocab, seed)))
+            h_tokens, h_time = await loads.timed(asyncio.to_thread(hf.batch, c, seed, args.new_tokens))
+            rounds.append((o_tokens / o_time, h_tokens / h_time))
+            ratios = [o / h for o, h in rounds]
+            spread = (max(ratios) - min(ratios)) / statistics.median(ratios)
+            if len(rounds) >= args.max_rounds or (len(rounds) >= args.rounds and spread <= args.spread):
+                break
+        results[c] = {
+            "ours": statistics.median(o for o, _ in rounds),
+            "hf": statistics.median(h for _, h in rounds),
+            "ratio": statistics.median(ratios),
+            "spread": spread,
+            "rounds": len(rounds),
+            "hf_threads": best,
+            "hf_thread_rates": rates,
+        }
+    return results
+
+
+def tool_result(session: int, turn: int, vocab: int) -> list[int]:
+    """The tool output of one turn: 100-300 ids, fixed by (session, turn)."""
+    (draw,), state = lcg_ids(1, vocab, 104729 * (session + 1) + 31 * turn)
+    return lcg_ids(100 + draw % 201, vocab, state)[0]
+
+
+async def agentic_live(args, client, vocab: int) -> dict:
+    """G sessions × T turns on the cached server; returns the prompts sent and the cache figures."""
+    from legorl_jax.engine import SamplingParams
+
+    async def session(g: int) -> list[tuple[list[int], int, int, int]]:
+        prompt, turns = prompts_for(1, args.prompt_len, vocab, seed=500 + g)[0], []
+        for t in range(args.turns):
+            sampling = SamplingParams(max_new_tokens=args.new_tokens, ignore_eos=True, seed=1000 * g + t)
+            gen = await client.generate(prompt, sampling)
+            turns.append((prompt, len(gen.output_ids), gen.cached_tokens, len(prompt)))
+            prompt = prompt + gen.output_ids.tolist() + tool_result(g, t, vocab)
+        return turns
+
+    start = time.perf_counter()
+    sessions = await asyncio.gather(*[session(g) for g in range(args.sessions)])
+    elapsed = time.perf_counter() - start
+    prompt_tokens = sum(p for s in sessions for _, _, _, p in s)
+    cached = sum(c for s in sessions for _, _, c, _ in s)
+    # New tokens of a turn: what its prompt adds to the previous turn's sequence (the first turn: all).
+    new = 0
+    for s in sessions:
+        previous = 0
+        for _, n_out, _, p in s:
+            new += p - min(previous, p)
+            previous = p + n_out
+    return {
+        "prompts": [[prompt for prompt, *_ in s] for s in sessions],
+        "tokens": sum(n for s in sessions for _, n, _, _ in s),
+        "elapsed": elapsed,
+        "prompt_tokens": prompt_tokens,
+        "cached": cached,
+        "computed": prompt_tokens - cached,
+        "new": new,
+    }
+
+
+async def agentic_replay(args, client, prompts: list[list[list[int]]]) -> dict:
+    """The same prompts, each session's turns in order, the sessions in flight together."""
+    from legorl_jax.engine import SamplingParams
+
+    async def session(g: int) -> int:
+        tokens = 0
+        for t, prompt in enumerate(prompts[g]):
+            sampling = SamplingParams(max_new_tokens=args.new_tokens, ignore_eos=True, seed=1000 * g + t)
+            tokens += len((await client.generate(prompt, sampling)).output_ids)
+        return tokens
+
+    start = time.perf_counter()
+    tokens = sum(await asyncio.gather(*[session(g) for g in range(len(prompts))]))
+    return {"tokens": tokens, "elapsed": time.perf_counter() - start}
+
+
+async def warm(base_url: str, run, most: int = 4) -> None:
+    """Runs `run()` untimed until a pass compiles no new program (the server's programs compile on first use,
+    and requests arriving in another order can meet other batch buckets), at most `most` passes."""
+    import aiohttp
+
+    async def compiled() -> int:
+        async with aiohttp.ClientSession() as http, http.get(base_url + "/get_server_info") as resp:
+            return len((await resp.json())["compiled_programs"])
+
+    before = await compiled()
+    for _ in range(most):
+        await run()
+        after = await compiled()
+        if after == before:
+            return
+        before = after
+
+
+def agentic_hf(args, hf: HFWorker, prompts: list[list[list[int]]]) -> dict:
+    hf.best_threads(len(prompts), args.hf_threads, min(8, args.new_tokens))
+    tokens = elapsed = 0
+    for t in range(args.turns):
+        n, e = hf.prompts([s[t] for s in prompts], args.new_tokens)
+        tokens, elapsed = tokens + n, elapsed + e
+    return {"tokens": tokens, "elapsed": elapsed}
+
+
+# ----------------------------------------------------------------------------------------------------
+# the run
+
+
+def server(model_dir: pathlib.Path, args, *extra: str):
     import socket
 
-    from legorl_jax.engine import SamplingParams
-    from legorl_jax.engine.sglang_client import SGLangEngine
     from legorl_jax.engine.sglang_launcher import ServerProcess
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    max_len = args.prompt_len + args.new_tokens + 1
-    argv = [
-        sys.executable,
-        "-m",
-        "legorl_jax.engine.serve",
-        "--model",
-        str(model_dir),
-        "--port",
-        str(port),
-        "--max-running",
-        str(args.max_running),
-        "--max-len",
-        str(max_len),
-        "--min-bucket",
-        str(args.prompt_len),
-    ]
-    server = ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=args.log)
-    server.start()
+    argv = [sys.executable, "-m", "legorl_jax.engine.serve", "--model", str(model_dir), "--port", str(port),
+            "--max-running", str(args.max_running), *extra]  # fmt: skip
+    return ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=args.log)
+
+
+async def measure(args: argparse.Namespace, model_dir: pathlib.Path) -> dict:
+    from legorl_jax.engine.sglang_client import SGLangEngine
+
+    vocab = json.loads((model_dir / "config.json").read_text())["vocab_size"]
+    cached, uncached = server(model_dir, args), server(model_dir, args, "--prefix-cache-slots", "0")
+    loads, out = Loads(), {}
     hf = HFWorker(args, model_dir)
     try:
-        await server.wait_healthy(900)
-        sampling = SamplingParams(max_new_tokens=args.new_tokens, ignore_eos=True, temperature=1.0)
-        vocab = json.loads((model_dir / "config.json").read_text())["vocab_size"]
-        async with SGLangEngine(server.base_url, timeout_s=3600) as client:
-
-            async def ours_round(prompts: list[list[int]]) -> tuple[int, float]:
-                start = time.perf_counter()
-                gens = await asyncio.gather(*[client.generate(p, sampling) for p in prompts])
-                return sum(len(g.output_ids) for g in gens), time.perf_counter() - start
-
-            await ours_round(prompts_for(args.max_running, args.prompt_len, vocab, seed=1))  # compile + warm
-            totals = {c: {"ours": [0, 0.0], "hf": [0, 0.0]} for c in args.concurrency}
-            for c in args.concurrency:
-                await asyncio.to_thread(hf.round, c, 1, 2)  # HF warm-up at this batch size
-                for r in range(args.rounds):
-                    seed = 1000 * c + r
-                    for side, (tokens, elapsed) in (
-                        ("ours", await ours_round(prompts_for(c, args.prompt_len, vocab, seed))),
-                        ("hf", await asyncio.to_thread(hf.round, c, seed, args.new_tokens)),
-                    ):
-                        totals[c][side][0] += tokens
-                        totals[c][side][1] += elapsed
-            batch = prompts_for(16, args.prompt_len, vocab, seed=16)
-            start, tokens = time.perf_counter(), 0
-            for p in batch:
-                tokens += len((await client.generate(p, sampling)).output_ids)
-            sequential = tokens / (time.perf_counter() - start)
-            tokens, elapsed = await ours_round(batch)
+        cached.start()
+        await cached.wait_healthy(900)
+        async with SGLangEngine(cached.base_url, timeout_s=3600) as client:
+            out["concurrency"] = await concurrency(args, client, hf, vocab, loads)
+            if args.sessions:
+                await warm(cached.base_url, lambda: agentic_live(args, client, vocab))
+                if not await client.flush_cache():  # the timed pass starts from an empty cache
+                    raise SystemExit("the server refused /flush_cache after the warm-up passes")
+                live = await loads.timed(agentic_live(args, client, vocab))
+        cached.stop(30)
+        if args.sessions:
+            uncached.start()
+            await uncached.wait_healthy(900)
+            async with SGLangEngine(uncached.base_url, timeout_s=3600) as client:
+                await warm(uncached.base_url, lambda: agentic_replay(args, client, live["prompts"]))
+                off = await loads.timed(agentic_replay(args, client, live["prompts"]))
+            hf_run = await loads.timed(asyncio.to_thread(agentic_hf, args, hf, live["prompts"]))
+            out["agentic"] = {"on": live, "off": off, "hf": hf_run}
     finally:
         hf.close()
-        server.stop(30)
-    return {
-        "ours": {c: t["ours"][0] / t["ours"][1] for c, t in totals.items()},
-        "hf": {c: t["hf"][0] / t["hf"][1] for c, t in totals.items()},
-        "sequential16": sequential,
-        "concurrent16": tokens / elapsed,
-        "hf_info": hf.info,
-    }
+        cached.stop(30)
+        uncached.stop(30)
+    out["hf_info"], out["loads"] = hf.info, loads.readings
+    return out
 
 
 def table(args: argparse.Namespace, result: dict) -> str:
     rows = [
-        "| concurrent requests | ours (tokens/s) | HF generate (tokens/s) | ours / HF |",
-        "|---:|---:|---:|---:|",
+        "| concurrent requests | ours (tokens/s) | HF generate (tokens/s) | ours / HF (median) | spread | rounds "
+        "| HF threads |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for c in args.concurrency:
-        o, h = result["ours"][c], result["hf"][c]
-        rows.append(f"| {c} | {o:,.0f} | {h:,.0f} | {o / h:.2f}x |")
-    gain = result["concurrent16"] / result["sequential16"]
-    rows += [
-        "",
-        "| 16 requests | ours (tokens/s) |",
-        "|---|---:|",
-        f"| one after another | {result['sequential16']:,.0f} |",
-        f"| all in flight | {result['concurrent16']:,.0f} |",
-        f"| batching gain | {gain:.2f}x |",
-    ]
+    for c, r in result["concurrency"].items():
+        rows.append(f"| {c} | {r['ours']:,.0f} | {r['hf']:,.0f} | {r['ratio']:.2f}x | {100 * r['spread']:.0f}% | "
+                    f"{r['rounds']} | {r['hf_threads']} |")  # fmt: skip
+    a = result.get("agentic")
+    if a:
+        on, off, hf = a["on"], a["off"], a["hf"]
+        rows += [
+            "",
+            f"| agentic: {args.sessions} sessions × {args.turns} turns | wall (s) | generated tokens/s | "
+            f"wall / ours cached |",
+            "|---|---:|---:|---:|",
+        ]
+        for name, r in (("ours, prefix cache on", on), ("ours, cache off", off), ("HF generate", hf)):
+            rate = r["tokens"] / r["elapsed"]
+            rows.append(
+                f"| {name} | {r['elapsed']:.1f} | {rate:,.0f} | {r['elapsed'] / on['elapsed']:.2f}x |"
+            )
+        rows += [
+            "",
+            f"Prompt tokens {on['prompt_tokens']:,}: cached {on['cached']:,} "
+            f"({100 * on['cached'] / on['prompt_tokens']:.0f}%), computed {on['computed']:,} = "
+            f"{on['computed'] / on['new']:.2f}x the {on['new']:,} new tokens.",
+        ]
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
+    ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--model", type=pathlib.Path, default=None, help="HF dir (default: a fresh default tiny MoE)"
     )
-    parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32])
+    parser.add_argument("--concurrency", type=ints, default=[1, 8, 32])
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3, help="fewest rounds per concurrency")
+    parser.add_argument("--max-rounds", type=int, default=10, help="most rounds per concurrency")
+    parser.add_argument(
+        "--spread", type=float, default=0.1, help="stop once (max - min) / median ratio <= this"
+    )
+    parser.add_argument("--hf-threads", type=ints, default=sorted({1, 2, 4, 8, os.cpu_count() or 1}))
+    parser.add_argument("--sessions", type=int, default=8, help="agentic sessions (0: skip the workload)")
+    parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--max-running", type=int, default=32)
     parser.add_argument("--log", default=None, help="server log file")
-    parser.add_argument("--markdown", type=pathlib.Path, default=None, help="also write the table here")
+    parser.add_argument(
+        "--markdown", type=pathlib.Path, default=None, help="also write the table here (quiet only)"
+    )
     parser.add_argument("--hf-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.hf_worker:
         hf_worker(args)
-        return
+        return 0
     if max(args.concurrency) > args.max_running:
         raise SystemExit(
             f"--max-running {args.max_running} must cover the largest --concurrency {max(args.concurrency)}"
         )
+    if not 1 <= args.rounds <= args.max_rounds:
+        raise SystemExit(f"--rounds {args.rounds} must lie in [1, --max-rounds {args.max_rounds}]")
+    args.hf_threads = [n for n in args.hf_threads if 1 <= n <= (os.cpu_count() or 1)] or [1]
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.model
@@ -247,21 +430,28 @@ def main(argv: list[str] | None = None) -> None:
             import make_tiny_model
 
             model_dir = make_tiny_model.make_tiny_model(pathlib.Path(tmp) / "tiny-moe", seed=0)
-        import asyncio
-
         result = asyncio.run(measure(args, model_dir))
-    load = os.getloadavg()
+    worst = max(result["loads"])
     header = (
-        f"tiny MoE ({model_dir if args.model else 'make_tiny_model default'}), prompt {args.prompt_len} "
-        f"tokens, {args.new_tokens} new tokens per request, {args.rounds} rounds; "
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {load[0]:.1f}; "
-        f"torch {result['hf_info']['torch']} ({result['hf_info']['threads']} threads)"
+        f"tiny MoE ({model_dir if args.model else 'make_tiny_model default'}), server defaults (model's context, "
+        f"{args.max_running} slots, prefix cache on), prompt {args.prompt_len} tokens, {args.new_tokens} new tokens "
+        f"per request; {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; torch "
+        f"{result['hf_info']['torch']}; load average before/after every round: "
+        f"{', '.join(f'{x:.2f}' for x in result['loads'])} (max {worst:.2f})"
     )
     text = header + "\n\n" + table(args, result)
     print(text)
-    if args.markdown:
+    if worst >= QUIET_LOAD:
+        print(
+            f"\nNOT PUBLISHABLE: the load average reached {worst:.2f} (>= {QUIET_LOAD}); rerun on a quiet host."
+        )
+        if args.markdown:
+            print(f"refusing to write {args.markdown}", file=sys.stderr)
+            return 3
+    elif args.markdown:
         args.markdown.write_text(text + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

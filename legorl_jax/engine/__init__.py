@@ -58,7 +58,8 @@ async def open_engine(
 
         options = dict(max_running=config.max_running, max_len=config.max_len, min_bucket=config.min_prefill_bucket,
                        prefill_chunk=config.chunked_prefill_size, dtype=config.dtype,
-                       weight_version=config.weight_version)  # fmt: skip
+                       weight_version=config.weight_version, cache_slots=config.prefix_cache_slots,
+                       cache_tokens=config.prefix_cache_tokens)  # fmt: skip
         if policy is None:
             engine = JaxEngine.from_dir(model_path, **options)
         else:

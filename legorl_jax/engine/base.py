@@ -4,7 +4,8 @@ An engine turns a prompt (token ids, never text: the capture proxy renders, the 
 re-tokenizes) into one `Generation` (legorl_jax/types.py, ARCHITECTURE §4):
 
     gen = await engine.generate(input_ids, SamplingParams(temperature=1.0, max_new_tokens=256),
-                                return_routed_experts=True, routed_experts_start_len=0, rid="trial-3/turn-2")
+                                return_routed_experts=True, routed_experts_start_len=0, rid="trial-3/turn-2",
+                                top_logprobs=0)                     # k > 0: the k likeliest per position
     lps = await engine.prompt_logprobs(input_ids, start=5)          # float32[P - 5]
     await engine.update_weights("runs/ckpt/step-10", version="10")  # or an in-process params state
     ok = await engine.health()
@@ -39,6 +40,8 @@ from legorl_jax.types import Generation
 
 # Seeds are split into two uint32 halves on the device, so any value below 2**64 is a distinct stream.
 MAX_SEED = 2**64
+# The most alternatives `top_logprobs` may ask for per position (OpenAI's limit too).
+MAX_TOP_LOGPROBS = 20
 
 
 class EngineError(RuntimeError):
@@ -181,9 +184,16 @@ def check_input_ids(input_ids: Any, vocab_size: int | None = None, field: str = 
 
 
 def check_generate_args(
-    prompt: np.ndarray, sampling: Any, return_routed_experts: Any, routed_experts_start_len: Any, rid: Any
+    prompt: np.ndarray,
+    sampling: Any,
+    return_routed_experts: Any,
+    routed_experts_start_len: Any,
+    rid: Any,
+    top_logprobs: Any = 0,
 ) -> str:
     """Checks `Engine.generate`'s other arguments against the checked `prompt`; returns the rid (fresh if None)."""
+    if not _is_int(top_logprobs) or not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
+        raise ValueError(f"top_logprobs must be an int in [0, {MAX_TOP_LOGPROBS}], got {top_logprobs!r}")
     if not isinstance(sampling, SamplingParams):
         raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
     if not isinstance(return_routed_experts, bool):
@@ -225,8 +235,10 @@ class Engine(Protocol):
         return_routed_experts: bool = False,
         routed_experts_start_len: int = 0,
         rid: str | None = None,
+        top_logprobs: int = 0,
     ) -> Generation:
-        """Samples a continuation of `input_ids`; `rid` names the request for `abort`."""
+        """Samples a continuation of `input_ids`; `rid` names the request for `abort`; `top_logprobs` = k > 0
+        also returns the k most likely tokens of each output position (`Generation.output_top_ids`)."""
         ...
 
     async def prompt_logprobs(self, input_ids: Any, start: int, *, temperature: float = 1.0) -> np.ndarray:

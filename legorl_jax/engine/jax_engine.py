@@ -9,8 +9,8 @@ Threading: one background thread owns the device (a `ModelRunner`) and the host 
 `Scheduler`). The async methods validate their input in the caller, then hand a command to the thread
 through a queue and await a future the thread resolves with `loop.call_soon_threadsafe`; the event loop
 never waits on the device. The thread loop is: take every queued command (blocking only while there is
-no work or generation is paused), admit waiting requests into free slots (one prefill each), then one
-decode step over all slots. Commands therefore land between decode steps: a weight update never meets
+no work or generation is paused), admit waiting requests into free slots (prefilled together when
+they fit one length bucket), then one decode step over the running requests. Commands therefore land between decode steps: a weight update never meets
 a half-run step, and an abort frees its slot before the next one.
 
 Weight updates (in place, as SGLang's `pause_generation(mode="in_place")` + update): requests in flight
@@ -25,9 +25,13 @@ aborts its request; `close()` finishes requests in flight with reason "abort". I
 fails (a device error), every request in flight and every queued call gets an `EngineError`, later
 calls raise it at once, and `health()` turns False.
 
-Not done here: prefix caching (every request is prefilled in full; `flush_cache` has nothing to flush and
-only reports whether the engine is idle, as SGLang's refuses to flush while requests run), sharding the
-engine over several devices (it runs on one), speculative decoding.
+Prefix cache (prefix_cache.py, off unless `cache_slots` > 0): a finished request's K/V stays resident in
+a spare slot, keyed by its token ids; a request whose prompt starts with a cached prefix prefills only the
+rest and reports the hit as `Generation.cached_tokens` (SGLang's `meta_info.cached_tokens`); routing rows
+of cached positions are the ones recorded when they were computed. `flush_cache()` empties it (refused
+while requests are in flight, as SGLang does), and every weight update empties it.
+
+Not done here: sharding the engine over several devices (it runs on one), speculative decoding.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from legorl_jax.engine.base import (
     check_input_ids,
     check_logprob_args,
 )
+from legorl_jax.engine.prefix_cache import PrefixCache
 from legorl_jax.engine.runner import ModelRunner
 from legorl_jax.engine.sampler import SamplingRows
 from legorl_jax.engine.scheduler import Request, Scheduler
@@ -104,11 +109,18 @@ class JaxEngine:
         weight_version: str = "default",
         eos_token_ids: tuple[int, ...] | None = None,
         model_path: str | None = None,
+        cache_slots: int = 0,
+        cache_tokens: int | None = None,
+        min_context: int = 128,
     ):
+        """`cache_slots` spare KV slots hold finished requests' prefixes (0: no prefix cache), together at
+        most `cache_tokens` tokens (None: no limit but the slots)."""
         max_len = policy.config.max_position_embeddings if max_len is None else max_len
+        cache = PrefixCache(cache_slots, cache_tokens)
         self.runner = ModelRunner(
-            policy, max_running, max_len, min_bucket=min_bucket, prefill_chunk=prefill_chunk, dtype=dtype
-        )
+            policy, max_running + cache_slots, max_len, min_bucket=min_bucket, prefill_chunk=prefill_chunk,
+            dtype=dtype, max_batch=max_running, min_context=min_context,
+        )  # fmt: skip
         self.config = policy.config
         self.tokenizer = tokenizer
         self.model_path = model_path
@@ -126,6 +138,7 @@ class JaxEngine:
             routing=routing,
             detokenize=None if tokenizer is None else (lambda ids: tokenizer.decode(ids)),
             weight_version=_check_version(weight_version),
+            cache=cache,
         )
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
         self._paused = False
@@ -154,7 +167,7 @@ class JaxEngine:
 
     @property
     def max_running(self) -> int:
-        return self.runner.num_slots
+        return self.scheduler.max_running
 
     @property
     def weight_version(self) -> str:
@@ -170,8 +183,11 @@ class JaxEngine:
             "paused": self._paused,
             "weight_version": self.weight_version,
             "prefill_buckets": list(self.runner.buckets),
+            "batch_buckets": list(self.runner.batch_buckets),
+            "context_buckets": list(self.runner.context_buckets),
             "chunked_prefill_size": self.runner.prefill_chunk,
             "compiled_programs": sorted(self.runner.compiled),
+            "prefix_cache": self.scheduler.cache.stats(),
         }
 
     # ------------------------------------------------------------------------------------------------
@@ -185,9 +201,16 @@ class JaxEngine:
         return_routed_experts: bool = False,
         routed_experts_start_len: int = 0,
         rid: str | None = None,
+        top_logprobs: int = 0,
+        session_id: str | None = None,
     ) -> Generation:
+        """The `Engine` call; `session_id` is the prefix cache's hint: keep this conversation resident."""
         prompt = self._check_prompt(input_ids)
-        rid = check_generate_args(prompt, sampling, return_routed_experts, routed_experts_start_len, rid)
+        rid = check_generate_args(
+            prompt, sampling, return_routed_experts, routed_experts_start_len, rid, top_logprobs
+        )
+        if session_id is not None and (not isinstance(session_id, str) or not session_id):
+            raise ValueError(f"session_id must be a non-empty string or None, got {session_id!r}")
         reply = _Reply()
         req = Request(
             rid=rid,
@@ -196,6 +219,8 @@ class JaxEngine:
             seed=secrets.randbits(64) if sampling.seed is None else sampling.seed,
             return_routed_experts=return_routed_experts and self.config.is_moe,
             routed_start=routed_experts_start_len,
+            session=session_id,
+            top_logprobs=int(top_logprobs),
             on_done=reply.set,
             on_error=reply.fail,
         )
@@ -253,8 +278,8 @@ class JaxEngine:
         return await self._call("abort_all", None)
 
     async def flush_cache(self) -> bool:
-        """True when no request is running or waiting (there is no prefix cache to drop)."""
-        return await self._call("idle", None)
+        """Empties the prefix cache; False (nothing dropped) while requests run or wait, as SGLang refuses."""
+        return await self._call("flush", None)
 
     def close(self, timeout: float = 30.0) -> None:
         """Aborts what is in flight and stops the engine thread."""
@@ -342,14 +367,14 @@ class JaxEngine:
             elif kind == "weights":
                 params, version = payload
                 self.runner.set_params(params)
-                self.scheduler.weight_version = version
+                self.scheduler.on_weights(version)
             elif kind == "pause":
                 result = self.scheduler.abort_all() if payload == "abort" else len(self.scheduler.by_rid)
                 self._paused = True
             elif kind == "resume":
                 self._paused = False
-            elif kind == "idle":
-                result = self.scheduler.idle
+            elif kind == "flush":
+                result = self.scheduler.flush_cache()
             else:
                 raise ValueError(f"unknown engine command {kind!r}")
         except Exception as exc:  # noqa: BLE001 - a bad command fails its caller, not the engine
@@ -360,13 +385,31 @@ class JaxEngine:
             reply.set(result)
 
     def _step(self) -> None:
-        for req in self.scheduler.admit():
-            rows = SamplingRows.host([req.sampling], [req.seed])
-            token, logprob, routed = self.runner.prefill(req.prompt, req.slot, rows)
-            self.scheduler.on_prefill(req, token, logprob, routed)
+        admitted, copies = self.scheduler.admit()
+        for src, dst in copies:
+            self.runner.copy_slot(src, dst)
+        if admitted:
+            rows = SamplingRows.host([r.sampling for r in admitted], [r.seed for r in admitted])
+            tokens, logprobs, routed, tops = self.runner.prefill(
+                [r.prompt for r in admitted],
+                [r.slot for r in admitted],
+                [r.cached_len for r in admitted],
+                rows,
+                want_top=any(r.top_logprobs for r in admitted),
+            )
+            for i, req in enumerate(admitted):
+                top = None if tops is None else (tops[0][i], tops[1][i])
+                self.scheduler.on_prefill(req, int(tokens[i]), float(logprobs[i]), routed[i], top)
         if self.scheduler.running:
-            tokens, positions, rows = self.scheduler.decode_inputs()
-            out = self.runner.decode(tokens, positions, rows, want_routing=self.scheduler.wants_routing)
+            tokens, positions, slots, rows = self.scheduler.decode_inputs()
+            out = self.runner.decode(
+                tokens,
+                positions,
+                slots,
+                rows,
+                want_routing=self.scheduler.wants_routing,
+                want_top=self.scheduler.wants_top,
+            )
             self.scheduler.on_decode(*out)
 
     def _fail_queued(self, error: EngineError) -> None:

@@ -1,27 +1,40 @@
 """The device side of the embedded engine: the policy's weights, its KV cache and the jitted programs.
 
-`ModelRunner(policy, num_slots, max_len, min_bucket=16, prefill_chunk=None, dtype=None, device=None)` owns:
+`ModelRunner(policy, num_slots, max_len, min_bucket=16, prefill_chunk=None, dtype=None, device=None,
+max_batch=None, min_context=128)` owns:
 - the weights as `nnx.split(policy, nnx.Param, ...)`, on one device, in the engine's dtype;
-- a `KVCache` of `num_slots` slots × `max_len` positions (model/cache.py), donated to every program;
-- three programs, all on `Policy.forward_cached` / `Policy.token_logprobs` (never a second forward):
-  * `prefill(prompt, slot, rows)`: the prompt in chunks of at most `prefill_chunk` tokens (default
-    max_len), each padded to a length bucket (padding at position -1 writes nothing); each chunk's K/V
-    goes to the slot and its tokens attend to the chunks before it through the cache, so the attention
-    scores of one call are [chunk, max_len], never [P, max_len]. The first token is sampled from the
-    last prompt position; returns (token, behaviour log-prob, routed experts int32[P, L, K] of the
-    prompt positions);
-  * `decode(tokens, positions, rows)`: one step over every slot at once (T = 1; an idle slot sits at
-    position -1 and is ignored); returns per slot (next token, log-prob, routed experts [L, K] of the
-    token just forwarded);
+- a `KVCache` of `num_slots` slots × `max_len` positions (model/cache.py), donated to every program
+  (the engine's running slots plus the prefix cache's spare ones);
+- the programs, all on `Policy.forward_cached` / `Policy.token_logprobs` (never a second forward):
+  * `prefill(prompts, slots, starts, rows)`: each prompt[start:] (positions before `start` already hold
+    their K/V in the slot: a cached prefix). Prompts whose rest fits one chunk (`prefill_chunk` tokens,
+    default max_len) share calls: sorted by length, those in the same length bucket go in one call of
+    up to `max_batch` rows. A longer prompt runs alone in chunks, each chunk attending to the ones
+    before it through the cache. The first token is sampled from the last prompt position; returns per
+    prompt (token, behaviour log-prob, routed experts int32[P - start, L, K]);
+  * `decode(tokens, positions, slots, rows)`: one step (T = 1) over the live requests only, each row
+    naming its slot; returns per live row (next token, log-prob, routed experts [L, K] of the token
+    just forwarded);
+  * `copy_slot(src, dst)`: one slot's K/V into another (a cached prefix another request extends);
   * `prompt_logprobs(ids, start, temperature)`: log-probs of given tokens, on the packed forward.
 
-Compilations are bounded: chunk lengths are padded to buckets `min_bucket · 2^i` capped at the chunk
-size (`len(buckets) = ceil(log2(chunk / min_bucket)) + 1`, e.g. 16..4096 → 9), one prefill program per
-bucket; prompt log-probs use the same doubling up to max_len, one program per (bucket, temperature)
-(the fused log-prob op takes its temperature as a static number; rollouts use one); all compiled on
-first use; and exactly one decode program. The
+Cost follows the live tokens, through three kinds of buckets (padding sits at position -1: it writes
+nothing and its outputs are dropped):
+- batch: rows are padded to the smallest of 1, 2, 4, ... max_batch that holds them (SGLang captures its
+  CUDA graphs for a list of batch sizes the same way), so a lone request pays for one row, not 32;
+- context: a call attends to the first C positions of each slot only, C the smallest of min_context,
+  2·min_context, ... max_len above every position in the call, so a 64-token conversation in a 32k
+  allocation attends over min_context positions (at most twice the positions in use beyond that);
+- length: prefill chunks are padded to `min_bucket · 2^i` capped at the chunk size.
+Compilations are therefore bounded: a prefill program per (batch, length, context) bucket and a decode
+program per (batch, context) bucket, each also in a variant returning the MAX_TOP_LOGPROBS likeliest
+tokens (run only when a request in the call asks for top log-probs), all compiled on first use
+(`num_programs_bound` counts them);
+prompt log-probs use the length doubling up to max_len, one program per (bucket, temperature) (the
+fused log-prob op takes its temperature as a static number; rollouts use one); one slot copy. The
 programs are module-level `jax.jit`s with the graphdef static, so two runners of the same model and
-shapes share compilations.
+shapes share compilations. Against paged KV (vLLM, SGLang) this keeps every slot's positions contiguous
+and the kernels plain XLA: it saves the attention compute, not the memory of a slot's full context.
 
 Weights: `set_params(params)` takes an `nnx.Param` state of the same structure (the trainer's
 `state.params`) or a `Policy`, and stores a copy on the runner's device (the trainer donates its state
@@ -43,7 +56,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from legorl_jax.engine.sampler import SamplingRows, sample
+from legorl_jax.engine.base import MAX_TOP_LOGPROBS
+from legorl_jax.engine.sampler import SamplingRows, sample, top_logprobs
 from legorl_jax.model.policy import Policy, as_dtype
 
 # ArchConfig fields that do not change what the engine computes: the storage dtype (weights are cast to the
@@ -76,23 +90,34 @@ def _copy_as(tree: Any, dtype: jnp.dtype) -> Any:
     return jax.tree.map(lambda x: jnp.copy(x).astype(dtype), tree)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef",), donate_argnames=("cache",))
-def _prefill(graphdef, params, rest, cache, ids, positions, slot, last, rows, sample_pos):
-    model = nnx.merge(graphdef, params, rest)
-    out, cache = model.forward_cached(ids, positions, cache, slot, compute_logits=False)
-    hidden = jnp.take_along_axis(out.hidden, last[:, None, None], axis=1)  # [1, 1, D]
-    token, logprob = sample(_logits_at(model, hidden), rows, sample_pos)
-    return token, logprob, out.routed_experts, cache
+def _sample_and_top(logits, rows, sample_pos, top):
+    token, logprob = sample(logits, rows, sample_pos)
+    return token, logprob, (top_logprobs(logits, rows, top) if top else None)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef",), donate_argnames=("cache",))
-def _decode(graphdef, params, rest, cache, tokens, positions, rows):
+@functools.partial(jax.jit, static_argnames=("graphdef", "context", "top"), donate_argnames=("cache",))
+def _prefill(graphdef, params, rest, cache, ids, positions, slots, last, rows, sample_pos, context, top):
     model = nnx.merge(graphdef, params, rest)
-    slots = jnp.arange(tokens.shape[0], dtype=jnp.int32)
-    out, cache = model.forward_cached(tokens[:, None], positions[:, None], cache, slots, compute_logits=False)
-    token, logprob = sample(_logits_at(model, out.hidden), rows, positions + 1)
+    out, cache = model.forward_cached(ids, positions, cache, slots, compute_logits=False, context=context)
+    hidden = jnp.take_along_axis(out.hidden, last[:, None, None], axis=1)  # [B, 1, D]
+    token, logprob, tops = _sample_and_top(_logits_at(model, hidden), rows, sample_pos, top)
+    return token, logprob, tops, out.routed_experts, cache
+
+
+@functools.partial(jax.jit, donate_argnames=("cache",))
+def _copy_slot(cache, src, dst):
+    return jax.tree.map(lambda x: x.at[:, dst].set(x[:, src]), cache)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "context", "top"), donate_argnames=("cache",))
+def _decode(graphdef, params, rest, cache, tokens, positions, slots, rows, context, top):
+    model = nnx.merge(graphdef, params, rest)
+    out, cache = model.forward_cached(
+        tokens[:, None], positions[:, None], cache, slots, compute_logits=False, context=context
+    )
+    token, logprob, tops = _sample_and_top(_logits_at(model, out.hidden), rows, positions + 1, top)
     routed = None if out.routed_experts is None else out.routed_experts[:, :, 0]  # [L, S, K]
-    return token, logprob, routed, cache
+    return token, logprob, tops, routed, cache
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "temperature"))
@@ -114,6 +139,8 @@ class ModelRunner:
         prefill_chunk: int | None = None,
         dtype: str | None = None,
         device: jax.Device | None = None,
+        max_batch: int | None = None,
+        min_context: int = 128,
     ):
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a legorl_jax.model.Policy, got {type(policy).__name__}")
@@ -131,6 +158,11 @@ class ModelRunner:
             raise ValueError(f"prefill_chunk must be a positive int or None, got {prefill_chunk!r}")
         self.prefill_chunk = min(chunk, max_len)
         self.buckets = prefill_buckets(self.prefill_chunk, min_bucket)
+        max_batch = num_slots if max_batch is None else max_batch
+        if not isinstance(max_batch, int) or isinstance(max_batch, bool) or not 1 <= max_batch <= num_slots:
+            raise ValueError(f"max_batch must be an int in [1, num_slots={num_slots}], got {max_batch!r}")
+        self.batch_buckets = prefill_buckets(max_batch, 1)
+        self.context_buckets = prefill_buckets(max_len, min_context)
         self.logprob_buckets = prefill_buckets(max_len, min_bucket)
         self.dtype_name = dtype or policy.dtype
         self.dtype = as_dtype(self.dtype_name, "engine dtype")
@@ -145,7 +177,7 @@ class ModelRunner:
             self.cache = policy.init_cache(num_slots, max_len, dtype=None if dtype is None else dtype)
         self.cache = jax.device_put(self.cache, self._sharding)
         # Replaced, never mutated, so another thread can read it while the engine thread runs.
-        self.compiled: frozenset[tuple[str, int]] = frozenset()
+        self.compiled: frozenset[tuple] = frozenset()
 
     # ------------------------------------------------------------------------------------------------
     # weights
@@ -204,41 +236,130 @@ class ModelRunner:
         raise ValueError(f"{length} tokens exceed the largest bucket ({buckets[-1]})")
 
     def prefill(
-        self, prompt: np.ndarray, slot: int, rows: SamplingRows
-    ) -> tuple[int, float, np.ndarray | None]:
-        """Writes `prompt` into `slot`; (first token, its log-prob, routed experts int32[P, L, K] or None)."""
-        if len(prompt) > self.max_len:
-            raise ValueError(f"a prompt of {len(prompt)} tokens exceeds max_len={self.max_len}")
-        routed_parts = []
-        for start in range(0, len(prompt), self.prefill_chunk):
-            piece = prompt[start : start + self.prefill_chunk]
-            n = len(piece)
-            width = self._bucket(n, self.buckets)
-            ids = np.zeros((1, width), np.int32)
-            ids[0, :n] = piece
-            positions = np.full((1, width), -1, np.int32)
-            positions[0, :n] = np.arange(start, start + n, dtype=np.int32)
-            self.compiled = self.compiled | {("prefill", width)}
-            # Every chunk samples (one program for all); only the last chunk's token is the request's.
-            token, logprob, routed, self.cache = _prefill(
-                self.graphdef, self.params, self.rest, self.cache, ids, positions, np.array([slot], np.int32),
-                np.array([n - 1], np.int32), rows, np.array([start + n], np.int32),
-            )  # fmt: skip
-            if routed is not None:
-                routed_parts.append(np.asarray(routed)[:, 0, :n].transpose(1, 0, 2))
-        routed_host = np.concatenate(routed_parts, axis=0) if routed_parts else None
-        return int(token[0]), float(logprob[0]), routed_host
+        self,
+        prompts: list[np.ndarray],
+        slots: list[int],
+        starts: list[int],
+        rows: SamplingRows,
+        *,
+        want_top: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None], tuple[np.ndarray, np.ndarray] | None]:
+        """Writes prompts[i][starts[i]:] into slots[i] (positions before starts[i] already hold their K/V).
+
+        Prompts whose rest fits one chunk run together, grouped by length bucket, as many rows per call as
+        the largest batch bucket holds; a longer one runs alone, chunk by chunk. Returns per prompt (first
+        token int32[R], its log-prob float32[R], routed experts int32[P - start, L, K] or None), and with
+        `want_top` the MAX_TOP_LOGPROBS likeliest tokens of the first position (float32[R, k], int32[R, k]).
+        """
+        count = len(prompts)
+        tokens, logprobs = np.zeros(count, np.int32), np.zeros(count, np.float32)
+        routed: list[np.ndarray | None] = [None] * count
+        top = MAX_TOP_LOGPROBS if want_top else 0
+        tops = (np.zeros((count, top), np.float32), np.zeros((count, top), np.int32)) if top else None
+        for prompt, start in zip(prompts, starts, strict=True):
+            if len(prompt) > self.max_len:
+                raise ValueError(f"a prompt of {len(prompt)} tokens exceeds max_len={self.max_len}")
+            if not 0 <= start < len(prompt):
+                raise ValueError(
+                    f"start={start} must lie in [0, {len(prompt)}) (the last prompt token always runs)"
+                )
+        rest = [len(p) - s for p, s in zip(prompts, starts, strict=True)]
+        short = sorted((i for i in range(count) if rest[i] <= self.prefill_chunk), key=lambda i: rest[i])
+        groups: list[list[int]] = []
+        for i in short:
+            if (
+                groups
+                and self._bucket(rest[groups[-1][0]], self.buckets) == self._bucket(rest[i], self.buckets)
+                and len(groups[-1]) < self.batch_buckets[-1]
+            ):
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        for group in groups:
+            pieces = [(i, starts[i], len(prompts[i])) for i in group]
+            self._prefill_call(prompts, slots, pieces, rows, (tokens, logprobs, routed, tops))
+        for i in (i for i in range(count) if rest[i] > self.prefill_chunk):
+            for begin in range(starts[i], len(prompts[i]), self.prefill_chunk):
+                end = min(begin + self.prefill_chunk, len(prompts[i]))
+                # Every chunk samples (one program for all); only the last chunk's token is the request's.
+                self._prefill_call(prompts, slots, [(i, begin, end)], rows, (tokens, logprobs, routed, tops))
+        return tokens, logprobs, routed, tops
+
+    def _prefill_call(self, prompts, slots, pieces, rows, results) -> None:
+        """One program call on pieces (prompt index, begin, end), padded to (batch, width) buckets; writes
+        `results` (tokens, logprobs, routed, tops) at each piece's prompt index."""
+        tokens, logprobs, routed, tops = results
+        top = 0 if tops is None else tops[0].shape[1]
+        batch = self._bucket(len(pieces), self.batch_buckets)
+        width = self._bucket(max(end - begin for _, begin, end in pieces), self.buckets)
+        context = self._bucket(max(end for _, _, end in pieces), self.context_buckets)
+        ids = np.zeros((batch, width), np.int32)
+        positions = np.full((batch, width), -1, np.int32)
+        call_slots, last, sample_pos = (np.zeros(batch, np.int32) for _ in range(3))
+        for r, (i, begin, end) in enumerate(pieces):
+            n = end - begin
+            ids[r, :n] = prompts[i][begin:end]
+            positions[r, :n] = np.arange(begin, end, dtype=np.int32)
+            call_slots[r], last[r], sample_pos[r] = slots[i], n - 1, end
+        index = np.array([i for i, _, _ in pieces] + [pieces[0][0]] * (batch - len(pieces)))
+        call_rows = jax.tree.map(lambda x: np.asarray(x)[index], rows)
+        self.compiled = self.compiled | {("prefill", batch, width, context, top)}
+        token, logprob, out_tops, out_routed, self.cache = _prefill(
+            self.graphdef, self.params, self.rest, self.cache, ids, positions, call_slots, last, call_rows,
+            sample_pos, context=context, top=top,
+        )  # fmt: skip
+        token, logprob = np.asarray(token), np.asarray(logprob)
+        if tops is not None:
+            for r, (i, _, _) in enumerate(pieces):
+                tops[0][i], tops[1][i] = np.asarray(out_tops[0])[r], np.asarray(out_tops[1])[r]
+        out_routed = None if out_routed is None else np.asarray(out_routed)  # [L, B, W, K]
+        for r, (i, begin, end) in enumerate(pieces):
+            tokens[i], logprobs[i] = token[r], logprob[r]
+            if out_routed is not None:
+                rows_here = out_routed[:, r, : end - begin].transpose(1, 0, 2)
+                routed[i] = rows_here if routed[i] is None else np.concatenate([routed[i], rows_here])
+
+    def copy_slot(self, src: int, dst: int) -> None:
+        """Copies every position of slot `src`'s K/V into slot `dst` (a cached prefix another request extends)."""
+        self.compiled = self.compiled | {("copy_slot",)}
+        self.cache = _copy_slot(self.cache, np.int32(src), np.int32(dst))
 
     def decode(
-        self, tokens: np.ndarray, positions: np.ndarray, rows: SamplingRows, *, want_routing: bool
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """One step over all slots: int32[S] next tokens, float32[S] log-probs, int32[S, L, K] routing or None."""
-        self.compiled = self.compiled | {("decode", self.num_slots)}
-        token, logprob, routed, self.cache = _decode(
-            self.graphdef, self.params, self.rest, self.cache, tokens, positions, rows
+        self,
+        tokens: np.ndarray,
+        positions: np.ndarray,
+        slots: np.ndarray,
+        rows: SamplingRows,
+        *,
+        want_routing: bool,
+        want_top: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, tuple[np.ndarray, np.ndarray] | None]:
+        """One step over R live rows (R <= max_batch), run at the smallest batch bucket >= R and the smallest
+        context bucket above every row's position.
+
+        Returns int32[R] next tokens, float32[R] log-probs, int32[R, L, K] routing or None, and with
+        `want_top` the MAX_TOP_LOGPROBS likeliest tokens of each row (float32[R, k], int32[R, k]) or None.
+        """
+        top = MAX_TOP_LOGPROBS if want_top else 0
+        live = len(tokens)
+        batch = self._bucket(live, self.batch_buckets)
+        context = self._bucket(int(np.max(positions)) + 1, self.context_buckets)
+        pad = batch - live
+        if pad:
+            tokens = np.pad(tokens, (0, pad))
+            positions = np.pad(positions, (0, pad), constant_values=-1)
+            slots = np.pad(slots, (0, pad))
+            rows = jax.tree.map(lambda x: np.pad(np.asarray(x), (0, pad)), rows)
+        self.compiled = self.compiled | {("decode", batch, context, top)}
+        token, logprob, tops, routed, self.cache = _decode(
+            self.graphdef, self.params, self.rest, self.cache, tokens, positions, slots, rows,
+            context=context, top=top,
+        )  # fmt: skip
+        routed_host = (
+            np.asarray(routed).transpose(1, 0, 2)[:live] if (want_routing and routed is not None) else None
         )
-        routed_host = np.asarray(routed).transpose(1, 0, 2) if (want_routing and routed is not None) else None
-        return np.asarray(token), np.asarray(logprob), routed_host
+        tops_host = None if tops is None else (np.asarray(tops[0])[:live], np.asarray(tops[1])[:live])
+        return np.asarray(token)[:live], np.asarray(logprob)[:live], routed_host, tops_host
 
     def prompt_logprobs(self, ids: np.ndarray, start: int, temperature: float) -> np.ndarray:
         """float32[P - start]: log_softmax(logits / T) of ids[start:], each given the tokens before it."""
@@ -259,5 +380,8 @@ class ModelRunner:
 
     @property
     def num_programs_bound(self) -> int:
-        """The most programs one temperature can compile: one per prefill and log-prob bucket, one decode."""
-        return len(self.buckets) + len(self.logprob_buckets) + 1
+        """The most programs one temperature can compile: a prefill per (batch, length, context) bucket, a
+        decode per (batch, context) bucket, each with and without top log-probs; a log-prob program per
+        bucket; one slot copy."""
+        nb, nc = len(self.batch_buckets), len(self.context_buckets)
+        return 2 * (nb * len(self.buckets) * nc + nb * nc) + len(self.logprob_buckets) + 1

@@ -1,6 +1,7 @@
 """Token sampling for a batch of rows with per-row parameters, inside the jitted engine programs.
 
-`sample(logits, rows, positions) -> (tokens int32[B], logprobs float32[B])`:
+`sample(logits, rows, positions) -> (tokens int32[B], logprobs float32[B])`, and
+`top_logprobs(logits, rows, k)` -> the k likeliest tokens of each row under the same distribution:
 
 - Behaviour log-prob (ARCHITECTURE §5, SGLang's default): `log_softmax(logits / T)[token]` over the full
   vocabulary, before any top-k / top-p / min-p filter. Greedy rows (T = 0) take `argmax(logits)` and report
@@ -120,6 +121,16 @@ def gumbel_max(scores: Float[Array, "b v"], keys: jax.Array) -> Int[Array, " b"]
         return block * b + within
 
     return jax.vmap(draw)(keys, mass, blocks)
+
+
+def top_logprobs(
+    logits: Float[Array, "b v"], rows: SamplingRows, k: int
+) -> tuple[Float[Array, "b k"], Int[Array, "b k"]]:
+    """The k largest behaviour log-probs of each row (what `sample` reports), most likely first."""
+    logits = logits.astype(jnp.float32)
+    temperature = jnp.where(rows.temperature == 0.0, 1.0, rows.temperature)
+    values, ids = jax.lax.top_k(jax.nn.log_softmax(logits / temperature[:, None], axis=-1), k)
+    return values, ids.astype(jnp.int32)
 
 
 def sample(

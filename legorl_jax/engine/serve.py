@@ -10,14 +10,16 @@ aborts what is in flight and exits 0.
 
 Routes (field names: anchors §A, formats: wire.py):
 - `POST /generate`: token in (`input_ids`) or `text` (tokenized with the model's tokenizer); response
-  `text`, `output_ids`, `meta_info` (id, finish_reason, prompt_tokens, completion_tokens, weight_version,
+  `text`, `output_ids`, `meta_info` (id, finish_reason, prompt_tokens, completion_tokens, cached_tokens
+  (prompt tokens served from the prefix cache; `session_id` asks it to keep a conversation), weight_version,
   output/input_token_logprobs with `return_logprob`, routed_experts with `return_routed_experts`).
   `logprob_start_len >= 0` also scores the prompt from that position (its first token, without context,
   gets null), with the request's temperature (1 when greedy).
 - `GET /health` (200 ready, 503 not), `GET /get_model_info`, `GET /get_server_info` (load figures).
 - `POST /update_weights_from_disk {model_path, weight_version, abort_all_requests}`: in place, requests in
   flight continue on the new weights (jax_engine.py); a null weight_version keeps the current one.
-- `POST|GET /flush_cache` (400 while requests run, as SGLang), `POST /abort_request {rid | abort_all}`,
+- `POST|GET /flush_cache` empties the prefix cache (400 while requests run, as SGLang),
+  `POST /abort_request {rid | abort_all}`,
   `POST /pause_generation {mode: abort (default, as SGLang) | in_place}`, `POST /continue_generation`.
 
 Every error is JSON: 400 `{"error": {"message", "field", "type"}}` for bad input (the message names the
@@ -151,6 +153,8 @@ async def generate(request: web.Request) -> web.Response:
         return_routed_experts=req.return_routed_experts,
         routed_experts_start_len=req.routed_experts_start_len,
         rid=rid,
+        session_id=req.session_id,
+        top_logprobs=req.top_logprobs_num if req.return_logprob else 0,
     )
     body = generation_json(
         gen,
@@ -312,6 +316,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--chunked-prefill-size", type=int, default=None, help="longest prefill chunk (default: max-len)"
     )
+    p.add_argument(
+        "--prefix-cache-slots",
+        type=int,
+        default=None,
+        help="spare KV slots keeping finished requests' prefixes resident (default: max-running; 0: no cache)",
+    )
+    p.add_argument(
+        "--prefix-cache-tokens",
+        type=int,
+        default=None,
+        help="most tokens the prefix cache keeps (default: no limit)",
+    )
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     p.add_argument("--weight-version", default="default")
     p.add_argument("--no-warmup", action="store_true", help="open the port before compiling anything")
@@ -334,6 +350,8 @@ async def _serve(args: argparse.Namespace) -> None:
         min_bucket=args.min_bucket,
         prefill_chunk=args.chunked_prefill_size,
         weight_version=args.weight_version,
+        cache_slots=args.max_running if args.prefix_cache_slots is None else args.prefix_cache_slots,
+        cache_tokens=args.prefix_cache_tokens,
     )
     try:
         if not args.no_warmup:

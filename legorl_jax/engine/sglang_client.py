@@ -253,9 +253,12 @@ class SGLangEngine:
         return_routed_experts: bool = False,
         routed_experts_start_len: int = 0,
         rid: str | None = None,
+        top_logprobs: int = 0,
     ) -> Generation:
         ids = check_input_ids(input_ids)
-        rid = check_generate_args(ids, sampling, return_routed_experts, routed_experts_start_len, rid)
+        rid = check_generate_args(
+            ids, sampling, return_routed_experts, routed_experts_start_len, rid, top_logprobs
+        )
         start = routed_experts_start_len
         routing = await self._routing() if return_routed_experts else None
         body = generate_request_json(
@@ -264,6 +267,7 @@ class SGLangEngine:
             rid=rid,
             return_routed_experts=return_routed_experts,
             routed_experts_start_len=start,
+            top_logprobs=top_logprobs,
         )
         try:
             reply = await self._json("POST", "/generate", body, idempotent=False)
@@ -282,6 +286,7 @@ class SGLangEngine:
                 routing=routing,
                 routed_experts_start_len=start,
                 return_routed_experts=return_routed_experts,
+                top_logprobs=top_logprobs,
             )
         except WireError as exc:
             raise EngineError(f"POST {self.base_url}/generate: malformed response: {exc}") from None

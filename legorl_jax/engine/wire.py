@@ -5,14 +5,17 @@ One module owns the field names so the server (serve.py) and the client (sglang_
 - `parse_generate(body) -> GenerateRequest` validates a `POST /generate` body: `input_ids` (a flat list of
   ints) or `text`, `sampling_params` (SGLang's names; `sampling_seed` is the seed), `return_logprob`,
   `logprob_start_len` (-1: output tokens only), `return_routed_experts`, `routed_experts_start_len`,
-  `rid`. SGLang fields we do not implement are accepted only at their neutral value (`stream: false`,
+  `rid`, `session_id` (our prefix cache's hint to keep the conversation resident). SGLang fields we do
+  not implement are accepted only at their neutral value (`stream: false`,
   `n: 1`, `repetition_penalty: 1`, ...), anything else is a `WireError` naming the field and value; so
   is a key SGLang does not have (a typo never passes silently).
 - `generate_request_json(...)` builds the same body on the client side.
 - `generation_json(...)` writes the response: `text`, `output_ids`, `meta_info.{id, finish_reason {type,
   matched | length | message}, prompt_tokens, completion_tokens, cached_tokens, weight_version,
   e2e_latency, output_token_logprobs [[logprob, id, null], ...], input_token_logprobs,
-  routed_experts}`; `routed_experts` is base64 of little-endian int32 `[P + N - 1 - start, L, K]`.
+  output_top_logprobs (with `top_logprobs_num` k > 0: per output position its k likeliest
+  [[logprob, id, null], ...]), routed_experts}`; `routed_experts` is base64 of little-endian int32
+  `[P + N - 1 - start, L, K]`.
 - `generation_from_json(...)` reads a response back into a `Generation` (routing stored compactly).
 
 Errors a server reports are `{"error": {"message": ..., "field": ..., "type": ...}}` with HTTP 400;
@@ -29,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from legorl_jax.engine.base import SamplingParams, check_input_ids
+from legorl_jax.engine.base import MAX_TOP_LOGPROBS, SamplingParams, check_input_ids
 from legorl_jax.types import FINISH_REASONS, Generation
 
 # sampling_params keys we implement -> SamplingParams field.
@@ -64,7 +67,6 @@ _NEUTRAL_SAMPLING = {
 # Top-level /generate keys accepted only at their neutral value.
 _NEUTRAL_REQUEST = {
     "stream": False,
-    "top_logprobs_num": 0,
     "token_ids_logprob": None,
     "return_text_in_logprobs": False,
     "return_hidden_states": False,
@@ -76,7 +78,6 @@ _NEUTRAL_REQUEST = {
     "return_sampling_mask": False,
 }
 _IGNORED_REQUEST = (
-    "session_id",
     "priority",
     "extra_key",
     "routed_dp_rank",
@@ -84,7 +85,8 @@ _IGNORED_REQUEST = (
     "bootstrap_host",
 )
 _REQUEST_FIELDS = ("input_ids", "text", "sampling_params", "return_logprob", "logprob_start_len",
-                   "return_routed_experts", "routed_experts_start_len", "rid")  # fmt: skip
+                   "return_routed_experts", "routed_experts_start_len", "rid", "session_id",
+                   "top_logprobs_num")  # fmt: skip
 
 CONTEXT_OVERFLOW = "context_overflow"
 
@@ -123,6 +125,8 @@ class GenerateRequest:
     return_routed_experts: bool = False
     routed_experts_start_len: int = 0
     rid: str | None = None
+    session_id: str | None = None  # the prefix cache's hint: keep this conversation resident between turns
+    top_logprobs_num: int = 0  # k > 0: the k likeliest tokens of each output position (with return_logprob)
 
 
 def parse_sampling(params: Any) -> SamplingParams:
@@ -205,6 +209,21 @@ def parse_generate(body: Any, vocab_size: int | None = None) -> GenerateRequest:
     rid = body.get("rid")
     if rid is not None and (not isinstance(rid, str) or not rid):
         raise WireError(f"rid must be a non-empty string, got {rid!r}", "rid")
+    session_id = body.get("session_id")
+    if session_id is not None and (not isinstance(session_id, str) or not session_id):
+        raise WireError(f"session_id must be a non-empty string, got {session_id!r}", "session_id")
+    top = body.get("top_logprobs_num", 0)
+    top = 0 if top is None else top
+    if not _is_int(top) or not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise WireError(
+            f"top_logprobs_num must be an int in [0, {MAX_TOP_LOGPROBS}], got {top!r}", "top_logprobs_num"
+        )
+    if top and flags["return_logprob"] and start >= 0:
+        raise WireError(
+            f"top_logprobs_num={top} with logprob_start_len={start}: top log-probs of prompt positions are "
+            f"not supported (send logprob_start_len -1 for the output positions' only)",
+            "top_logprobs_num",
+        )
     return GenerateRequest(
         input_ids=ids,
         text=text,
@@ -212,6 +231,8 @@ def parse_generate(body: Any, vocab_size: int | None = None) -> GenerateRequest:
         logprob_start_len=start,
         routed_experts_start_len=routed_start,
         rid=rid,
+        session_id=session_id,
+        top_logprobs_num=top,
         **flags,
     )
 
@@ -246,6 +267,7 @@ def generate_request_json(
     rid: str,
     return_routed_experts: bool,
     routed_experts_start_len: int,
+    top_logprobs: int = 0,
 ) -> dict[str, Any]:
     """The `/generate` body the client sends (token in, log-probs always on)."""
     body = {
@@ -258,6 +280,8 @@ def generate_request_json(
     if return_routed_experts:
         body["return_routed_experts"] = True
         body["routed_experts_start_len"] = routed_experts_start_len
+    if top_logprobs:
+        body["top_logprobs_num"] = top_logprobs
     return body
 
 
@@ -325,7 +349,7 @@ def generation_json(
         "finish_reason": finish_reason_json(gen),
         "prompt_tokens": int(gen.prompt_tokens),
         "completion_tokens": len(gen.output_ids),
-        "cached_tokens": 0,
+        "cached_tokens": int(gen.cached_tokens),
         "weight_version": gen.weight_version,
         "e2e_latency": e2e_latency,
     }
@@ -334,6 +358,11 @@ def generation_json(
     if return_logprob:
         meta["output_token_logprobs"] = logprob_entries(gen.output_logprobs, gen.output_ids)
         meta["input_token_logprobs"] = input_logprobs
+        if gen.output_top_ids is not None:
+            meta["output_top_logprobs"] = [
+                logprob_entries(lps, ids)
+                for lps, ids in zip(gen.output_top_logprobs, gen.output_top_ids, strict=True)
+            ]
     if return_routed_experts and gen.routed_experts is not None:
         meta["routed_experts"] = encode_routed_experts(gen.routed_experts)
     return {"text": text, "output_ids": [int(i) for i in gen.output_ids], "meta_info": meta}
@@ -355,6 +384,7 @@ def generation_from_json(
     routing: tuple[int, int, int] | None,
     routed_experts_start_len: int,
     return_routed_experts: bool,
+    top_logprobs: int = 0,
 ) -> Generation:
     """A `/generate` response as a Generation; `routing` is (L, K, E) of an MoE model. WireError if malformed."""
     if not isinstance(body, dict):
@@ -400,6 +430,9 @@ def generation_from_json(
                 "routed_experts",
             )
         routed = rows.astype(routing_dtype(experts) if rows.size == 0 or rows.min() >= 0 else np.int16)
+    top_ids = top_lps = None
+    if top_logprobs:
+        top_lps, top_ids = _top_logprobs(meta, len(output_ids), top_logprobs)
     versions = meta.get("token_weight_versions")
     return Generation(
         output_ids=np.asarray(output_ids, np.int32),
@@ -411,7 +444,37 @@ def generation_from_json(
         routed_experts_start=routed_experts_start_len,
         token_weight_versions=None if versions is None else tuple(str(v) for v in versions),
         matched_stop=finish.get("matched"),
+        cached_tokens=int(meta.get("cached_tokens") or 0),
+        output_top_ids=top_ids,
+        output_top_logprobs=top_lps,
     )
+
+
+def _top_logprobs(meta: dict, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(float32[N, k], int32[N, k]) from `meta_info.output_top_logprobs` ([[[lp, id, text], ...], ...])."""
+    entries = _field(meta, "output_top_logprobs", list, "meta_info.")
+    if len(entries) != n:
+        raise WireError(
+            f"meta_info.output_top_logprobs has {len(entries)} positions, output_ids {n}",
+            "output_top_logprobs",
+        )
+    lps, ids = np.zeros((n, k), np.float32), np.zeros((n, k), np.int32)
+    for i, position in enumerate(entries):
+        if (
+            not isinstance(position, list)
+            or len(position) != k
+            or not all(
+                isinstance(e, list) and len(e) >= 2 and isinstance(e[0], (int, float)) for e in position
+            )
+        ):
+            raise WireError(
+                f"meta_info.output_top_logprobs[{i}] must hold {k} [logprob, token_id, text] entries, got "
+                f"{str(position)[:120]}",
+                "output_top_logprobs",
+            )
+        lps[i] = [e[0] for e in position]
+        ids[i] = [e[1] for e in position]
+    return lps, ids
 
 
 def error_json(message: str, field: str | None = None, kind: str = "bad_request") -> dict[str, Any]:

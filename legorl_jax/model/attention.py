@@ -5,7 +5,8 @@ Two ways to see keys:
   segment id; segment 0 is padding and attends to nothing useful (its outputs are finite and unspecified).
   Attention never crosses a segment boundary.
 - cached (`cache` given): the call's K/V are written into the cache (cache.py) at this layer's index
-  first, then each token attends to its slot's entries at indices <= its position.
+  first, then each token attends to its slot's entries at indices <= its position, reading only the
+  first `context` entries when the call names one.
 
 Scores and softmax are float32 (HF eager casts the softmax to float32 too); masked scores take the
 float32 minimum rather than -inf so a fully masked (padding) row stays finite.
@@ -92,6 +93,7 @@ class Attention(nnx.Module):
         cache: kv.KVCache | None = None,
         layer: Int[Array, ""] | int | None = None,
         slots: Int[Array, " b"] | None = None,
+        context: int | None = None,
     ) -> tuple[Float[Array, "b t d"], kv.KVCache | None]:
         """Packed attention, or (with `cache`, this decoder `layer`'s index and `slots`) cached attention."""
         inv_freq, attention_factor = rope_for(self.config)
@@ -102,9 +104,10 @@ class Attention(nnx.Module):
             keys, values, mask = k, v, segment_mask(segment_ids)
         else:
             cache = kv.write(cache, layer, k, v, positions, slots)
-            keys, values = kv.read(cache, layer, slots)  # [B, M, K, H]
+            context = cache.max_len if context is None else context
+            keys, values = kv.read(cache, layer, slots, context)  # [B, C, K, H]
             keys, values = keys.astype(x.dtype), values.astype(x.dtype)
-            mask = kv.visible(positions, cache.max_len)
+            mask = kv.visible(positions, context)
         out = attend(q, keys, values, mask, self.config.head_dim**-0.5)
         out = jnp.einsum("btnh,nhd->btd", out, self.o_proj[...].astype(x.dtype))
         if self.config.attention_bias:

@@ -6,6 +6,8 @@ Contract (what `Policy.forward_cached` and the engine rely on):
 - Token (b, t) with position p >= 0 writes its K/V at `[layer, slots[b], p]` and attends to the entries of
   that slot at indices <= p, including those written by the same call. p = -1 is padding: nothing is
   written (the scatter drops it) and its outputs are unspecified.
+- A call may name a static `context` C <= max_len that every position of it lies below: attention then
+  reads only the first C entries of each slot, so its cost follows the positions in use, not max_len.
 - A slot is reused by overwriting: a new sequence's prefill writes positions 0..P-1 and never looks past
   its own position, so stale entries beyond it are harmless.
 """
@@ -74,19 +76,28 @@ def write(
     )
 
 
-def read(cache: KVCache, layer: Int[Array, ""] | int, slots: Int[Array, " b"]) -> tuple[jax.Array, jax.Array]:
-    """The K and V of `layer` for each row's slot: two [B, M, K, H] arrays."""
-    return cache.k[layer, slots], cache.v[layer, slots]
+def read(
+    cache: KVCache, layer: Int[Array, ""] | int, slots: Int[Array, " b"], length: int | None = None
+) -> tuple[jax.Array, jax.Array]:
+    """The K and V of `layer` for each row's slot, positions [0, length) (default all): two [B, C, K, H]."""
+    length = cache.max_len if length is None else length
+    return cache.k[layer, slots, :length], cache.v[layer, slots, :length]
 
 
 def visible(positions: Int[Array, "b t"], max_len: int) -> Bool[Array, "b t m"]:
-    """Mask of the cache entries token (b, t) attends to: indices <= its position (none for padding)."""
+    """Mask of the first `max_len` cache entries token (b, t) attends to: indices <= its position."""
     index = jnp.arange(max_len, dtype=positions.dtype)
     return (index[None, None, :] <= positions[:, :, None]) & (positions[:, :, None] >= 0)
 
 
-def check_cached_inputs(cache: KVCache, input_ids: jax.Array, positions: jax.Array, slots: jax.Array) -> None:
+def check_cached_inputs(
+    cache: KVCache, input_ids: jax.Array, positions: jax.Array, slots: jax.Array, context: int | None = None
+) -> None:
     """Shape checks always; value checks (slot range, position range, one row per slot) when concrete."""
+    if context is not None and (
+        not isinstance(context, int) or isinstance(context, bool) or not 1 <= context <= cache.max_len
+    ):
+        raise ValueError(f"context must be an int in [1, max_len={cache.max_len}] or None, got {context!r}")
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache (from Policy.init_cache), got {type(cache).__name__}")
     if input_ids.ndim != 2:
@@ -103,10 +114,12 @@ def check_cached_inputs(cache: KVCache, input_ids: jax.Array, positions: jax.Arr
     if isinstance(positions, jax.core.Tracer) or isinstance(slots, jax.core.Tracer):
         return
     pos, slot = np.asarray(positions), np.asarray(slots)
-    bad = np.argwhere((pos < -1) | (pos >= cache.max_len))
+    limit = cache.max_len if context is None else context
+    bad = np.argwhere((pos < -1) | (pos >= limit))
     if bad.size:
         b, t = bad[0]
-        raise ValueError(f"positions[{b}, {t}] = {pos[b, t]} is outside [-1, max_len={cache.max_len})")
+        name = "max_len" if context is None else "context"
+        raise ValueError(f"positions[{b}, {t}] = {pos[b, t]} is outside [-1, {name}={limit})")
     active = (pos >= 0).any(axis=1)
     bad_slots = np.argwhere(active & ((slot < 0) | (slot >= cache.num_slots)))
     if bad_slots.size:

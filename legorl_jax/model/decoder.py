@@ -47,6 +47,8 @@ class LayerContext:
     token_mask: Bool[Array, "b t"]  # tokens that count for the aux loss (real tokens)
     segment_ids: Int[Array, "b t"] | None  # packed calls
     slots: Int[Array, " b"] | None  # cached calls
+    # Cached calls: attend to the first `context` positions of each slot only (None: all); static.
+    context: int | None = dataclasses.field(default=None, metadata=dict(static=True))
 
 
 class DecoderLayer(nnx.Module):
@@ -72,7 +74,9 @@ class DecoderLayer(nnx.Module):
         layer: Int[Array, ""] | int,
     ) -> tuple[Float[Array, "b t d"], Int[Array, "b t k"] | None, RouterStats | None, KVCache | None]:
         normed = self.input_layernorm(h)
-        attn, cache = self.self_attn(normed, ctx.positions, ctx.segment_ids, cache, layer, ctx.slots)
+        attn, cache = self.self_attn(
+            normed, ctx.positions, ctx.segment_ids, cache, layer, ctx.slots, ctx.context
+        )
         h = h + attn
         x = self.post_attention_layernorm(h)
         if self.is_moe:

@@ -173,17 +173,23 @@ class Policy(nnx.Module):
         *,
         forced_experts: Int[Array, "l b t k"] | None = None,
         compute_logits: bool = True,
+        context: int | None = None,
     ) -> tuple[ModelOutput, kv.KVCache]:
-        """Prefill (T = bucket length, padding at position -1) and decode (T = 1) alike; see cache.py."""
+        """Prefill (T = bucket length, padding at position -1) and decode (T = 1) alike; see cache.py.
+
+        `context` (static): every position is below it, so attention reads only that many entries per slot.
+        """
         input_ids = self._check_tokens(input_ids)
         positions, slots = jnp.asarray(positions), jnp.asarray(slots)
-        kv.check_cached_inputs(cache, input_ids, positions, slots)
+        kv.check_cached_inputs(cache, input_ids, positions, slots, context)
         if cache.num_layers != self.config.num_hidden_layers:
             raise ValueError(
                 f"cache has {cache.num_layers} layers, the policy {self.config.num_hidden_layers}"
             )
         forced_experts = self._check_forced(forced_experts, input_ids.shape)
-        ctx = LayerContext(positions=positions, token_mask=positions >= 0, segment_ids=None, slots=slots)
+        ctx = LayerContext(
+            positions=positions, token_mask=positions >= 0, segment_ids=None, slots=slots, context=context
+        )
         hidden, routed, stats, cache = self._trunk(input_ids, ctx, forced_experts, cache)
         return self._output(hidden, routed, stats, ctx, compute_logits), cache
 

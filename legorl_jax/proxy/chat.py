@@ -86,6 +86,7 @@ class ChatRequest:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     logprobs: bool = False
+    top_logprobs: int = 0  # k: with logprobs, the k likeliest tokens of each output position too
     stream: bool = False
     include_usage: bool = False
     ignored: tuple[str, ...] = ()
@@ -124,6 +125,7 @@ class OutputToken:
 
     text: str
     logprob: float
+    top: tuple[tuple[str, float], ...] = ()  # (text, logprob) of the likeliest tokens, most likely first
 
 
 @dataclasses.dataclass(frozen=True)

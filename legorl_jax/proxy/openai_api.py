@@ -2,9 +2,9 @@
 
 Accepts what real harnesses send (harnesses.md §1): string or content-part messages (`developer` is a system
 message), tools and `tool_choice`, `temperature`, `top_p`, `max_tokens` / `max_completion_tokens`, `stop`,
-`seed`, `logprobs`, `stream` with `stream_options.include_usage`. `n` other than 1 is a 400, as is
-`top_logprobs` > 0 (the engine reports the sampled token's log-prob only, so the k most likely tokens are not
-known; saying so beats answering with a list that is not what it claims). Any other field is accepted and
+`seed`, `logprobs` with `top_logprobs` (0..20, the engine's k likeliest tokens per position; OpenAI's rule:
+only with `logprobs: true`), `stream` with `stream_options.include_usage`. `n` other than 1 is a 400. Any
+other field is accepted and
 counted by name. Streaming replays the finished completion in OpenAI's chunk order: the role delta, reasoning,
 content, each tool call (id and name, then its arguments), the finish chunk, a usage chunk when asked, `[DONE]`.
 """
@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from legorl_jax.engine.base import MAX_TOP_LOGPROBS
 from legorl_jax.proxy.chat import ChatRequest, Completion, ProxyError, bad_request, preview
 
 _KNOWN = frozenset(
@@ -174,12 +175,13 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
     n = body.get("n")
     if n is not None and n != 1:
         raise bad_request(f"n must be 1 (one trajectory per call), got {preview(n)}", "n")
-    top = _int(body, "top_logprobs", 0)
-    if top:
+    top = _int(body, "top_logprobs", 0) or 0
+    if top > MAX_TOP_LOGPROBS:
         raise bad_request(
-            f"top_logprobs must be 0: the engine reports the sampled token's log-prob only, got {top}",
-            "top_logprobs",
+            f"top_logprobs must be an int in [0, {MAX_TOP_LOGPROBS}], got {top}", "top_logprobs"
         )
+    if top and not _bool(body, "logprobs"):
+        raise bad_request(f"top_logprobs={top} needs logprobs: true", "top_logprobs")
     stop = body.get("stop")
     stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
     if not all(isinstance(s, str) and s for s in stops):
@@ -206,6 +208,7 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         stop=stops,
         seed=_int(body, "seed", 0),
         logprobs=_bool(body, "logprobs"),
+        top_logprobs=top,
         stream=_bool(body, "stream"),
         include_usage=bool(options.get("include_usage")),
         ignored=tuple(sorted(k for k in body if k not in _KNOWN)),
@@ -227,7 +230,14 @@ def _message(c: Completion) -> dict[str, Any]:
 def _logprobs(c: Completion) -> dict[str, Any]:
     return {
         "content": [
-            {"token": t.text, "logprob": t.logprob, "bytes": list(t.text.encode()), "top_logprobs": []}
+            {
+                "token": t.text,
+                "logprob": t.logprob,
+                "bytes": list(t.text.encode()),
+                "top_logprobs": [
+                    {"token": text, "logprob": lp, "bytes": list(text.encode())} for text, lp in t.top
+                ],
+            }
             for t in c.tokens
         ]
     }

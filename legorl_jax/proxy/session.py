@@ -222,6 +222,7 @@ class Session:
                 return_routed_experts=True,
                 routed_experts_start_len=plan.routing_start,
                 rid=f"{self.id}-{turn_index}",
+                **({"top_logprobs": req.top_logprobs} if req.logprobs and req.top_logprobs else {}),
             )
             recomputed = None
             if plan.rerendered and self.recorder.shared_tokens == "recompute":
@@ -330,8 +331,18 @@ class Session:
         tokens = ()
         if req.logprobs:
             lps = np.asarray(gen.output_logprobs, np.float32)
+            tops = [()] * len(ids)
+            if req.top_logprobs and gen.output_top_ids is not None:
+                tops = [
+                    tuple(
+                        (self.tokenizer.decode([int(t)]), float(lp))
+                        for t, lp in zip(t_ids, t_lps, strict=True)
+                    )
+                    for t_ids, t_lps in zip(gen.output_top_ids, gen.output_top_logprobs, strict=True)
+                ]
             tokens = tuple(
-                OutputToken(self.tokenizer.decode([t]), float(lp)) for t, lp in zip(ids, lps, strict=True)
+                OutputToken(self.tokenizer.decode([t]), float(lp), top)
+                for t, lp, top in zip(ids, lps, tops, strict=True)
             )
         completion = Completion(
             id=_reply_id(req.surface),

@@ -65,6 +65,14 @@ def test_routed_experts_round_trip_through_sglangs_base64_int32():
         (lambda: EngineConfig(max_running=0), "engine.max_running must be a positive int, got 0"),
         (lambda: EngineConfig(dtype="int8"), "engine.dtype must be one of .* got 'int8'"),
         (lambda: EngineConfig(url="localhost:1"), "engine.url must be an http"),
+        (
+            lambda: EngineConfig(prefix_cache_slots=-1),
+            "engine.prefix_cache_slots must be an int >= 0, got -1",
+        ),
+        (
+            lambda: EngineConfig(prefix_cache_tokens=0),
+            "engine.prefix_cache_tokens must be a positive int or null, got 0",
+        ),
         (lambda: SGLangConfig(port=70000), "engine.sglang.port must be .* got 70000"),
         (
             lambda: SGLangConfig(extra_args=[1]),

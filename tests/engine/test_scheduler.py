@@ -32,14 +32,16 @@ def routing_rows(n, first):
 
 
 def prefill(s, req, token, logprob=-1.0):
-    s.on_prefill(req, token, logprob, routing_rows(req.prompt_len, 0))
+    # Rows of the positions the prefill ran: from the cached prefix's end on.
+    s.on_prefill(req, token, logprob, routing_rows(req.prompt_len - req.cached_len, req.cached_len))
 
 
 def step(s, tokens):
     """One decode step in which slot i samples tokens[i] (None: idle)."""
-    _, positions, _ = s.decode_inputs()
-    routed = np.stack([routing_rows(1, max(int(p), 0))[0] for p in positions])
-    s.on_decode(np.array([t or 0 for t in tokens], np.int32), np.full(len(tokens), -0.5, np.float32), routed)
+    _, positions, slots, _ = s.decode_inputs()
+    routed = np.stack([routing_rows(1, int(p))[0] for p in positions]) if len(positions) else None
+    sampled = np.array([tokens[slot] for slot in slots], np.int32)
+    s.on_decode(sampled, np.full(len(sampled), -0.5, np.float32), routed)
 
 
 def test_requests_enter_free_slots_in_order_and_a_finished_slot_is_reused():
@@ -47,12 +49,12 @@ def test_requests_enter_free_slots_in_order_and_a_finished_slot_is_reused():
     reqs = [request(f"r{i}", results=out, max_new_tokens=2) for i in range(3)]
     for r in reqs:
         s.submit(r)
-    assert [r.rid for r in s.admit()] == ["r0", "r1"] and reqs[2].slot is None
+    assert [r.rid for r in s.admit()[0]] == ["r0", "r1"] and reqs[2].slot is None
     prefill(s, reqs[0], 10)
     prefill(s, reqs[1], 11)
     step(s, [12, 13])  # both reach max_new_tokens=2
     assert [g.output_ids.tolist() for g in out] == [[10, 12], [11, 13]]
-    assert [r.rid for r in s.admit()] == ["r2"] and reqs[2].slot == 0
+    assert [r.rid for r in s.admit()[0]] == ["r2"] and reqs[2].slot == 0
 
 
 def test_routing_rows_cover_prompt_and_forwarded_outputs_from_the_start_row():
@@ -178,3 +180,57 @@ def test_fail_all_hands_every_request_in_flight_the_error_and_frees_the_slots():
     s.fail_all(RuntimeError("device lost"))
     assert sorted(errors) == [("run", "device lost"), ("wait", "device lost")]
     assert s.idle and s.slots == [None]
+
+
+# ----------------------------------------------------------------------------------------------------
+# the prefix cache's slot decisions
+
+
+def cached_scheduler():
+    from legorl_jax.engine.prefix_cache import PrefixCache
+
+    return Scheduler(2, 64, routing=(L, K, E), cache=PrefixCache(2))
+
+
+def finish_one(s, prompt, outputs):
+    """Runs a request with `prompt` to completion with the given sampled tokens; returns its slot."""
+    req = request("done", max_new_tokens=len(outputs))
+    req.prompt = np.asarray(prompt, np.int32)
+    s.submit(req)
+    s.admit()
+    slot = req.slot
+    prefill(s, req, outputs[0])
+    for token in outputs[1:]:
+        step(s, {slot: token})
+    return slot
+
+
+def test_a_request_extending_a_whole_entry_takes_its_slot_and_one_sharing_part_of_it_gets_a_copy():
+    s = cached_scheduler()
+    slot = finish_one(s, [0, 1, 2, 3], [10, 11])  # resident: 0 1 2 3 10 (11 was never forwarded)
+    sharer, extender = request("sharer"), request("extender")
+    sharer.prompt = np.array([0, 1, 2, 99], np.int32)
+    extender.prompt = np.array([0, 1, 2, 3, 10, 11, 20], np.int32)
+    s.submit(sharer)
+    s.submit(extender)
+    admitted, copies = s.admit()
+    assert admitted == [sharer, extender]
+    assert extender.slot == slot and extender.cached_len == 5  # moved: no copy
+    assert sharer.slot != slot and copies == [(slot, sharer.slot)] and sharer.cached_len == 3
+    assert slot not in s.cache.by_slot  # the entry went with the extender
+    # The cached rows' routing is the one recorded when they were computed (row i holds i % E).
+    np.testing.assert_array_equal(extender.routing[0][:, 0, 0], [0, 1, 2, 3, 4])
+
+
+def test_a_request_that_saw_a_weight_update_is_not_cached_and_the_update_empties_the_cache():
+    s = cached_scheduler()
+    finish_one(s, [0, 1, 2, 3], [10, 11])
+    assert len(s.cache.by_slot) == 1
+    req = request("midway", max_new_tokens=2)
+    s.submit(req)
+    s.admit()
+    prefill(s, req, 5)
+    s.on_weights("v2")
+    assert not s.cache.by_slot
+    step(s, {req.slot: 6})  # finishes under the new weights with K/V of both
+    assert not s.cache.by_slot and s.idle

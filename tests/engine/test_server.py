@@ -303,3 +303,11 @@ def test_the_command_line_refuses_tensor_parallelism(capsys):
 
     assert main(["--model", "/unused", "--tp", "2"]) == 2
     assert "--tp must be 1" in capsys.readouterr().err
+
+
+async def test_top_logprobs_of_prompt_positions_are_refused_naming_the_field(client):
+    status, body = await post(client, "/generate", {
+        "input_ids": PROMPT, "return_logprob": True, "logprob_start_len": 0, "top_logprobs_num": 2,
+    })  # fmt: skip
+    assert status == 400 and body["error"]["field"] == "top_logprobs_num"
+    assert "logprob_start_len=0" in body["error"]["message"]

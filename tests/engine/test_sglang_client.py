@@ -5,6 +5,7 @@ import asyncio
 import base64
 import json
 
+import aiohttp
 import numpy as np
 import pytest
 from aiohttp import web
@@ -269,3 +270,18 @@ async def test_open_engine_with_a_url_connects_to_that_server(engine):
             assert isinstance(client, SGLangEngine) and client.retries == 0
             gen = await client.generate(PROMPT, SamplingParams(max_new_tokens=3, seed=0))
     assert len(gen.output_ids) == 3
+
+
+async def test_top_logprobs_travel_in_sglangs_format_and_back(ours, engine):
+    sampling = SamplingParams(max_new_tokens=6, seed=2, ignore_eos=True)
+    remote = await ours.generate(PROMPT, sampling, top_logprobs=3)
+    local = await engine.generate(PROMPT, sampling, top_logprobs=3)
+    np.testing.assert_array_equal(remote.output_top_ids, local.output_top_ids)
+    np.testing.assert_allclose(remote.output_top_logprobs, local.output_top_logprobs, atol=1e-6)
+    body = {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 2, "sampling_seed": 2},
+            "return_logprob": True, "top_logprobs_num": 2}  # fmt: skip
+    async with aiohttp.ClientSession() as http, http.post(ours.base_url + "/generate", json=body) as resp:
+        meta = (await resp.json())["meta_info"]
+    top = meta["output_top_logprobs"]
+    assert len(top) == 2 and all(len(position) == 2 and position[0][2] is None for position in top)
+    assert [position[0][1] for position in top] == local.output_top_ids[:2, 0].tolist()

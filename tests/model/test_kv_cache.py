@@ -109,3 +109,15 @@ def test_padding_rows_may_share_a_slot_with_a_real_row(moe_policy, cached_step):
         moe_policy.init_cache(4, 16), ids, np.array([[0], [-1], [-1]], np.int32), np.array([1, 2, 3])
     )
     np.testing.assert_array_equal(np.asarray(out.logits[0]), np.asarray(alone.logits[0]))
+
+
+def test_a_call_naming_its_context_reads_only_that_many_positions_and_gives_the_same_logits(moe_policy):
+    ids = np.array([[5, 9, 11, 3]], np.int32)
+    positions, slots = np.arange(4, dtype=np.int32)[None], np.array([2], np.int32)
+    full, _ = moe_policy.forward_cached(ids, positions, moe_policy.init_cache(4, 16), slots)
+    short, _ = moe_policy.forward_cached(ids, positions, moe_policy.init_cache(4, 16), slots, context=4)
+    np.testing.assert_allclose(np.asarray(short.logits), np.asarray(full.logits), atol=1e-5)
+    with pytest.raises(ValueError, match=r"positions\[0, 3\] = 3 is outside \[-1, context=3\)"):
+        moe_policy.forward_cached(ids, positions, moe_policy.init_cache(4, 16), slots, context=3)
+    with pytest.raises(ValueError, match="context must be an int in \\[1, max_len=16\\] or None, got 17"):
+        moe_policy.forward_cached(ids, positions, moe_policy.init_cache(4, 16), slots, context=17)

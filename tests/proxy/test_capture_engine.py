@@ -57,3 +57,29 @@ async def test_each_turn_feeds_the_engine_the_branch_so_far_verbatim(jax_engine,
     turns = proxy.sessions[info.session_id].turns
     first = turns[0].prompt_ids.tolist() + turns[0].output_ids.tolist()
     assert turns[1].prompt_ids.tolist()[: len(first)] == first
+
+
+async def test_top_logprobs_come_back_in_openais_format_streamed_or_not(jax_engine, serve, tokenizer):
+    config = ProxyConfig(mode="eval", max_response_tokens=6, max_consecutive_no_tool=0)
+    proxy = await serve(jax_engine, config)
+    info = proxy.open_session("calc", "calc-top")
+    messages = [SYSTEM, {"role": "user", "content": "Fix calc.py."}]
+    async with openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x") as client:
+        r = await client.chat.completions.create(
+            model="p", messages=messages, temperature=0.0, seed=1, logprobs=True, top_logprobs=3
+        )
+        stream = await client.chat.completions.create(
+            model="p", messages=messages, temperature=0.0, seed=1, logprobs=True, top_logprobs=3, stream=True
+        )
+        streamed = [t async for chunk in stream if chunk.choices and chunk.choices[0].logprobs
+                    for t in chunk.choices[0].logprobs.content]  # fmt: skip
+    content = r.choices[0].logprobs.content
+    assert content and [(t.token, t.logprob) for t in streamed] == [(t.token, t.logprob) for t in content]
+    for token in content:
+        assert len(token.top_logprobs) == 3
+        values = [alt.logprob for alt in token.top_logprobs]
+        assert values == sorted(values, reverse=True)
+        # Greedy: the sampled token is the likeliest, with the same behaviour log-prob.
+        assert token.top_logprobs[0].token == token.token
+        assert abs(token.top_logprobs[0].logprob - token.logprob) < 1e-6
+        assert token.top_logprobs[0].bytes == list(token.token.encode())
