@@ -109,6 +109,8 @@ async def make_engine(config: Config, model_dir: str) -> AsyncIterator[tuple[Any
             min_bucket=ec.min_prefill_bucket,
             prefill_chunk=ec.chunked_prefill_size,
             weight_version=ec.weight_version,
+            cache_slots=ec.prefix_cache_slots,
+            cache_tokens=ec.prefix_cache_tokens,
         )
         try:
             yield engine, "in_process"
