@@ -146,12 +146,13 @@ def install(package: NativePackage) -> str:
 
 
 async def run_binary(sandbox: Any, package: NativePackage, args: list[str], *, env: Mapping[str, str],
-                     workdir: str, timeout: float) -> Any:  # fmt: skip
-    """Runs the mounted executable in the sandbox with a fresh $HOME; its ExecResult (a timeout included)."""
+                     workdir: str, timeout: float, wrapper: tuple[str, ...] = ()) -> Any:  # fmt: skip
+    """Runs the mounted executable (behind `wrapper`, an argv prefix, if any) in the sandbox with a fresh $HOME;
+    its ExecResult (a timeout included)."""
     made = await sandbox.exec(["mkdir", "-p", HOME], timeout=30)
     if made.exit_code != 0:
         raise HarnessCrashed(
             f"could not make the agent's home {HOME} in the sandbox: {made.stderr.strip()[-500:]}"
         )
-    return await sandbox.exec([package.sandbox_binary, *args], timeout=timeout, workdir=workdir,
+    return await sandbox.exec([*wrapper, package.sandbox_binary, *args], timeout=timeout, workdir=workdir,
                               env={"HOME": HOME, **env})  # fmt: skip

@@ -16,8 +16,9 @@ conversation by the proxy's default `side_system_prefixes`: counted in `side_cal
 
 How a run ends: OpenCode stops at a reply without tool calls (`finish_reason: stop`) -> `submitted`, or
 `no_tool_collapse` when that reply was the proxy's "Session terminated" text; when the step limit is reached
-it asks the model for a text-only answer (its "maximum steps" prompt), so a run whose steps reached the limit
--> `step_limit`; the proxy's context-length refusal -> `context_overflow`. Its `--format json` event stream
+it asks the model for a text-only answer (its "maximum steps" prompt), and a model that calls tools anyway is
+stopped after one step more by a watchdog around the executable (`WATCHDOG`); either way a run whose steps
+reached the limit -> `step_limit`; the proxy's context-length refusal -> `context_overflow`. Its `--format json` event stream
 (`step_start`, `text`, `tool_use`, `step_finish`, `error`) is the log; a non-zero exit or an error event not
 explained by the proxy is `HarnessCrashed`.
 """
@@ -55,6 +56,25 @@ ENV = {
 CONTEXT_REFUSAL = "maximum context length"
 """In the proxy's context-overflow message (session.context_message)."""
 TERMINATED = "Session terminated:"
+STOPPED = "legorl: stopped OpenCode after"
+WATCHDOG = f"""
+limit=$1; shift
+out=$(mktemp); err=$(mktemp)
+"$@" >"$out" 2>"$err" &
+pid=$!
+while kill -0 "$pid" 2>/dev/null; do
+  if [ "$(grep -c '"type":"step_finish"' "$out")" -gt "$limit" ]; then
+    kill "$pid"; echo "{STOPPED} $limit steps" >>"$err"; break
+  fi
+  sleep 0.5
+done
+wait "$pid"; code=$?
+cat "$out"; cat "$err" >&2; rm -f "$out" "$err"
+exit $code
+"""
+"""OpenCode's `steps` only asks the model for a text-only answer once reached (its "MAXIMUM STEPS REACHED"
+message) and goes on executing the tool calls of a model that ignores it; this wrapper (argv: limit, then the
+command) makes the limit hard: it stops OpenCode once more than `limit` steps have finished."""
 """How the proxy's reply starts after it ended the session for replies without tool calls."""
 
 
@@ -108,9 +128,9 @@ class OpenCodeHarness:
 
     async def run(self, task: Any, sandbox: Any, llm: LLMEndpoint) -> HarnessResult:
         argv = ["run", "--model", f"{PROVIDER}/{llm.model}", "--format", "json", task.problem_statement]
-        done = await run_binary(
-            sandbox, PACKAGE, argv, env=self.env(llm), workdir=task.workdir, timeout=self.timeout_s
-        )
+        watch = ("bash", "-c", WATCHDOG, "opencode-watchdog", str(llm.step_limit))
+        done = await run_binary(sandbox, PACKAGE, argv, env=self.env(llm), workdir=task.workdir,
+                                timeout=self.timeout_s, wrapper=watch)  # fmt: skip
         output = f"{done.stdout}\n--- stderr ---\n{done.stderr}"
         if done.timed_out:
             raise HarnessCrashed(f"OpenCode ran past its {self.timeout_s:.0f} s limit:\n{output[-4000:]}")
@@ -136,6 +156,8 @@ def _result(exit_code: int, stdout: str, output: str, step_limit: int) -> Harnes
     texts = [str(e.get("part", {}).get("text", "")) for e in events if e.get("type") == "text"]
     tools = [e for e in events if e.get("type") == "tool_use"]
     features = {"turns": float(steps), "tool_calls": float(len(tools))}
+    if STOPPED in output:
+        return HarnessResult("step_limit", steps, output, features)
     if any(CONTEXT_REFUSAL in json.dumps(e) for e in errors) or (
         exit_code != 0 and CONTEXT_REFUSAL in output
     ):

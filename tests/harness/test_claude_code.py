@@ -9,6 +9,7 @@ claude_code` has not run (make test runs it; a failed install does not fail the 
 from __future__ import annotations
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -85,6 +86,58 @@ async def test_a_scripted_fix_through_claude_code_scores_reward_one_records_ever
     assert hits == []
 
 
+class MainOrSubagent:
+    """Replies with the next scripted text to Claude Code's own conversation, and a finding to the sub-agent its
+    Agent tool starts (its system prompt is another: `cc_is_subagent=true`, "You are an agent for Claude Code")."""
+
+    def __init__(self, tokenizer, script: list[str]):
+        self.tokenizer, self.script, self.main_calls, self.subagent_calls = tokenizer, script, 0, 0
+
+    def __call__(self, prompt: list[int], rid: str) -> str:
+        if "cc_is_subagent=true" in self.tokenizer.decode(prompt[:100]):
+            self.subagent_calls += 1
+            return SUBAGENT_REPLY
+        text = self.script[min(self.main_calls, len(self.script) - 1)]
+        self.main_calls += 1
+        return text
+
+
+SUBAGENT_REPLY = "normalize_prefix lowercases where normalize_key casefolds."
+
+
+@pytest.mark.harness
+@pytest.mark.docker
+@needs_install
+async def test_a_claude_code_sub_agents_calls_are_a_side_branch_counted_and_not_trained_on(
+    builtin_tasks, tokenizer, proxy_on, tmp_path
+):
+    task = builtin_tasks[TASK]
+    script = [
+        tool_call(
+            "Agent",
+            description="Find the bug",
+            prompt="Where are typed prefixes normalised?",
+            subagent_type="general-purpose",
+        ),  # fmt: skip
+        "The sub-agent found it: normalize_prefix lowercases instead of casefolding.",
+    ]
+    replies = MainOrSubagent(tokenizer, script)
+    proxy = await proxy_on(ScriptedEngine(tokenizer, replies))
+    # The Agent tool also brings Claude Code's mid-conversation `role: system` message (its agent-type list).
+    harness = get_harness("claude_code", tools="Bash,Read,Edit,Write,Agent")
+    trajectory, record, _, _ = await trial_with_probe(task, harness, proxy, tmp_path, step_limit=8)
+    log = (tmp_path / "trial" / "attempt_0" / "harness.log").read_text()
+    assert trajectory.outcome is Outcome.SUBMITTED, log[-3000:]
+    counters = record["counters"]
+    assert replies.subagent_calls == counters["side_calls"] == 1 and counters["main_calls"] == len(script), (
+        counters
+    )
+    main, side = sorted(record["branches"], key=lambda b: b["kind"])
+    assert (main["kind"], side["kind"]) == ("main", "side") and len(main["turns"]) == len(script)
+    (seq,) = trajectory.sequences  # the main branch only
+    assert (seq.loss_mask == 1).sum() == sum(len(tokenizer.encode(text)) + 1 for text in script)
+
+
 @pytest.mark.harness
 @pytest.mark.docker
 @needs_install
@@ -148,3 +201,18 @@ def test_the_preset_runs_claude_code_headless_with_the_step_limit_as_its_turn_li
     env = harness.env(llm)
     assert env["ANTHROPIC_BASE_URL"] == "http://10.0.0.1:9/s/abc"
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == env["DISABLE_AUTOUPDATER"] == "1"
+
+
+@pytest.mark.harness
+@needs_install
+def test_installing_claude_code_again_changes_nothing():
+    import subprocess
+    import sys
+
+    from legorl_jax.harness.native_agent import install_dir
+
+    record = (install_dir("claude_code") / "installed.json").read_text()
+    ran = subprocess.run([sys.executable, "tools/install_harness.py", "claude_code"], capture_output=True, text=True,
+                         timeout=120, cwd=pathlib.Path(__file__).parents[2])  # fmt: skip
+    assert ran.returncode == 0 and "is already installed" in ran.stdout, ran.stdout + ran.stderr
+    assert (install_dir("claude_code") / "installed.json").read_text() == record
