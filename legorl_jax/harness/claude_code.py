@@ -20,9 +20,9 @@ carry a system prompt other than the agent's and land on side branches of the pr
 
 How a run ends (the JSON result's `subtype`): `success` -> `submitted` (a reply without a tool call ends
 Claude Code's loop), or `no_tool_collapse` when that reply was the proxy's "Session terminated" text;
-`error_max_turns` -> `step_limit`; an API error Claude Code stopped on: the proxy's context-length refusal
--> `context_overflow`. Anything else (no JSON, a non-zero exit without a result, another subtype) is
-`HarnessCrashed` with its output.
+`error_max_turns` -> `step_limit`; the proxy's context-length refusal -> `context_overflow` (Claude Code
+stops at once: `is_error` true, `terminal_reason` `prompt_too_long`). Anything else (no JSON, a non-zero
+exit without a result, another subtype or error) is `HarnessCrashed` with its output.
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ ENV = {
     "DISABLE_ERROR_REPORTING": "1",
     "DISABLE_BUG_COMMAND": "1",
 }
-CONTEXT_REFUSAL = "maximum context length"
-"""In the proxy's context-overflow message (session.context_message), which Claude Code prints back."""
+PROMPT_TOO_LONG = "prompt_too_long"
+"""The result's `terminal_reason` when Claude Code stopped on the proxy's context-length refusal (it reads the
+"prompt is too long: N tokens > M maximum" part of the proxy's message and prints its own account)."""
 TERMINATED = "Session terminated:"
 """How the proxy's reply starts after it ended the session for replies without tool calls."""
 
@@ -68,11 +69,14 @@ class ClaudeCodeHarness:
     """It runs its tools where it runs, in the sandbox, and calls the model from there."""
 
     def __init__(self, *, tools: str = TOOLS, bare: bool = False, timeout_s: float = 1800.0,
-                 command_timeout_s: float = 120.0):  # fmt: skip
+                 command_timeout_s: float = 120.0, max_retries: int = 2):  # fmt: skip
         self.root = require(PACKAGE)
         if not isinstance(bare, bool):
             raise ValueError(f"bare must be true or false, got {bare!r}")
         self.bare = bare
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        self.max_retries = max_retries
         if not isinstance(tools, str) or not tools or " " in tools:
             raise ValueError(f"tools must be a comma-separated list of Claude Code tool names, got {tools!r}")
         for name, value in (("timeout_s", timeout_s), ("command_timeout_s", command_timeout_s)):
@@ -104,6 +108,9 @@ class ClaudeCodeHarness:
             "CLAUDE_CODE_SUBAGENT_MODEL": llm.model,
             "BASH_DEFAULT_TIMEOUT_MS": ms,
             "BASH_MAX_TIMEOUT_MS": ms,
+            # A failed model call already drops the trial (the proxy flags engine_failed), so Claude Code's
+            # default retries (10, backing off: about 3 minutes) would only hold the sandbox.
+            "CLAUDE_CODE_MAX_RETRIES": str(self.max_retries),
         }
 
     async def run(self, task: Any, sandbox: Any, llm: LLMEndpoint) -> HarnessResult:
@@ -126,7 +133,7 @@ def _result(exit_code: int, stdout: str, output: str) -> HarnessResult:
     steps = int(result.get("num_turns") or 0)
     if subtype == "error_max_turns":
         status = "step_limit"
-    elif CONTEXT_REFUSAL in text:
+    elif result.get("terminal_reason") == PROMPT_TOO_LONG:
         status = "context_overflow"
     elif subtype == "success" and not result.get("is_error"):
         status = "no_tool_collapse" if text.startswith(TERMINATED) else "submitted"

@@ -153,6 +153,50 @@ async def test_claude_codes_turn_limit_is_the_step_limit_outcome(
 
 
 @pytest.mark.harness
+@pytest.mark.docker
+@needs_install
+async def test_a_prompt_over_the_context_ends_claude_code_as_context_overflow(
+    builtin_tasks, tokenizer, proxy_on, tmp_path
+):
+    task = builtin_tasks[TASK]
+    engine = ScriptedEngine(tokenizer, [tool_call("Bash", command="ls", description="List files")])
+    # Claude Code's own system prompt and tools alone are ~5k tokens: its first call is refused.
+    proxy = await proxy_on(engine, context_length=2048)
+    trajectory, record, _, _ = await trial_with_probe(
+        task, get_harness("claude_code"), proxy, tmp_path, step_limit=8
+    )
+    log = (tmp_path / "trial" / "attempt_0" / "harness.log").read_text()
+    assert trajectory.outcome is Outcome.CONTEXT_OVERFLOW and trajectory.reward == 0.0, log[-3000:]
+    assert '"terminal_reason":"prompt_too_long"' in log and record["flags"]["context_overflow"]
+    assert not engine.calls
+
+
+@pytest.mark.harness
+@pytest.mark.docker
+@needs_install
+async def test_an_engine_failure_drops_the_claude_code_trial_after_few_retries(
+    builtin_tasks, tokenizer, proxy_on, tmp_path
+):
+    from legorl_jax.engine.base import EngineError
+
+    task = builtin_tasks[TASK]
+    engine = ScriptedEngine(tokenizer, ["unused"])
+    engine.fail_with = EngineError("the scripted engine is down")
+    proxy = await proxy_on(engine)
+    trajectory, _, _, _ = await trial_with_probe(
+        task, get_harness("claude_code"), proxy, tmp_path, step_limit=8
+    )
+    assert trajectory.outcome is Outcome.ENGINE_FAILED and not trajectory.sequences
+    attempt = json.loads((tmp_path / "trial" / "attempt_0" / "attempt.json").read_text())
+    assert "the scripted engine is down" in attempt["reason"]
+    # max_retries 2 (the preset's): 3 calls, seconds apart, not Claude Code's default 10 over ~3 minutes.
+    assert len(engine.calls) == 3 and attempt["timings"]["harness_s"] < 60, (
+        len(engine.calls),
+        attempt["timings"],
+    )
+
+
+@pytest.mark.harness
 @needs_install
 def test_the_preset_runs_claude_code_headless_with_the_step_limit_as_its_turn_limit(
     compose_config, builtin_tasks
