@@ -114,6 +114,25 @@ async def test_opencodes_step_limit_is_the_step_limit_outcome(builtin_tasks, tok
 
 
 @pytest.mark.harness
+@pytest.mark.docker
+@needs_install
+async def test_a_prompt_over_the_context_ends_opencode_as_context_overflow(
+    builtin_tasks, tokenizer, proxy_on, tmp_path
+):
+    task = builtin_tasks[TASK]
+    replies = AgentOrTitle(tokenizer, [tool_call("bash", command="ls", description="List files")])
+    # OpenCode's system prompt and tools are ~10k tokens: its agent call is refused (its title call is not).
+    proxy = await proxy_on(ScriptedEngine(tokenizer, replies), context_length=4096)
+    trajectory, record, _, _ = await trial_with_probe(
+        task, get_harness("opencode"), proxy, tmp_path, step_limit=8
+    )
+    log = (tmp_path / "trial" / "attempt_0" / "harness.log").read_text()
+    assert trajectory.outcome is Outcome.CONTEXT_OVERFLOW and trajectory.reward == 0.0, log[-3000:]
+    assert '"name":"ContextOverflowError"' in log and record["flags"]["context_overflow"]
+    assert replies.agent_calls == 0
+
+
+@pytest.mark.harness
 @needs_install
 def test_the_preset_points_opencode_at_the_sessions_openai_url_with_the_step_limit(compose_config):
     cfg = compose_config(["+harness=opencode", "harness.step_limit=7"])
