@@ -610,7 +610,7 @@ class ProxyConfig:
 # harness/ and rollout/ (harness and rollout issue)
 # ----------------------------------------------------------------------------------------------------
 
-HARNESS_NAMES = ("builtin", "mini_swe_agent", "swe_agent")
+HARNESS_NAMES = ("builtin", "mini_swe_agent", "swe_agent", "claude_code", "opencode", "terminus_2")
 
 
 @dataclasses.dataclass
@@ -618,7 +618,7 @@ class HarnessConfig:
     """Which coding agent runs the trials, and its limits (conf/harness/; `+harness=NAME` selects one)."""
 
     name: str = "builtin"
-    """builtin | mini_swe_agent | swe_agent."""
+    """builtin | mini_swe_agent | swe_agent | claude_code | opencode | terminus_2."""
     step_limit: int = 30
     """Most model calls (agent steps) per trial."""
     model: str = "legorl-policy"

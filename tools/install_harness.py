@@ -17,6 +17,12 @@ Run it with the interpreter of the environment the harness must land in (`make t
   beside the checkout), plus a self-contained SWE-ReX 1.4.0 server (`swerex-remote`) for the sandbox
   image's Python 3.11, which the adapter bind-mounts read-only into the trial sandbox, so nothing is
   downloaded at trial time. Everything lands under `legorl_jax.harness.swe_agent.install_dir()`.
+- `claude_code`, `opencode`: the pinned npm release (`@anthropic-ai/claude-code`, `opencode-ai`; the newest
+  whose `engines.node` this machine's Node 20 satisfies) via `npm install`, keeping only its native
+  executable, which the adapter bind-mounts read-only into the trial sandbox
+  (`legorl_jax.harness.native_agent`). npm's own cache makes a re-install work offline.
+- `terminus_2`: terminal-bench 0.2.18 (its Terminus-2 agent) in its own Python >= 3.12 virtualenv, plus the
+  host's tmux staged for the sandbox (`legorl_jax.harness.terminus_2`).
 """
 
 from __future__ import annotations
@@ -95,10 +101,35 @@ def install_swe_agent(wheelhouse: pathlib.Path, source: pathlib.Path | None = No
     return swe_agent.install(source=source, wheelhouse=wheelhouse)
 
 
+def install_native(name: str):
+    """The installer of an npm-published native agent (`legorl_jax.harness.<name>.PACKAGE`); no wheels involved."""
+
+    def installer(wheelhouse: pathlib.Path) -> str:
+        import importlib
+
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+        from legorl_jax.harness import native_agent
+
+        return native_agent.install(importlib.import_module(f"legorl_jax.harness.{name}").PACKAGE)
+
+    return installer
+
+
+def install_terminus_2(wheelhouse: pathlib.Path) -> str:
+    """terminal-bench's Terminus-2 in its own venv plus the sandbox's tmux runtime (module docstring)."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+    from legorl_jax.harness import terminus_2
+
+    return terminus_2.install()
+
+
 # NAME -> installer(wheelhouse) -> a one-line account of what it did. Add a harness by adding its function here.
 INSTALLERS = {
     "mini_swe_agent": install_mini_swe_agent,
     "swe_agent": install_swe_agent,
+    "claude_code": install_native("claude_code"),
+    "opencode": install_native("opencode"),
+    "terminus_2": install_terminus_2,
 }
 
 

@@ -1,7 +1,7 @@
 """Harnesses: unmodified coding agents configured to work on a task against a capture-proxy session.
 
     from legorl_jax.harness import get_harness
-    harness = get_harness("builtin")          # builtin | mini_swe_agent | swe_agent
+    harness = get_harness("builtin")          # builtin | mini_swe_agent | swe_agent | claude_code | opencode | terminus_2
     result = await harness.run(task, sandbox, llm)
 
 `base.py` holds the `Harness` protocol, `LLMEndpoint`, `HarnessResult` and the two errors; each adapter is
@@ -23,6 +23,9 @@ HARNESSES = {
     "builtin": "legorl_jax.harness.builtin:BuiltinHarness",
     "mini_swe_agent": "legorl_jax.harness.mini_swe_agent:MiniSweAgentHarness",
     "swe_agent": "legorl_jax.harness.swe_agent:SweAgentHarness",
+    "claude_code": "legorl_jax.harness.claude_code:ClaudeCodeHarness",
+    "opencode": "legorl_jax.harness.opencode:OpenCodeHarness",
+    "terminus_2": "legorl_jax.harness.terminus_2:Terminus2Harness",
 }
 
 

@@ -66,3 +66,13 @@ def pytest_collection_modifyitems(config, items):
         required = getattr(item.module, "REQUIRED_PACKAGE", None)
         if required and item.get_closest_marker("harness") and importlib.util.find_spec(required[0]) is None:
             item.add_marker(pytest.mark.skip(reason=f"{required[0]} is not installed: {required[1]}"))
+
+
+@pytest.fixture(scope="session")
+def jax_engine(harness_model_dir):
+    """The tiny model's own engine over the whole CONTEXT (the harnesses' prompts are long)."""
+    from legorl_jax.engine.jax_engine import JaxEngine
+
+    engine = JaxEngine.from_dir(harness_model_dir, max_running=2, max_len=CONTEXT, min_bucket=256)
+    yield engine
+    engine.close()
