@@ -152,7 +152,8 @@ class HFWorker:
         return reply["tokens"], reply["elapsed"]
 
     def best_threads(self, c: int, candidates: list[int], new_tokens: int) -> tuple[int, dict[int, float]]:
-        """The thread count generating fastest for a batch of c (min of two short runs each), and all rates."""
+        """The thread count generating fastest for a batch of c (min of two short runs each), and all
+        rates."""
         rates = {}
         for n in candidates:
             self.threads(n)
@@ -358,13 +359,15 @@ async def measure(args: argparse.Namespace, model_dir: pathlib.Path) -> dict:
 
 def table(args: argparse.Namespace, result: dict) -> str:
     rows = [
-        "| concurrent requests | ours (tokens/s) | HF generate (tokens/s) | ours / HF (median) | spread | rounds "
-        "| HF threads |",
+        "| concurrent requests | ours (tokens/s) | HF generate (tokens/s) | ours / HF (median) | spread "
+        "| rounds | HF threads |",
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c, r in result["concurrency"].items():
-        rows.append(f"| {c} | {r['ours']:,.0f} | {r['hf']:,.0f} | {r['ratio']:.2f}x | {100 * r['spread']:.0f}% | "
-                    f"{r['rounds']} | {r['hf_threads']} |")  # fmt: skip
+        rows.append(
+            f"| {c} | {r['ours']:,.0f} | {r['hf']:,.0f} | {r['ratio']:.2f}x | {100 * r['spread']:.0f}% | "
+            f"{r['rounds']} | {r['hf_threads']} |"
+        )
     a = result.get("agentic")
     if a:
         on, off, hf = a["on"], a["off"], a["hf"]
@@ -433,17 +436,18 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(measure(args, model_dir))
     worst = max(result["loads"])
     header = (
-        f"tiny MoE ({model_dir if args.model else 'make_tiny_model default'}), server defaults (model's context, "
-        f"{args.max_running} slots, prefix cache on), prompt {args.prompt_len} tokens, {args.new_tokens} new tokens "
-        f"per request; {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; torch "
-        f"{result['hf_info']['torch']}; load average before/after every round: "
+        f"tiny MoE ({model_dir if args.model else 'make_tiny_model default'}), server defaults "
+        f"(model's context, {args.max_running} slots, prefix cache on), prompt {args.prompt_len} tokens, "
+        f"{args.new_tokens} new tokens per request; {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs; torch {result['hf_info']['torch']}; load average before/after every round: "
         f"{', '.join(f'{x:.2f}' for x in result['loads'])} (max {worst:.2f})"
     )
     text = header + "\n\n" + table(args, result)
     print(text)
     if worst >= QUIET_LOAD:
         print(
-            f"\nNOT PUBLISHABLE: the load average reached {worst:.2f} (>= {QUIET_LOAD}); rerun on a quiet host."
+            f"\nNOT PUBLISHABLE: the load average reached {worst:.2f} (>= {QUIET_LOAD}); "
+            "rerun on a quiet host."
         )
         if args.markdown:
             print(f"refusing to write {args.markdown}", file=sys.stderr)

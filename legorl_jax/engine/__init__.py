@@ -3,7 +3,9 @@ SGLang client and launcher (ARCHITECTURE §4-6).
 
     from legorl_jax.engine import SamplingParams, open_engine
     async with open_engine(cfg.engine, cfg.model.path) as engine:      # JaxEngine or SGLangEngine
-        gen = await engine.generate(prompt_ids, SamplingParams(max_new_tokens=256), return_routed_experts=True)
+        gen = await engine.generate(
+            prompt_ids, SamplingParams(max_new_tokens=256), return_routed_experts=True
+        )
 
 Importing this package loads the protocol only (no jax, no device); `open_engine` imports the backend
 it needs when called.
@@ -45,9 +47,9 @@ async def open_engine(
     """The engine `config` (an `EngineConfig`) describes, closed (and its server stopped) on exit.
 
     jax: a `JaxEngine` on `policy` when given (the trainer's own module; only the tokenizer is read from
-    `model_path`), else on the HF directory `model_path`. sglang: an `SGLangEngine` on `config.url`, or on a server that
-    `SGLangLauncher` starts from `config.sglang` on `model_path` (passing it `config.weight_version`) and
-    stops afterwards; a server at `config.url` reports its own version.
+    `model_path`), else on the HF directory `model_path`. sglang: an `SGLangEngine` on `config.url`, or on a
+    server that `SGLangLauncher` starts from `config.sglang` on `model_path` (passing it
+    `config.weight_version`) and stops afterwards; a server at `config.url` reports its own version.
     """
     from legorl_jax.config import EngineConfig
 
@@ -56,8 +58,9 @@ async def open_engine(
     if config.backend == "jax":
         from legorl_jax.engine.jax_engine import JaxEngine, tokenizer_of
 
-        options = dict(max_running=config.max_running, max_len=config.max_len, min_bucket=config.min_prefill_bucket,
-                       prefill_chunk=config.chunked_prefill_size, dtype=config.dtype,
+        options = dict(max_running=config.max_running, max_len=config.max_len,
+                       min_bucket=config.min_prefill_bucket, prefill_chunk=config.chunked_prefill_size,
+                       dtype=config.dtype,
                        weight_version=config.weight_version, cache_slots=config.prefix_cache_slots,
                        cache_tokens=config.prefix_cache_tokens)  # fmt: skip
         if policy is None:

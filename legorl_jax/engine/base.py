@@ -191,7 +191,8 @@ def check_generate_args(
     rid: Any,
     top_logprobs: Any = 0,
 ) -> str:
-    """Checks `Engine.generate`'s other arguments against the checked `prompt`; returns the rid (fresh if None)."""
+    """Checks `Engine.generate`'s other arguments against the checked `prompt`; returns the rid
+    (fresh if None)."""
     if not _is_int(top_logprobs) or not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
         raise ValueError(f"top_logprobs must be an int in [0, {MAX_TOP_LOGPROBS}], got {top_logprobs!r}")
     if not isinstance(sampling, SamplingParams):
@@ -242,14 +243,16 @@ class Engine(Protocol):
         ...
 
     async def prompt_logprobs(self, input_ids: Any, start: int, *, temperature: float = 1.0) -> np.ndarray:
-        """float32[P - start]: entry i is log_softmax(logits / T)[input_ids[start + i]] given the tokens before it.
+        """float32[P - start]: entry i is log_softmax(logits / T)[input_ids[start + i]] given the tokens
+        before it.
 
         `start` lies in [1, P] (the first token has no context to be scored in).
         """
         ...
 
     async def update_weights(self, source: WeightSource, version: str) -> None:
-        """Loads new weights (an HF directory, or an in-process params state) and tags results with `version`."""
+        """Loads new weights (an HF directory, or an in-process params state) and tags results with
+        `version`."""
         ...
 
     async def health(self) -> bool:
@@ -257,5 +260,6 @@ class Engine(Protocol):
         ...
 
     async def abort(self, rid: str) -> None:
-        """Finishes request `rid` now with reason "abort" (tokens so far are returned); unknown ids are ignored."""
+        """Finishes request `rid` now with reason "abort" (tokens so far are returned); unknown ids are
+        ignored."""
         ...

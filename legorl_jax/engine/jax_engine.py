@@ -1,7 +1,9 @@
 """The embedded JAX engine: continuous batching on the policy, in process, behind the async `Engine` API.
 
     engine = JaxEngine.from_dir("runs/tiny-moe", max_running=8, max_len=4096)    # or JaxEngine(policy, ...)
-    gen = await engine.generate(prompt_ids, SamplingParams(max_new_tokens=64, seed=1), return_routed_experts=True)
+    gen = await engine.generate(
+        prompt_ids, SamplingParams(max_new_tokens=64, seed=1), return_routed_experts=True
+    )
     await engine.update_weights(trainer_state.params, version="12")             # in-process, no disk
     engine.close()
 
@@ -10,8 +12,9 @@ Threading: one background thread owns the device (a `ModelRunner`) and the host 
 through a queue and await a future the thread resolves with `loop.call_soon_threadsafe`; the event loop
 never waits on the device. The thread loop is: take every queued command (blocking only while there is
 no work or generation is paused), admit waiting requests into free slots (prefilled together when
-they fit one length bucket), then one decode step over the running requests. Commands therefore land between decode steps: a weight update never meets
-a half-run step, and an abort frees its slot before the next one.
+they fit one length bucket), then one decode step over the running requests. Commands therefore land
+between decode steps: a weight update never meets a half-run step, and an abort frees its slot before
+the next one.
 
 Weight updates (in place, as SGLang's `pause_generation(mode="in_place")` + update): requests in flight
 keep their slots and KV and continue on the new weights from the next step; each output token records the
@@ -149,7 +152,8 @@ class JaxEngine:
 
     @classmethod
     def from_dir(cls, path: str | os.PathLike, *, dtype: str | None = None, **options: Any) -> JaxEngine:
-        """An engine on the HF checkpoint directory `path` (weights, tokenizer, eos ids from generation_config).
+        """An engine on the HF checkpoint directory `path` (weights, tokenizer, eos ids from
+        generation_config).
 
         `dtype` is the engine's weight and KV dtype (None: float32).
         """
@@ -235,7 +239,8 @@ class JaxEngine:
         ids = check_input_ids(input_ids, self.config.vocab_size)
         if len(ids) > self.max_len:
             raise ContextOverflowError(
-                f"input_ids has {len(ids)} tokens, more than the engine's context of max_len={self.max_len} tokens",
+                f"input_ids has {len(ids)} tokens, more than the engine's context of "
+                f"max_len={self.max_len} tokens",
                 prompt_tokens=len(ids),
                 limit=self.max_len,
             )
@@ -266,7 +271,8 @@ class JaxEngine:
     # control (the server's /pause_generation, /continue_generation, /flush_cache, /abort_request)
 
     async def pause(self, mode: str = "in_place") -> int:
-        """Stops scheduling; with mode "abort" finishes every request in flight. Returns the requests affected."""
+        """Stops scheduling; with mode "abort" finishes every request in flight. Returns the requests
+        affected."""
         if mode not in PAUSE_MODES:
             raise ValueError(f"mode must be one of {PAUSE_MODES} (retract is not supported), got {mode!r}")
         return await self._call("pause", mode)
@@ -295,8 +301,9 @@ class JaxEngine:
         prompt = check_input_ids(input_ids, self.config.vocab_size)
         if len(prompt) >= self.max_len:
             raise ContextOverflowError(
-                f"input_ids has {len(prompt)} tokens; the engine's context is max_len={self.max_len} tokens, so a "
-                f"prompt may have at most {self.max_len - 1} (one position is left for the first generated token)",
+                f"input_ids has {len(prompt)} tokens; the engine's context is max_len={self.max_len} "
+                f"tokens, so a prompt may have at most {self.max_len - 1} (one position is left for the "
+                "first generated token)",
                 prompt_tokens=len(prompt),
                 limit=self.max_len,
             )

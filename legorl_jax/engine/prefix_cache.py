@@ -1,4 +1,5 @@
-"""The prefix cache of the embedded engine: finished requests' KV kept resident in spare slots, keyed by token ids.
+"""The prefix cache of the embedded engine: finished requests' KV kept resident in spare slots, keyed by
+token ids.
 
 The KV cache (model/cache.py) has `max_running + cache_slots` slots. A running request owns one; when
 it finishes, its slot is not wiped but becomes an `Entry`: the token ids whose K/V the slot holds

@@ -203,19 +203,22 @@ class ModelRunner:
             source = nnx.state(source, nnx.Param)
         if not isinstance(source, nnx.State):
             raise TypeError(
-                f"update_weights: in-process weights must be an nnx.State of params or a Policy, got {type(source).__name__}"
+                "update_weights: in-process weights must be an nnx.State of params or a Policy, got "
+                f"{type(source).__name__}"
             )
         if jax.tree.structure(source) != self._structure:
             raise ValueError(
                 "update_weights: the params state does not have the engine policy's structure "
-                f"({len(jax.tree.leaves(source))} leaves vs {len(self._shapes)}); pass the trainer's state.params"
+                f"({len(jax.tree.leaves(source))} leaves vs {len(self._shapes)}); pass the trainer's "
+                "state.params"
             )
         for (path, leaf), shape in zip(
             jax.tree_util.tree_leaves_with_path(source), self._shapes, strict=True
         ):
             if tuple(leaf.shape) != tuple(shape):
                 raise ValueError(
-                    f"update_weights: param {jax.tree_util.keystr(path)} has shape {tuple(leaf.shape)}, expected {shape}"
+                    f"update_weights: param {jax.tree_util.keystr(path)} has shape {tuple(leaf.shape)}, "
+                    f"expected {shape}"
                 )
         return source
 
@@ -320,7 +323,8 @@ class ModelRunner:
                 routed[i] = rows_here if routed[i] is None else np.concatenate([routed[i], rows_here])
 
     def copy_slot(self, src: int, dst: int) -> None:
-        """Copies every position of slot `src`'s K/V into slot `dst` (a cached prefix another request extends)."""
+        """Copies every position of slot `src`'s K/V into slot `dst` (a cached prefix another request
+        extends)."""
         self.compiled = self.compiled | {("copy_slot",)}
         self.cache = _copy_slot(self.cache, np.int32(src), np.int32(dst))
 

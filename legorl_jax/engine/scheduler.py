@@ -111,7 +111,8 @@ class Scheduler:
         weight_version: str = "default",
         cache: PrefixCache | None = None,
     ):
-        """`num_slots` is max_running; `routing` is (MoE layers, experts per token, experts) of an MoE model."""
+        """`num_slots` is max_running; `routing` is (MoE layers, experts per token, experts) of an MoE
+        model."""
         self.max_running, self.max_len = num_slots, max_len
         self.cache = cache or PrefixCache(0)
         self.num_slots = num_slots + self.cache.max_entries

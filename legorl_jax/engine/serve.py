@@ -233,7 +233,10 @@ async def update_weights_from_disk(request: web.Request) -> web.Response:
     return web.json_response(
         {
             "success": True,
-            "message": f"Succeeded to update model weights (weight_version={engine.weight_version}, aborted={aborted}).",
+            "message": (
+                f"Succeeded to update model weights (weight_version={engine.weight_version}, "
+                f"aborted={aborted})."
+            ),
             "num_paused_requests": 0,
         }
     )
@@ -320,7 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--prefix-cache-slots",
         type=int,
         default=None,
-        help="spare KV slots keeping finished requests' prefixes resident (default: max-running; 0: no cache)",
+        help=(
+            "spare KV slots keeping finished requests' prefixes resident (default: max-running; 0: no cache)"
+        ),
     )
     p.add_argument(
         "--prefix-cache-tokens",
@@ -378,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.tp != 1:
         print(
-            f"legorl_jax.engine.serve: --tp must be 1 (the embedded engine runs on one device), got {args.tp}",
+            "legorl_jax.engine.serve: --tp must be 1 (the embedded engine runs on one device), "
+            f"got {args.tp}",
             file=sys.stderr,
         )
         return 2

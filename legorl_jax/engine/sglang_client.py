@@ -231,8 +231,9 @@ class SGLangEngine:
         config = pathlib.Path(str(path)) / "config.json" if path else None
         if config is None or not config.is_file():
             raise EngineError(
-                f"cannot decode routed experts: the server reports no routing and its model_path {path!r} has no "
-                f"config.json here; pass SGLangEngine(..., routing=(num_moe_layers, top_k, num_experts))"
+                "cannot decode routed experts: the server reports no routing and its model_path "
+                f"{path!r} has no config.json here; pass "
+                "SGLangEngine(..., routing=(num_moe_layers, top_k, num_experts))"
             )
         from legorl_jax.model.architecture import ArchConfig
 
@@ -317,7 +318,8 @@ class SGLangEngine:
     async def update_weights(self, source: WeightSource, version: str) -> None:
         if not isinstance(source, (str, os.PathLike)):
             raise TypeError(
-                f"SGLangEngine.update_weights takes an HF directory the server can read, got {type(source).__name__}; "
+                "SGLangEngine.update_weights takes an HF directory the server can read, got "
+                f"{type(source).__name__}; "
                 f"write in-process params with legorl_jax.model.save_hf first"
             )
         if not isinstance(version, str) or not version:

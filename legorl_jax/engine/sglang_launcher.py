@@ -37,7 +37,10 @@ import aiohttp
 from legorl_jax.config import SGLangConfig
 from legorl_jax.engine.base import EngineError
 
-INSTALL_HINT = "pip install 'legorl_jax[sglang]' on a CUDA host, or set engine.sglang.python to an interpreter that has it"
+INSTALL_HINT = (
+    "pip install 'legorl_jax[sglang]' on a CUDA host, or set engine.sglang.python to an interpreter "
+    "that has it"
+)
 
 
 class SGLangNotInstalledError(EngineError):
@@ -156,7 +159,8 @@ class ServerProcess:
                 await asyncio.sleep(poll_s)
 
     def stop(self, grace_s: float = 30.0) -> int | None:
-        """SIGTERM to the process group, SIGKILL after `grace_s`; returns the exit code (None: never started)."""
+        """SIGTERM to the process group, SIGKILL after `grace_s`; returns the exit code (None: never
+        started)."""
         if self.process is None:
             return None
         if self.process.poll() is None:

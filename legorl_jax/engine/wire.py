@@ -241,12 +241,14 @@ def check_prompt_fields(req: GenerateRequest, prompt_tokens: int) -> None:
     """The fields whose range depends on the prompt's length (known after tokenizing `text`)."""
     if req.return_logprob and req.logprob_start_len >= prompt_tokens:
         raise WireError(
-            f"logprob_start_len={req.logprob_start_len} must be < the prompt's {prompt_tokens} tokens (or -1)",
+            f"logprob_start_len={req.logprob_start_len} must be < the prompt's {prompt_tokens} tokens "
+            "(or -1)",
             "logprob_start_len",
         )
     if req.routed_experts_start_len > prompt_tokens:
         raise WireError(
-            f"routed_experts_start_len={req.routed_experts_start_len} must lie in [0, prompt_tokens={prompt_tokens}]",
+            f"routed_experts_start_len={req.routed_experts_start_len} must lie in "
+            f"[0, prompt_tokens={prompt_tokens}]",
             "routed_experts_start_len",
         )
 
@@ -312,7 +314,8 @@ def decode_routed_experts(text: Any, num_layers: int, top_k: int) -> np.ndarray:
     row = 4 * num_layers * top_k
     if len(raw) % row:
         raise WireError(
-            f"meta_info.routed_experts has {len(raw)} bytes, not a multiple of 4 * L={num_layers} * K={top_k}",
+            f"meta_info.routed_experts has {len(raw)} bytes, not a multiple of "
+            f"4 * L={num_layers} * K={top_k}",
             "routed_experts",
         )
     return np.frombuffer(raw, dtype="<i4").reshape(-1, num_layers, top_k).astype(np.int32)
@@ -386,7 +389,8 @@ def generation_from_json(
     return_routed_experts: bool,
     top_logprobs: int = 0,
 ) -> Generation:
-    """A `/generate` response as a Generation; `routing` is (L, K, E) of an MoE model. WireError if malformed."""
+    """A `/generate` response as a Generation; `routing` is (L, K, E) of an MoE model. WireError if
+    malformed."""
     if not isinstance(body, dict):
         raise WireError(f"the /generate response must be an object, got {type(body).__name__}", "body")
     output_ids = _field(body, "output_ids", list, "")
@@ -405,7 +409,8 @@ def generation_from_json(
             or not isinstance(entry[0], (int, float))
         ):
             raise WireError(
-                f"meta_info.output_token_logprobs[{i}] = {entry!r} does not score output_ids[{i}] = {token!r}",
+                f"meta_info.output_token_logprobs[{i}] = {entry!r} does not score "
+                f"output_ids[{i}] = {token!r}",
                 "output_token_logprobs",
             )
     finish = _field(meta, "finish_reason", dict, "meta_info.")
@@ -425,7 +430,8 @@ def generation_from_json(
         expected = max(prompt_tokens + len(output_ids) - 1 - routed_experts_start_len, 0)
         if len(rows) != expected and reason != "abort":
             raise WireError(
-                f"meta_info.routed_experts has {len(rows)} rows; expected P={prompt_tokens} + N={len(output_ids)} - 1 - "
+                f"meta_info.routed_experts has {len(rows)} rows; expected "
+                f"P={prompt_tokens} + N={len(output_ids)} - 1 - "
                 f"routed_experts_start_len={routed_experts_start_len} = {expected}",
                 "routed_experts",
             )

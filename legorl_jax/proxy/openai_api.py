@@ -4,9 +4,9 @@ Accepts what real harnesses send (harnesses.md §1): string or content-part mess
 message), tools and `tool_choice`, `temperature`, `top_p`, `max_tokens` / `max_completion_tokens`, `stop`,
 `seed`, `logprobs` with `top_logprobs` (0..20, the engine's k likeliest tokens per position; OpenAI's rule:
 only with `logprobs: true`), `stream` with `stream_options.include_usage`. `n` other than 1 is a 400. Any
-other field is accepted and
-counted by name. Streaming replays the finished completion in OpenAI's chunk order: the role delta, reasoning,
-content, each tool call (id and name, then its arguments), the finish chunk, a usage chunk when asked, `[DONE]`.
+other field is accepted and counted by name. Streaming replays the finished completion in OpenAI's chunk
+order: the role delta, reasoning, content, each tool call (id and name, then its arguments), the finish
+chunk, a usage chunk when asked, `[DONE]`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,25 @@ from legorl_jax.engine.base import MAX_TOP_LOGPROBS
 from legorl_jax.proxy.chat import ChatRequest, Completion, ProxyError, bad_request, preview
 
 _KNOWN = frozenset(
-    {"model", "messages", "tools", "tool_choice", "max_tokens", "max_completion_tokens", "temperature", "top_p",
-     "top_k", "stop", "seed", "logprobs", "top_logprobs", "stream", "stream_options", "n"}
-)  # fmt: skip
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop",
+        "seed",
+        "logprobs",
+        "top_logprobs",
+        "stream",
+        "stream_options",
+        "n",
+    }
+)
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 
 
@@ -62,7 +78,8 @@ def _content(value: Any, where: str) -> str | list[dict[str, Any]] | None:
         if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
             kind = part.get("type") if isinstance(part, dict) else type(part).__name__
             raise bad_request(
-                f"{where}[{j}] must be a text part {{type: text, text}}; got type {kind!r} (the policy reads text only)",
+                f"{where}[{j}] must be a text part {{type: text, text}}; got type {kind!r} "
+                "(the policy reads text only)",
                 f"{where}[{j}]",
             )
         parts.append({"type": "text", "text": part["text"]})
@@ -94,7 +111,8 @@ def _tool_calls(value: Any, where: str) -> list[dict[str, Any]]:
 
 
 def _object(arguments: str | dict[str, Any]) -> str | dict[str, Any]:
-    """Arguments as an object when they are a JSON object (templates such as Qwen3-Coder's iterate over them)."""
+    """Arguments as an object when they are a JSON object (templates such as Qwen3-Coder's iterate over
+    them)."""
     if isinstance(arguments, str):
         try:
             value = json.loads(arguments)
@@ -273,8 +291,13 @@ def stream_events(req: ChatRequest, c: Completion) -> Iterator[bytes]:
     """The SSE lines of `c` in OpenAI's order (module docstring)."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
-        body = {"id": c.id, "object": "chat.completion.chunk", "created": c.created, "model": req.model,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, **extra}]}  # fmt: skip
+        body = {
+            "id": c.id,
+            "object": "chat.completion.chunk",
+            "created": c.created,
+            "model": req.model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, **extra}],
+        }
         return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
 
     yield chunk({"role": "assistant", "content": ""})

@@ -92,7 +92,8 @@ def test_importing_the_engine_modules_starts_no_jax_backend():
     code = (
         "import legorl_jax.engine, sys; assert 'jax' not in sys.modules; "
         "import legorl_jax.engine.jax_engine, legorl_jax.engine.serve, legorl_jax.engine.sglang_client, "
-        "legorl_jax.engine.sglang_launcher; from jax._src import xla_bridge; print(bool(xla_bridge._backends))"
+        "legorl_jax.engine.sglang_launcher; from jax._src import xla_bridge; "
+        "print(bool(xla_bridge._backends))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -187,8 +187,9 @@ async def test_a_stop_token_id_ends_the_generation_and_is_returned(engine):
     k = 6
     stop = int(free.output_ids[k])
     first = int(np.flatnonzero(free.output_ids == stop)[0])
-    gen = await engine.generate(PROMPTS[1], SamplingParams(temperature=0.0, max_new_tokens=24, ignore_eos=True,
-                                                           stop_token_ids=[stop]))  # fmt: skip
+    gen = await engine.generate(
+        PROMPTS[1], SamplingParams(temperature=0.0, max_new_tokens=24, ignore_eos=True, stop_token_ids=[stop])
+    )
     assert gen.finish_reason == "stop" and gen.matched_stop == stop
     np.testing.assert_array_equal(gen.output_ids, free.output_ids[: first + 1])
 

@@ -73,9 +73,16 @@ async def test_text_prompts_are_tokenized_and_stop_strings_trimmed_unless_asked(
 
 @pytest.mark.parametrize("start", [0, 3])
 async def test_input_token_logprobs_score_the_prompt_from_logprob_start_len(client, engine, start):
-    _, body = await post(client, "/generate", {
-        "input_ids": PROMPT, "sampling_params": {"max_new_tokens": 1}, "return_logprob": True, "logprob_start_len": start,
-    })  # fmt: skip
+    _, body = await post(
+        client,
+        "/generate",
+        {
+            "input_ids": PROMPT,
+            "sampling_params": {"max_new_tokens": 1},
+            "return_logprob": True,
+            "logprob_start_len": start,
+        },
+    )
     entries = body["meta_info"]["input_token_logprobs"]
     assert [e[1] for e in entries] == PROMPT[start:]
     expected = await engine.prompt_logprobs(PROMPT, max(start, 1))

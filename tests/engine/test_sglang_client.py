@@ -153,14 +153,20 @@ class Fake:
 async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_config(engine_model_dir):
     routed = np.arange(4 * 2 * 2, dtype="<i4").reshape(4, 2, 2) % 8
     reply = {
-        "text": "hi", "output_ids": [11, 2],
+        "text": "hi",
+        "output_ids": [11, 2],
         "meta_info": {
-            "id": "r", "finish_reason": {"type": "stop", "matched": 2}, "prompt_tokens": 3, "completion_tokens": 2,
-            "cached_tokens": 0, "weight_version": "7", "e2e_latency": 0.1,
+            "id": "r",
+            "finish_reason": {"type": "stop", "matched": 2},
+            "prompt_tokens": 3,
+            "completion_tokens": 2,
+            "cached_tokens": 0,
+            "weight_version": "7",
+            "e2e_latency": 0.1,
             "output_token_logprobs": [[-0.5, 11, None], [-1.25, 2, None]],
             "routed_experts": base64.b64encode(routed.tobytes()).decode(),
         },
-    }  # fmt: skip
+    }
     fake = Fake(lambda req, body: web.json_response(reply))
     fake.info = {"model_path": str(engine_model_dir), "is_generation": True}  # SGLang reports no routing
     async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
@@ -183,7 +189,9 @@ async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_confi
             400,
             {
                 "error": {
-                    "message": "The input (5000 tokens) is longer than the model's context length (4096 tokens)."
+                    "message": (
+                        "The input (5000 tokens) is longer than the model's context length (4096 tokens)."
+                    )
                 }
             },
             ContextOverflowError,

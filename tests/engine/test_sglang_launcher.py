@@ -113,7 +113,8 @@ def test_stop_kills_the_process_group_when_sigterm_is_ignored(tmp_path):
     child = tmp_path / "child.pid"
     code = (
         "import os, signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-        f"p = subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)']); "
+        "p = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)']); "
         f"open({str(child)!r}, 'w').write(str(p.pid)); time.sleep(60)"
     )
     server = ServerProcess([sys.executable, "-c", code], "http://127.0.0.1:1", log_file=tmp_path / "log")

@@ -92,7 +92,9 @@ def test_rollout_metrics_average_behaviour_over_scored_trials_and_count_drops():
     )
     assert m["behaviour/response_tokens_per_trial"] == 300 and m["behaviour/response_tokens_per_turn"] == 60
     assert m["throughput/trials_per_minute"] == 3.0
-    assert m["throughput/response_tokens_per_s"] == pytest.approx((600 + 9999) / 60.0)  # dropped trials sampled too
+    assert m["throughput/response_tokens_per_s"] == pytest.approx(
+        (600 + 9999) / 60.0
+    )  # dropped trials sampled too
 
 
 def test_trial_text_shows_the_conversation_and_its_verdict():
