@@ -48,7 +48,8 @@ def _pip(*args: str) -> subprocess.CompletedProcess:
 
 
 def _installed_pins(replaced: str) -> str:
-    """`name==version` of every distribution in this environment but `replaced` (editable/local ones left out)."""
+    """`name==version` of every distribution in this environment but `replaced` (editable/local ones left
+    out)."""
     frozen = _pip("freeze", "--exclude-editable")
     if frozen.returncode != 0:
         raise SystemExit(f"pip freeze failed (exit {frozen.returncode}): {frozen.stderr.strip()[-1000:]}")
@@ -102,7 +103,8 @@ def install_swe_agent(wheelhouse: pathlib.Path, source: pathlib.Path | None = No
 
 
 def install_native(name: str):
-    """The installer of an npm-published native agent (`legorl_jax.harness.<name>.PACKAGE`); no wheels involved."""
+    """The installer of an npm-published native agent (`legorl_jax.harness.<name>.PACKAGE`); no wheels
+    involved."""
 
     def installer(wheelhouse: pathlib.Path) -> str:
         import importlib
@@ -123,7 +125,8 @@ def install_terminus_2(wheelhouse: pathlib.Path) -> str:
     return terminus_2.install()
 
 
-# NAME -> installer(wheelhouse) -> a one-line account of what it did. Add a harness by adding its function here.
+# NAME -> installer(wheelhouse) -> a one-line account of what it did. Add a harness by adding its function
+# here.
 INSTALLERS = {
     "mini_swe_agent": install_mini_swe_agent,
     "swe_agent": install_swe_agent,

@@ -1,7 +1,8 @@
 """Harnesses: unmodified coding agents configured to work on a task against a capture-proxy session.
 
     from legorl_jax.harness import get_harness
-    harness = get_harness("builtin")          # builtin | mini_swe_agent | swe_agent | claude_code | opencode | terminus_2
+    # builtin | mini_swe_agent | swe_agent | claude_code | opencode | terminus_2
+    harness = get_harness("builtin")
     result = await harness.run(task, sandbox, llm)
 
 `base.py` holds the `Harness` protocol, `LLMEndpoint`, `HarnessResult` and the two errors; each adapter is
@@ -16,7 +17,15 @@ from typing import Any
 
 from legorl_jax.harness.base import Harness, HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
 
-__all__ = ["HARNESSES", "Harness", "HarnessCrashed", "HarnessNotInstalled", "HarnessResult", "LLMEndpoint", "get_harness"]
+__all__ = [
+    "HARNESSES",
+    "Harness",
+    "HarnessCrashed",
+    "HarnessNotInstalled",
+    "HarnessResult",
+    "LLMEndpoint",
+    "get_harness",
+]
 
 # name -> "module:class"; adapters are imported only when chosen.
 HARNESSES = {

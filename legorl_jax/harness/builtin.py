@@ -1,4 +1,5 @@
-"""The built-in harness: a small tool-calling coding agent over the OpenAI chat API, the reference for tests and the demo.
+"""The built-in harness: a small tool-calling coding agent over the OpenAI chat API, the reference for tests
+and the demo.
 
     result = await BuiltinHarness().run(task, sandbox, llm)
 
@@ -29,7 +30,8 @@ import aiohttp
 from legorl_jax.harness.base import HarnessCrashed, HarnessResult, LLMEndpoint
 
 SYSTEM_PROMPT = (
-    "You are a software engineer fixing a bug in the repository at {workdir}. Use the tools to read the code, "
+    "You are a software engineer fixing a bug in the repository at {workdir}. "
+    "Use the tools to read the code, "
     "make the smallest change that fixes the problem, check it by running the code, then call submit."
 )
 USER_PROMPT = "Fix this problem in the repository at {workdir}:\n\n{problem}"
@@ -38,23 +40,59 @@ OUTPUT_CAP = 6000
 TEST_COMMAND = re.compile(r"\b(pytest|py\.test|unittest|tox|nose2?)\b")
 
 TOOLS = [
-    {"type": "function", "function": {
-        "name": "bash", "description": "Run a bash command in the repository and return its exit code and output.",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}},
-    {"type": "function", "function": {
-        "name": "view", "description": "Show a file with line numbers, or lines start_line..end_line of it.",
-        "parameters": {"type": "object", "properties": {
-            "path": {"type": "string"}, "start_line": {"type": "integer"}, "end_line": {"type": "integer"}},
-            "required": ["path"]}}},
-    {"type": "function", "function": {
-        "name": "str_replace", "description": "Replace the only occurrence of `old` in a file by `new`.",
-        "parameters": {"type": "object", "properties": {
-            "path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
-            "required": ["path", "old", "new"]}}},
-    {"type": "function", "function": {
-        "name": "submit", "description": "Say the problem is fixed; ends the session.",
-        "parameters": {"type": "object", "properties": {}}}},
-]  # fmt: skip
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a bash command in the repository and return its exit code and output.",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}},
+                "required": ["command"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "view",
+            "description": "Show a file with line numbers, or lines start_line..end_line of it.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "start_line": {"type": "integer"},
+                    "end_line": {"type": "integer"},
+                },
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "str_replace",
+            "description": "Replace the only occurrence of `old` in a file by `new`.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "old": {"type": "string"},
+                    "new": {"type": "string"},
+                },
+                "required": ["path", "old", "new"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "submit",
+            "description": "Say the problem is fixed; ends the session.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
+]
 
 
 def _cap(text: str) -> str:
@@ -137,8 +175,14 @@ class _Run:
 
     def __init__(self, sandbox: Any, workdir: str, timeout: float):
         self.sandbox, self.workdir, self.timeout = sandbox, workdir, timeout
-        self.features = {"commands": 0.0, "views": 0.0, "edits": 0.0, "test_runs": 0.0, "rereads_after_edit": 0.0,
-                         "tool_errors": 0.0}  # fmt: skip
+        self.features = {
+            "commands": 0.0,
+            "views": 0.0,
+            "edits": 0.0,
+            "test_runs": 0.0,
+            "rereads_after_edit": 0.0,
+            "tool_errors": 0.0,
+        }
         self.edited: set[str] = set()
 
     def _path(self, path: Any) -> str:

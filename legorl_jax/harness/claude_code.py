@@ -90,9 +90,21 @@ class ClaudeCodeHarness:
         return {PACKAGE.mount: str(self.root / "bin")}
 
     def argv(self, task: Any, llm: LLMEndpoint) -> list[str]:
-        return ["-p", task.problem_statement, "--model", llm.model, "--output-format", "json",
-                *(["--bare"] if self.bare else []), "--tools", self.tools, "--dangerously-skip-permissions", "--max-turns", str(llm.step_limit),
-                "--no-session-persistence"]  # fmt: skip
+        return [
+            "-p",
+            task.problem_statement,
+            "--model",
+            llm.model,
+            "--output-format",
+            "json",
+            *(["--bare"] if self.bare else []),
+            "--tools",
+            self.tools,
+            "--dangerously-skip-permissions",
+            "--max-turns",
+            str(llm.step_limit),
+            "--no-session-persistence",
+        ]
 
     def env(self, llm: LLMEndpoint) -> dict[str, str]:
         ms = str(int(self.command_timeout_s * 1000))
@@ -114,8 +126,14 @@ class ClaudeCodeHarness:
         }
 
     async def run(self, task: Any, sandbox: Any, llm: LLMEndpoint) -> HarnessResult:
-        done = await run_binary(sandbox, PACKAGE, self.argv(task, llm), env=self.env(llm), workdir=task.workdir,
-                                timeout=self.timeout_s)  # fmt: skip
+        done = await run_binary(
+            sandbox,
+            PACKAGE,
+            self.argv(task, llm),
+            env=self.env(llm),
+            workdir=task.workdir,
+            timeout=self.timeout_s,
+        )
         output = f"{done.stdout}\n--- stderr ---\n{done.stderr}"
         if done.timed_out:
             raise HarnessCrashed(f"Claude Code ran past its {self.timeout_s:.0f} s limit:\n{output[-4000:]}")
@@ -139,7 +157,8 @@ def _result(exit_code: int, stdout: str, output: str) -> HarnessResult:
         status = "no_tool_collapse" if text.startswith(TERMINATED) else "submitted"
     else:
         raise HarnessCrashed(
-            f"Claude Code ended with subtype {subtype!r} (is_error={result.get('is_error')!r}, exit {exit_code}): "
+            f"Claude Code ended with subtype {subtype!r} (is_error={result.get('is_error')!r}, "
+            f"exit {exit_code}): "
             f"{text[:2000]}\n{output[-3000:]}"
         )
     return HarnessResult(exit_status=status, steps=steps, log=output, features={"turns": float(steps)})

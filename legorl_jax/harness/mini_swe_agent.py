@@ -94,9 +94,11 @@ def _import_mini() -> Any:
         raise HarnessNotInstalled(
             f"mini-swe-agent is not installed in {sys.prefix} ({exc}); install it with: {INSTALL_COMMAND}"
         ) from None
-    litellm.suppress_debug_info = True  # else it prints a "Provider List" banner to stdout on every model call
+    # else it prints a "Provider List" banner to stdout on every model call
+    litellm.suppress_debug_info = True
     if "LITELLM_LOG" not in os.environ:
-        # Its logger inherits the root level; at INFO it writes two lines per model call over the rollout's output.
+        # Its logger inherits the root level; at INFO it writes two lines per model call over the rollout's
+        # output.
         logging.getLogger("LiteLLM").setLevel(logging.WARNING)
     version = getattr(minisweagent, "__version__", "unknown")
     if not version.startswith(REQUIRED_VERSION):
@@ -113,7 +115,8 @@ class _Stopped(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class SandboxEnvironmentConfig:
-    """The settings mini-swe-agent's configs give an environment (the fields `DockerEnvironmentConfig` shares)."""
+    """The settings mini-swe-agent's configs give an environment (the fields `DockerEnvironmentConfig`
+    shares)."""
 
     cwd: str
     """Where commands run (the task's workdir)."""
@@ -132,7 +135,8 @@ class SandboxEnvironmentConfig:
 
 
 class SandboxEnvironment:
-    """A mini-swe-agent Environment whose commands run in our sandbox (module docstring); called from the agent's thread."""
+    """A mini-swe-agent Environment whose commands run in our sandbox (module docstring); called from the
+    agent's thread."""
 
     def __init__(self, sandbox: Any, loop: asyncio.AbstractEventLoop, config: SandboxEnvironmentConfig):
         self.sandbox, self.loop, self.config = sandbox, loop, config
@@ -154,8 +158,12 @@ class SandboxEnvironment:
         command = action.get("command", "")
         self.commands.append(command)
         limit = timeout or self.config.timeout
-        call = self.sandbox.exec([*self.config.interpreter, command], timeout=limit, workdir=cwd or self.config.cwd,
-                                 env=dict(self.config.env) or None)  # fmt: skip
+        call = self.sandbox.exec(
+            [*self.config.interpreter, command],
+            timeout=limit,
+            workdir=cwd or self.config.cwd,
+            env=dict(self.config.env) or None,
+        )
         self._running = asyncio.run_coroutine_threadsafe(call, self.loop)
         try:
             result = self._running.result(timeout=limit + BRIDGE_GRACE_S)
@@ -165,11 +173,18 @@ class SandboxEnvironment:
                       "exception_info": f"An error occurred while executing the command: {exc}",
                       "extra": {"exception_type": type(exc).__name__, "exception": str(exc)}}  # fmt: skip
         else:
-            output = {"output": result.stdout + result.stderr, "returncode": result.exit_code, "exception_info": ""}
+            output = {
+                "output": result.stdout + result.stderr,
+                "returncode": result.exit_code,
+                "exception_info": "",
+            }
             if result.timed_out:
                 reason = f"Command '{command}' timed out after {limit:g} seconds"
-                output |= {"returncode": -1, "exception_info": f"An error occurred while executing the command: {reason}",
-                           "extra": {"exception_type": "TimeoutExpired", "exception": reason}}  # fmt: skip
+                output |= {
+                    "returncode": -1,
+                    "exception_info": f"An error occurred while executing the command: {reason}",
+                    "extra": {"exception_type": "TimeoutExpired", "exception": reason},
+                }
         lines = output["output"].lstrip().splitlines(keepends=True)
         if lines and lines[0].strip() == SUBMIT_MARKER and output["returncode"] == 0:
             submission = "".join(lines[1:])
@@ -187,7 +202,8 @@ class SandboxEnvironment:
 
 
 class MiniSweAgentHarness:
-    """mini-swe-agent's DefaultAgent + LitellmModel against the proxy, commands in our sandbox (module docstring)."""
+    """mini-swe-agent's DefaultAgent + LitellmModel against the proxy, commands in our sandbox (module
+    docstring)."""
 
     name = "mini_swe_agent"
 
@@ -204,7 +220,9 @@ class MiniSweAgentHarness:
         try:
             path = mini.config.get_config_path(config)
         except FileNotFoundError:
-            raise ValueError(f"config must name one of mini-swe-agent's configs or a YAML file, got {config!r}") from None
+            raise ValueError(
+                f"config must name one of mini-swe-agent's configs or a YAML file, got {config!r}"
+            ) from None
         import yaml
 
         settings = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -213,8 +231,10 @@ class MiniSweAgentHarness:
         templates = f"{agent.get('system_template', '')}{agent.get('instance_template', '')}"
         if model_class != "litellm" or "mswea_bash_command" in templates or "instance_template" not in agent:
             # Text-mode configs ask for ```mswea_bash_command blocks; LitellmModel only reads tool calls.
-            raise ValueError(f"config must be a tool-calling agent config (LitellmModel, bash tool), got {config!r} "
-                             f"(model_class {model_class!r}, text-mode action blocks: {'mswea_bash_command' in templates})")
+            raise ValueError(
+                f"config must be a tool-calling agent config (LitellmModel, bash tool), got {config!r} "
+                f"(model_class {model_class!r}, text-mode action blocks: {'mswea_bash_command' in templates})"
+            )
         self.config_path = path
         self.settings = settings
         self.command_timeout_s = command_timeout_s
@@ -223,7 +243,9 @@ class MiniSweAgentHarness:
     def _model(self, llm: LLMEndpoint) -> Any:
         from minisweagent.models.litellm_model import LitellmModel
 
-        model = {k: v for k, v in self.settings.get("model", {}).items() if k not in ("model_name", "model_class")}
+        model = {
+            k: v for k, v in self.settings.get("model", {}).items() if k not in ("model_name", "model_class")
+        }
         model["model_kwargs"] = {**model.get("model_kwargs", {}), "api_base": llm.openai_base_url,
                                  "api_key": llm.api_key, "timeout": self.request_timeout_s}  # fmt: skip
         return LitellmModel(model_name=f"openai/{llm.model}", cost_tracking="ignore_errors", **model)
@@ -232,8 +254,9 @@ class MiniSweAgentHarness:
         settings = self.settings.get("environment", {})
         env = {str(k): str(v) for k, v in (settings.get("env") or {}).items()}
         if env.get("BASH_ENV"):
-            # swebench.yaml points BASH_ENV at /root/.bashrc for SWE-bench images (conda activation); where the
-            # sandbox's user cannot read it, bash would only print "Permission denied" into every observation.
+            # swebench.yaml points BASH_ENV at /root/.bashrc for SWE-bench images (conda activation); where
+            # the sandbox's user cannot read it, bash would only print "Permission denied" into every
+            # observation.
             probe = await sandbox.exec(["test", "-r", env["BASH_ENV"]], timeout=30, workdir=task.workdir)
             if probe.exit_code != 0:
                 del env["BASH_ENV"]
@@ -247,11 +270,20 @@ class MiniSweAgentHarness:
         from minisweagent.agents.default import DefaultAgent
 
         env = await self._environment(task, sandbox)
-        agent = DefaultAgent(self._model(llm), env, **{**self.settings.get("agent", {}), "step_limit": llm.step_limit,
-                                                       "cost_limit": 0, "output_path": None})  # fmt: skip
+        agent = DefaultAgent(
+            self._model(llm),
+            env,
+            **{
+                **self.settings.get("agent", {}),
+                "step_limit": llm.step_limit,
+                "cost_limit": 0,
+                "output_path": None,
+            },
+        )
         try:
-            info = await _in_own_thread(lambda: agent.run(task.problem_statement), f"mini-swe-agent {task.instance_id}",
-                                        env.halt)  # fmt: skip
+            info = await _in_own_thread(
+                lambda: agent.run(task.problem_statement), f"mini-swe-agent {task.instance_id}", env.halt
+            )
         except ContextWindowExceededError:
             return _result("context_overflow", agent, env)
         except BadRequestError as exc:
@@ -266,7 +298,9 @@ class MiniSweAgentHarness:
         if status not in _EXIT_STATUSES:
             raise HarnessCrashed(f"mini-swe-agent ended with exit_status {status!r}: {str(info)[:2000]}")
         ours = _EXIT_STATUSES[status]
-        if ours == "format_failure" and any(t.startswith(TERMINATED_PREFIX) for t in _reply_texts(agent.messages)):
+        if ours == "format_failure" and any(
+            t.startswith(TERMINATED_PREFIX) for t in _reply_texts(agent.messages)
+        ):
             ours = "no_tool_collapse"
         return _result(ours, agent, env)
 
@@ -292,7 +326,8 @@ async def _in_own_thread(fn: Any, name: str, on_cancel: Any) -> Any:
 
 
 def _reply_texts(messages: list[dict[str, Any]]) -> list[str]:
-    """The text of every model reply, those the agent could not parse included (kept in the message's `extra`)."""
+    """The text of every model reply, those the agent could not parse included (kept in the message's
+    `extra`)."""
     texts = []
     for message in messages:
         response = (message.get("extra") or {}).get("response")

@@ -1,8 +1,9 @@
-"""Agents shipped as one native binary on the npm registry (Claude Code, OpenCode): install once, run in the sandbox.
+"""Agents shipped as one native binary on the npm registry (Claude Code, OpenCode): install once, run in the
+sandbox.
 
     package = NativePackage("claude_code", "@anthropic-ai/claude-code", "2.1.197", ...)
-    install(package)                           # tools/install_harness.py NAME; idempotent, offline once cached
-    root = require(package)                    # the install dir, or HarnessNotInstalled naming the command
+    install(package)                          # tools/install_harness.py NAME; idempotent, offline once cached
+    root = require(package)                   # the install dir, or HarnessNotInstalled naming the command
     result = await run_binary(sandbox, package, argv, env=..., timeout=...)
 
 Both agents are Bun-compiled executables linked against glibc only, published as per-platform npm
@@ -147,8 +148,8 @@ def install(package: NativePackage) -> str:
 
 async def run_binary(sandbox: Any, package: NativePackage, args: list[str], *, env: Mapping[str, str],
                      workdir: str, timeout: float, wrapper: tuple[str, ...] = ()) -> Any:  # fmt: skip
-    """Runs the mounted executable (behind `wrapper`, an argv prefix, if any) in the sandbox with a fresh $HOME;
-    its ExecResult (a timeout included)."""
+    """Runs the mounted executable (behind `wrapper`, an argv prefix, if any) in the sandbox with a fresh
+    $HOME; its ExecResult (a timeout included)."""
     made = await sandbox.exec(["mkdir", "-p", HOME], timeout=30)
     if made.exit_code != 0:
         raise HarnessCrashed(

@@ -18,9 +18,9 @@ How a run ends: OpenCode stops at a reply without tool calls (`finish_reason: st
 `no_tool_collapse` when that reply was the proxy's "Session terminated" text; when the step limit is reached
 it asks the model for a text-only answer (its "maximum steps" prompt), and a model that calls tools anyway is
 stopped after one step more by a watchdog around the executable (`WATCHDOG`); either way a run whose steps
-reached the limit -> `step_limit`; the proxy's context-length refusal -> `context_overflow`. Its `--format json` event stream
-(`step_start`, `text`, `tool_use`, `step_finish`, `error`) is the log; a non-zero exit or an error event not
-explained by the proxy is `HarnessCrashed`.
+reached the limit -> `step_limit`; the proxy's context-length refusal -> `context_overflow`. Its `--format
+json` event stream (`step_start`, `text`, `tool_use`, `step_finish`, `error`) is the log; a non-zero exit or
+an error event not explained by the proxy is `HarnessCrashed`.
 """
 
 from __future__ import annotations
@@ -85,11 +85,21 @@ class OpenCodeHarness:
     network = "proxy_only"
     """It runs its tools where it runs, in the sandbox, and calls the model from there."""
 
-    def __init__(self, *, timeout_s: float = 1800.0, command_timeout_s: float = 120.0, context_tokens: int = 32768,
-                 output_tokens: int = 4096):  # fmt: skip
+    def __init__(
+        self,
+        *,
+        timeout_s: float = 1800.0,
+        command_timeout_s: float = 120.0,
+        context_tokens: int = 32768,
+        output_tokens: int = 4096,
+    ):
         self.root = require(PACKAGE)
-        for name, value in (("timeout_s", timeout_s), ("command_timeout_s", command_timeout_s),
-                            ("context_tokens", context_tokens), ("output_tokens", output_tokens)):  # fmt: skip
+        for name, value in (
+            ("timeout_s", timeout_s),
+            ("command_timeout_s", command_timeout_s),
+            ("context_tokens", context_tokens),
+            ("output_tokens", output_tokens),
+        ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{name} must be positive, got {value!r}")
         self.timeout_s, self.command_timeout_s = float(timeout_s), float(command_timeout_s)
@@ -123,8 +133,11 @@ class OpenCodeHarness:
         }
 
     def env(self, llm: LLMEndpoint) -> dict[str, str]:
-        return {**ENV, "OPENCODE_CONFIG_CONTENT": json.dumps(self.config(llm)),
-                "OPENCODE_EXPERIMENTAL_BASH_DEFAULT_TIMEOUT_MS": str(int(self.command_timeout_s * 1000))}  # fmt: skip
+        return {
+            **ENV,
+            "OPENCODE_CONFIG_CONTENT": json.dumps(self.config(llm)),
+            "OPENCODE_EXPERIMENTAL_BASH_DEFAULT_TIMEOUT_MS": str(int(self.command_timeout_s * 1000)),
+        }
 
     async def run(self, task: Any, sandbox: Any, llm: LLMEndpoint) -> HarnessResult:
         argv = ["run", "--model", f"{PROVIDER}/{llm.model}", "--format", "json", task.problem_statement]

@@ -65,7 +65,7 @@ patch) and ends the run after `CALLS_PER_STEP * step_limit` of them: `step_limit
 
 _TMUX_SCRIPT = f"""#!/bin/sh
 exec /lib64/ld-linux-x86-64.so.2 --library-path {TMUX_MOUNT}/lib {TMUX_MOUNT}/lib/tmux -f {TMUX_MOUNT}/tmux.conf "$@"
-"""
+"""  # noqa: E501
 _TMUX_CONF = 'set -g default-command "exec bash"\n'
 
 
@@ -96,7 +96,8 @@ def _run(argv: list[str], what: str) -> None:
 
 
 def install() -> str:
-    """terminal-bench in its own venv and the sandbox's tmux runtime under `install_dir()`; a no-op when there."""
+    """terminal-bench in its own venv and the sandbox's tmux runtime under `install_dir()`; a no-op when
+    there."""
     root = install_dir()
     if installed() is not None:
         return f"{REQUIREMENT} (Terminus-2) is already installed in {root}"
@@ -107,8 +108,14 @@ def install() -> str:
         )
     libraries = []
     for name in HOST_LIBRARIES:
-        found = [p for p in (pathlib.Path("/lib/x86_64-linux-gnu") / name, pathlib.Path("/usr/lib/x86_64-linux-gnu") / name)
-                 if p.exists()]  # fmt: skip
+        found = [
+            p
+            for p in (
+                pathlib.Path("/lib/x86_64-linux-gnu") / name,
+                pathlib.Path("/usr/lib/x86_64-linux-gnu") / name,
+            )
+            if p.exists()
+        ]
         if not found:
             raise SystemExit(
                 f"the host's tmux needs {name}, which is not in /lib or /usr/lib/x86_64-linux-gnu"
@@ -117,7 +124,8 @@ def install() -> str:
     python = sys.executable if sys.version_info >= (3, 12) else shutil.which("python3.12")
     if python is None:
         raise SystemExit(
-            f"terminal-bench needs Python >= 3.12; this is {sys.version.split()[0]} and no python3.12 is on PATH"
+            f"terminal-bench needs Python >= 3.12; this is {sys.version.split()[0]} "
+            "and no python3.12 is on PATH"
         )
     root.mkdir(parents=True, exist_ok=True)
     for stale in ("installed.json", "venv", "tmux"):
@@ -181,11 +189,12 @@ agent = Terminus2(model_name=cfg["model"], max_episodes=cfg["max_episodes"], api
                   temperature=cfg["temperature"])
 result = agent.perform_task(cfg["instruction"], session, logging_dir=pathlib.Path(cfg["logging_dir"]))
 print("LEGORL_RESULT " + json.dumps({**result.model_dump(mode="json"), "episodes": len(agent._timestamped_markers)}))
-"""
+"""  # noqa: E501
 
 
 class ExecRelay:
-    """A loopback HTTP server that runs the driver's `exec_run` / `put_archive` in the sandbox (module docstring)."""
+    """A loopback HTTP server that runs the driver's `exec_run` / `put_archive` in the sandbox (module
+    docstring)."""
 
     def __init__(self, sandbox: Any, command_timeout_s: float):
         self.sandbox, self.command_timeout_s = sandbox, command_timeout_s
@@ -242,7 +251,8 @@ class Terminus2Harness:
     ):
         if installed() is None:
             raise HarnessNotInstalled(
-                f"{REQUIREMENT} (Terminus-2) is not installed in {install_dir()}; install it with: {INSTALL_COMMAND}"
+                f"{REQUIREMENT} (Terminus-2) is not installed in {install_dir()}; "
+                f"install it with: {INSTALL_COMMAND}"
             )
         for name, value in (("temperature", temperature), ("command_timeout_s", command_timeout_s),
                             ("timeout_s", timeout_s)):  # fmt: skip

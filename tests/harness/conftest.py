@@ -1,6 +1,9 @@
-"""Harness tests: a real capture proxy over the scripted engine, on the tiny model's tokenizer, for any harness.
+"""Harness tests: a real capture proxy over the scripted engine, on the tiny model's tokenizer, for any
+harness.
 
-    proxy = await proxy_on(ScriptedEngine(tokenizer, texts), max_consecutive_no_tool=3)   # any ProxyConfig field
+    proxy = await proxy_on(
+        ScriptedEngine(tokenizer, texts), max_consecutive_no_tool=3  # any ProxyConfig field
+    )
     llm = LLMEndpoint(session.openai_base_url, session.anthropic_base_url, step_limit=8)
 
 Scripted replies are the tiny template's Qwen3 JSON tool-call texts, what a policy samples. The engine's
@@ -46,8 +49,14 @@ async def proxy_on(tokenizer, tmp_path):
     started = []
 
     async def start(engine, **config):
-        proxy = CaptureProxy(engine, tokenizer, ProxyConfig(**{"context_length": CONTEXT, "archive_dir": str(tmp_path / "proxy-archive"), **config}),
-                             admin_token="harness-admin-token")  # fmt: skip
+        proxy = CaptureProxy(
+            engine,
+            tokenizer,
+            ProxyConfig(
+                **{"context_length": CONTEXT, "archive_dir": str(tmp_path / "proxy-archive"), **config}
+            ),
+            admin_token="harness-admin-token",
+        )
         await proxy.start("127.0.0.1", 0)
         started.append(proxy)
         return proxy

@@ -47,7 +47,8 @@ def tool_call(name: str, **arguments) -> str:
 
 
 class ProbeAfterRun:
-    """The real harness, then a connection probe from its own sandbox (to the host's other ports and outside)."""
+    """The real harness, then a connection probe from its own sandbox (to the host's other ports and
+    outside)."""
 
     def __init__(self, harness, other_ports: list[int]):
         self.harness, self.other_ports = harness, other_ports
@@ -67,7 +68,8 @@ class ProbeAfterRun:
 
 
 async def trial_with_probe(task, harness, proxy, tmp_path: pathlib.Path, *, step_limit: int):
-    """A real trial (run_trial) of `harness` with a listener on another host port; (trajectory, record, probe, hits)."""
+    """A real trial (run_trial) of `harness` with a listener on another host port; (trajectory, record, probe,
+    hits)."""
     import asyncio
 
     hits = []
@@ -80,8 +82,16 @@ async def trial_with_probe(task, harness, proxy, tmp_path: pathlib.Path, *, step
     probe = ProbeAfterRun(harness, [server.sockets[0].getsockname()[1]])
     config = RolloutConfig(retries=0, runs_dir=str(tmp_path), experiment=harness.name, trial_timeout_s=600)
     try:
-        trajectory = await run_trial(task, harness=probe, proxy=proxy, trial_id=f"{harness.name}-0", group_id="g",
-                                     trial_dir=tmp_path / "trial", config=config, step_limit=step_limit)  # fmt: skip
+        trajectory = await run_trial(
+            task,
+            harness=probe,
+            proxy=proxy,
+            trial_id=f"{harness.name}-0",
+            group_id="g",
+            trial_dir=tmp_path / "trial",
+            config=config,
+            step_limit=step_limit,
+        )
     finally:
         server.close()
     record = json.loads((tmp_path / "trial" / "attempt_0" / "trajectory.json").read_text())

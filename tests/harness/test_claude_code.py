@@ -1,4 +1,5 @@
-"""The real Claude Code 2.1.197 (its native executable, mounted into the sandbox) against the real capture proxy.
+"""The real Claude Code 2.1.197 (its native executable, mounted into the sandbox) against the real capture
+proxy.
 
 The scripted engine stands in for the policy only; the proxy (Anthropic messages, `?beta=true`, always
 streaming), Claude Code's agent loop, prompts and tools, the proxy_only sandbox and the verifier are all
@@ -47,15 +48,16 @@ def fix_script(task) -> list[str]:
 @pytest.mark.harness
 @pytest.mark.docker
 @needs_install
-async def test_a_scripted_fix_through_claude_code_scores_reward_one_records_every_sampled_token_and_reaches_only_the_proxy(
+async def test_a_scripted_fix_through_claude_code_scores_reward_one_records_every_sampled_token_and_reaches_only_the_proxy(  # noqa: E501
     builtin_tasks, tokenizer, proxy_on, tmp_path
 ):
     task = builtin_tasks[TASK]
     script = fix_script(task)
     engine = ScriptedEngine(tokenizer, script)
     proxy = await proxy_on(engine)
-    trajectory, record, probe, hits = await trial_with_probe(task, get_harness("claude_code"), proxy, tmp_path,
-                                                             step_limit=8)  # fmt: skip
+    trajectory, record, probe, hits = await trial_with_probe(
+        task, get_harness("claude_code"), proxy, tmp_path, step_limit=8
+    )
     log = (tmp_path / "trial" / "attempt_0" / "harness.log").read_text()
     assert trajectory.outcome is Outcome.SUBMITTED and trajectory.reward == 1.0, log[-3000:]
     result = json.loads(log.split("\n--- stderr ---")[0].strip().splitlines()[-1])
@@ -77,15 +79,17 @@ async def test_a_scripted_fix_through_claude_code_scores_reward_one_records_ever
     assert not any(record["flags"].values()), record["flags"]
     # The Edit tool changed the file, through Claude Code's own tool vocabulary.
     assert ".casefold()" in (tmp_path / "trial" / "attempt_0" / "diff.patch").read_text()
-    # From the sandbox Claude Code ran in, nothing but the proxy answers: not the host's other ports, not outside.
+    # From the sandbox Claude Code ran in, nothing but the proxy answers: not the host's other ports, not
+    # outside.
     reached = probe.reached()
     assert reached and all(v.startswith("closed") for v in reached.values()), probe.output
     assert hits == []
 
 
 class MainOrSubagent:
-    """Replies with the next scripted text to Claude Code's own conversation, and a finding to the sub-agent its
-    Agent tool starts (its system prompt is another: `cc_is_subagent=true`, "You are an agent for Claude Code")."""
+    """Replies with the next scripted text to Claude Code's own conversation, and a finding to the sub-agent
+    its Agent tool starts (its system prompt is another: `cc_is_subagent=true`, "You are an agent for Claude
+    Code")."""
 
     def __init__(self, tokenizer, script: list[str]):
         self.tokenizer, self.script, self.main_calls, self.subagent_calls = tokenizer, script, 0, 0

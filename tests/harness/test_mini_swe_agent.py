@@ -37,7 +37,8 @@ def tool_call(name: str, **arguments) -> str:
 
 
 def fix_script(task) -> list[str]:
-    """mini-swe-agent's bash calls for the task's known fix, ending with the submission its prompt asks for."""
+    """mini-swe-agent's bash calls for the task's known fix, ending with the submission its prompt asks
+    for."""
     return [
         tool_call("bash", command="git status --short && ls"),
         tool_call("bash", command=f"git apply <<'PATCH'\n{task.patch}PATCH"),
@@ -89,8 +90,9 @@ async def run_mini(task, engine, proxy_on, step_limit=10, **proxy_config):
 
 @pytest.mark.harness
 @pytest.mark.docker
-async def test_a_scripted_fix_through_mini_swe_agent_submits_scores_reward_one_and_records_every_sampled_token(
-        builtin_tasks, tokenizer, proxy_on, connections):  # fmt: skip
+async def test_a_scripted_fix_through_mini_swe_agent_submits_scores_reward_one_and_records_every_sampled_token(  # noqa: E501
+    builtin_tasks, tokenizer, proxy_on, connections
+):
     task = builtin_tasks[TASK]
     script = fix_script(task)
     engine = ScriptedEngine(tokenizer, script)
@@ -126,8 +128,9 @@ async def test_a_scripted_fix_through_mini_swe_agent_submits_scores_reward_one_a
 @pytest.mark.harness
 @pytest.mark.docker
 @pytest.mark.parametrize(("step_limit", "status", "steps"), [(10, "format_failure", 3), (2, "step_limit", 2)])
-async def test_replies_without_a_tool_call_end_in_a_policy_outcome_not_a_crash(builtin_tasks, tokenizer, proxy_on,
-                                                                               step_limit, status, steps):  # fmt: skip
+async def test_replies_without_a_tool_call_end_in_a_policy_outcome_not_a_crash(
+    builtin_tasks, tokenizer, proxy_on, step_limit, status, steps
+):
     task = builtin_tasks[TASK]
     engine = ScriptedEngine(tokenizer, ["The bug is in the prefix matching; I would lowercase both sides."])
     result, diff, closed = await run_mini(task, engine, proxy_on, step_limit=step_limit)
@@ -140,7 +143,9 @@ async def test_replies_without_a_tool_call_end_in_a_policy_outcome_not_a_crash(b
 
 @pytest.mark.harness
 @pytest.mark.docker
-async def test_a_session_the_proxy_ended_for_missing_tool_calls_is_no_tool_collapse(builtin_tasks, tokenizer, proxy_on):
+async def test_a_session_the_proxy_ended_for_missing_tool_calls_is_no_tool_collapse(
+    builtin_tasks, tokenizer, proxy_on
+):
     task = builtin_tasks[TASK]
     engine = ScriptedEngine(tokenizer, ["Thinking about it."])
     result, _, closed = await run_mini(task, engine, proxy_on, max_consecutive_no_tool=1)
@@ -161,11 +166,14 @@ async def test_a_prompt_over_the_context_is_context_overflow(builtin_tasks, toke
 
 @pytest.mark.harness
 @pytest.mark.docker
-async def test_an_engine_failure_behind_the_proxy_is_a_harness_crash_naming_the_error(builtin_tasks, tokenizer, proxy_on):
+async def test_an_engine_failure_behind_the_proxy_is_a_harness_crash_naming_the_error(
+    builtin_tasks, tokenizer, proxy_on
+):
     task = builtin_tasks[TASK]
     engine = ScriptedEngine(tokenizer, ["unused"])
     engine.fail_with = EngineError("the scripted engine is down")
-    # The agent retries a failed call (3 attempts here, 4 s and 8 s apart), then gives up with litellm's error.
+    # The agent retries a failed call (3 attempts here, 4 s and 8 s apart), then gives up with litellm's
+    # error.
     with pytest.raises(HarnessCrashed, match=r"raised BadGatewayError: .*the scripted engine is down"):
         await run_mini(task, engine, proxy_on)
 
@@ -199,17 +207,22 @@ def test_the_preset_selects_the_package_swebench_config_in_tool_calling_mode(com
     assert cfg.harness.name == "mini_swe_agent" and cfg.harness.step_limit == 7
     harness = get_harness(cfg.harness.name, **cfg.harness.options)
     assert harness.config_path.parts[-2:] == ("benchmarks", "swebench.yaml")
-    assert harness.command_timeout_s == 60 and harness.settings["model"]["model_kwargs"]["parallel_tool_calls"]
+    assert (
+        harness.command_timeout_s == 60 and harness.settings["model"]["model_kwargs"]["parallel_tool_calls"]
+    )
     # default.yaml asks for ```mswea_bash_command blocks (text mode), which LitellmModel would never see.
-    with pytest.raises(ValueError, match=r"tool-calling agent config .* got 'default' .*text-mode action blocks: True"):
+    with pytest.raises(
+        ValueError, match=r"tool-calling agent config .* got 'default' .*text-mode action blocks: True"
+    ):
         get_harness("mini_swe_agent", config="default")
 
 
 @pytest.mark.harness
 def test_installing_it_again_changes_nothing():
     def freeze() -> str:
-        return subprocess.run([sys.executable, "-m", "pip", "freeze"], capture_output=True, text=True, check=True,
-                              timeout=120).stdout  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "pip", "freeze"], capture_output=True, text=True, check=True, timeout=120
+        ).stdout
 
     before = freeze()
     ran = subprocess.run([sys.executable, str(ROOT / "tools" / "install_harness.py"), "mini_swe_agent"],

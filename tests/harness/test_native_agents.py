@@ -54,10 +54,12 @@ def test_installing_it_again_changes_nothing(name):
 
 @pytest.mark.harness
 @pytest.mark.docker
-@pytest.mark.slow  # 3-5 min each on 2 loaded cores: the JAX engine compiles and prefills a 5k-10k-token prompt
+# 3-5 min each on 2 loaded cores: the JAX engine compiles and prefills a 5k-10k-token prompt
+@pytest.mark.slow
 @pytest.mark.parametrize("name", _names(installed_only=True))
-async def test_the_tiny_models_own_sampling_ends_in_a_policy_outcome(name, builtin_tasks, jax_engine, proxy_on,
-                                                                     tmp_path):  # fmt: skip
+async def test_the_tiny_models_own_sampling_ends_in_a_policy_outcome(
+    name, builtin_tasks, jax_engine, proxy_on, tmp_path
+):
     task = builtin_tasks[TASK]
     proxy = await proxy_on(jax_engine, max_response_tokens=16, max_consecutive_no_tool=2)
     trajectory, record, _, _ = await trial_with_probe(task, get_harness(name), proxy, tmp_path, step_limit=3)

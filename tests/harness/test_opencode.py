@@ -60,7 +60,7 @@ class AgentOrTitle:
 @pytest.mark.harness
 @pytest.mark.docker
 @needs_install
-async def test_a_scripted_fix_through_opencode_scores_reward_one_keeps_its_title_call_out_and_reaches_only_the_proxy(
+async def test_a_scripted_fix_through_opencode_scores_reward_one_keeps_its_title_call_out_and_reaches_only_the_proxy(  # noqa: E501
     builtin_tasks, tokenizer, proxy_on, tmp_path
 ):
     task = builtin_tasks[TASK]
@@ -78,7 +78,8 @@ async def test_a_scripted_fix_through_opencode_scores_reward_one_keeps_its_title
         "Edit applied successfully." in log
         and ".casefold()" in (tmp_path / "trial" / "attempt_0" / "diff.patch").read_text()
     )
-    # The title generator's call is a side conversation: counted, on a side branch, not in the training sequence.
+    # The title generator's call is a side conversation: counted, on a side branch, not in the training
+    # sequence.
     counters = record["counters"]
     assert replies.title_calls == counters["side_calls"] == 1 and counters["main_calls"] == len(script), (
         counters
@@ -90,7 +91,8 @@ async def test_a_scripted_fix_through_opencode_scores_reward_one_keeps_its_title
     expected = np.asarray([-0.01 * (1 + (t % 97)) for t in seq.token_ids[sampled]], np.float32)
     np.testing.assert_allclose(seq.behaviour_logprobs[sampled], expected, rtol=0, atol=1e-7)
     assert not any(record["flags"].values()), record["flags"]
-    # From the sandbox OpenCode ran in, nothing but the proxy answers: not the host's other ports, not outside.
+    # From the sandbox OpenCode ran in, nothing but the proxy answers: not the host's other ports, not
+    # outside.
     reached = probe.reached()
     assert reached and all(v.startswith("closed") for v in reached.values()), probe.output
     assert hits == []

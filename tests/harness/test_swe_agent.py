@@ -130,7 +130,9 @@ async def test_its_own_exits_map_to_policy_outcomes(
 @pytest.mark.harness
 @pytest.mark.docker
 @needs_install
-async def test_the_rollout_runs_swe_agent_in_a_root_sandbox_and_scores_the_fix(builtin_tasks, tokenizer, proxy_on, tmp_path):
+async def test_the_rollout_runs_swe_agent_in_a_root_sandbox_and_scores_the_fix(
+    builtin_tasks, tokenizer, proxy_on, tmp_path
+):
     from legorl_jax.config import RolloutConfig
     from legorl_jax.rollout import run_trial
     from legorl_jax.types import Outcome
@@ -138,7 +140,18 @@ async def test_the_rollout_runs_swe_agent_in_a_root_sandbox_and_scores_the_fix(b
     task = builtin_tasks[TASK]
     proxy = await proxy_on(ScriptedEngine(tokenizer, fix_script(task)))
     config = RolloutConfig(retries=0, runs_dir=str(tmp_path), experiment="swea")
-    trajectory = await run_trial(task, harness=get_harness("swe_agent"), proxy=proxy, trial_id="swea-0", group_id="g",
-                                 trial_dir=tmp_path / "trial", config=config, step_limit=10)  # fmt: skip
+    trajectory = await run_trial(
+        task,
+        harness=get_harness("swe_agent"),
+        proxy=proxy,
+        trial_id="swea-0",
+        group_id="g",
+        trial_dir=tmp_path / "trial",
+        config=config,
+        step_limit=10,
+    )
     assert trajectory.outcome is Outcome.SUBMITTED and trajectory.reward == 1.0, trajectory.timings
-    assert trajectory.features["turns"] == 3 and (tmp_path / "trial" / "attempt_0" / "harness.log").stat().st_size > 0
+    assert (
+        trajectory.features["turns"] == 3
+        and (tmp_path / "trial" / "attempt_0" / "harness.log").stat().st_size > 0
+    )

@@ -1,5 +1,5 @@
-"""The real Terminus-2 (terminal-bench 0.2.18, its own venv) against the real capture proxy, typing into a real
-tmux pane in the real agent sandbox through our exec API.
+"""The real Terminus-2 (terminal-bench 0.2.18, its own venv) against the real capture proxy, typing into a
+real tmux pane in the real agent sandbox through our exec API.
 
 The scripted engine stands in for the policy only; the proxy, litellm, Terminus-2's loop, prompts and JSON
 parser, terminal-bench's TmuxSession, tmux, the sandbox and the verifier are all real. The `harness` tests
@@ -27,13 +27,19 @@ needs_install = pytest.mark.skipif(
 
 def keystrokes(analysis: str, *commands: str, done: bool = False) -> str:
     """One Terminus-2 reply: its JSON object of keystrokes for the tmux pane."""
-    return json.dumps({"analysis": analysis, "plan": analysis,
-                       "commands": [{"keystrokes": c, "duration": 1.0} for c in commands], "task_complete": done})  # fmt: skip
+    return json.dumps(
+        {
+            "analysis": analysis,
+            "plan": analysis,
+            "commands": [{"keystrokes": c, "duration": 1.0} for c in commands],
+            "task_complete": done,
+        }
+    )
 
 
 def fix_script(task) -> list[str]:
-    """Terminus-2's own vocabulary for the task's known fix: type the commands that apply it and run the tests,
-    then say task_complete, and confirm it when asked."""
+    """Terminus-2's own vocabulary for the task's known fix: type the commands that apply it and run the
+    tests, then say task_complete, and confirm it when asked."""
     return [
         keystrokes("Look at the repository.", "git status --short && ls\n"),
         keystrokes("Apply the fix.", f"git apply <<'PATCH'\n{task.patch}PATCH\n"),
@@ -110,7 +116,8 @@ async def test_the_tiny_models_own_sampling_through_terminus_2_ends_in_a_policy_
         -3000:
     ]
     assert trajectory.sequences and trajectory.sequences[0].num_sampled > 0
-    # Its replies are cut off at 16 tokens, which Terminus-2 re-asks without bound; the driver's call cap ends it.
+    # Its replies are cut off at 16 tokens, which Terminus-2 re-asks without bound; the driver's call cap ends
+    # it.
     assert 1 <= record["counters"]["main_calls"] <= terminus_2.CALLS_PER_STEP * 3, record["counters"]
 
 
