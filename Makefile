@@ -31,14 +31,12 @@ HARNESS_NAMES ?= mini_swe_agent swe_agent claude_code opencode terminus_2
 harnesses: setup
 	@for h in $(HARNESS_NAMES); do $(PY) tools/install_harness.py $$h || echo "make: harness $$h not installed (its tests will skip)" >&2; done
 
-# Style as pyproject's [tool.ruff] states it. Not yet a prerequisite of `test` (issue 15): the packages
-# being rewritten in parallel (engine/, harness/, train/, rollout/, monitor/, config.py and their tests)
-# still hold over-long lines (E501) and a few unformatted files; everything else passes both checks.
+# Style as pyproject's [tool.ruff] states it (seconds); the first step of `make test`.
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: setup system images harnesses
+test: lint setup system images harnesses
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-all: setup system images harnesses
