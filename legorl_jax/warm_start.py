@@ -279,18 +279,19 @@ def cache_key(config: Config, tasks: Sequence[Task], model_dir: str) -> str:
 
 
 def supervised_configs(config: Config) -> tuple[AlgoConfig, TrainConfig]:
-    """The warm start's trainer settings: advantage 1, no IS weights, native routing, a constant rate."""
-    algo = dataclasses.replace(config.algo, tis="none", mis="none", kl_coef=0.0, temperature=1.0)
-    train = dataclasses.replace(
-        config.train,
+    """The warm start's trainer settings: advantage 1, no IS weights, native routing, a constant rate.
+
+    The optimiser is AdamW at its schema defaults, not the RL run's settings: the cached warm start depends
+    only on what `cache_key` names (model, tasks, steps, rate, row length).
+    """
+    algo = AlgoConfig(loss=config.algo.loss, tis="none", mis="none", kl_coef=0.0, temperature=1.0)
+    train = TrainConfig(
         learning_rate=config.loop.warm_start.learning_rate,
-        schedule="constant",
-        warmup_steps=0,
         total_steps=config.loop.warm_start.steps,
-        mini_batches=1,
-        epochs=1,
+        max_tokens=config.train.max_tokens,
         routing_replay=False,
         routing_agreement_every=0,
+        logprob_impl=config.train.logprob_impl,
     )
     return algo, train
 
