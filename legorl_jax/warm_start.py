@@ -221,9 +221,8 @@ async def record_demonstrations(
     )
     kept = []
     for task in tasks:
-        engine = TeacherEngine(
-            tokenizer, demonstration_replies(task, qwen3_tool_call), max_len=config.engine.max_len, eos_id=eos
-        )
+        replies = demonstration_replies(task, qwen3_tool_call)
+        engine = TeacherEngine(tokenizer, replies, max_len=config.engine.max_len, eos_id=eos)
         proxy = CaptureProxy(engine, tokenizer, proxy_config)
         await proxy.start("127.0.0.1", 0)
         try:
@@ -235,7 +234,7 @@ async def record_demonstrations(
                 group_id=task.instance_id,
                 trial_dir=folder / "trials" / task.instance_id,
                 config=rollout,
-                step_limit=config.harness.step_limit,
+                step_limit=len(replies),  # the whole demonstration, whatever the RL run's step limit
                 model=config.harness.model,
                 sandbox_config=config.sandbox,
                 verifier_config=config.verifier,
