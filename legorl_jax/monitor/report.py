@@ -54,6 +54,24 @@ def step_table(metrics_by_step: Mapping[int, Mapping[str, float]]) -> str:
     return "\n".join(lines)
 
 
+PHASES = ("rollout", "packing", "train_step", "checkpoint", "publish")
+
+
+def phase_line(metrics_by_step: Mapping[int, Mapping[str, float]]) -> str:
+    """Seconds per loop phase over all steps, each with its share of the steps' total time."""
+    total = sum(m.get("time/total_s", 0.0) for m in metrics_by_step.values())
+    parts = []
+    for phase in PHASES:
+        seconds = sum(m.get(f"time/{phase}_s", 0.0) for m in metrics_by_step.values())
+        parts.append(f"{phase} {seconds:.1f} s ({100 * seconds / total:.0f}%)" if total else f"{phase} -")
+    validation = total - sum(sum(m.get(f"time/{p}_s", 0.0) for m in metrics_by_step.values()) for p in PHASES)
+    return (
+        f"time per phase over {len(metrics_by_step)} steps ({total:.0f} s): "
+        + ", ".join(parts)
+        + (f", other (validation, monitoring) {validation:.1f} s" if total else "")
+    )
+
+
 def run_summary(config: Any, summary: Any) -> str:
     """What a job prints at its end: warm start, per-step table, first vs last solve rate, paths."""
     from legorl_jax.monitor.tracker import read_jsonl_metrics
@@ -73,6 +91,7 @@ def run_summary(config: Any, summary: Any) -> str:
             f"{int(first.get('rollout/scored', 0))} trials -> step {max(metrics)} "
             f"{last.get('rollout/solve_rate', 0.0):.3f} over {int(last.get('rollout/scored', 0))} trials"
         )
+        lines.append(phase_line(metrics))
         png = plot_curves({config.rollout.experiment: metrics}, summary.run_dir / "curves.png")
         lines.append(f"curves: {png}")
     lines.append(f"trials: {summary.run_dir / 'trials'}   checkpoints: {summary.run_dir / 'checkpoints'}")
