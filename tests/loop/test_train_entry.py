@@ -117,6 +117,7 @@ def test_a_run_killed_mid_step_resumes_with_nothing_lost_and_nothing_trained_twi
     assert meta["cursor"]["optimiser_step"] == updates
 
 
+@pytest.mark.slow  # two whole jobs (~2 min quiet); compare's table itself is tests/monitor/test_compare.py
 def test_a_two_job_sweep_makes_two_aim_runs_that_compare_puts_side_by_side(loop_model_dir, tmp_path):
     runs, aim = tmp_path / "runs", tmp_path / "aim"
     argv = train_argv(
