@@ -78,7 +78,11 @@ def load_tasks(config: Config) -> tuple[list[Any], list[Any]]:
 
 
 def set_aside_uncommitted_trials(folder: pathlib.Path, next_step: int) -> list[pathlib.Path]:
-    """Moves `step_<s>` archives with s >= next_step (never trained on) aside; returns their new paths."""
+    """Moves `step_<s>` archives and metrics rows with s >= next_step (never checkpointed) aside.
+
+    Returns the new paths. Aim keeps a re-done step's first values too (a run's tracked values are not
+    deleted); `metrics.jsonl`, the summary's source, holds each step once.
+    """
     moved = []
     stamp = time.strftime("%Y%m%dT%H%M%S")
     for kind in ("trials", "validation/trials"):
@@ -91,6 +95,17 @@ def set_aside_uncommitted_trials(folder: pathlib.Path, next_step: int) -> list[p
                 target = step_dir.with_name(f"{step_dir.name}.abandoned-{stamp}")
                 step_dir.rename(target)
                 moved.append(target)
+    metrics = folder / "metrics.jsonl"
+    if metrics.is_file():  # rows of steps logged but never checkpointed leave the run's record, kept aside
+        kept, later = [], []
+        for line in metrics.read_text().splitlines():
+            if line.strip():
+                (kept if json.loads(line)["step"] < next_step else later).append(line)
+        if later:
+            aside = folder / f"metrics.abandoned-{stamp}.jsonl"
+            aside.write_text("\n".join(later) + "\n")
+            moved.append(aside)
+            metrics.write_text("".join(f"{line}\n" for line in kept))
     return moved
 
 
