@@ -132,8 +132,7 @@ async def make_engine(config: Config, model_dir: str) -> AsyncIterator[tuple[Any
         finally:
             engine.close()
         return
-    from legorl_jax.engine.sglang_client import SGLangEngine
-    from legorl_jax.rollout.__main__ import _routing
+    from legorl_jax.engine.sglang_client import SGLangEngine, routing_of
 
     async with contextlib.AsyncExitStack() as stack:
         url = ec.url
@@ -146,7 +145,7 @@ async def make_engine(config: Config, model_dir: str) -> AsyncIterator[tuple[Any
         engine = await stack.enter_async_context(
             SGLangEngine(
                 url,
-                routing=_routing(model_dir),
+                routing=routing_of(model_dir),
                 timeout_s=ec.request_timeout_s,
                 retries=ec.connect_retries,
                 backoff_s=ec.retry_backoff_s,

@@ -69,6 +69,14 @@ log = logging.getLogger(__name__)
 _SGLANG_OVERFLOW = "longer than the model's context length"
 
 
+def routing_of(model_dir: str | os.PathLike) -> tuple[int, int, int] | None:
+    """(MoE layers, experts per token, experts) of the HF directory's config.json; None for a dense model."""
+    from legorl_jax.model.architecture import ArchConfig
+
+    config = ArchConfig.from_hf_dict(json.loads((pathlib.Path(model_dir) / "config.json").read_text()))
+    return (config.num_moe_layers, config.num_experts_per_tok, config.num_experts) if config.is_moe else None
+
+
 def _error_message(status: int, text: str) -> tuple[str, str | None, str | None]:
     """(message, field, type) from any of the error bodies SGLang or we send."""
     try:

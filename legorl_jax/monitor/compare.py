@@ -13,10 +13,11 @@ import dataclasses
 import math
 import pathlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from legorl_jax.monitor.report import CURVES, plot_curves
+from legorl_jax.train.checkpoint import flatten_config
 
 COLUMNS = ("rollout/reward_mean", "rollout/solve_rate", "val/solve_rate", "align/prob_pearson")
 
@@ -30,15 +31,6 @@ class RunView:
     hparams: dict[str, Any]
     metrics: dict[int, dict[str, float]]
     created: float = 0.0
-
-
-def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(tree, Mapping):
-        return {prefix: tree}
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
 
 
 def read_runs(repo: str, selectors: Sequence[str] = ()) -> list[RunView]:
@@ -61,7 +53,11 @@ def read_runs(repo: str, selectors: Sequence[str] = ()) -> list[RunView]:
                 metrics.setdefault(int(step), {})[sequence.name] = float(value)
         views.append(
             RunView(
-                run.hash, name, _flatten(run.get("hparams") or {}), metrics, float(run.creation_time or 0)
+                run.hash,
+                name,
+                flatten_config(dict(run.get("hparams") or {})),
+                metrics,
+                float(run.creation_time or 0),
             )
         )
     views.sort(key=lambda v: v.created)

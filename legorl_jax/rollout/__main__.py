@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import pathlib
 import sys
@@ -98,9 +97,9 @@ def table(trajectories: list[Any]) -> str:
 @contextlib.asynccontextmanager
 async def _engine(args: argparse.Namespace):
     if args.engine_url:
-        from legorl_jax.engine.sglang_client import SGLangEngine
+        from legorl_jax.engine.sglang_client import SGLangEngine, routing_of
 
-        async with SGLangEngine(args.engine_url, routing=_routing(args.model)) as engine:
+        async with SGLangEngine(args.engine_url, routing=routing_of(args.model)) as engine:
             yield engine
         return
     from legorl_jax.engine.jax_engine import JaxEngine
@@ -110,13 +109,6 @@ async def _engine(args: argparse.Namespace):
         yield engine
     finally:
         engine.close()
-
-
-def _routing(model_dir: str) -> tuple[int, int, int] | None:
-    from legorl_jax.model.architecture import ArchConfig
-
-    config = ArchConfig.from_hf_dict(json.loads((pathlib.Path(model_dir) / "config.json").read_text()))
-    return (config.num_moe_layers, config.num_experts_per_tok, config.num_experts) if config.is_moe else None
 
 
 async def evaluate(args: argparse.Namespace) -> list[Any]:
