@@ -54,12 +54,20 @@ class ScriptedEngine:
         return text
 
     async def generate(self, input_ids, sampling: SamplingParams, *, return_routed_experts=False,
-                       routed_experts_start_len=0, rid=None) -> Generation:  # fmt: skip
+                       routed_experts_start_len=0, rid=None, session_id=None) -> Generation:  # fmt: skip
         prompt = check_input_ids(input_ids)
-        rid = check_generate_args(prompt, sampling, return_routed_experts, routed_experts_start_len, rid)
+        rid = check_generate_args(
+            prompt, sampling, return_routed_experts, routed_experts_start_len, rid, session_id=session_id
+        )
         prompt = prompt.tolist()
         self.calls.append(
-            {"prompt": prompt, "sampling": sampling, "start": routed_experts_start_len, "rid": rid}
+            {
+                "prompt": prompt,
+                "sampling": sampling,
+                "start": routed_experts_start_len,
+                "rid": rid,
+                "session_id": session_id,
+            }
         )
         if self.delay_s:
             await asyncio.sleep(self.delay_s)

@@ -5,7 +5,8 @@ re-tokenizes) into one `Generation` (legorl_jax/types.py, ARCHITECTURE §4):
 
     gen = await engine.generate(input_ids, SamplingParams(temperature=1.0, max_new_tokens=256),
                                 return_routed_experts=True, routed_experts_start_len=0, rid="trial-3/turn-2",
-                                top_logprobs=0)                     # k > 0: the k likeliest per position
+                                top_logprobs=0,                     # k > 0: the k likeliest per position
+                                session_id="sess-7")                # a hint: keep this conversation cached
     lps = await engine.prompt_logprobs(input_ids, start=5)          # float32[P - 5]
     await engine.update_weights("runs/ckpt/step-10", version="10")  # or an in-process params state
     ok = await engine.health()
@@ -15,6 +16,9 @@ Implementations: `legorl_jax.engine.jax_engine.JaxEngine` (in process, on the po
 `legorl_jax.engine.sglang_client.SGLangEngine` (HTTP, real SGLang or our own server). Both give the
 same results for the same request: the behaviour log-prob of ARCHITECTURE §5, routed experts as rows
 `[routed_experts_start_len, P + N - 1)`, finish reasons `stop | length | abort`, a weight version.
+`session_id` is only a hint (SGLang-style): an engine with a prefix cache keeps that conversation's KV
+resident between its turns (evicted after entries without a hint); an engine or server without one ignores
+it, and results never depend on it.
 
 `SamplingParams` uses SGLang's names and constant defaults (SGLang's `--sampling-defaults openai`;
 the model's generation_config.json is never read): temperature 1, top_p 1, top_k -1 (off), min_p 0,
@@ -190,9 +194,12 @@ def check_generate_args(
     routed_experts_start_len: Any,
     rid: Any,
     top_logprobs: Any = 0,
+    session_id: Any = None,
 ) -> str:
     """Checks `Engine.generate`'s other arguments against the checked `prompt`; returns the rid
     (fresh if None)."""
+    if session_id is not None and (not isinstance(session_id, str) or not session_id):
+        raise ValueError(f"session_id must be a non-empty string or None, got {session_id!r}")
     if not _is_int(top_logprobs) or not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
         raise ValueError(f"top_logprobs must be an int in [0, {MAX_TOP_LOGPROBS}], got {top_logprobs!r}")
     if not isinstance(sampling, SamplingParams):
@@ -237,9 +244,11 @@ class Engine(Protocol):
         routed_experts_start_len: int = 0,
         rid: str | None = None,
         top_logprobs: int = 0,
+        session_id: str | None = None,
     ) -> Generation:
         """Samples a continuation of `input_ids`; `rid` names the request for `abort`; `top_logprobs` = k > 0
-        also returns the k most likely tokens of each output position (`Generation.output_top_ids`)."""
+        also returns the k most likely tokens of each output position (`Generation.output_top_ids`);
+        `session_id` is the prefix-cache hint of the module docstring."""
         ...
 
     async def prompt_logprobs(self, input_ids: Any, start: int, *, temperature: float = 1.0) -> np.ndarray:

@@ -211,10 +211,8 @@ class JaxEngine:
         """The `Engine` call; `session_id` is the prefix cache's hint: keep this conversation resident."""
         prompt = self._check_prompt(input_ids)
         rid = check_generate_args(
-            prompt, sampling, return_routed_experts, routed_experts_start_len, rid, top_logprobs
+            prompt, sampling, return_routed_experts, routed_experts_start_len, rid, top_logprobs, session_id
         )
-        if session_id is not None and (not isinstance(session_id, str) or not session_id):
-            raise ValueError(f"session_id must be a non-empty string or None, got {session_id!r}")
         reply = _Reply()
         req = Request(
             rid=rid,

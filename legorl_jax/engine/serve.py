@@ -197,6 +197,8 @@ async def model_info(request: web.Request) -> web.Response:
             "context_length": engine.max_len,
             "vocab_size": c.vocab_size,
             "routing": routing,
+            # `/generate` takes `session_id` (the prefix cache hint); clients send it only when this is true.
+            "session_hint": True,
         }
     )
 

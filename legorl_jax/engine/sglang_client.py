@@ -23,6 +23,10 @@ Failures and retries:
   rid (every generate has one, generated when not given), so the server does not keep decoding it; a
   cancelled `generate` sends the same abort.
 
+Session hint: `generate(..., session_id=...)` sends `session_id` only to a server whose `/get_model_info`
+says `"session_hint": true` (ours); real SGLang has no such field (its `/generate` would refuse the key, and
+its radix cache keeps shared prefixes without a hint), so there the hint is dropped.
+
 Weight versions: `meta_info.weight_version` is SGLang's; `meta_info.token_weight_versions` (one per output
 token, sent only when an update landed mid-request) is our server's extension. Real SGLang does not send
 it, so there `token_weight_versions` stays None and every token is tagged with the final `weight_version`.
@@ -263,13 +267,16 @@ class SGLangEngine:
         routed_experts_start_len: int = 0,
         rid: str | None = None,
         top_logprobs: int = 0,
+        session_id: str | None = None,
     ) -> Generation:
         ids = check_input_ids(input_ids)
         rid = check_generate_args(
-            ids, sampling, return_routed_experts, routed_experts_start_len, rid, top_logprobs
+            ids, sampling, return_routed_experts, routed_experts_start_len, rid, top_logprobs, session_id
         )
         start = routed_experts_start_len
         routing = await self._routing() if return_routed_experts else None
+        if session_id is not None and (await self.model_info()).get("session_hint") is not True:
+            session_id = None
         body = generate_request_json(
             ids,
             sampling,
@@ -277,6 +284,7 @@ class SGLangEngine:
             return_routed_experts=return_routed_experts,
             routed_experts_start_len=start,
             top_logprobs=top_logprobs,
+            session_id=session_id,
         )
         try:
             reply = await self._json("POST", "/generate", body, idempotent=False)
@@ -306,7 +314,7 @@ class SGLangEngine:
         if start == len(ids):
             return np.zeros(0, np.float32)
         body = {
-            "input_ids": [int(i) for i in ids],
+            "input_ids": ids.tolist(),
             "sampling_params": {**sampling_json(SamplingParams(max_new_tokens=0, temperature=temperature))},
             "return_logprob": True,
             "logprob_start_len": start,

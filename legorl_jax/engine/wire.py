@@ -270,10 +270,11 @@ def generate_request_json(
     return_routed_experts: bool,
     routed_experts_start_len: int,
     top_logprobs: int = 0,
+    session_id: str | None = None,
 ) -> dict[str, Any]:
     """The `/generate` body the client sends (token in, log-probs always on)."""
     body = {
-        "input_ids": [int(i) for i in input_ids],
+        "input_ids": np.asarray(input_ids).tolist(),  # python ints, ~10x faster than a loop
         "sampling_params": sampling_json(sampling),
         "return_logprob": True,
         "logprob_start_len": -1,
@@ -284,6 +285,8 @@ def generate_request_json(
         body["routed_experts_start_len"] = routed_experts_start_len
     if top_logprobs:
         body["top_logprobs_num"] = top_logprobs
+    if session_id is not None:
+        body["session_id"] = session_id
     return body
 
 
@@ -368,7 +371,7 @@ def generation_json(
             ]
     if return_routed_experts and gen.routed_experts is not None:
         meta["routed_experts"] = encode_routed_experts(gen.routed_experts)
-    return {"text": text, "output_ids": [int(i) for i in gen.output_ids], "meta_info": meta}
+    return {"text": text, "output_ids": np.asarray(gen.output_ids).tolist(), "meta_info": meta}
 
 
 def _field(data: dict, key: str, kind: type | tuple[type, ...], where: str) -> Any:

@@ -222,6 +222,7 @@ class Session:
                 return_routed_experts=True,
                 routed_experts_start_len=plan.routing_start,
                 rid=f"{self.id}-{turn_index}",
+                session_id=self.id,  # the prefix cache's hint: this conversation comes back next turn
                 **({"top_logprobs": req.top_logprobs} if req.logprobs and req.top_logprobs else {}),
             )
             recomputed = None

@@ -148,6 +148,17 @@ async def test_the_server_reports_cached_tokens_and_flush_cache_empties_it(cache
     assert flushed["meta_info"]["cached_tokens"] == 0
 
 
+async def test_the_session_hint_reaches_the_cache_through_the_client_and_our_server(cached):
+    from legorl_jax.engine.sglang_client import SGLangEngine
+
+    assert await cached.flush_cache()
+    async with TestServer(make_app(cached)) as server, SGLangEngine(str(server.make_url(""))) as client:
+        await client.generate(SYSTEM, SamplingParams(max_new_tokens=3, seed=1), session_id="agent-9")
+        await client.generate(SYSTEM[:-2], SamplingParams(max_new_tokens=3, seed=1))
+    sessions = sorted((e.session or "-") for e in cached.scheduler.cache.by_slot.values())
+    assert sessions == ["-", "agent-9"]
+
+
 def test_a_session_entry_outlives_traffic_without_a_session_hint():
     cache = PrefixCache(max_entries=1)
     cache.insert(0, np.arange(10, dtype=np.int32), None, session="agent")

@@ -293,3 +293,29 @@ async def test_top_logprobs_travel_in_sglangs_format_and_back(ours, engine):
     top = meta["output_top_logprobs"]
     assert len(top) == 2 and all(len(position) == 2 and position[0][2] is None for position in top)
     assert [position[0][1] for position in top] == local.output_top_ids[:2, 0].tolist()
+
+
+@pytest.mark.parametrize("server_takes_hint", [True, False], ids=["ours", "real-sglang"])
+async def test_the_session_hint_is_sent_only_to_a_server_that_declares_it(server_takes_hint):
+    reply = {
+        "text": "",
+        "output_ids": [2],
+        "meta_info": {
+            "id": "r",
+            "finish_reason": {"type": "stop", "matched": 2},
+            "prompt_tokens": 3,
+            "completion_tokens": 1,
+            "weight_version": "0",
+            "output_token_logprobs": [[-0.5, 2, None]],
+        },
+    }
+    fake = Fake(lambda req, body: web.json_response(reply))
+    fake.info = {"is_generation": True, **({"session_hint": True} if server_takes_hint else {})}
+    async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
+        await client.generate([1, 2, 3], SamplingParams(max_new_tokens=4), session_id="trial-7")
+        await client.generate([1, 2, 3], SamplingParams(max_new_tokens=4))
+    hinted, plain = [body for path, body in fake.seen if path == "/generate"]
+    assert hinted.get("session_id") == ("trial-7" if server_takes_hint else None)
+    assert "session_id" not in plain
+    with pytest.raises(ValueError, match="session_id must be a non-empty string or None, got ''"):
+        await client.generate([1, 2, 3], SamplingParams(), session_id="")

@@ -63,6 +63,17 @@ async def test_tool_calls_come_back_with_fresh_ids_and_the_next_turn_extends_the
     assert engine.calls[1]["prompt"][: len(first) + len(sampled)] == first + sampled
 
 
+async def test_every_call_of_a_session_carries_its_id_as_the_engines_prefix_cache_hint(scripted, serve):
+    engine = scripted(["One.", "Two.", "Three."])
+    proxy = await serve(engine)
+    sessions = [proxy.open_session(), proxy.open_session()]
+    for info, user in ((sessions[0], USER), (sessions[1], USER), (sessions[0], {**USER, "content": "And?"})):
+        client = openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="unused")
+        await client.chat.completions.create(model="p", messages=[SYSTEM, user])
+    ids = [info.session_id for info in sessions]
+    assert [call["session_id"] for call in engine.calls] == [ids[0], ids[1], ids[0]]
+
+
 async def test_streaming_sends_openai_chunks_in_order_with_usage_and_done(scripted, serve):
     engine = scripted(
         ["<think>\nplan\n</think>\n\n" + tool_call_text("bash", '{"command": "pwd"}', "Let me see.")]
