@@ -8,9 +8,9 @@ at `workdir`), `home` (a copy of the user's home) and `tmp` (bound at /tmp). As 
 cgroup); otherwise it is a plain directory and only single files are capped (RLIMIT_FSIZE = disk_mb,
 always set).
 
-With `read_only_root=False` (needs root) the root is instead an overlay mounted on the host: the root
-filesystem as its lower layer and `fs/upper` as its upper one, so the whole root is writable, changes
-persist across execs, and they too count against the `disk_mb` tmpfs.
+With `read_only_root=False` (needs root) the root is instead an overlay mounted on the host: a copy of the
+root filesystem (see Hardening) as its lower layer and `fs/upper` as its upper one, so the whole root is
+writable, changes persist across execs, and they too count against the `disk_mb` tmpfs.
 
 Each exec is one `bwrap --unshare-all --die-with-parent --new-session` run: new user (the image user's
 uid/gid), pid, network (loopback only), ipc, uts and cgroup namespaces, a fresh /proc and a minimal
@@ -18,15 +18,16 @@ uid/gid), pid, network (loopback only), ipc, uts and cgroup namespaces, a fresh 
 
 Hardening (the sandbox must not see or become the host): bubblewrap itself is pid 1 inside, so its own
 environment is readable at /proc/1/environ; it is started with an allow-listed environment (`PATH` only),
-never this process's. As root with a read-only root, bubblewrap runs as the unprivileged host uid
-`SANDBOX_HOST_UID` (`setpriv`), so the sandbox user is that uid on the host, not root; the writable state is
-chowned to it. (With `read_only_root=False` the overlay's lower layer is owned by host root and must stay
-writable through the mapping, so there the sandbox user still maps to host root: use Docker for untrusted
-code on such images.) `--disable-userns` forbids nested user namespaces, and a seccomp filter (`seccomp.py`,
-Docker's default profile in spirit) refuses mounts, namespace changes, kernel modules, keyrings, `bpf` and
-the rest. Consequences: a timeout kills the whole tree for sure (killing bubblewrap
-kills its pid namespace, daemons and setsid children included), and nothing outlives the exec that
-started it; state carries over only through the files.
+never this process's. As root, bubblewrap runs as the unprivileged host uid `SANDBOX_HOST_UID`
+(`setpriv`), with either kind of root, so the sandbox user is that uid on the host, never root; the
+writable state is chowned to it. A writable root's overlay takes as its lower layer a copy of the root
+filesystem in which every file belongs to that uid (`rootfs.owned_copy`, made once per image and cached:
+the image's size again on disk), so inside the whole root belongs to the sandbox user and is writable, and
+what the sandbox creates there is that uid's on the host too. `--disable-userns` forbids nested user
+namespaces, and a seccomp filter (`seccomp.py`, Docker's default profile in spirit) refuses mounts,
+namespace changes, kernel modules, keyrings, `bpf` and the rest. Consequences: a timeout kills the whole
+tree for sure (killing bubblewrap kills its pid namespace, daemons and setsid children included), and
+nothing outlives the exec that started it; state carries over only through the files.
 
 Limits (`limits`): with writable cgroups (root) every exec joins the sandbox's memory / pids / cpu
 groups (`cgroups.py`), shared across concurrent execs, and exit code 137 is checked against the OOM-kill
@@ -123,12 +124,6 @@ def _mount_points() -> set[str]:
         return {line.split()[4].replace("\\040", " ") for line in handle if len(line.split()) > 4}
 
 
-def _chown_tree(path: Path, uid: int) -> None:
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
-            os.lchown(name, uid, uid)
-
-
 class BwrapSandbox(ExecSandbox):
     """A sandbox run with bubblewrap; see the module docstring."""
 
@@ -188,9 +183,22 @@ class BwrapSandbox(ExecSandbox):
         os.chmod(fs / "tmp", 0o1777)
         (self.state / "proxy").symlink_to(fs / "proxy")
         self._check_mounts()
-        if not spec.read_only_root:
+        if spec.read_only_root:
+            source = (
+                Path(facts.workdir_source) if facts.workdir_source else self._root / spec.workdir.lstrip("/")
+            )
+            if source.is_dir():
+                shutil.copytree(source, fs / "work", symlinks=True, dirs_exist_ok=True)
+            home = self._root / facts.home.lstrip("/")
+            if home_needs_mount(facts, spec.workdir) and home.is_dir():
+                shutil.copytree(home, fs / "home", symlinks=True, dirs_exist_ok=True)
+        else:
             (self.state / "root").mkdir()
-            options = f"lowerdir={self._root},upperdir={fs / 'upper'},workdir={fs / 'overlay-work'}"
+            # The lower layer belongs to the uid bubblewrap runs as (see the module docstring), and so does
+            # the upper directory, whose owner the overlay's root directory shows.
+            lower = rootfs.owned_copy(self._root, SANDBOX_HOST_UID)
+            os.chown(fs / "upper", SANDBOX_HOST_UID, SANDBOX_HOST_UID)
+            options = f"lowerdir={lower},upperdir={fs / 'upper'},workdir={fs / 'overlay-work'}"
             _check(
                 ["mount", "-t", "overlay", "overlay", "-o", options, str(self.state / "root")],
                 "overlay mount",
@@ -198,21 +206,11 @@ class BwrapSandbox(ExecSandbox):
             if facts.workdir_source:
                 target = self.state / "root" / spec.workdir.lstrip("/")
                 shutil.copytree(facts.workdir_source, target, symlinks=True, dirs_exist_ok=True)
-            if self.limits == "cgroup":
-                self._cgroup = cgroups.CgroupLimits.create(
-                    self.name, memory_mb=spec.memory_mb, pids=spec.pids, cpus=spec.cpus
-                )
-            return
-        source = Path(facts.workdir_source) if facts.workdir_source else self._root / spec.workdir.lstrip("/")
-        if source.is_dir():
-            shutil.copytree(source, fs / "work", symlinks=True, dirs_exist_ok=True)
-        home = self._root / facts.home.lstrip("/")
-        if home_needs_mount(facts, spec.workdir) and home.is_dir():
-            shutil.copytree(home, fs / "home", symlinks=True, dirs_exist_ok=True)
+                rootfs.chown_tree(target, SANDBOX_HOST_UID)
         if self._host_uid() is not None:
             os.chmod(fs, 0o711)
             for part in ("work", "home", "tmp", "proxy"):
-                _chown_tree(fs / part, SANDBOX_HOST_UID)
+                rootfs.chown_tree(fs / part, SANDBOX_HOST_UID)
             # The root filesystem and mount sources may lie where that uid cannot reach (root's cache under
             # /root): bind them, read-only, under the state directory it can traverse.
             for i, source in enumerate([str(self._root), *spec.mounts.values()]):
@@ -242,7 +240,7 @@ class BwrapSandbox(ExecSandbox):
 
     def _host_uid(self) -> int | None:
         """The unprivileged host uid bubblewrap runs as, or None when it runs as this process's user."""
-        return SANDBOX_HOST_UID if os.geteuid() == 0 and self.spec.read_only_root else None
+        return SANDBOX_HOST_UID if os.geteuid() == 0 else None
 
     def _argv(self, argv: list[str], workdir: str, env: dict[str, str], seccomp_fd: int) -> list[str]:
         spec, facts, fs = self.spec, self._facts, self.state / "fs"

@@ -24,10 +24,16 @@ everything written plus the processes' memory stays under `memory_mb`; no single
 With `read_only_root=False` the root is the writable overlay and only the single-file cap holds.
 
 Exec. Each command runs as the sandbox user leading its own session (`WRAPPER`), whose id it
-reports on its first stderr line (stripped from the output). The output streams are read in a worker
-thread and capped (`CappedBuffer`); at the timeout the supervisor SIGKILLs every process of that session
-or process group (repeatedly, so a forking tree cannot outrun it) and the result is exit code 124 with
-`timed_out=True`. Exit code 137 is checked against the cgroup's OOM-kill counter (`oom_killed`).
+reports on its first stderr line (stripped from the output), at nice 19. The output streams are read in a
+worker thread and capped (`CappedBuffer`); at the timeout the supervisor sweeps that session or process
+group and the result is exit code 124 with `timed_out=True`. A fork bomb defeated a plain SIGKILL sweep:
+its processes spin on failed forks, the supervisor shares the container's CPU quota with hundreds of them,
+and every pid a kill frees is taken again by a survivor. Hence: the commands run at nice 19 while the
+supervisor keeps nice 0 (within the container's CPU group, so nothing else is slowed; neither the sandbox
+user nor the container's root can lower a nice value, as Docker grants no CAP_SYS_NICE), and the sweep
+first SIGSTOPs every process of the session until none is left running (a stopped process keeps its pid,
+so no fork can succeed while the pids limit is reached), then SIGKILLs them all.
+Exit code 137 is checked against the cgroup's OOM-kill counter (`oom_killed`).
 A process that starts its own session (setsid, a daemon) escapes the per-exec kill, not `close()`.
 """
 
@@ -55,17 +61,20 @@ if [ "${1:-}" = seed ]; then
   if tar -x -p --numeric-owner -C / -f -; then echo "seeded 0"; else echo "seeded 1"; fi
 fi
 sweep() {
-  pass=0
-  while [ "$pass" -lt 200 ]; do
-    hit=0
-    for d in /proc/[0-9]*; do
-      { read -r line < "$d/stat"; } 2>/dev/null || continue
-      set -- ${line##*") "}
-      [ "$1" = Z ] && continue
-      if [ "$4" = "$sid" ] || [ "$3" = "$sid" ]; then kill -9 "${d#/proc/}" 2>/dev/null; hit=1; fi
+  for sig in STOP KILL; do
+    pass=0
+    while [ "$pass" -lt 200 ]; do
+      hit=0
+      for d in /proc/[0-9]*; do
+        { read -r line < "$d/stat"; } 2>/dev/null || continue
+        set -- ${line##*") "}
+        [ "$1" = Z ] && continue
+        [ "$sig$1" = STOPT ] && continue
+        if [ "$4" = "$sid" ] || [ "$3" = "$sid" ]; then kill -s "$sig" "${d#/proc/}" 2>/dev/null; hit=1; fi
+      done
+      [ "$hit" = 0 ] && break
+      pass=$((pass + 1))
     done
-    [ "$hit" = 0 ] && break
-    pass=$((pass + 1))
   done
 }
 while read -r op sid; do
@@ -76,18 +85,21 @@ while read -r op sid; do
 done
 """
 """Runs as root under tini. With `seed`, first unpacks the seed tarball sent on stdin; then each request
-`kill <sid>` SIGKILLs every process of session / process group <sid>, with shell builtins only."""
+`kill <sid>` stops, then SIGKILLs, every process of session / process group <sid>, with shell builtins
+only (see Exec in the module docstring)."""
 
 SESSION_MARK = b"\x01legorl-session "
 _LEAD = r"""
 lead() { read -r s < /proc/$$/stat; set -- ${s##*") "}; S=$4; }
 lead
+command -v nice >/dev/null 2>&1 && set -- nice -n 19 "$@"
 if [ "$S" = "$$" ]; then printf '\001legorl-session %s\n' "$$" >&2; exec "$@"; fi
 exec setsid -w /bin/sh -c 'printf "\001legorl-session %s\n" "$$" >&2; exec "$@"' legorl-exec "$@"
 """
 WRAPPER = ["/bin/sh", "-c", _LEAD, "legorl-exec"]
 """Prefix of every exec: make sure the command leads its own session (Docker's exec processes already
-do; otherwise `setsid`), report the session id on stderr, then become the command."""
+do; otherwise `setsid`), report the session id on stderr, then become the command at nice 19 (when the
+image has `nice`), below the supervisor that must be able to kill it."""
 
 _KILL_WAIT_S = 20.0
 _DRAIN_WAIT_S = 5.0

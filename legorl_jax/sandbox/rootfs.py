@@ -13,6 +13,11 @@
   without Docker in `<cache>/rootfs/trees/<tag>-<hash>/`.
 Exports are staged and renamed into place under a lock, so concurrent first uses export once.
 Files unpacked by a non-root user belong to that user; the sandbox only ever sees the tree read-only.
+
+`owned_copy(root, uid)` is a copy of a root filesystem in which every file belongs to `uid` (made once per
+root and uid, cached under `<cache>/rootfs/owned/`): the lower layer of bubblewrap's writable root, so that
+the whole root is writable by a sandbox user who is an unprivileged host uid. A directory image is taken
+as unchanging once copied, as a Docker image id is.
 """
 
 from __future__ import annotations
@@ -104,6 +109,34 @@ def _export(image: str, workdir: str, user: str | None) -> tuple[Path, seed.Imag
             finally:
                 api.remove_container(container, force=True)
     return entry / "root", facts
+
+
+def owned_copy(root: Path, uid: int) -> Path:
+    """A cached copy of the root filesystem `root` whose files and directories all belong to `uid`:`uid`."""
+    real = root.resolve()
+    info = real.stat()
+    identity = f"{real}\0{info.st_dev}\0{info.st_ino}\0{info.st_mtime_ns}"
+    entry = cache_dir() / "rootfs" / "owned" / f"{hashlib.sha256(identity.encode()).hexdigest()[:16]}-{uid}"
+    with locked(f"owned-{entry.name}"):
+        if not (entry / "root").is_dir():
+            with staged_dir(entry) as staging:
+                proc = subprocess.run(
+                    ["cp", "-a", "--no-target-directory", str(real), str(staging / "root")],
+                    capture_output=True,
+                    text=True,
+                    timeout=3600,
+                )
+                if proc.returncode != 0:
+                    raise SandboxError(f"copying the root filesystem {real} failed: {proc.stderr.strip()}")
+                chown_tree(staging / "root", uid)
+    return entry / "root"
+
+
+def chown_tree(top: Path, uid: int) -> None:
+    """Gives `top` and everything below it (links themselves, not their targets) to `uid`:`uid`."""
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+            os.lchown(name, uid, uid)
 
 
 def resolve(image: str, workdir: str, user: str | None) -> tuple[Path, seed.ImageFacts]:

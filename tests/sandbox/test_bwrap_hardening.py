@@ -1,6 +1,6 @@
 """bubblewrap does not leak the host (attack class 6 of issue 14): its own environment (pid 1 inside) holds
-none of this process's variables, the sandbox user is not host root, nested user namespaces are refused,
-and the seccomp filter refuses what Docker's default profile refuses."""
+none of this process's variables, the sandbox user is not host root (with a read-only or a writable root),
+nested user namespaces are refused, and the seccomp filter refuses what Docker's default profile refuses."""
 
 from __future__ import annotations
 
@@ -54,6 +54,27 @@ async def test_files_the_sandbox_user_creates_belong_to_an_unprivileged_host_uid
     assert result.exit_code == 0, result
     made = sandbox.state / "fs" / "work" / "made-inside"
     assert made.stat().st_uid == SANDBOX_HOST_UID != 0
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="without root bubblewrap already runs as this unprivileged user"
+)
+@pytest.mark.parametrize("read_only_root", [True, False])
+async def test_the_sandbox_user_is_an_unprivileged_host_uid_with_either_kind_of_root(
+    base_image, read_only_root
+):
+    async with make_sandbox(
+        SandboxSpec(image=base_image, read_only_root=read_only_root), backend="bwrap"
+    ) as sb:
+        result = await sb.exec(["sh", "-c", "echo x > /tmp/made-inside"])
+        assert result.exit_code == 0, result
+        # Where /tmp lies on the host: its own bind, or the overlay's upper layer.
+        made = sb.state / "fs" / ("tmp" if read_only_root else "upper/tmp") / "made-inside"
+        assert made.stat().st_uid == SANDBOX_HOST_UID != 0
+        if not read_only_root:  # the writable root is still writable everywhere, as the sandbox user
+            wrote = await sb.exec(["sh", "-c", "echo x > /etc/made-inside && echo y > /usr/bin/made-inside"])
+            assert wrote.exit_code == 0, wrote
+            assert (sb.state / "fs" / "upper/etc/made-inside").stat().st_uid == SANDBOX_HOST_UID
 
 
 async def test_nested_user_namespaces_are_refused(sandbox):

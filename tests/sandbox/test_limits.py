@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -26,6 +27,26 @@ async def test_a_fork_bomb_is_contained_and_the_sandbox_survives(open_sandbox):
     assert "Resource temporarily unavailable" in bomb.stderr  # fork failed: the pids limit was hit
     after = await sb.exec("ps -e --no-headers | wc -l")
     assert after.exit_code == 0 and int(after.stdout) < 10, after
+
+
+async def test_a_spinning_python_fork_bomb_ends_soon_after_its_timeout(open_sandbox):
+    sb = await open_sandbox()  # the default pids limit: hundreds of processes spinning on failed forks
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    started = time.monotonic()
+    result = await sb.exec(["python3", "-c", bomb], timeout=5)
+    elapsed = time.monotonic() - started
+    assert result.timed_out and elapsed < 15, (result, elapsed)  # a plain kill sweep on Docker took 20 s
+    after = await sb.exec("ps -e --no-headers | wc -l")
+    assert after.exit_code == 0 and int(after.stdout) < 10, after
+
+
+@pytest.mark.parametrize("user", [None, "root"])  # the container's root has no CAP_SYS_NICE either
+async def test_on_docker_commands_run_at_nice_19_and_cannot_lower_it(backend, open_sandbox, user):
+    if backend != "docker":
+        pytest.skip("the nice value is how the Docker supervisor outruns a fork bomb; bubblewrap kills bwrap")
+    sb = await open_sandbox(user=user)
+    result = await sb.exec(["python3", "-c", "import os; print(os.nice(0)); os.nice(-1)"])
+    assert result.stdout == "19\n" and "PermissionError" in result.stderr, result
 
 
 async def test_sixteen_sandboxes_run_at_once(backend, base_image):

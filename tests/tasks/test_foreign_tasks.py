@@ -1,15 +1,17 @@
-"""SWE-bench-style and Harbor tasks graded in Docker: gold → 1, empty → 0, hacks → 0, infra →
-VerifierError."""
+"""SWE-bench-style and Harbor tasks graded in Docker (and once on bubblewrap, from the Docker images):
+gold → 1, empty → 0, hacks → 0, infra → VerifierError."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import shutil
 
 import pytest
 from harbor_fixture import GOLD_DIFF, TASK_TOML, write_harbor_task
 from swebench_fixture import GOLD, build_swebench_image, write_jsonl
 
+from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox import images
 from legorl_jax.sandbox.images import ImageError
 from legorl_jax.tasks.agent_sandbox import oracle_diff
@@ -105,6 +107,18 @@ def test_a_forged_harbor_reward_earns_nothing_and_is_reported(harbor_task):
     assert outside.reward == 0.0 and [c.reason for c in outside.removed_changes] == [
         "path outside the repository"
     ]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed on this host")
+def test_on_bubblewrap_with_its_writable_root_swebench_and_harbor_gold_get_1_and_empty_0(
+    swebench_task, harbor_task
+):
+    # Their sandboxes have a writable root, which bubblewrap runs as an unprivileged host uid over a copy
+    # of the exported image that belongs to it: git, the apply and the tests must all still work there.
+    items = [(swebench_task, GOLD), (swebench_task, ""), (harbor_task, GOLD_DIFF), (harbor_task, "")]
+    results = asyncio.run(grade_many(items, config=VerifierConfig(backend="bwrap")))
+    assert [getattr(r, "reward", r) for r in results] == [1.0, 0.0, 1.0, 0.0]
+    assert all(r.tampering == () for r in results), [r.tampering for r in results]
 
 
 def test_a_harbor_verifier_that_writes_no_reward_raises_verifier_error(harbor_task, tmp_path):

@@ -146,11 +146,6 @@ def test_a_diff_that_crashes_or_times_out_the_tests_scores_0_as_tampering(task, 
 
 
 def test_a_fork_bomb_scores_0_as_tampering(task, config, backend):
-    if backend == "docker":
-        pytest.skip(
-            "on Docker the exec-timeout sweep of the sandbox's processes does not finish against a live "
-            "fork bomb (a Docker-backend limit, not the verifier's); bubblewrap kills the pid namespace"
-        )
     task = dataclasses.replace(task, timeouts=Timeouts(verify_s=20))
     bomb = "\nimport os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     report = asyncio.run(grade(task, _with_gold_and(task, bomb), config=config))
