@@ -698,6 +698,10 @@ class WarmStartConfig:
     """Optimiser steps over the demonstrations."""
     learning_rate: float = 3e-3
     """Constant AdamW learning rate of the warm start."""
+    stop_below: float | None = None
+    """Stop early once the demonstration NLL per token falls below this (a partial warm start leaves RL
+    something to learn: a model that already copies the demonstrations has nothing to be rewarded for);
+    None: all `steps`."""
     split: str | None = "same"
     """Whose gold patches are demonstrated: `same` (the RL tasks themselves; the summary says so) or a
     split."""
@@ -714,6 +718,12 @@ class WarmStartConfig:
             or not self.learning_rate > 0
         ):
             raise ValueError(f"loop.warm_start.learning_rate must be > 0, got {self.learning_rate!r}")
+        if self.stop_below is not None and (
+            isinstance(self.stop_below, bool)
+            or not isinstance(self.stop_below, (int, float))
+            or not self.stop_below > 0
+        ):
+            raise ValueError(f"loop.warm_start.stop_below must be > 0 or null, got {self.stop_below!r}")
         if self.split is not None and (not isinstance(self.split, str) or not self.split):
             raise ValueError(
                 f"loop.warm_start.split must be 'same', a split name or null, got {self.split!r}"

@@ -54,6 +54,7 @@ class WarmStartReport:
     seconds: float
     cached: bool
     same_tasks_as_rl: bool
+    stop_below: float | None = None
 
     def describe(self) -> str:
         where = (
@@ -62,8 +63,10 @@ class WarmStartReport:
             else "tasks RL is not measured on"
         )
         how = "reused from the cache" if self.cached else f"made in {self.seconds:.0f} s"
+        stopped = "" if self.stop_below is None else f" (until the NLL fell below {self.stop_below:g})"
         return (
-            f"warm start ({how}): {self.steps} supervised steps at lr {self.learning_rate:g} on "
+            f"warm start ({how}): {self.steps} supervised step{'s' * (self.steps != 1)}{stopped} "
+            f"at lr {self.learning_rate:g} on "
             f"{len(self.kept)} gold-patch demonstrations ({', '.join(self.kept)}) of {where}; "
             f"demonstration NLL per token {self.first_loss:.3f} -> {self.last_loss:.3f}; "
             f"weights {self.model_dir}"
@@ -161,9 +164,12 @@ class TeacherEngine:
         return_routed_experts: bool = False,
         routed_experts_start_len: int = 0,
         rid: str | None = None,
+        session_id: str | None = None,
     ) -> Generation:
         prompt = check_input_ids(input_ids)
-        check_generate_args(prompt, sampling, return_routed_experts, routed_experts_start_len, rid)
+        check_generate_args(
+            prompt, sampling, return_routed_experts, routed_experts_start_len, rid, session_id=session_id
+        )
         text = self.replies[min(self.calls, len(self.replies) - 1)]
         self.calls += 1
         out = [*self.tokenizer.encode(text), self.eos_id]
@@ -267,6 +273,7 @@ def cache_key(config: Config, tasks: Sequence[Task], model_dir: str) -> str:
             "tasks": [t.instance_id for t in tasks],
             "patches": [hashlib.sha256(t.patch.encode()).hexdigest()[:16] for t in tasks],
             "steps": config.loop.warm_start.steps,
+            "stop_below": config.loop.warm_start.stop_below,
             "lr": config.loop.warm_start.learning_rate,
             "max_tokens": config.train.max_tokens,
             "harness": config.harness.name,
@@ -341,24 +348,29 @@ async def warm_start(
     losses = []
     for step in range(ws.steps):
         state, metrics = await asyncio.to_thread(update_policy, trainer, state, batch, stats)
-        # The behaviour log-probs are 0, so align/k1 (mean of behaviour - trainer) is the NLL per token.
+        # The behaviour log-probs are 0, so align/k1 (mean of behaviour - trainer) is the NLL per token
+        # before this step's update.
         losses.append(metrics["align/k1"])
-        if step % 20 == 0 or step == ws.steps - 1:
+        done_early = ws.stop_below is not None and losses[-1] < ws.stop_below
+        if step % 10 == 0 or step == ws.steps - 1 or done_early:
             log.info(
                 "warm start step %d/%d: demonstration NLL per token %.4f", step + 1, ws.steps, losses[-1]
             )
+        if done_early:
+            break
     export_hf(trainer.policy_of(state.params), root / key, "model", dtype="float32", source_dir=model_dir)
     report = WarmStartReport(
         model_dir=str(done),
         tasks=tuple(t.instance_id for t in tasks),
         kept=tuple(d.task_id for d in demos),
-        steps=ws.steps,
+        steps=len(losses),
         learning_rate=ws.learning_rate,
         first_loss=float(losses[0]),
         last_loss=float(losses[-1]),
         seconds=time.monotonic() - started,
         cached=False,
         same_tasks_as_rl=same_tasks_as_rl,
+        stop_below=ws.stop_below,
     )
     meta_path.write_text(json.dumps(dataclasses.asdict(report), indent=1))
     return report
