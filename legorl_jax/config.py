@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from legorl_jax.validate import is_int, positive_int, positive_number
+
 # ----------------------------------------------------------------------------------------------------
 # model/ and mesh/ (foundation issue)
 # ----------------------------------------------------------------------------------------------------
@@ -71,8 +73,7 @@ class MeshConfig:
     def __post_init__(self) -> None:
         for name in MESH_AXES:
             value = getattr(self, name)
-            sized = isinstance(value, int) and not isinstance(value, bool)
-            if not sized or (value < 1 and not (name == "fsdp" and value == -1)):
+            if not is_int(value) or (value < 1 and not (name == "fsdp" and value == -1)):
                 raise ValueError(f"mesh.{name} must be a positive int (fsdp may be -1), got {value!r}")
         for entry in self.rules or ():
             if not isinstance(entry, (list, tuple)) or len(entry) != 2 or entry[0] not in LOGICAL_AXES:
@@ -151,10 +152,8 @@ class AlgoConfig:
             raise ValueError(f"algo.clip_high must be > 0, got {self.clip_high!r}")
         if self.dual_clip is not None and not self.dual_clip > 1.0:
             raise ValueError(f"algo.dual_clip must be > 1 or null, got {self.dual_clip!r}")
-        if self.agg_norm_length is not None and self.agg_norm_length < 1:
-            raise ValueError(
-                f"algo.agg_norm_length must be a positive int or null, got {self.agg_norm_length!r}"
-            )
+        if self.agg_norm_length is not None:
+            positive_int("algo.agg_norm_length", self.agg_norm_length)
         for name in ("temperature", "tis_cap", "mis_high"):
             if not getattr(self, name) > 0.0:
                 raise ValueError(f"algo.{name} must be > 0, got {getattr(self, name)!r}")
@@ -186,10 +185,9 @@ class CheckpointConfig:
     """Config keys (dotted, `prefix.*` globs) that may differ between the checkpoint and the resumed run."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.every, int) or self.every < 0:
+        if not is_int(self.every) or self.every < 0:
             raise ValueError(f"train.checkpoint.every must be an int >= 0, got {self.every!r}")
-        if not isinstance(self.keep, int) or self.keep < 1:
-            raise ValueError(f"train.checkpoint.keep must be a positive int, got {self.keep!r}")
+        positive_int("train.checkpoint.keep", self.keep)
         if self.directory is not None and (not isinstance(self.directory, str) or not self.directory):
             raise ValueError(f"train.checkpoint.directory must be a path or null, got {self.directory!r}")
 
@@ -263,9 +261,7 @@ class TrainConfig:
         if not self.eps > 0.0:
             raise ValueError(f"train.eps must be > 0, got {self.eps!r}")
         for name in ("total_steps", "max_tokens", "micro_batch_rows", "mini_batches", "epochs"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"train.{name} must be a positive int, got {value!r}")
+            positive_int(f"train.{name}", getattr(self, name))
         if self.max_tokens < 2:
             raise ValueError(f"train.max_tokens must be >= 2, got {self.max_tokens!r}")
         if self.schedule == "warmup_cosine" and self.warmup_steps >= self.total_steps:
@@ -347,12 +343,9 @@ class VerifierConfig:
     def __post_init__(self) -> None:
         if self.backend not in SANDBOX_BACKENDS:
             raise ValueError(f"verifier.backend must be one of {SANDBOX_BACKENDS}, got {self.backend!r}")
-        for name in ("cpus", "memory_mb", "pids", "disk_mb", "timeout_multiplier", "concurrency"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ValueError(f"verifier.{name} must be positive, got {value!r}")
-        if not isinstance(self.concurrency, int):
-            raise ValueError(f"verifier.concurrency must be an int, got {self.concurrency!r}")
+        for name in ("cpus", "memory_mb", "pids", "disk_mb", "timeout_multiplier"):
+            positive_number(f"verifier.{name}", getattr(self, name))
+        positive_int("verifier.concurrency", self.concurrency)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -389,13 +382,9 @@ class SandboxConfig:
             raise ValueError(f"sandbox.backend must be one of {SANDBOX_BACKENDS}, got {self.backend!r}")
         if self.network not in SANDBOX_NETWORKS:
             raise ValueError(f"sandbox.network must be one of {SANDBOX_NETWORKS}, got {self.network!r}")
-        for name in ("cpus", "memory_mb", "pids", "disk_mb", "output_limit_bytes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ValueError(f"sandbox.{name} must be positive, got {value!r}")
+        positive_number("sandbox.cpus", self.cpus)
         for name in ("memory_mb", "pids", "disk_mb", "output_limit_bytes"):
-            if not isinstance(getattr(self, name), int):
-                raise ValueError(f"sandbox.{name} must be an int, got {getattr(self, name)!r}")
+            positive_int(f"sandbox.{name}", getattr(self, name))
         if not isinstance(self.read_only_root, bool):
             raise ValueError(f"sandbox.read_only_root must be a bool, got {self.read_only_root!r}")
 
@@ -436,10 +425,9 @@ class SGLangConfig:
                 raise ValueError(
                     f"engine.sglang.{name} must be a non-empty string, got {getattr(self, name)!r}"
                 )
-        if not isinstance(self.port, int) or not 0 < self.port < 65536:
+        if not is_int(self.port) or not 0 < self.port < 65536:
             raise ValueError(f"engine.sglang.port must be an int in [1, 65535], got {self.port!r}")
-        if not isinstance(self.tp, int) or self.tp < 1:
-            raise ValueError(f"engine.sglang.tp must be a positive int, got {self.tp!r}")
+        positive_int("engine.sglang.tp", self.tp)
         if not all(isinstance(a, str) for a in self.extra_args):
             raise ValueError(f"engine.sglang.extra_args must be a list of strings, got {self.extra_args!r}")
         for name in ("startup_timeout_s", "stop_grace_s"):
@@ -484,27 +472,15 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.backend not in ENGINE_BACKENDS:
             raise ValueError(f"engine.backend must be one of {ENGINE_BACKENDS}, got {self.backend!r}")
-        if self.chunked_prefill_size is not None and (
-            not isinstance(self.chunked_prefill_size, int) or self.chunked_prefill_size < 1
-        ):
-            raise ValueError(
-                "engine.chunked_prefill_size must be a positive int or null, "
-                f"got {self.chunked_prefill_size!r}"
-            )
-        if not isinstance(self.prefix_cache_slots, int) or self.prefix_cache_slots < 0:
+        for name in ("chunked_prefill_size", "prefix_cache_tokens"):  # null allowed
+            if getattr(self, name) is not None:
+                positive_int(f"engine.{name}", getattr(self, name))
+        if not is_int(self.prefix_cache_slots) or self.prefix_cache_slots < 0:
             raise ValueError(
                 f"engine.prefix_cache_slots must be an int >= 0, got {self.prefix_cache_slots!r}"
             )
-        if self.prefix_cache_tokens is not None and (
-            not isinstance(self.prefix_cache_tokens, int) or self.prefix_cache_tokens < 1
-        ):
-            raise ValueError(
-                f"engine.prefix_cache_tokens must be a positive int or null, got {self.prefix_cache_tokens!r}"
-            )
         for name in ("max_running", "max_len", "min_prefill_bucket"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"engine.{name} must be a positive int, got {value!r}")
+            positive_int(f"engine.{name}", getattr(self, name))
         if self.max_len < 2:
             raise ValueError(f"engine.max_len must be >= 2, got {self.max_len!r}")
         if self.dtype is not None and self.dtype not in _DTYPES:
@@ -515,7 +491,7 @@ class EngineConfig:
             raise ValueError(f"engine.url must be an http(s) URL or null, got {self.url!r}")
         if not self.request_timeout_s > 0:
             raise ValueError(f"engine.request_timeout_s must be > 0, got {self.request_timeout_s!r}")
-        if not isinstance(self.connect_retries, int) or self.connect_retries < 0:
+        if not is_int(self.connect_retries) or self.connect_retries < 0:
             raise ValueError(f"engine.connect_retries must be an int >= 0, got {self.connect_retries!r}")
         if not self.retry_backoff_s >= 0:
             raise ValueError(f"engine.retry_backoff_s must be >= 0, got {self.retry_backoff_s!r}")
@@ -577,21 +553,14 @@ class ProxyConfig:
             raise ValueError(
                 f"proxy.shared_tokens must be one of {SHARED_TOKEN_MODES}, got {self.shared_tokens!r}"
             )
-        if (
-            isinstance(self.temperature, bool)
-            or not isinstance(self.temperature, (int, float))
-            or not self.temperature > 0
-        ):
-            raise ValueError(f"proxy.temperature must be a number > 0, got {self.temperature!r}")
+        positive_number("proxy.temperature", self.temperature)
         for name in ("max_response_tokens", "main_prefix_match", "max_body_bytes"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"proxy.{name} must be a positive int, got {value!r}")
+            positive_int(f"proxy.{name}", getattr(self, name))
         ctx = self.context_length
-        if ctx is not None and (not isinstance(ctx, int) or isinstance(ctx, bool) or ctx < 2):
+        if ctx is not None and (not is_int(ctx) or ctx < 2):
             raise ValueError(f"proxy.context_length must be an int >= 2 or null, got {ctx!r}")
         limit = self.max_consecutive_no_tool
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        if not is_int(limit) or limit < 0:
             raise ValueError(f"proxy.max_consecutive_no_tool must be an int >= 0, got {limit!r}")
         if not all(isinstance(p, str) and p for p in self.side_system_prefixes):
             raise ValueError(
@@ -629,8 +598,7 @@ class HarnessConfig:
     def __post_init__(self) -> None:
         if self.name not in HARNESS_NAMES:
             raise ValueError(f"harness.name must be one of {HARNESS_NAMES}, got {self.name!r}")
-        if not isinstance(self.step_limit, int) or isinstance(self.step_limit, bool) or self.step_limit < 1:
-            raise ValueError(f"harness.step_limit must be a positive int, got {self.step_limit!r}")
+        positive_int("harness.step_limit", self.step_limit)
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"harness.model must be a non-empty string, got {self.model!r}")
         if not isinstance(self.options, dict):
@@ -658,17 +626,10 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         for name in ("group_size", "concurrency"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"rollout.{name} must be a positive int, got {value!r}")
-        if not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0:
+            positive_int(f"rollout.{name}", getattr(self, name))
+        if not is_int(self.retries) or self.retries < 0:
             raise ValueError(f"rollout.retries must be an int >= 0, got {self.retries!r}")
-        if (
-            isinstance(self.trial_timeout_s, bool)
-            or not isinstance(self.trial_timeout_s, (int, float))
-            or not self.trial_timeout_s > 0
-        ):
-            raise ValueError(f"rollout.trial_timeout_s must be a number > 0, got {self.trial_timeout_s!r}")
+        positive_number("rollout.trial_timeout_s", self.trial_timeout_s, unit="seconds")
         for name in ("runs_dir", "experiment"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"rollout.{name} must be a non-empty string, got {getattr(self, name)!r}")
@@ -680,12 +641,6 @@ class RolloutConfig:
 
 PUBLISH_ROUTES = ("auto", "in_process", "disk")
 TRACKING_BACKENDS = ("aim", "none")
-
-
-def _positive_int(value: Any, name: str, *, zero: bool = False) -> None:
-    low = 0 if zero else 1
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
 
 
 @dataclasses.dataclass
@@ -711,19 +666,10 @@ class WarmStartConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.enabled, bool):
             raise ValueError(f"loop.warm_start.enabled must be true or false, got {self.enabled!r}")
-        _positive_int(self.steps, "loop.warm_start.steps")
-        if (
-            isinstance(self.learning_rate, bool)
-            or not isinstance(self.learning_rate, (int, float))
-            or not self.learning_rate > 0
-        ):
-            raise ValueError(f"loop.warm_start.learning_rate must be > 0, got {self.learning_rate!r}")
-        if self.stop_below is not None and (
-            isinstance(self.stop_below, bool)
-            or not isinstance(self.stop_below, (int, float))
-            or not self.stop_below > 0
-        ):
-            raise ValueError(f"loop.warm_start.stop_below must be > 0 or null, got {self.stop_below!r}")
+        positive_int("loop.warm_start.steps", self.steps)
+        positive_number("loop.warm_start.learning_rate", self.learning_rate)
+        if self.stop_below is not None:
+            positive_number("loop.warm_start.stop_below (or null)", self.stop_below)
         if self.split is not None and (not isinstance(self.split, str) or not self.split):
             raise ValueError(
                 f"loop.warm_start.split must be 'same', a split name or null, got {self.split!r}"
@@ -755,13 +701,13 @@ class LoopConfig:
     """Supervised warm start before the first RL step."""
 
     def __post_init__(self) -> None:
-        _positive_int(self.steps, "loop.steps")
-        if self.tasks_per_step is not None:
-            _positive_int(self.tasks_per_step, "loop.tasks_per_step")
-        _positive_int(self.validate_every, "loop.validate_every", zero=True)
-        _positive_int(self.validation_group_size, "loop.validation_group_size")
-        if self.validation_tasks is not None:
-            _positive_int(self.validation_tasks, "loop.validation_tasks")
+        positive_int("loop.steps", self.steps)
+        positive_int("loop.validation_group_size", self.validation_group_size)
+        for name in ("tasks_per_step", "validation_tasks"):  # null: every task
+            if getattr(self, name) is not None:
+                positive_int(f"loop.{name}", getattr(self, name))
+        if not is_int(self.validate_every) or self.validate_every < 0:
+            raise ValueError(f"loop.validate_every must be an int >= 0, got {self.validate_every!r}")
         if self.publish not in PUBLISH_ROUTES:
             raise ValueError(f"loop.publish must be one of {PUBLISH_ROUTES}, got {self.publish!r}")
         if not isinstance(self.trial_texts, bool):

@@ -59,6 +59,7 @@ from flax import nnx
 from legorl_jax.engine.base import MAX_TOP_LOGPROBS
 from legorl_jax.engine.sampler import SamplingRows, sample, top_logprobs
 from legorl_jax.model.policy import Policy, as_dtype
+from legorl_jax.validate import is_int, positive_int
 
 # ArchConfig fields that do not change what the engine computes: the storage dtype (weights are cast to the
 # engine's own), the training-only aux-loss coefficient, and the fields kept only for the HF round trip.
@@ -67,9 +68,8 @@ _NOT_ARCHITECTURE = frozenset({"torch_dtype", "router_aux_loss_coef", "extra_jso
 
 def prefill_buckets(max_len: int, min_bucket: int) -> tuple[int, ...]:
     """min_bucket, 2·min_bucket, ... up to max_len (the last one is max_len itself)."""
-    for name, value in (("max_len", max_len), ("min_bucket", min_bucket)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    positive_int("max_len", max_len)
+    positive_int("min_bucket", min_bucket)
     out, b = [], min(min_bucket, max_len)
     while b < max_len:
         out.append(b)
@@ -144,22 +144,19 @@ class ModelRunner:
     ):
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a legorl_jax.model.Policy, got {type(policy).__name__}")
-        if not isinstance(num_slots, int) or isinstance(num_slots, bool) or num_slots < 1:
-            raise ValueError(f"max_running (slots) must be a positive int, got {num_slots!r}")
+        positive_int("max_running (slots)", num_slots)
         limit = policy.config.max_position_embeddings
-        if not isinstance(max_len, int) or isinstance(max_len, bool) or not 2 <= max_len <= limit:
+        if not is_int(max_len) or not 2 <= max_len <= limit:
             raise ValueError(
                 f"max_len must be an int in [2, max_position_embeddings={limit}], got {max_len!r}"
             )
         self.config = policy.config
         self.num_slots, self.max_len = num_slots, max_len
         chunk = max_len if prefill_chunk is None else prefill_chunk
-        if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
-            raise ValueError(f"prefill_chunk must be a positive int or None, got {prefill_chunk!r}")
-        self.prefill_chunk = min(chunk, max_len)
+        self.prefill_chunk = min(positive_int("prefill_chunk", chunk), max_len)
         self.buckets = prefill_buckets(self.prefill_chunk, min_bucket)
         max_batch = num_slots if max_batch is None else max_batch
-        if not isinstance(max_batch, int) or isinstance(max_batch, bool) or not 1 <= max_batch <= num_slots:
+        if not is_int(max_batch) or not 1 <= max_batch <= num_slots:
             raise ValueError(f"max_batch must be an int in [1, num_slots={num_slots}], got {max_batch!r}")
         self.batch_buckets = prefill_buckets(max_batch, 1)
         self.context_buckets = prefill_buckets(max_len, min_context)

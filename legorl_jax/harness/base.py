@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol, runtime_checkable
 
+from legorl_jax.validate import positive_int
+
 EXIT_STATUSES = ("submitted", "step_limit", "context_overflow", "no_tool_collapse", "format_failure")
 
 
@@ -54,8 +56,7 @@ class LLMEndpoint:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.startswith(("http://", "https://")):
                 raise ValueError(f"{name} must be an http(s) URL, got {value!r}")
-        if not isinstance(self.step_limit, int) or isinstance(self.step_limit, bool) or self.step_limit < 1:
-            raise ValueError(f"step_limit must be a positive int, got {self.step_limit!r}")
+        positive_int("step_limit", self.step_limit)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessResult, LLMEndpoint
+from legorl_jax.validate import is_int, positive_number
 
 SYSTEM_PROMPT = (
     "You are a software engineer fixing a bug in the repository at {workdir}. "
@@ -108,10 +109,8 @@ class BuiltinHarness:
     name = "builtin"
 
     def __init__(self, *, command_timeout_s: float = 60.0, request_timeout_s: float = 1800.0):
-        if not command_timeout_s > 0 or not request_timeout_s > 0:
-            raise ValueError(f"timeouts must be > 0, got {command_timeout_s!r} and {request_timeout_s!r}")
-        self.command_timeout_s = command_timeout_s
-        self.request_timeout_s = request_timeout_s
+        self.command_timeout_s = positive_number("command_timeout_s", command_timeout_s, unit="seconds")
+        self.request_timeout_s = positive_number("request_timeout_s", request_timeout_s, unit="seconds")
 
     async def run(self, task: Any, sandbox: Any, llm: LLMEndpoint) -> HarnessResult:
         workdir = task.workdir
@@ -236,7 +235,7 @@ class _Run:
         self.features["rereads_after_edit"] += path in self.edited
         lines = (await self._read(path)).splitlines()
         start, end = args.get("start_line") or 1, args.get("end_line") or len(lines)
-        if not isinstance(start, int) or not isinstance(end, int) or start < 1 or end < start:
+        if not is_int(start) or not is_int(end) or start < 1 or end < start:
             raise ValueError(
                 f"start_line/end_line must be ints with 1 <= start <= end, got {start!r}, {end!r}"
             )

@@ -32,6 +32,7 @@ from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessResult, LLMEndpoint
 from legorl_jax.harness.native_agent import NativePackage, require, run_binary
+from legorl_jax.validate import is_int, positive_number
 
 PACKAGE = NativePackage(
     name="claude_code",
@@ -74,15 +75,16 @@ class ClaudeCodeHarness:
         if not isinstance(bare, bool):
             raise ValueError(f"bare must be true or false, got {bare!r}")
         self.bare = bare
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        if not is_int(max_retries) or max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
         self.max_retries = max_retries
         if not isinstance(tools, str) or not tools or " " in tools:
             raise ValueError(f"tools must be a comma-separated list of Claude Code tool names, got {tools!r}")
-        for name, value in (("timeout_s", timeout_s), ("command_timeout_s", command_timeout_s)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-        self.tools, self.timeout_s, self.command_timeout_s = tools, float(timeout_s), float(command_timeout_s)
+        self.tools = tools
+        self.timeout_s = float(positive_number("timeout_s", timeout_s, unit="seconds"))
+        self.command_timeout_s = float(
+            positive_number("command_timeout_s", command_timeout_s, unit="seconds")
+        )
 
     @property
     def mounts(self) -> dict[str, str]:

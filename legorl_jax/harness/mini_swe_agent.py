@@ -55,6 +55,7 @@ from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
 from legorl_jax.sandbox.base import SandboxError
+from legorl_jax.validate import positive_number
 
 REQUIRED_VERSION = "2.4."
 INSTALL_COMMAND = f"{sys.executable} tools/install_harness.py mini_swe_agent"
@@ -213,10 +214,9 @@ class MiniSweAgentHarness:
         templates, model templates and environment variables are used. `command_timeout_s`: per command
         (None: the config's own `environment.timeout`). `request_timeout_s`: per model call."""
         mini = _import_mini()
-        if command_timeout_s is not None and not command_timeout_s > 0:
-            raise ValueError(f"command_timeout_s must be > 0 or None, got {command_timeout_s!r}")
-        if not request_timeout_s > 0:
-            raise ValueError(f"request_timeout_s must be > 0, got {request_timeout_s!r}")
+        if command_timeout_s is not None:  # None: the config's own timeout
+            positive_number("command_timeout_s", command_timeout_s, unit="seconds")
+        positive_number("request_timeout_s", request_timeout_s, unit="seconds")
         try:
             path = mini.config.get_config_path(config)
         except FileNotFoundError:

@@ -30,6 +30,7 @@ from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessResult, LLMEndpoint
 from legorl_jax.harness.native_agent import NativePackage, require, run_binary
+from legorl_jax.validate import positive_int, positive_number
 
 PACKAGE = NativePackage(
     name="opencode",
@@ -94,16 +95,12 @@ class OpenCodeHarness:
         output_tokens: int = 4096,
     ):
         self.root = require(PACKAGE)
-        for name, value in (
-            ("timeout_s", timeout_s),
-            ("command_timeout_s", command_timeout_s),
-            ("context_tokens", context_tokens),
-            ("output_tokens", output_tokens),
-        ):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{name} must be positive, got {value!r}")
-        self.timeout_s, self.command_timeout_s = float(timeout_s), float(command_timeout_s)
-        self.context_tokens, self.output_tokens = int(context_tokens), int(output_tokens)
+        self.timeout_s = float(positive_number("timeout_s", timeout_s, unit="seconds"))
+        self.command_timeout_s = float(
+            positive_number("command_timeout_s", command_timeout_s, unit="seconds")
+        )
+        self.context_tokens = positive_int("context_tokens", context_tokens)
+        self.output_tokens = positive_int("output_tokens", output_tokens)
 
     @property
     def mounts(self) -> dict[str, str]:

@@ -47,6 +47,7 @@ from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
 from legorl_jax.harness.native_agent import install_dir as _install_dir
+from legorl_jax.validate import positive_number
 
 NAME = "terminus_2"
 REQUIREMENT = "terminal-bench==0.2.18"
@@ -254,10 +255,9 @@ class Terminus2Harness:
                 f"{REQUIREMENT} (Terminus-2) is not installed in {install_dir()}; "
                 f"install it with: {INSTALL_COMMAND}"
             )
-        for name, value in (("temperature", temperature), ("command_timeout_s", command_timeout_s),
-                            ("timeout_s", timeout_s)):  # fmt: skip
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{name} must be positive, got {value!r}")
+        positive_number("temperature", temperature)
+        positive_number("command_timeout_s", command_timeout_s, unit="seconds")
+        positive_number("timeout_s", timeout_s, unit="seconds")
         self.root = install_dir()
         self.temperature, self.command_timeout_s, self.timeout_s = (
             float(temperature),

@@ -8,14 +8,21 @@ Public surface (names are a contract other components stand on):
         input_ids, positions, cache, slots, forced_experts=None, compute_logits=True
     )
     lp = policy.token_logprobs(
-        input_ids, targets, positions=None, segment_ids=None, forced_experts=None, temperature=1.0
-    )
+        input_ids, targets, positions=None, segment_ids=None, forced_experts=None, temperature=1.0,
+        impl="auto", details=False,
+    )                         # details=True: a TokenLogprobs (log-probs, entropy, the forward's ModelOutput)
     policy.lm_head_weight()   # [D, V], the embedding transposed when tied
     policy.config             # the ArchConfig
 
 `ModelOutput`: `logits float32[B, T, V]` (None with compute_logits=False), `hidden [B, T, D]` (after the
 final norm, compute dtype), `routed_experts int32[L_moe, B, T, K]` (None for dense), `aux_loss float32[]`
 (HF's unscaled `load_balancing_loss_func` over real tokens; 0.0 for dense).
+
+`token_logprobs` is the one path from hidden states to log-probs (the engine scores prompts with it, the
+trainer computes its log-probs with it): the fused `legorl_jax.kernels.logprobs` op on the final hidden
+states, so the [B, T, V] logits never exist. `TokenLogprobs` (with `details=True`): `logprobs` and
+`entropy float32[B, T]` (of the tempered distribution) and the `ModelOutput` of that same forward (its
+routing and auxiliary loss; `logits` None).
 
 Packed rows: `segment_ids` 0 = padding; attention stays within a segment, causal in it. Default
 positions are 0..T-1 without segment ids and restart at each segment start with them.
@@ -72,6 +79,16 @@ class ModelOutput:
     hidden: Float[Array, "b t d"]
     routed_experts: Int[Array, "l b t k"] | None
     aux_loss: Float[Array, ""]
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TokenLogprobs:
+    """What `Policy.token_logprobs(..., details=True)` returns (module docstring)."""
+
+    logprobs: Float[Array, "b t"]
+    entropy: Float[Array, "b t"]
+    output: ModelOutput
 
 
 def layer_runs(config: ArchConfig) -> tuple[tuple[bool, int, int], ...]:
@@ -208,8 +225,14 @@ class Policy(nnx.Module):
         segment_ids: Int[Array, "b t"] | None = None,
         forced_experts: Int[Array, "l b t k"] | None = None,
         temperature: float = 1.0,
-    ) -> Float[Array, "b t"]:
-        """log_softmax(logits / temperature)[targets] per position, without materialising the logits."""
+        impl: str = "auto",
+        details: bool = False,
+    ) -> Float[Array, "b t"] | TokenLogprobs:
+        """log_softmax(logits / temperature)[targets] per position, without materialising the logits.
+
+        `impl` picks the kernel's implementation (`legorl_jax.kernels.logprobs.IMPLS`); `details=True`
+        returns a `TokenLogprobs`: the entropy too, and the forward's `ModelOutput`.
+        """
         targets = jnp.asarray(targets)
         if tuple(targets.shape) != tuple(jnp.shape(input_ids)):
             raise ValueError(
@@ -225,9 +248,17 @@ class Policy(nnx.Module):
         b, t, d = out.hidden.shape
         head = self.lm_head_weight().astype(out.hidden.dtype)
         flat = fused_token_logprobs(
-            out.hidden.reshape(b * t, d), head, targets.reshape(-1), temperature=temperature
+            out.hidden.reshape(b * t, d),
+            head,
+            targets.reshape(-1),
+            temperature=temperature,
+            return_entropy=details,
+            impl=impl,
         )
-        return flat.reshape(b, t)
+        if not details:
+            return flat.reshape(b, t)
+        logprobs, entropy = flat
+        return TokenLogprobs(logprobs=logprobs.reshape(b, t), entropy=entropy.reshape(b, t), output=out)
 
     # ------------------------------------------------------------------------------------------------
     # internals

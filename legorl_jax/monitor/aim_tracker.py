@@ -19,7 +19,11 @@ import logging
 import os
 import pathlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: importing a tracker loads neither numpy nor jaxtyping
+    import numpy as np
+    from jaxtyping import Float
 
 from legorl_jax.monitor.tracker import finite_metrics
 
@@ -91,7 +95,7 @@ class AimTracker:
         ctx = {str(k): _plain(v) for k, v in (context or {}).items()}
         self.run.track(self._aim.Text(text), name=name, step=step, context=ctx)
 
-    def log_distribution(self, name: str, values: Any, *, step: int) -> None:
+    def log_distribution(self, name: str, values: Float[np.ndarray, " n"], *, step: int) -> None:
         import numpy as np
 
         data = np.asarray(values, dtype=np.float64).ravel()

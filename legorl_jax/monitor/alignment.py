@@ -21,22 +21,23 @@ and are jittable; they return float32 scalars keyed by their logged names.
   (native, not replayed) top-k also picks — order-free set overlap / K.
 
 Masks here are positions whose *target* is sampled, so the routing at position t (which produced the
-logits of token t + 1) is judged exactly where it mattered.
+logits of token t + 1) is judged exactly where it mattered; any real dtype, a position counts where > 0.
+Shapes in the annotations: l MoE layers, b rows, t positions, k experts per token.
 """
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int, Real
 
 
-def _masked_mean(x: jax.Array, m: jax.Array, n: jax.Array) -> jax.Array:
+def _masked_mean(x: Float[Array, "b t"], m: Bool[Array, "b t"], n: Float[Array, ""]) -> Float[Array, ""]:
     return jnp.where(m, x, 0.0).sum() / n
 
 
 def logprob_alignment(
-    train_logprobs: jax.Array, rollout_logprobs: jax.Array, mask: jax.Array
-) -> dict[str, jax.Array]:
+    train_logprobs: Float[Array, "b t"], rollout_logprobs: Float[Array, "b t"], mask: Real[Array, "b t"]
+) -> dict[str, Float[Array, ""]]:
     """Trainer vs rollout log-prob agreement over `mask` tokens (see the module docstring)."""
     m = mask > 0
     n = jnp.maximum(m.sum(), 1).astype(jnp.float32)
@@ -68,14 +69,18 @@ def logprob_alignment(
 
 
 def routing_alignment(
-    recorded: jax.Array, native: jax.Array | None, mask: jax.Array, *, input_mask: jax.Array | None = None
-) -> dict[str, jax.Array]:
+    recorded: Int[Array, "l b t k"],
+    native: Int[Array, "l b t k"] | None,
+    mask: Real[Array, "b t"],
+    *,
+    input_mask: Real[Array, "b t"] | None = None,
+) -> dict[str, Float[Array, ""]]:
     """Replay coverage and trainer-vs-recorded routing agreement (`[L, B, T, K]` ids, -1 = not recorded)."""
     layers = recorded.shape[0]
     m = (mask > 0)[None]  # [1, B, T]
     replayed = recorded[..., 0] >= 0  # [L, B, T]; rows are all -1 or all recorded
 
-    def coverage(tokens: jax.Array) -> jax.Array:
+    def coverage(tokens: Bool[Array, "1 b t"]) -> Float[Array, ""]:
         return (replayed & tokens).sum() / jnp.maximum(tokens.sum() * layers, 1).astype(jnp.float32)
 
     out = {"align/routing_coverage": coverage(m)}

@@ -20,7 +20,11 @@ import os
 import pathlib
 import re
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # annotations only: importing a tracker loads neither numpy nor jaxtyping
+    import numpy as np
+    from jaxtyping import Float
 
 METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]*(/[A-Za-z0-9_.-]+)+$")
 
@@ -61,7 +65,7 @@ class Tracker(Protocol):
         self, name: str, text: str, *, step: int, context: Mapping[str, Any] | None = None
     ) -> None: ...
 
-    def log_distribution(self, name: str, values: Any, *, step: int) -> None: ...
+    def log_distribution(self, name: str, values: Float[np.ndarray, " n"], *, step: int) -> None: ...
 
     def close(self) -> None: ...
 
@@ -86,7 +90,7 @@ class JsonlTracker:
     def log_text(self, name: str, text: str, *, step: int, context: Mapping[str, Any] | None = None) -> None:
         return None  # the trial archive holds every conversation
 
-    def log_distribution(self, name: str, values: Any, *, step: int) -> None:
+    def log_distribution(self, name: str, values: Float[np.ndarray, " n"], *, step: int) -> None:
         return None
 
     def close(self) -> None:
@@ -121,7 +125,7 @@ class Trackers:
         for t in self.trackers:
             t.log_text(name, text, step=step, context=context)
 
-    def log_distribution(self, name: str, values: Any, *, step: int) -> None:
+    def log_distribution(self, name: str, values: Float[np.ndarray, " n"], *, step: int) -> None:
         for t in self.trackers:
             t.log_distribution(name, values, step=step)
 

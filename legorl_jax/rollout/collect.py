@@ -27,6 +27,7 @@ from legorl_jax.rollout.progress import Progress
 from legorl_jax.rollout.trial import run_trial
 from legorl_jax.tasks.schema import Task
 from legorl_jax.types import Trajectory
+from legorl_jax.validate import positive_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,8 +75,7 @@ async def collect(
 ) -> Batch:
     """Runs `group_size` trials of every task, `config.concurrency` at a time (module docstring)."""
     config = config or RolloutConfig()
-    if not isinstance(group_size, int) or group_size < 1:
-        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+    positive_int("group_size", group_size)
     ids = [t.instance_id for t in tasks]
     if len(set(ids)) != len(ids):
         raise ValueError(

@@ -42,6 +42,7 @@ import numpy as np
 
 from legorl_jax.config import OVERFLOW_POLICIES
 from legorl_jax.types import Generation, Outcome, Sequence, TrainBatch, Trajectory
+from legorl_jax.validate import is_int, positive_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,9 +55,7 @@ class RoutingSpec:
 
     def __post_init__(self) -> None:
         for name in ("num_layers", "top_k", "num_experts"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"RoutingSpec.{name} must be a positive int, got {value!r}")
+            positive_int(f"RoutingSpec.{name}", getattr(self, name))
         if self.top_k > self.num_experts:
             raise ValueError(f"RoutingSpec.top_k={self.top_k} exceeds num_experts={self.num_experts}")
 
@@ -106,12 +105,10 @@ def pack_trajectories(
     min_rows: int = 1,
 ) -> tuple[TrainBatch, PackStats]:
     """Packs trials into a `TrainBatch` of numpy arrays `[B, max_tokens]` (see the module docstring)."""
-    if not isinstance(max_tokens, int) or max_tokens < 2:
+    if not is_int(max_tokens) or max_tokens < 2:
         raise ValueError(f"max_tokens must be an int >= 2, got {max_tokens!r}")
-    if not isinstance(row_multiple, int) or row_multiple < 1:
-        raise ValueError(f"row_multiple must be a positive int, got {row_multiple!r}")
-    if not isinstance(min_rows, int) or min_rows < 1:
-        raise ValueError(f"min_rows must be a positive int, got {min_rows!r}")
+    positive_int("row_multiple", row_multiple)
+    positive_int("min_rows", min_rows)
     if overflow not in OVERFLOW_POLICIES:
         raise ValueError(f"overflow must be one of {OVERFLOW_POLICIES}, got {overflow!r}")
     if len(trajectories) == 0:

@@ -27,6 +27,9 @@ Micro-batching: `policy_loss` takes a `LossNorm` (the token and sequence counts 
 from `loss_norm`); each micro-batch's loss and metrics are then its share of the mini-batch value, and their
 sum over micro-batches equals the loss of the whole mini-batch. Every metric returned is additive in this
 sense (a token mean divided by the global count).
+
+Shapes in the annotations: b rows, t positions (`t+1`: per-segment tables, index = segment id); masks are
+float32 like `TrainBatch.loss_mask`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
 
 from legorl_jax.config import ALGO_LOSSES, LOSS_AGGREGATIONS, AlgoConfig
 
@@ -50,24 +54,29 @@ GSPO_LOG_RATIO_MAX = 10.0  # verl clamps log s_it at 10 before exp
 class LossNorm:
     """Global normalisers of one mini-batch (counted after rejection)."""
 
-    tokens: jax.Array  # float32[]; mask-1 tokens
-    sequences: jax.Array  # float32[]; segments with at least one mask-1 token
-    sampled: jax.Array  # float32[]; mask-1 tokens before rejection (for the rejected fraction)
+    tokens: Float[Array, ""]  # mask-1 tokens
+    sequences: Float[Array, ""]  # segments with at least one mask-1 token
+    sampled: Float[Array, ""]  # mask-1 tokens before rejection (for the rejected fraction)
 
 
-def segment_sum(values: jax.Array, segment_ids: jax.Array) -> jax.Array:
+def segment_sum(values: Float[Array, "b t"], segment_ids: Int[Array, "b t"]) -> Float[Array, "b t+1"]:
     """Per-segment sums `[B, T] -> [B, T + 1]` (index = segment id; 0 collects padding)."""
     t = values.shape[-1]
     return jax.vmap(lambda v, s: jax.ops.segment_sum(v, s, num_segments=t + 1))(values, segment_ids)
 
 
-def segment_broadcast(per_segment: jax.Array, segment_ids: jax.Array) -> jax.Array:
+def segment_broadcast(
+    per_segment: Float[Array, "b t+1"], segment_ids: Int[Array, "b t"]
+) -> Float[Array, "b t"]:
     """`[B, T + 1]` per-segment values back onto each token `[B, T]`."""
     return jnp.take_along_axis(per_segment, segment_ids, axis=-1)
 
 
 def loss_norm(
-    loss_mask: jax.Array, segment_ids: jax.Array, *, sampled_mask: jax.Array | None = None
+    loss_mask: Float[Array, "b t"],
+    segment_ids: Int[Array, "b t"],
+    *,
+    sampled_mask: Float[Array, "b t"] | None = None,
 ) -> LossNorm:
     """Counts of a (mini-)batch: tokens and non-empty sequences of `loss_mask`."""
     counts = segment_sum(loss_mask, segment_ids)[:, 1:]
@@ -78,12 +87,12 @@ def loss_norm(
 
 
 def rollout_correction(
-    old_logprobs: jax.Array,
-    behaviour_logprobs: jax.Array,
-    loss_mask: jax.Array,
-    segment_ids: jax.Array,
+    old_logprobs: Float[Array, "b t"],
+    behaviour_logprobs: Float[Array, "b t"],
+    loss_mask: Float[Array, "b t"],
+    segment_ids: Int[Array, "b t"],
     algo: AlgoConfig,
-) -> tuple[jax.Array, jax.Array]:
+) -> tuple[Float[Array, "b t"], Float[Array, "b t"]]:
     """(IS weight `[B, T]`, mask after rejection `[B, T]`); both carry no gradient."""
     m = loss_mask > 0
     log_rho = jnp.where(
@@ -114,13 +123,13 @@ def rollout_correction(
 
 
 def gspo_token_loss(
-    logprobs: jax.Array,
-    old_logprobs: jax.Array,
-    advantages: jax.Array,
-    mask: jax.Array,
-    segment_ids: jax.Array,
+    logprobs: Float[Array, "b t"],
+    old_logprobs: Float[Array, "b t"],
+    advantages: Float[Array, "b t"],
+    mask: Float[Array, "b t"],
+    segment_ids: Int[Array, "b t"],
     algo: AlgoConfig,
-) -> tuple[jax.Array, jax.Array]:
+) -> tuple[Float[Array, "b t"], Float[Array, "b t"]]:
     """Per-token GSPO-token loss and its clipped indicator."""
     delta = jnp.where(mask > 0, logprobs - old_logprobs, 0.0)
     counts = jnp.maximum(segment_sum(mask, segment_ids), 1.0)
@@ -133,8 +142,11 @@ def gspo_token_loss(
 
 
 def ppo_clip_loss(
-    logprobs: jax.Array, old_logprobs: jax.Array, advantages: jax.Array, algo: AlgoConfig
-) -> tuple[jax.Array, jax.Array]:
+    logprobs: Float[Array, "b t"],
+    old_logprobs: Float[Array, "b t"],
+    advantages: Float[Array, "b t"],
+    algo: AlgoConfig,
+) -> tuple[Float[Array, "b t"], Float[Array, "b t"]]:
     """Per-token PPO-clip loss (dual clip for A < 0 when `algo.dual_clip`) and its clipped indicator."""
     r = jnp.exp(jnp.clip(logprobs - old_logprobs, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
     unclipped = -advantages * r
@@ -150,23 +162,31 @@ def ppo_clip_loss(
 
 
 def cispo_loss(
-    logprobs: jax.Array, old_logprobs: jax.Array, advantages: jax.Array, algo: AlgoConfig
-) -> tuple[jax.Array, jax.Array]:
+    logprobs: Float[Array, "b t"],
+    old_logprobs: Float[Array, "b t"],
+    advantages: Float[Array, "b t"],
+    algo: AlgoConfig,
+) -> tuple[Float[Array, "b t"], Float[Array, "b t"]]:
     """Per-token CISPO loss and the indicator of a clipped (bounded) weight."""
     r = jnp.exp(jnp.clip(jax.lax.stop_gradient(logprobs) - old_logprobs, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
     bounded = jnp.clip(r, 1.0 - algo.clip_low, 1.0 + algo.clip_high)
     return -bounded * advantages * logprobs, (bounded != r).astype(jnp.float32)
 
 
-def k3_kl(logprobs: jax.Array, ref_logprobs: jax.Array) -> jax.Array:
+def k3_kl(logprobs: Float[Array, "b t"], ref_logprobs: Float[Array, "b t"]) -> Float[Array, "b t"]:
     """Per-token k3 estimate of KL(π_θ ‖ π_ref): `exp(x) - x - 1`, x = ref - lp (non-negative)."""
     x = jnp.clip(ref_logprobs - logprobs, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     return jnp.exp(x) - x - 1.0
 
 
 def aggregate(
-    values: jax.Array, mask: jax.Array, segment_ids: jax.Array, mode: str, norm: LossNorm, norm_length: float
-) -> jax.Array:
+    values: Float[Array, "b t"],
+    mask: Float[Array, "b t"],
+    segment_ids: Int[Array, "b t"],
+    mode: str,
+    norm: LossNorm,
+    norm_length: float,
+) -> Float[Array, ""]:
     """This (micro-)batch's share of the mini-batch aggregate of per-token `values` (see module docstring)."""
     masked = jnp.where(mask > 0, values, 0.0)
     if mode == "token-mean":
@@ -182,19 +202,19 @@ def aggregate(
 
 
 def policy_loss(
-    logprobs: jax.Array,
-    old_logprobs: jax.Array | None,
-    behaviour_logprobs: jax.Array,
-    advantages: jax.Array,
-    loss_mask: jax.Array,
-    segment_ids: jax.Array,
+    logprobs: Float[Array, "b t"],
+    old_logprobs: Float[Array, "b t"] | None,
+    behaviour_logprobs: Float[Array, "b t"],
+    advantages: Float[Array, "b t"],
+    loss_mask: Float[Array, "b t"],
+    segment_ids: Int[Array, "b t"],
     algo: AlgoConfig,
     *,
     norm_length: float,
     norm: LossNorm | None = None,
-    ref_logprobs: jax.Array | None = None,
-    entropy: jax.Array | None = None,
-) -> tuple[jax.Array, dict[str, jax.Array]]:
+    ref_logprobs: Float[Array, "b t"] | None = None,
+    entropy: Float[Array, "b t"] | None = None,
+) -> tuple[Float[Array, ""], dict[str, Float[Array, ""]]]:
     """The scalar loss to minimise and its additive `train/*` metrics."""
     old = jax.lax.stop_gradient(logprobs) if old_logprobs is None else jax.lax.stop_gradient(old_logprobs)
     weight, mask = rollout_correction(old, behaviour_logprobs, loss_mask, segment_ids, algo)

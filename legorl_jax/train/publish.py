@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from legorl_jax.model import Policy, save_hf
+from legorl_jax.validate import is_int, positive_int
 
 PUBLISH_MODES = ("disk", "in_process")
 PUBLISH_DTYPES = ("bfloat16", "float32")
@@ -37,7 +38,7 @@ _TEMP_PREFIX = ".publishing-"
 
 def version_of(step: int) -> str:
     """The weights version published after `step` optimiser steps."""
-    if not isinstance(step, int) or step < 0:
+    if not is_int(step) or step < 0:
         raise ValueError(f"step must be a non-negative int, got {step!r}")
     return f"step-{step:06d}"
 
@@ -96,8 +97,7 @@ class Publisher:
             raise ValueError("publish mode 'disk' needs directory= and to_policy= (e.g. Trainer.policy_of)")
         if dtype not in PUBLISH_DTYPES:
             raise ValueError(f"publish dtype must be one of {PUBLISH_DTYPES}, got {dtype!r}")
-        if not isinstance(keep, int) or keep < 1:
-            raise ValueError(f"publish keep must be a positive int, got {keep!r}")
+        positive_int("publish keep", keep)
         if not callable(getattr(engine, "update_weights", None)):
             raise TypeError(f"engine {type(engine).__name__} has no update_weights(source, version)")
         self.engine, self.mode, self.to_policy = engine, mode, to_policy

@@ -7,9 +7,10 @@
   (micro-batch j takes rows j, j + M, j + 2M, ..., so each one stays sharded like the batch and the split
   moves no data) and gradients are accumulated under `lax.scan`. Every micro-batch loss is its share of the
   mini-batch loss (`loss.LossNorm` is counted over the whole mini-batch first), so accumulation gives the
-  full-batch gradient, not a mean of micro-batch means. Log-probs come from
-  `legorl_jax.kernels.logprobs.token_logprobs` on the policy's final hidden states (`compute_logits=False`:
-  the [N, V] logits never exist), with `forced_experts = batch.routed_experts` when `train.routing_replay`.
+  full-batch gradient, not a mean of micro-batch means. Log-probs and entropies come from
+  `Policy.token_logprobs` (the fused op on the final hidden states: the [N, V] logits never exist) at
+  `algo.temperature` with `train.logprob_impl`, with `forced_experts = batch.routed_experts` when
+  `train.routing_replay`.
   A non-finite gradient norm skips the update (counted in `state.skipped`). The MoE auxiliary loss is added
   with `algo.aux_loss_coef`.
 - `old_logprobs(params, batch)`: π_old with the same replayed routing, computed once per batch before the
@@ -52,8 +53,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from legorl_jax.config import AlgoConfig, TrainConfig
-from legorl_jax.kernels.logprobs import token_logprobs
-from legorl_jax.model.policy import Policy
+from legorl_jax.model.policy import Policy, TokenLogprobs
 from legorl_jax.model.sharding import DEFAULT_RULES, Rules, logical_to_spec, state_shardings, use_rules
 from legorl_jax.monitor.alignment import logprob_alignment, routing_alignment
 from legorl_jax.train.batch import PackStats, RoutingSpec
@@ -211,29 +211,19 @@ class Trainer:
     # ------------------------------------------------------------------------------------------------
     # the computations (pure functions of arrays, jitted by _jit)
 
-    def _forward(
-        self, params: Any, mb: dict[str, jax.Array], *, replay: bool
-    ) -> tuple[jax.Array, jax.Array, Any]:
+    def _forward(self, params: Any, mb: dict[str, jax.Array], *, replay: bool) -> TokenLogprobs:
         model = nnx.merge(self.graphdef, params, self.rest)
         forced = mb.get("routed_experts") if replay and self.train.routing_replay else None
-        out = model(
+        return model.token_logprobs(
             mb["tokens"],
+            mb["targets"],
             positions=mb["positions"],
             segment_ids=mb["segment_ids"],
             forced_experts=forced,
-            compute_logits=False,
-        )
-        b, t, d = out.hidden.shape
-        head = model.lm_head_weight().astype(out.hidden.dtype)
-        lp, entropy = token_logprobs(
-            out.hidden.reshape(b * t, d),
-            head,
-            mb["targets"].reshape(b * t),
             temperature=self.algo.temperature,
-            return_entropy=True,
             impl=self.train.logprob_impl,
+            details=True,
         )
-        return lp.reshape(b, t), entropy.reshape(b, t), out
 
     def _micro_split(self, tree: Any) -> Any:
         """[B, ...] -> [M, B / M, ...] with micro-batch j = rows j, j + M, ... (routing: batch axis 1).
@@ -272,7 +262,8 @@ class Trainer:
         def loss_fn(
             params: Any, mb: dict[str, jax.Array]
         ) -> tuple[jax.Array, tuple[dict[str, jax.Array], jax.Array]]:
-            lp, entropy, out = self._forward(params, mb, replay=True)
+            scored = self._forward(params, mb, replay=True)
+            lp = scored.logprobs
             loss, metrics = policy_loss(
                 lp,
                 mb.get("old"),
@@ -284,9 +275,9 @@ class Trainer:
                 norm_length=self.norm_length,
                 norm=norm,
                 ref_logprobs=mb.get("ref"),
-                entropy=jax.lax.stop_gradient(entropy),
+                entropy=jax.lax.stop_gradient(scored.entropy),
             )
-            aux = out.aux_loss / n_micro
+            aux = scored.output.aux_loss / n_micro
             metrics["train/aux_loss"] = jax.lax.stop_gradient(aux)
             loss = loss + self.algo.aux_loss_coef * aux
             metrics["train/loss"] = jax.lax.stop_gradient(loss)
@@ -316,7 +307,7 @@ class Trainer:
 
     def _logprob_fn(self, params: Any, batch: dict[str, jax.Array], *, replay: bool) -> jax.Array:
         micro = self._micro_split(batch)
-        lps = jax.lax.map(lambda mb: self._forward(params, mb, replay=replay)[0], micro)
+        lps = jax.lax.map(lambda mb: self._forward(params, mb, replay=replay).logprobs, micro)
         return self._micro_join(lps)
 
     def _native_routing_fn(self, params: Any, batch: dict[str, jax.Array]) -> jax.Array:

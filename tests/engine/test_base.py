@@ -71,7 +71,7 @@ def test_routed_experts_round_trip_through_sglangs_base64_int32():
         ),
         (
             lambda: EngineConfig(prefix_cache_tokens=0),
-            "engine.prefix_cache_tokens must be a positive int or null, got 0",
+            "engine.prefix_cache_tokens must be a positive int, got 0",
         ),
         (lambda: SGLangConfig(port=70000), "engine.sglang.port must be .* got 70000"),
         (

@@ -56,5 +56,5 @@ async def test_stop_below_ends_the_warm_start_once_the_demonstration_nll_is_unde
 
 @pytest.mark.parametrize("bad", [0, -1.0, True, "low"])
 def test_stop_below_must_be_a_positive_number_or_null(bad):
-    with pytest.raises(ValueError, match=f"loop.warm_start.stop_below must be > 0 or null, got {bad!r}"):
+    with pytest.raises(ValueError, match=rf"stop_below \(or null\) must be a positive number, got {bad!r}"):
         WarmStartConfig(stop_below=bad)
