@@ -25,11 +25,12 @@ site-packages added by the driver (`site.addsitedir`): nothing is downloaded at 
 map is its bundled copy, `LITELLM_LOCAL_MODEL_COST_MAP`).
 
 How a run ends (the driver's `LEGORL_RESULT` line): status `finished` -> `submitted` (the SDK's `finish`
-tool, or a reply without a tool call), or `no_tool_collapse` when the last reply was the proxy's "Session
-terminated" text; `MaxIterationsReached` (or `stuck` from the SDK's loop detector, when it is on) ->
-`step_limit`; the proxy's context-length refusal (litellm's `ContextWindowExceededError`, which ends the run
-with no condenser configured) -> `context_overflow`. Anything else (another error, no result line, a timeout)
-is `HarnessCrashed` with the output; an engine failure behind the proxy drops the trial that way.
+tool, or a reply without a tool call: the SDK stops at the first one, before the proxy's no-tool limit can
+act), or `no_tool_collapse` should the last reply be the proxy's "Session terminated" text;
+`MaxIterationsReached` (or `stuck` from the SDK's loop detector, when it is on) -> `step_limit`; the proxy's
+context-length refusal (litellm's `ContextWindowExceededError`, which ends the run with no condenser
+configured) -> `context_overflow`. Anything else (another error, no result line, a timeout) is
+`HarnessCrashed` with the output; an engine failure behind the proxy drops the trial that way.
 """
 
 from __future__ import annotations

@@ -153,6 +153,26 @@ async def test_an_engine_failure_drops_the_openhands_trial_after_few_retries(
 
 @pytest.mark.harness
 @pytest.mark.docker
+@pytest.mark.slow  # 30-50 s on 2 loaded cores, most of it the SDK's imports
+@needs_install
+async def test_a_reply_without_a_tool_call_ends_openhands_as_submitted_before_any_no_tool_limit(
+    builtin_tasks, tokenizer, proxy_on, tmp_path
+):
+    script = ["The bug is in normalize_prefix."]
+    trajectory, record, _ = await run_openhands(
+        builtin_tasks[TASK], tokenizer, proxy_on, tmp_path, script, step_limit=8, max_consecutive_no_tool=1
+    )
+    log = harness_log(tmp_path)
+    assert trajectory.outcome is Outcome.SUBMITTED and trajectory.reward == 0.0, log[-3000:]
+    # The SDK ends its run at the first reply without a tool call, so the proxy's no-tool limit (which
+    # terminates the session only past `max_consecutive_no_tool` such replies in a row) is never reached.
+    result = driver_result(log)
+    assert result["status"] == "finished" and result["last_text"] == script[0], result
+    assert record["counters"]["main_calls"] == 1 and not record["flags"]["no_tool_collapse"]
+
+
+@pytest.mark.harness
+@pytest.mark.docker
 @pytest.mark.slow  # the JAX engine on a 16k-token window, on loaded cores
 @needs_install
 async def test_the_tiny_models_own_sampling_through_openhands_ends_in_a_policy_outcome(
@@ -199,3 +219,41 @@ def test_the_preset_points_openhands_at_the_sessions_openai_url_with_the_step_li
     assert harness.network == "proxy_only" and harness.mounts == {
         openhands.MOUNT: str(openhands.install_dir())
     }
+
+
+def driver_output(**result) -> str:
+    base = {"status": "finished", "error": None, "error_codes": [], "steps": 2, "tools": ["terminal"]}
+    return openhands.RESULT_PREFIX + json.dumps({**base, "last_text": "", **result}) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("result", "status"),
+    [
+        ({}, "submitted"),
+        ({"last_text": "Session terminated: 3 replies without a tool call"}, "no_tool_collapse"),
+        ({"status": "error", "error_codes": ["MaxIterationsReached"]}, "step_limit"),
+        ({"status": "stuck"}, "step_limit"),
+        (
+            {"status": "error", "error": "ConversationRunError (LLMContextWindowExceedError): too long"},
+            "context_overflow",
+        ),
+    ],
+)
+def test_how_the_openhands_driver_ended_maps_to_a_policy_outcome(result, status):
+    stdout = driver_output(**result)
+    assert openhands._result(0, stdout, stdout).exit_status == status
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "stdout"),
+    [
+        (0, driver_output(status="error", error="ConversationRunError (BadGatewayError): the engine failed")),
+        (1, "Traceback (most recent call last):\n"),
+        (0, driver_output(status="paused")),
+    ],
+)
+def test_an_openhands_error_a_crash_or_an_unknown_status_is_a_harness_crash(exit_code, stdout):
+    from legorl_jax.harness import HarnessCrashed
+
+    with pytest.raises(HarnessCrashed):
+        openhands._result(exit_code, stdout, stdout)
