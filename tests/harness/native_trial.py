@@ -120,14 +120,23 @@ def assert_only_the_proxy_was_reached(probe: ProbeAfterRun, hits: list) -> None:
 
 
 async def engine_failure_trial(task, harness, tokenizer, proxy_on, tmp_path: pathlib.Path):
-    """A real trial whose engine fails every call; (trajectory, the attempt's attempt.json, engine calls)."""
+    """A real trial whose engine fails every call; (trajectory, the attempt's attempt.json, the monotonic time
+    of each engine call)."""
+    import time
+
     from scripted_engine import ScriptedEngine
 
     from legorl_jax.engine.base import EngineError
 
-    engine = ScriptedEngine(tokenizer, ["unused"])
+    class Timed(ScriptedEngine):
+        async def generate(self, *args, **kwargs):
+            times.append(time.monotonic())
+            return await super().generate(*args, **kwargs)
+
+    times: list[float] = []
+    engine = Timed(tokenizer, ["unused"])
     engine.fail_with = EngineError("the scripted engine is down")
     proxy = await proxy_on(engine)
     trajectory, _, _, _ = await trial_with_probe(task, harness, proxy, tmp_path, step_limit=8)
     attempt = json.loads((tmp_path / "trial" / "attempt_0" / "attempt.json").read_text())
-    return trajectory, attempt, len(engine.calls)
+    return trajectory, attempt, times

@@ -181,13 +181,13 @@ async def test_a_prompt_over_the_context_ends_claude_code_as_context_overflow(
 async def test_an_engine_failure_drops_the_claude_code_trial_after_few_retries(
     builtin_tasks, tokenizer, proxy_on, tmp_path
 ):
-    trajectory, attempt, calls = await engine_failure_trial(
+    trajectory, attempt, times = await engine_failure_trial(
         builtin_tasks[TASK], get_harness("claude_code"), tokenizer, proxy_on, tmp_path
     )
     assert trajectory.outcome is Outcome.ENGINE_FAILED and not trajectory.sequences
     assert "the scripted engine is down" in attempt["reason"]
     # max_retries 2 (the preset's): 3 calls, seconds apart, not Claude Code's default 10 over ~3 minutes.
-    assert calls == 3 and attempt["timings"]["harness_s"] < 60, (calls, attempt["timings"])
+    assert len(times) == 3 and attempt["timings"]["harness_s"] < 60, (times, attempt["timings"])
 
 
 @pytest.mark.harness

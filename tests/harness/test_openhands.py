@@ -141,14 +141,15 @@ async def test_a_prompt_over_the_context_ends_openhands_as_context_overflow(
 async def test_an_engine_failure_drops_the_openhands_trial_after_few_retries(
     builtin_tasks, tokenizer, proxy_on, tmp_path
 ):
-    trajectory, attempt, calls = await engine_failure_trial(
+    trajectory, attempt, times = await engine_failure_trial(
         builtin_tasks[TASK], get_harness("openhands"), tokenizer, proxy_on, tmp_path
     )
     assert trajectory.outcome is Outcome.ENGINE_FAILED and not trajectory.sequences
     assert "the scripted engine is down" in attempt["reason"]
     # max_retries 2 (the preset's): 3 calls, 1-2 s apart, not the SDK's default 5 attempts backing off from
-    # 8 s to 64 s (2 minutes of waits). The bound leaves room for the SDK's imports on loaded cores (20-50 s).
-    assert calls == 3 and attempt["timings"]["harness_s"] < 100, (calls, attempt["timings"])
+    # 8 s to 64 s (2 minutes of waits). Timed between the calls: the SDK's imports before them take 20-100 s
+    # on 2 loaded cores.
+    assert len(times) == 3 and times[-1] - times[0] < 20, times
 
 
 @pytest.mark.harness
