@@ -579,7 +579,15 @@ class ProxyConfig:
 # harness/ and rollout/ (harness and rollout issue)
 # ----------------------------------------------------------------------------------------------------
 
-HARNESS_NAMES = ("builtin", "mini_swe_agent", "swe_agent", "claude_code", "opencode", "terminus_2")
+HARNESS_NAMES = (
+    "builtin",
+    "mini_swe_agent",
+    "swe_agent",
+    "claude_code",
+    "opencode",
+    "terminus_2",
+    "openhands",
+)
 
 
 @dataclasses.dataclass

@@ -1,7 +1,7 @@
 """Rollout throughput and the orchestrator's own overhead, beside the same trials run by a plain sequential
 script.
 
-    python tools/bench_rollout.py [--concurrency 1,4,16] [--trials 16] [--rounds 2]
+    python tools/bench_rollout.py [--concurrency 1,4,16] [--trials 16] [--rounds 2] [--harness-trials 4]
 
 Every trial is the same work: the built-in harness fixes a built-in task through the capture proxy in front
 of a scripted engine (the fix's tool calls, 50 ms per call standing in for the model), in a real agent
@@ -13,6 +13,16 @@ Overhead per trial = wall time minus the time inside engine calls (the proxy's m
 tool execution (time between model calls), the diff and the sandbox's removal, and grading: what the
 orchestrator itself costs. The peer is the plain script measured in the same run; the load average before and
 after is printed, and figures taken at a load average of 1 or more are marked as not publishable.
+
+Then one row per installed third-party harness (`HARNESS_SCRIPTS`; `--harness-trials` trials each, one at a
+time, `--harnesses` to choose): the harness's scripted fix from its own tests, in its own tool vocabulary,
+minus the step that runs the task's tests, through `run_trial`, reward 1 required. Per harness: trials per
+minute; its start-up (from `harness.run`'s start to its first model call); and its own time per turn =
+(time inside `harness.run` after the first model call - the proxy's model time - sandbox time) / model
+calls, where sandbox time is the time inside the sandbox's exec/write calls that no model call started
+during (commands the adapter runs from the host; a call that spans model calls is the harness itself
+running in the sandbox). Harnesses that run the scripted commands themselves (those inside the sandbox,
+SWE-agent through SWE-ReX) keep those commands' time, milliseconds for these scripts.
 """
 
 from __future__ import annotations
@@ -176,6 +186,9 @@ async def bench(args: argparse.Namespace) -> None:
                     statistics.mean(1 - p["work"] / p["wall"] for p in per),
                 )
             )
+        harness_rows = (
+            await bench_harnesses(args, tokenizer, tasks[0], tmp) if args.harness_trials > 0 else []
+        )
     finally:
         await proxy.stop()
     load_after = os.getloadavg()[0]
@@ -193,11 +206,152 @@ async def bench(args: argparse.Namespace) -> None:
         print(f"| {name} | {c} | {n} | {tpm:.1f} | {wall:.2f} | {100 * over:.1f} % |")
     print()
     print("peer: the same trials as a plain sequential script (no orchestrator), measured in the same run")
+    if harness_rows:
+        print()
+        print(
+            "| harness | trials | trials / min | start-up s | harness's own time per turn s "
+            "| model calls per trial |"
+        )
+        print("|---|---|---|---|---|---|")
+        for name, n, tpm, startup, own, calls in harness_rows:
+            print(f"| {name} | {n} | {tpm:.1f} | {startup:.2f} | {own:.3f} | {calls:.1f} |")
+        print(
+            "one trial at a time, scripted engine; own time = harness.run after its first model call minus "
+            "model time and sandbox calls, per model call"
+        )
     quiet = max(load_before, load_after) < 1.0
     print(
         "publishable (load average < 1 before and after):",
         "yes" if quiet else "NO: the host was busy; rerun on a quiet machine",
     )
+
+
+HARNESS_SCRIPTS = {
+    "mini_swe_agent": "test_mini_swe_agent",
+    "swe_agent": "test_swe_agent",
+    "claude_code": "test_claude_code",
+    "opencode": "test_opencode",
+    "terminus_2": "test_terminus_2",
+    "openhands": "test_openhands",
+}
+"""Harness -> the test module whose `fix_script(task)` is its scripted fix (opencode's also answers its title
+call: `AgentOrTitle`)."""
+
+
+class TimedSandbox:
+    """The trial's sandbox, recording the wall-clock interval of every exec / write_file call."""
+
+    def __init__(self, sandbox, intervals: list[tuple[float, float]]):
+        self._sandbox, self._intervals = sandbox, intervals
+
+    def __getattr__(self, name):
+        return getattr(self._sandbox, name)
+
+    async def _timed(self, method, *args, **kwargs):
+        t0 = time.time()
+        try:
+            return await method(*args, **kwargs)
+        finally:
+            self._intervals.append((t0, time.time()))
+
+    async def exec(self, *args, **kwargs):
+        return await self._timed(self._sandbox.exec, *args, **kwargs)
+
+    async def write_file(self, *args, **kwargs):
+        return await self._timed(self._sandbox.write_file, *args, **kwargs)
+
+
+class TimedHarness:
+    """A harness whose sandbox calls are timed (`TimedSandbox`); everything else is the harness's own."""
+
+    def __init__(self, harness):
+        self.harness, self.intervals, self.started = harness, [], 0.0
+        self.name, self.mounts = harness.name, getattr(harness, "mounts", None)
+        self.network = getattr(harness, "network", "none")
+        self.sandbox_user = getattr(harness, "sandbox_user", None)
+
+    async def run(self, task, sandbox, llm):
+        self.started = time.time()
+        return await self.harness.run(task, TimedSandbox(sandbox, self.intervals), llm)
+
+
+def harness_script(name: str, task, tokenizer):
+    """The harness's scripted fix (`HARNESS_SCRIPTS`) without its test run."""
+    import importlib
+
+    module = importlib.import_module(HARNESS_SCRIPTS[name])
+    script = [text for text in module.fix_script(task) if "pytest" not in text]
+    return module.AgentOrTitle(tokenizer, script) if name == "opencode" else script
+
+
+def sandbox_seconds(intervals: list[tuple[float, float]], turns: list[dict]) -> float:
+    """Time inside sandbox calls during which no model call started (module docstring)."""
+    starts = [t["started_at"] for t in turns]
+    return sum(b - a for a, b in intervals if not any(a <= s <= b for s in starts))
+
+
+async def bench_harnesses(args: argparse.Namespace, tokenizer, task, tmp: pathlib.Path) -> list[tuple]:
+    """One row per installed harness (module docstring): (name, trials, trials/min, start-up s, own s/turn,
+    model calls)."""
+    from scripted_engine import ScriptedEngine
+
+    from legorl_jax.config import ProxyConfig, RolloutConfig
+    from legorl_jax.harness import HarnessNotInstalled, get_harness
+    from legorl_jax.proxy import CaptureProxy
+    from legorl_jax.rollout import run_trial
+
+    sys.path.insert(0, str(ROOT / "tests" / "harness"))
+    rows = []
+    for name in args.harnesses:
+        try:
+            harness = get_harness(name)
+        except HarnessNotInstalled as exc:
+            print(f"{name}: skipped ({exc})")
+            continue
+        walls, startup, own, turns = [], [], [], []
+        for i in range(args.harness_trials):
+            engine = ScriptedEngine(
+                tokenizer, harness_script(name, task, tokenizer), delay_s=args.engine_ms / 1000
+            )
+            engine.max_len = 16384
+            config = ProxyConfig(context_length=16384, archive_dir=str(tmp / "sessions"))
+            proxy = CaptureProxy(engine, tokenizer, config, admin_token="bench-rollout-admin")
+            await proxy.start("127.0.0.1", 0)
+            timed = TimedHarness(harness)
+            folder = tmp / "harnesses" / f"{name}-{i}"
+            try:
+                trajectory = await run_trial(
+                    task,
+                    harness=timed,
+                    proxy=proxy,
+                    trial_id=f"{name}-{i}",
+                    group_id=name,
+                    trial_dir=folder,
+                    config=RolloutConfig(retries=0, runs_dir=str(tmp)),
+                    step_limit=12,
+                )
+            finally:
+                await proxy.stop()
+            assert trajectory.reward == 1.0, (
+                name,
+                trajectory.outcome,
+                (folder / "attempt_0" / "harness.log"),
+            )
+            record = json.loads((folder / "attempt_0" / "trajectory.json").read_text())
+            calls = record["counters"]["calls"]
+            t = trajectory.timings
+            walls.append(t["trial_s"])
+            first = min(turn["started_at"] for turn in record["turns"])
+            after = [(a, b) for a, b in timed.intervals if a >= first]
+            startup.append(first - timed.started)
+            own.append(
+                (t["harness_s"] - startup[-1] - t["model_s"] - sandbox_seconds(after, record["turns"]))
+                / calls
+            )
+            turns.append(calls)
+        rows.append((name, len(walls), 60 * len(walls) / sum(walls), statistics.mean(startup),
+                     statistics.mean(own), statistics.mean(turns)))  # fmt: skip
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=16)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--engine-ms", type=float, default=50.0)
+    p.add_argument("--harness-trials", type=int, default=4, help="trials per third-party harness (0: none)")
+    p.add_argument("--harnesses", type=lambda s: s.split(","), default=list(HARNESS_SCRIPTS))
     args = p.parse_args(argv)
     asyncio.run(bench(args))
     return 0

@@ -23,6 +23,8 @@ Run it with the interpreter of the environment the harness must land in (`make t
   (`legorl_jax.harness.native_agent`). npm's own cache makes a re-install work offline.
 - `terminus_2`: terminal-bench 0.2.18 (its Terminus-2 agent) in its own Python >= 3.12 virtualenv, plus the
   host's tmux staged for the sandbox (`legorl_jax.harness.terminus_2`).
+- `openhands`: the OpenHands SDK and tools 1.58.2 in their own Python 3.12 virtualenv, plus that Python
+  staged for the sandbox, where the SDK's process runs (`legorl_jax.harness.openhands`).
 """
 
 from __future__ import annotations
@@ -125,6 +127,14 @@ def install_terminus_2(wheelhouse: pathlib.Path) -> str:
     return terminus_2.install()
 
 
+def install_openhands(wheelhouse: pathlib.Path) -> str:
+    """The OpenHands SDK in its own venv plus the interpreter its sandbox runs it with (module docstring)."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+    from legorl_jax.harness import openhands
+
+    return openhands.install()
+
+
 # NAME -> installer(wheelhouse) -> a one-line account of what it did. Add a harness by adding its function
 # here.
 INSTALLERS = {
@@ -133,6 +143,7 @@ INSTALLERS = {
     "claude_code": install_native("claude_code"),
     "opencode": install_native("opencode"),
     "terminus_2": install_terminus_2,
+    "openhands": install_openhands,
 }
 
 

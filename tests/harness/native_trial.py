@@ -1,6 +1,8 @@
 """What the Claude Code and OpenCode tests share: a real trial of a harness that runs inside its sandbox.
 
-    trajectory, record, probe = await trial_with_probe(task, harness, proxy, tmp_path, step_limit=8)
+    trajectory, record, probe, hits = await trial_with_probe(task, harness, proxy, tmp_path, step_limit=8)
+    assert_every_sampled_token_recorded(trajectory, tokenizer, script)  # main-branch tokens and log-probs
+    assert_only_the_proxy_was_reached(probe, hits)
 
 `run_trial` runs the real harness in a `proxy_only` sandbox; `ProbeAfterRun` then tries, from that same
 sandbox, the host's other ports and an outside address, so a test sees what the agent could have reached.
@@ -12,6 +14,8 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+
+import numpy as np
 
 from legorl_jax.config import RolloutConfig
 from legorl_jax.rollout import run_trial
@@ -96,3 +100,43 @@ async def trial_with_probe(task, harness, proxy, tmp_path: pathlib.Path, *, step
         server.close()
     record = json.loads((tmp_path / "trial" / "attempt_0" / "trajectory.json").read_text())
     return trajectory, record, probe, hits
+
+
+def assert_every_sampled_token_recorded(trajectory, tokenizer, script: list[str]) -> None:
+    """The trajectory's one (main-branch) sequence holds every scripted reply's tokens (+ end of turn) as
+    sampled, each with the scripted engine's log-prob."""
+    (seq,) = trajectory.sequences
+    sampled = seq.loss_mask == 1
+    assert sampled.sum() == sum(len(tokenizer.encode(text)) + 1 for text in script)
+    expected = np.asarray([-0.01 * (1 + (t % 97)) for t in seq.token_ids[sampled]], np.float32)
+    np.testing.assert_allclose(seq.behaviour_logprobs[sampled], expected, rtol=0, atol=1e-7)
+
+
+def assert_only_the_proxy_was_reached(probe: ProbeAfterRun, hits: list) -> None:
+    """From the harness's sandbox neither the host's other port nor outside addresses answered."""
+    reached = probe.reached()
+    assert reached and all(v.startswith("closed") for v in reached.values()), probe.output
+    assert hits == []
+
+
+async def engine_failure_trial(task, harness, tokenizer, proxy_on, tmp_path: pathlib.Path):
+    """A real trial whose engine fails every call; (trajectory, the attempt's attempt.json, the monotonic time
+    of each engine call)."""
+    import time
+
+    from scripted_engine import ScriptedEngine
+
+    from legorl_jax.engine.base import EngineError
+
+    class Timed(ScriptedEngine):
+        async def generate(self, *args, **kwargs):
+            times.append(time.monotonic())
+            return await super().generate(*args, **kwargs)
+
+    times: list[float] = []
+    engine = Timed(tokenizer, ["unused"])
+    engine.fail_with = EngineError("the scripted engine is down")
+    proxy = await proxy_on(engine)
+    trajectory, _, _, _ = await trial_with_probe(task, harness, proxy, tmp_path, step_limit=8)
+    attempt = json.loads((tmp_path / "trial" / "attempt_0" / "attempt.json").read_text())
+    return trajectory, attempt, times

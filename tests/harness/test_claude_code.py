@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from native_trial import one_hunk_edit, tool_call, trial_with_probe
+from native_trial import engine_failure_trial, one_hunk_edit, tool_call, trial_with_probe
 from scripted_engine import ScriptedEngine
 
 from legorl_jax.harness import get_harness
@@ -181,23 +181,13 @@ async def test_a_prompt_over_the_context_ends_claude_code_as_context_overflow(
 async def test_an_engine_failure_drops_the_claude_code_trial_after_few_retries(
     builtin_tasks, tokenizer, proxy_on, tmp_path
 ):
-    from legorl_jax.engine.base import EngineError
-
-    task = builtin_tasks[TASK]
-    engine = ScriptedEngine(tokenizer, ["unused"])
-    engine.fail_with = EngineError("the scripted engine is down")
-    proxy = await proxy_on(engine)
-    trajectory, _, _, _ = await trial_with_probe(
-        task, get_harness("claude_code"), proxy, tmp_path, step_limit=8
+    trajectory, attempt, times = await engine_failure_trial(
+        builtin_tasks[TASK], get_harness("claude_code"), tokenizer, proxy_on, tmp_path
     )
     assert trajectory.outcome is Outcome.ENGINE_FAILED and not trajectory.sequences
-    attempt = json.loads((tmp_path / "trial" / "attempt_0" / "attempt.json").read_text())
     assert "the scripted engine is down" in attempt["reason"]
     # max_retries 2 (the preset's): 3 calls, seconds apart, not Claude Code's default 10 over ~3 minutes.
-    assert len(engine.calls) == 3 and attempt["timings"]["harness_s"] < 60, (
-        len(engine.calls),
-        attempt["timings"],
-    )
+    assert len(times) == 3 and attempt["timings"]["harness_s"] < 60, (times, attempt["timings"])
 
 
 @pytest.mark.harness
