@@ -114,6 +114,11 @@ class AlgoConfig:
     """Constant length of seq-mean-token-sum-norm (None: train.max_tokens)."""
     advantage_std: str = "unbiased"
     """Group std in the advantage: unbiased (ddof 1, verl), biased (ddof 0) or none (Dr. GRPO)."""
+    negative_weight: float = 1.0
+    """Weight of negative advantages, in [0, 1]: 1 is the symmetric GRPO objective; below 1 the trials worse
+    than their group's mean are pushed down less (0: only the better ones are reinforced). On a small model
+    the failed trials' unlikely tokens dominate the gradient and their push-down can wreck what the rest
+    knows (`experiment=demo`)."""
     temperature: float = 1.0
     """Sampling temperature of the rollouts; the trainer's log-probs use the same value."""
     tis: str = "token"
@@ -154,6 +159,12 @@ class AlgoConfig:
             raise ValueError(f"algo.dual_clip must be > 1 or null, got {self.dual_clip!r}")
         if self.agg_norm_length is not None:
             positive_int("algo.agg_norm_length", self.agg_norm_length)
+        if (
+            isinstance(self.negative_weight, bool)
+            or not isinstance(self.negative_weight, int | float)
+            or not 0.0 <= self.negative_weight <= 1.0
+        ):
+            raise ValueError(f"algo.negative_weight must lie in [0, 1], got {self.negative_weight!r}")
         for name in ("temperature", "tis_cap", "mis_high"):
             if not getattr(self, name) > 0.0:
                 raise ValueError(f"algo.{name} must be > 0, got {getattr(self, name)!r}")

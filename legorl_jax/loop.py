@@ -112,7 +112,9 @@ async def run_loop(parts: Parts, state: TrainState, *, start_step: int = 0) -> l
             log.warning("step %d: update skipped: %s", step, reason)
         else:
             t = time.monotonic()
-            advantages = trajectory_advantages(batch.trajectories, std=cfg.algo.advantage_std)
+            advantages = trajectory_advantages(
+                batch.trajectories, std=cfg.algo.advantage_std, negative_weight=cfg.algo.negative_weight
+            )
             packed, stats = pack_trajectories(
                 batch.trajectories,
                 advantages,

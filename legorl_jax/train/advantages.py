@@ -15,8 +15,10 @@ Where this departs from verl: a group with a single valid member gets 0, not its
 mean 0, std 1 for singletons). With nobody to compare against there is no relative signal, and a raw
 reward of 1 would push the policy as hard as a real 1-of-8 contrast.
 
-`trajectory_advantages(trajectories, std=...)` applies the same to `Trajectory` objects (reward,
-group_id, valid), which is what the loop calls before packing.
+`trajectory_advantages(trajectories, std=..., negative_weight=...)` applies the same to `Trajectory`
+objects (reward, group_id, valid), which is what the loop calls before packing; `negative_weight` w in
+[0, 1] scales the negative advantages (A_i < 0 becomes w * A_i; 1, the default, leaves them), so the
+trials worse than their group's mean are pushed down less than the better ones are pushed up.
 """
 
 from __future__ import annotations
@@ -76,11 +78,17 @@ def grpo_advantages(
     return out.astype(np.float32)
 
 
-def trajectory_advantages(trajectories: SequenceABC[Trajectory], *, std: str = "unbiased") -> np.ndarray:
-    """`grpo_advantages` over trials: groups by `group_id`, drops `not trajectory.valid`."""
-    return grpo_advantages(
+def trajectory_advantages(
+    trajectories: SequenceABC[Trajectory], *, std: str = "unbiased", negative_weight: float = 1.0
+) -> np.ndarray:
+    """`grpo_advantages` over trials: groups by `group_id`, drops `not trajectory.valid`; negative
+    advantages scaled by `negative_weight` (module docstring)."""
+    if isinstance(negative_weight, bool) or not 0.0 <= negative_weight <= 1.0:
+        raise ValueError(f"negative_weight must lie in [0, 1], got {negative_weight!r}")
+    advantages = grpo_advantages(
         [t.reward if t.valid else 0.0 for t in trajectories],
         [t.group_id for t in trajectories],
         valid=[t.valid for t in trajectories],
         std=std,
     )
+    return np.where(advantages < 0, advantages * np.float32(negative_weight), advantages)

@@ -73,6 +73,21 @@ def test_trajectory_advantages_group_by_group_id_and_drop_infra_failures():
     adv = trajectory_advantages(trajs)
     expected = 0.5 / (math.sqrt(0.5) + 1e-6)
     np.testing.assert_allclose(adv, [expected, -expected, -expected, expected, 0.0], atol=1e-6)
+    # negative_weight scales only the trials worse than their group's mean.
+    damped = trajectory_advantages(trajs, negative_weight=0.25)
+    np.testing.assert_allclose(damped, [expected, -expected / 4, -expected / 4, expected, 0.0], atol=1e-6)
+    assert damped.dtype == np.float32
+    np.testing.assert_array_equal(trajectory_advantages(trajs, negative_weight=0.0), np.maximum(adv, 0))
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, True])
+def test_negative_weight_outside_0_1_is_refused_naming_the_value(bad):
+    from legorl_jax.config import AlgoConfig
+
+    with pytest.raises(ValueError, match=f"negative_weight must lie in \\[0, 1\\], got {bad!r}"):
+        trajectory_advantages([], negative_weight=bad)
+    with pytest.raises(ValueError, match=f"algo.negative_weight must lie in \\[0, 1\\], got {bad!r}"):
+        AlgoConfig(negative_weight=bad)
 
 
 @pytest.mark.parametrize(
