@@ -29,11 +29,12 @@ def test_the_demo_raises_the_solve_rate_from_its_first_step_to_its_last(tmp_path
     out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=3600, env=env)
     assert out.returncode == 0, out.stderr[-4000:]
     rows = [json.loads(line) for line in (tmp_path / "demo" / "metrics.jsonl").read_text().splitlines()]
-    first, last = rows[0]["metrics"], rows[-1]["metrics"]
-    assert first["rollout/scored"] >= 24 and last["rollout/scored"] >= 24  # the rates stand on real counts
-    assert last["rollout/solve_rate"] > first["rollout/solve_rate"], [
-        r["metrics"]["rollout/solve_rate"] for r in rows
-    ]
+    rates = [r["metrics"]["rollout/solve_rate"] for r in rows]
+    assert all(r["metrics"]["rollout/scored"] >= 24 for r in rows), rows  # the rates stand on real counts
+    # Measurably: the last step beats the first, and the mean of the last two steps (64 trials) beats that
+    # of the first two by 0.15 (about twice the noise of such a difference at these rates).
+    assert rates[-1] > rates[0], rates
+    assert (rates[-1] + rates[-2]) / 2 - (rates[0] + rates[1]) / 2 >= 0.15, rates
     summary = (tmp_path / "demo" / "summary.md").read_text()
     assert "the same tasks RL trains and is measured on" in summary  # the warm start is declared
     assert (tmp_path / "demo" / "curves.png").stat().st_size > 1000
