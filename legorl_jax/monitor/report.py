@@ -79,6 +79,14 @@ def run_summary(config: Any, summary: Any) -> str:
     metrics = read_jsonl_metrics(summary.run_dir / "metrics.jsonl")
     title = f"# {config.rollout.experiment}: {config.loop.steps} steps of {config.algo.loss}"
     lines = [f"{title} with the {config.harness.name} harness", ""]
+    weight = config.algo.negative_weight
+    if weight != 1.0:
+        pushed = "not pushed down at all" if weight == 0 else f"pushed down at {weight:g} of their weight"
+        lines += [
+            f"advantages: trials worse than their group's mean are {pushed} "
+            f"(algo.negative_weight {weight:g})",
+            "",
+        ]
     if summary.warm_start:
         lines += [summary.warm_start, ""]
     if summary.start_step:

@@ -48,3 +48,28 @@ def test_the_curves_png_is_written_and_an_empty_run_is_refused(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="none of the runs \\['b'\\]"):
         plot_curves({"b": {0: {"other/x": 1.0}}}, tmp_path / "d.png")
+
+
+@pytest.mark.parametrize(
+    ("weight", "said"),
+    [
+        (0.0, "trials worse than their group's mean are not pushed down at all (algo.negative_weight 0)"),
+        (0.25, "trials worse than their group's mean are pushed down at 0.25 of their weight"),
+        (1.0, None),
+    ],
+)
+def test_the_run_summary_says_how_negative_advantages_were_weighted_and_first_vs_last(tmp_path, weight, said):
+    import dataclasses
+    import json
+
+    from legorl_jax.config import AlgoConfig, Config
+    from legorl_jax.monitor.report import run_summary
+    from legorl_jax.run import RunSummary
+
+    (tmp_path / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "metrics": m}) + "\n" for s, m in STEPS.items())
+    )
+    config = dataclasses.replace(Config(), algo=AlgoConfig(negative_weight=weight))
+    text = run_summary(config, RunSummary(tmp_path, [], "", None, "run", 0))
+    assert (said in text) if said else ("negative_weight" not in text)
+    assert "solve rate: step 0 0.250 over 7 trials -> step 1 0.000 over 0 trials" in text
