@@ -11,6 +11,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -31,10 +32,11 @@ def test_the_demo_raises_the_solve_rate_from_its_first_step_to_its_last(tmp_path
     rows = [json.loads(line) for line in (tmp_path / "demo" / "metrics.jsonl").read_text().splitlines()]
     rates = [r["metrics"]["rollout/solve_rate"] for r in rows]
     assert all(r["metrics"]["rollout/scored"] >= 24 for r in rows), rows  # the rates stand on real counts
-    # Measurably: the last step beats the first, and the mean of the last two steps (64 trials) beats that
-    # of the first two by 0.15 (about twice the noise of such a difference at these rates).
+    # Measurably: the last step beats the first, and the least-squares line through every step's rate (all
+    # 256 trials) rises by at least 0.1 over the run (one step's rate alone moves by +-0.09 at 32 trials).
     assert rates[-1] > rates[0], rates
-    assert (rates[-1] + rates[-2]) / 2 - (rates[0] + rates[1]) / 2 >= 0.15, rates
+    slope = np.polyfit(np.arange(len(rates)), rates, 1)[0]
+    assert slope * (len(rates) - 1) >= 0.1, (slope, rates)
     summary = (tmp_path / "demo" / "summary.md").read_text()
     assert "the same tasks RL trains and is measured on" in summary  # the warm start is declared
     assert (tmp_path / "demo" / "curves.png").stat().st_size > 1000

@@ -44,6 +44,7 @@ async def test_the_warm_start_learns_the_demonstration_is_cached_and_says_what_i
     assert "reused from the cache" in again.describe() and "tasks RL is not measured on" in again.describe()
 
 
+@pytest.mark.slow  # a second demonstration recording (~45 s); the default suite's budget is near its limit
 async def test_stop_below_ends_the_warm_start_once_the_demonstration_nll_is_under_it(
     loop_model_dir, loop_task, tmp_path
 ):

@@ -29,6 +29,7 @@ async def test_a_fork_bomb_is_contained_and_the_sandbox_survives(open_sandbox):
     assert after.exit_code == 0 and int(after.stdout) < 10, after
 
 
+@pytest.mark.slow  # the verifier's fork-bomb attack test covers both backends in the default suite
 async def test_a_spinning_python_fork_bomb_ends_soon_after_its_timeout(open_sandbox):
     sb = await open_sandbox()  # the default pids limit: hundreds of processes spinning on failed forks
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"

@@ -109,6 +109,7 @@ def test_a_forged_harbor_reward_earns_nothing_and_is_reported(harbor_task):
     ]
 
 
+@pytest.mark.slow  # exports and copies two images first; the uid mechanism itself is tested by default
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed on this host")
 def test_on_bubblewrap_with_its_writable_root_swebench_and_harbor_gold_get_1_and_empty_0(
     swebench_task, harbor_task
