@@ -69,12 +69,19 @@ def install_dir(name: str) -> pathlib.Path:
     return pathlib.Path(cache) / "legorl_jax" / "harness" / name
 
 
+def install_record(root: pathlib.Path) -> dict[str, Any] | None:
+    """`root/installed.json` (written last by every installer), or None when it is missing or unreadable."""
+    try:
+        return json.loads((root / "installed.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def installed(package: NativePackage) -> dict[str, Any] | None:
     """The install record when the pinned version's executable is in place, else None."""
     root = install_dir(package.name)
-    try:
-        record = json.loads((root / "installed.json").read_text())
-    except (OSError, ValueError):
+    record = install_record(root)
+    if record is None:
         return None
     binary = root / "bin" / package.binary
     ok = record.get("version") == package.version and binary.is_file() and os.access(binary, os.X_OK)

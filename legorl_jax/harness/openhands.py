@@ -43,7 +43,7 @@ import sys
 from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
-from legorl_jax.harness.native_agent import HOME
+from legorl_jax.harness.native_agent import HOME, install_record
 from legorl_jax.harness.native_agent import install_dir as _install_dir
 
 NAME = "openhands"
@@ -76,9 +76,8 @@ def install_dir() -> pathlib.Path:
 def installed() -> dict[str, Any] | None:
     """The install record when the venv and the sandbox's interpreter are in place, else None."""
     root = install_dir()
-    try:
-        record = json.loads((root / "installed.json").read_text())
-    except (OSError, ValueError):
+    record = install_record(root)
+    if record is None:
         return None
     ok = (
         record.get("requirements") == list(REQUIREMENTS)

@@ -35,6 +35,7 @@ import tempfile
 from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
+from legorl_jax.harness.native_agent import install_record
 
 SWE_AGENT_VERSION = "1.1.0"
 SWE_REX_REQUIREMENT = "swe-rex==1.4.0"
@@ -71,9 +72,8 @@ def install_dir() -> pathlib.Path:
 def installed() -> dict[str, Any] | None:
     """The install record when SWE-agent, its venv and the sandbox runtime are all in place, else None."""
     root = install_dir()
-    try:
-        record = json.loads((root / "installed.json").read_text())
-    except (OSError, ValueError):
+    record = install_record(root)
+    if record is None:
         return None
     ok = (
         record.get("swe_agent") == SWE_AGENT_VERSION

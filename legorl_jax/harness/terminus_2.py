@@ -47,6 +47,7 @@ from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
 from legorl_jax.harness.native_agent import install_dir as _install_dir
+from legorl_jax.harness.native_agent import install_record
 from legorl_jax.validate import positive_number
 
 NAME = "terminus_2"
@@ -77,9 +78,8 @@ def install_dir() -> pathlib.Path:
 def installed() -> dict[str, Any] | None:
     """The install record when the venv and the tmux runtime are in place, else None."""
     root = install_dir()
-    try:
-        record = json.loads((root / "installed.json").read_text())
-    except (OSError, ValueError):
+    record = install_record(root)
+    if record is None:
         return None
     ok = (
         record.get("requirement") == REQUIREMENT
