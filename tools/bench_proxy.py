@@ -2,22 +2,27 @@
 sessions.
 
     python tools/bench_proxy.py [--sessions 1,16,64] [--turns 10] [--rounds 3] [--engine-ms 500] \
-        [--tool-ms 1000]
+        [--tool-ms 1000] [--start-ms 1000]
 
-Needs the bench extra (`pip install -e '.[bench]'`: LiteLLM's proxy server). Four processes on this machine:
+Needs the bench extra (`pip install -e '.[bench]'`: LiteLLM's proxy server). Five processes on this machine:
 - a backend standing in for the model: it answers SGLang's `/generate` (token ids in and out, log-probs and
   routing rows, through our wire format) and OpenAI's `/v1/chat/completions` (the same reply as text) after
   the same fixed `--engine-ms`, so every path pays the same "model" time and the difference is the proxy's;
 - ours: `python -m legorl_jax.proxy` (train mode: chat template render, incremental prompt, parse, record);
+- a relay: a bare aiohttp server forwarding `/generate` bodies through an aiohttp client on the same event
+  loop as ours, doing nothing else: what one more HTTP hop costs here, the floor under a proxy on this stack;
 - LiteLLM: `litellm --model openai/bench --api_base BACKEND/v1` (its OpenAI-compatible route, no recording);
 - this process, the load: S concurrent sessions, each `--turns` calls with a growing history (each turn adds
-  the reply and a ~200-token tool result) and a tool time between calls (uniform in [0, `--tool-ms`], the
-  same seeded draws on every path), the agentic shape: sessions do not all call at the same instant.
-Per configuration the same conversations go four ways: backend `/generate` directly (ours' baseline),
-ours, backend `/v1/chat/completions` directly (LiteLLM's baseline), LiteLLM. Added latency = the path's p50
-(p99) minus its baseline's p50 (p99). The four are measured in rotating order for `--rounds` rounds, so
-drift in the host's load hits them alike; the load average before and after is printed, and figures taken
-at a load average of 1 or more are marked as not publishable.
+  the reply and a ~200-token tool result), a start-up before the first call (uniform in [0, `--start-ms`]:
+  harnesses take 0.4-15 s to start, tools/bench_rollout.py) and a tool time between calls (uniform in
+  [0, `--tool-ms`]), the same seeded draws on every path: the agentic shape, sessions do not all call at the
+  same instant.
+Per configuration the same conversations go five ways: backend `/generate` directly (the baseline of ours and
+the relay), ours, the relay, backend `/v1/chat/completions` directly (LiteLLM's baseline), LiteLLM. Added
+latency = the path's p50 (p99) minus its baseline's p50 (p99). The five are measured in rotating order for
+`--rounds` rounds, so drift in the host's load hits them alike. Quiet host (tools/hostload.py): publishable
+only if the load average was below 1 when the run began and other processes took under 0.15 of a core during
+every path's run.
 """
 
 from __future__ import annotations
@@ -142,6 +147,44 @@ def serve_backend(model_dir: str, port: int, engine_ms: float) -> None:
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
+def serve_relay(port: int, upstream: str) -> None:
+    """The floor of any proxy built on this stack: an aiohttp server that forwards each `/generate` body to
+    the backend through an aiohttp client (the capture proxy's own client settings) and returns the reply's
+    bytes, doing nothing else. Its added latency is what one more HTTP hop costs on this machine."""
+    import aiohttp
+    from aiohttp import web
+
+    async def start(app: web.Application) -> None:
+        app["http"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256))
+
+    async def stop(app: web.Application) -> None:
+        await app["http"].close()
+
+    async def generate(request: web.Request) -> web.Response:
+        body = await request.read()
+        headers = {"Content-Type": "application/json"}
+        async with request.app["http"].post(upstream + "/generate", data=body, headers=headers) as resp:
+            return web.Response(body=await resp.read(), status=resp.status, content_type="application/json")
+
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+    app.router.add_post("/generate", generate)
+    app.router.add_get("/health", health)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, loop=_event_loop())
+
+
+def _event_loop():
+    """The loop `python -m legorl_jax.proxy` runs on (uvloop where installed), so the relay is its floor."""
+    from legorl_jax.proxy.__main__ import _loop_factory
+
+    factory = _loop_factory()
+    return factory() if factory is not None else asyncio.new_event_loop()
+
+
 # ----------------------------------------------------------------------------------------------------
 # the load
 
@@ -173,28 +216,55 @@ async def wait_up(
     raise RuntimeError(f"{url} did not come up within {timeout_s:.0f} s")
 
 
+FIRST = (
+    {"role": "system", "content": "You fix bugs."},
+    {"role": "user", "content": "Fix add() in calc.py."},
+)
+
+
+def after_turn(messages: list[dict], call_id: str) -> list[dict]:
+    """The history after one turn: the reply (one tool call) and its ~200-token tool result."""
+    call = {"id": call_id, "type": "function",
+            "function": {"name": "bash", "arguments": '{"command": "cat calc.py"}'}}  # fmt: skip
+    return [
+        *messages,
+        {"role": "assistant", "content": "Looking at the file.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": TOOL_RESULT},
+    ]
+
+
+def generate_prompts(tok, turns: int) -> list[list[int]]:
+    """The token ids of each turn's prompt on the `/generate` paths (their conversations are all alike: the
+    tool call ids are call_0, call_1, ...), rendered before the clock starts: a client that renders while it
+    is timed loads the machine the direct path is measured on, which flatters every proxy."""
+    messages, prompts = list(FIRST), []
+    for turn in range(turns):
+        prompts.append(tok.apply_chat_template(messages, tools=[BASH], add_generation_prompt=True))
+        messages = after_turn(messages, f"call_{turn}")
+    return prompts
+
+
 async def conversation(
     http,
     path: str,
     url: str,
-    tok,
     turns: int,
     latencies: list[float],
     *,
+    prompts: list[list[int]] | None = None,
     session_url=None,
     tool_s: list[float],
+    start_s: float = 0.0,
 ) -> None:
-    """One session's calls; `path` picks the wire: generate (token ids), chat (OpenAI body). Between calls the
-    session waits its tool time, as an agent runs its tool (the same seeded draws on every path)."""
-    messages = [
-        {"role": "system", "content": "You fix bugs."},
-        {"role": "user", "content": "Fix add() in calc.py."},
-    ]
+    """One session's calls; `path` picks the wire: generate (the `prompts` as token ids), chat (OpenAI body).
+    Before its first call the session waits its start-up time, as a harness starts, and between calls its tool
+    time, as an agent runs its tool (the same seeded draws on every path)."""
+    await asyncio.sleep(start_s)
+    messages = list(FIRST)
     for turn in range(turns):
         if path == "generate":
-            body = {"input_ids": tok.apply_chat_template(messages, tools=[BASH], add_generation_prompt=True),
-                    "sampling_params": {"max_new_tokens": 256, "temperature": 1.0}, "return_logprob": True,
-                    "return_routed_experts": True}  # fmt: skip
+            body = {"input_ids": prompts[turn], "return_logprob": True, "return_routed_experts": True,
+                    "sampling_params": {"max_new_tokens": 256, "temperature": 1.0}}  # fmt: skip
             target = url + "/generate"
         else:
             body = {"model": "bench", "messages": messages, "tools": [BASH]}
@@ -209,25 +279,17 @@ async def conversation(
         call_id = f"call_{turn}"
         if path == "chat":
             call_id = reply["choices"][0]["message"]["tool_calls"][0]["id"]
-        messages = [
-            *messages,
-            {
-                "role": "assistant",
-                "content": "Looking at the file.",
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": "bash", "arguments": '{"command": "cat calc.py"}'},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": call_id, "content": TOOL_RESULT},
-        ]
+        messages = after_turn(messages, call_id)
 
 
 async def run_path(
-    name: str, urls: dict[str, str], tok, sessions: int, turns: int, tool_ms: float = 0.0
+    name: str,
+    urls: dict[str, str],
+    tok,
+    sessions: int,
+    turns: int,
+    tool_ms: float = 0.0,
+    start_ms: float = 0.0,
 ) -> list[float]:
     import aiohttp
 
@@ -243,26 +305,30 @@ async def run_path(
                     urls["ours"] + "/admin/sessions", json={"task_id": "bench"}, headers=admin
                 ) as r:
                     session_urls[i] = (await r.json())["openai_base_url"]
-        path = "generate" if name == "direct-generate" else "chat"
+        path = "generate" if name in ("direct-generate", "relay") else "chat"
         base = {
             "direct-generate": urls["backend"],
+            "relay": urls["relay"],
             "direct-chat": urls["backend"] + "/v1",
             "litellm": urls["litellm"] + "/v1",
             "ours": None,
         }[name]
+        prompts = generate_prompts(tok, turns) if path == "generate" else None
         rng = np.random.default_rng(0)
         tool_s = rng.uniform(0, tool_ms / 1000, size=(sessions, turns))
+        start_s = rng.uniform(0, start_ms / 1000, size=sessions)
         await asyncio.gather(
             *(
                 conversation(
                     http,
                     path,
                     base,
-                    tok,
                     turns,
                     latencies,
+                    prompts=prompts,
                     session_url=session_urls[i],
                     tool_s=list(tool_s[i]),
+                    start_s=float(start_s[i]),
                 )
                 for i in range(sessions)
             )
@@ -281,6 +347,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def bench(args: argparse.Namespace) -> None:
+    import hostload
+
     from legorl_jax.model.tokenizer import load_tokenizer
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-proxy-"))
@@ -292,7 +360,7 @@ async def bench(args: argparse.Namespace) -> None:
             make_tiny_model.make_tiny_model(tmp / "model", make_tiny_model.TinyModelSpec(max_positions=65536))
         )
     tok = load_tokenizer(model_dir)
-    ports = {k: free_port() for k in ("backend", "ours", "litellm")}
+    ports = {k: free_port() for k in ("backend", "ours", "litellm", "relay")}
     urls = {k: f"http://127.0.0.1:{p}" for k, p in ports.items()}
     procs = [
         subprocess.Popen(
@@ -334,6 +402,13 @@ async def bench(args: argparse.Namespace) -> None:
             stderr=open(tmp / "ours.log", "w"),
         ),  # fmt: skip
         subprocess.Popen(
+            [sys.executable, __file__, "--serve-relay", str(ports["relay"]), "--upstream", urls["backend"]],
+            env=ENV,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp / "relay.log", "w"),
+        ),
+        subprocess.Popen(
             [
                 str(pathlib.Path(sys.executable).parent / "litellm"),
                 "--model",
@@ -353,14 +428,17 @@ async def bench(args: argparse.Namespace) -> None:
     try:
         await wait_up(urls["backend"] + "/health", procs[0])
         await wait_up(urls["ours"] + "/health", procs[1], tmp / "ours.log")
-        await wait_up(urls["litellm"] + "/health/liveliness", procs[2], tmp / "litellm.log")
-        names = ["direct-generate", "ours", "direct-chat", "litellm"]
+        await wait_up(urls["relay"] + "/health", procs[2], tmp / "relay.log")
+        await wait_up(urls["litellm"] + "/health/liveliness", procs[3], tmp / "litellm.log")
+        names = ["direct-generate", "ours", "relay", "direct-chat", "litellm"]
         for name in names:  # warm-up: imports, first renders, connection pools
             await run_path(name, urls, tok, 2, 2)
-        load_before = os.getloadavg()[0]
+        meter = hostload.ForeignCPU()
+        foreign: list[float] = []
         print(
-            f"load average before: {load_before:.2f}; rounds {args.rounds}; turns {args.turns}; engine "
-            f"{args.engine_ms} ms; tool time uniform in [0, {args.tool_ms:.0f}] ms"
+            f"load average before: {meter.load_at_start:.2f}; rounds {args.rounds}; turns {args.turns}; "
+            f"engine {args.engine_ms} ms; start-up uniform in [0, {args.start_ms:.0f}] ms; tool time "
+            f"uniform in [0, {args.tool_ms:.0f}] ms"
         )
         rows = []
         for sessions in args.sessions:
@@ -368,9 +446,12 @@ async def bench(args: argparse.Namespace) -> None:
             for r in range(args.rounds):
                 order = names[r % len(names) :] + names[: r % len(names)]
                 for name in order:
-                    lat[name] += await run_path(name, urls, tok, sessions, args.turns, args.tool_ms)
+                    meter.lap()
+                    lat[name] += await run_path(
+                        name, urls, tok, sessions, args.turns, args.tool_ms, args.start_ms
+                    )
+                    foreign.append(meter.lap())
             rows.append((sessions, {n: (pct(v, 50), pct(v, 99), len(v)) for n, v in lat.items()}))
-        load_after = os.getloadavg()[0]
     finally:
         for p in procs:
             p.terminate()
@@ -379,29 +460,30 @@ async def bench(args: argparse.Namespace) -> None:
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
-    print(f"load average after: {load_after:.2f}")
+    quiet, why = hostload.verdict(meter.load_at_start, foreign)
+    print(f"load average after: {os.getloadavg()[0]:.2f} (this benchmark's own processes included)")
     print()
     print(
-        "| sessions | calls/path | direct /generate p50 / p99 ms | ours p50 / p99 ms | ours added p50 / p99 "
-        "ms | direct chat p50 / p99 ms | LiteLLM p50 / p99 ms | LiteLLM added p50 / p99 ms |"
+        "| sessions | calls/path | direct /generate p50 / p99 ms | ours p50 / p99 ms | **ours added** p50 / "
+        "p99 ms | relay added p50 / p99 ms | direct chat p50 / p99 ms | LiteLLM p50 / p99 ms | LiteLLM "
+        "added p50 / p99 ms |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for sessions, f in rows:
-        dg, ours, dc, lite = f["direct-generate"], f["ours"], f["direct-chat"], f["litellm"]
+        dg, ours, relay, dc, lite = (f[n] for n in ("direct-generate", "ours", "relay", "direct-chat",
+                                                     "litellm"))  # fmt: skip
         print(f"| {sessions} | {ours[2]} | {dg[0]:.1f} / {dg[1]:.1f} | {ours[0]:.1f} / {ours[1]:.1f} | "
-              f"**{ours[0] - dg[0]:.2f} / {ours[1] - dg[1]:.2f}** | {dc[0]:.1f} / {dc[1]:.1f} | "
-              f"{lite[0]:.1f} / {lite[1]:.1f} | "
+              f"**{ours[0] - dg[0]:.2f} / {ours[1] - dg[1]:.2f}** | "
+              f"{relay[0] - dg[0]:.2f} / {relay[1] - dg[1]:.2f} | "
+              f"{dc[0]:.1f} / {dc[1]:.1f} | {lite[0]:.1f} / {lite[1]:.1f} | "
               f"{lite[0] - dc[0]:.2f} / {lite[1] - dc[1]:.2f} |")  # fmt: skip
-    quiet = max(load_before, load_after) < 1.0
     print()
     print(
         "peer: LiteLLM proxy (litellm[proxy]) on its OpenAI-compatible route to the same backend, measured "
-        "in the same run"
+        "in the same run; relay: a bare aiohttp hop to the same backend (the floor of this stack)"
     )
-    print(
-        "publishable (load average < 1 before and after):",
-        "yes" if quiet else "NO: the host was busy; rerun on a quiet machine",
-    )
+    print(f"host: {why}")
+    print("publishable:", "yes" if quiet else "NO: the host was busy; rerun on a quiet machine")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -417,12 +499,23 @@ def main(argv: list[str] | None = None) -> int:
         help="each session's tool time between calls: uniform in [0, this]",
     )
     p.add_argument(
+        "--start-ms",
+        type=float,
+        default=1000.0,
+        help="each session's start-up before its first call: uniform in [0, this]",
+    )
+    p.add_argument(
         "--model",
         default=None,
         help="HF directory for the tokenizer/template (default: a tiny model made here)",
     )
     p.add_argument("--serve-backend", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--serve-relay", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--upstream", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.serve_relay is not None:
+        serve_relay(args.serve_relay, args.upstream)
+        return 0
     if args.serve_backend is not None:
         serve_backend(args.model, args.serve_backend, args.engine_ms)
         return 0

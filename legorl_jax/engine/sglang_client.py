@@ -46,6 +46,7 @@ from typing import Any
 
 import aiohttp
 import numpy as np
+import orjson
 
 from legorl_jax.engine.base import (
     BadRequestError,
@@ -71,6 +72,7 @@ from legorl_jax.types import Generation
 log = logging.getLogger(__name__)
 
 _SGLANG_OVERFLOW = "longer than the model's context length"
+_JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 def routing_of(model_dir: str | os.PathLike) -> tuple[int, int, int] | None:
@@ -165,8 +167,8 @@ class SGLangEngine:
         *,
         idempotent: bool,
         timeout_s: float | None = None,
-    ) -> tuple[int, str]:
-        """(status, text) of one call, retried as the module docstring says; raises on 4xx/5xx."""
+    ) -> tuple[int, bytes]:
+        """(status, body) of one call, retried as the module docstring says; raises on 4xx/5xx."""
         url = self.base_url + path
         timeout = aiohttp.ClientTimeout(total=timeout_s or self.timeout_s, connect=self.connect_timeout_s)
         last: Exception | None = None
@@ -174,8 +176,14 @@ class SGLangEngine:
             if attempt:
                 await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
             try:
-                async with self._client().request(method, url, json=body, timeout=timeout) as resp:
-                    text = await resp.text()
+                async with self._client().request(
+                    method,
+                    url,
+                    data=None if body is None else orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY),
+                    headers=_JSON_HEADERS if body is not None else None,
+                    timeout=timeout,
+                ) as resp:
+                    raw = await resp.read()
                     status = resp.status
             except (
                 aiohttp.ClientConnectorError,
@@ -197,8 +205,9 @@ class SGLangEngine:
                 continue
             except TimeoutError as exc:
                 raise EngineTimeoutError(f"{method} {url} took longer than {timeout.total:.0f} s") from exc
-            self._raise_for(status, text, method, url)
-            return status, text
+            if status >= 400:
+                self._raise_for(status, raw.decode("utf-8", "replace"), method, url)
+            return status, raw
         raise EngineUnavailableError(
             f"{method} {url}: cannot connect after {self.retries + 1} attempts ({last!r})"
         ) from last
@@ -216,11 +225,17 @@ class SGLangEngine:
 
     async def _json(self, method: str, path: str, body: dict[str, Any] | None = None, *, idempotent: bool,
                     timeout_s: float | None = None) -> Any:  # fmt: skip
-        _, text = await self._request(method, path, body, idempotent=idempotent, timeout_s=timeout_s)
+        _, raw = await self._request(method, path, body, idempotent=idempotent, timeout_s=timeout_s)
+        if not raw.strip():
+            return {}
         try:
-            return json.loads(text) if text.strip() else {}
-        except json.JSONDecodeError:
-            raise EngineError(f"{method} {self.base_url + path} answered non-JSON: {text[:200]!r}") from None
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+        try:  # Python's json also reads the NaN / -Infinity a server's stdlib encoder may write
+            return json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise EngineError(f"{method} {self.base_url + path} answered non-JSON: {raw[:200]!r}") from None
 
     # ------------------------------------------------------------------------------------------------
     # model layout

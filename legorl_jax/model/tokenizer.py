@@ -220,11 +220,11 @@ class Tokenizer:
         array = np.asarray(ids)
         if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
             raise ValueError(f"ids must be a 1-D sequence of ints, got shape {array.shape} of {array.dtype}")
-        ids = array.astype(np.int64).tolist()
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(f"ids must lie in [0, {self.vocab_size}), got {bad[:8]}")
-        text = self._backend.decode(ids, skip_special_tokens=skip_special_tokens)
+        limit = self.vocab_size
+        if array.size and (array.min() < 0 or array.max() >= limit):
+            bad = array[(array < 0) | (array >= limit)]
+            raise ValueError(f"ids must lie in [0, {limit}), got {bad[:8].tolist()}")
+        text = self._backend.decode(array.astype(np.int64).tolist(), skip_special_tokens=skip_special_tokens)
         return _bpe_cleanup(text) if self._clean_up_spaces else text
 
     def template_source(self, chat_template: str | None = None, *, tools: Any = None) -> str:

@@ -32,6 +32,7 @@ import pathlib
 import secrets
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from legorl_jax.config import ProxyConfig
@@ -228,23 +229,23 @@ class CaptureProxy:
         except ProxyError as err:
             if err.status >= 500:
                 log.error("%s %s: %s", request.method, request.path, err.message)
-            return web.json_response(surface.error_json(err), status=err.status)
+            return _json_response(surface.error_json(err), status=err.status)
         except web.HTTPRequestEntityTooLarge as exc:
             err = ProxyError(
                 413,
                 "too_large",
                 f"the request body is larger than {self.config.max_body_bytes} bytes: {exc.text}",
             )
-            return web.json_response(surface.error_json(err), status=413)
+            return _json_response(surface.error_json(err), status=413)
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
             err = ProxyError(exc.status, "not_found", f"{exc.reason}: {request.method} {request.path}")
-            return web.json_response(surface.error_json(err), status=exc.status)
+            return _json_response(surface.error_json(err), status=exc.status)
         except Exception as exc:  # noqa: BLE001 - log the trace, answer one line
             log.exception("unexpected failure on %s", request.path)
             err = ProxyError(500, "internal", f"internal error: {type(exc).__name__}")
-            return web.json_response(surface.error_json(err), status=500)
+            return _json_response(surface.error_json(err), status=500)
 
     def _check_admin(self, request: web.Request) -> None:
         header = request.headers.get("Authorization", "")
@@ -269,17 +270,17 @@ class CaptureProxy:
             )
         except ValueError as exc:
             raise bad_request(str(exc)) from None
-        return web.json_response(dataclasses.asdict(info), status=201)
+        return _json_response(dataclasses.asdict(info), status=201)
 
     async def _admin_trajectory(self, request: web.Request) -> web.Response:
         self._check_admin(request)
         session = self.session(request.match_info["sid"])
-        return web.json_response(session.trajectory())
+        return _json_response(session.trajectory())
 
     async def _admin_close(self, request: web.Request) -> web.Response:
         self._check_admin(request)
         closed = await self.close_session(request.match_info["sid"])
-        return web.json_response(
+        return _json_response(
             {
                 "trial_dir": str(closed.trial_dir),
                 "branches": closed.trajectory["branches"],
@@ -290,13 +291,13 @@ class CaptureProxy:
 
     async def _session_probe(self, request: web.Request) -> web.Response:
         self.session(request.match_info["sid"])
-        return web.json_response({"status": "ok"})
+        return _json_response({"status": "ok"})
 
     async def _models(self, request: web.Request) -> web.Response:
         if "sid" in request.match_info:
             self.session(request.match_info["sid"])
         model = {"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "legorl_jax"}
-        return web.json_response({"object": "list", "data": [model]})
+        return _json_response({"object": "list", "data": [model]})
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, openai_api)
@@ -311,7 +312,7 @@ class CaptureProxy:
         completion = await session.complete(req)
         if req.stream:
             return await _stream(request, surface.stream_events(req, completion))
-        return web.json_response(surface.response_json(req, completion))
+        return _json_response(surface.response_json(req, completion))
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
         self.session(request.match_info["sid"])
@@ -320,18 +321,25 @@ class CaptureProxy:
             count = self.renderer.count_tokens(list(req.messages), list(req.tools or ()) or None)
         except (ValueError, TypeError) as exc:
             raise bad_request(f"the conversation cannot be rendered: {exc}", "messages") from None
-        return web.json_response({"input_tokens": count})
+        return _json_response({"input_tokens": count})
+
+
+def _json_response(data: Any, *, status: int = 200) -> web.Response:
+    """`web.json_response` with orjson: the reply is on every model call's path (about 10x the stdlib's
+    speed)."""
+    body = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+    return web.Response(body=body, status=status, content_type="application/json")
 
 
 async def _probe(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    return _json_response({"status": "ok"})
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
     raw = await request.read()
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
         raise bad_request(
             f"the request body is not valid JSON: {exc} (got {preview(raw[:60])})", "body"
         ) from None

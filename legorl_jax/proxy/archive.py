@@ -20,6 +20,7 @@ import tempfile
 from typing import Any
 
 import numpy as np
+import orjson
 
 TRAJECTORY = "trajectory.json"
 ARRAYS = "sequences.npz"
@@ -62,7 +63,11 @@ def write_archive(
             pad = np.full((len(b.ids) - len(rows), *rows.shape[1:]), -1, np.int16)
             arrays[f"b{b.index}_routed_experts"] = np.concatenate([rows, pad]).astype(np.int16)
     _atomic_write(folder / ARRAYS, lambda f: np.savez_compressed(f, **arrays))
-    text = json.dumps(trajectory, ensure_ascii=False, indent=1, default=_json_default).encode()
+    text = orjson.dumps(
+        trajectory,
+        option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS,
+        default=_json_default,
+    )
     _atomic_write(folder / TRAJECTORY, lambda f: f.write(text))
     return folder
 

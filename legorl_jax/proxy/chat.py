@@ -12,6 +12,8 @@ import hashlib
 import json
 from typing import Any
 
+import orjson
+
 # Fields a harness may send that change nothing here: accepted, counted per name in the session.
 IGNORED_FIELDS = frozenset(
     {
@@ -106,7 +108,7 @@ class ChatRequest:
             self.stop,
             self.seed,
         ]
-        return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+        return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()
 
     @property
     def system_text(self) -> str:

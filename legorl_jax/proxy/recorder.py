@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 
 from legorl_jax.types import Generation
 from legorl_jax.types import Sequence as TrainSequence
@@ -98,6 +99,7 @@ class Renderer:
         self.fast = fast
         self.fast_renders = self.verified_renders = self.fast_mismatches = 0
         self._checked_shapes: set[tuple] = set()
+        self._heads: dict[tuple, int] = {}  # stand-in structure -> end-of-turn markers in its render
         probe = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "PROBE-REPLY"}]
         text = self.render(probe, None, generation_prompt=False)
         tail = text[text.rfind("PROBE-REPLY") + len("PROBE-REPLY") :]
@@ -167,9 +169,10 @@ class Renderer:
         Fast path: the new messages are rendered after a stand-in for `before` (its first and last messages,
         without the tool schemas), so a turn costs a render of its new messages, not of the whole history.
         A template whose rendering of new messages depended on more than that would differ, so the full
-        render is made too and compared whenever the shape of the new messages (their roles, tools offered or
-        not, how the last reply ended) has not been checked yet, and when `verify` asks for it; the first
-        difference turns the fast path off for good (`fast_mismatches`).
+        render is made too and compared whenever the shape of the turn (the new messages' roles, tools offered
+        or not, how the last reply ended, the last message's role and number of tool calls) has not been
+        checked yet, and when `verify` asks for it; the first difference turns the fast path off for good
+        (`fast_mismatches`). The stand-in's own marker count is cached by its structure (`_head`).
         """
         if markers == 0:
             return None
@@ -177,12 +180,19 @@ class Renderer:
         if self.fast and len(before) > 2:
             stand_in = [before[0], before[-1]]
             try:
-                head = self.render(stand_in, None, generation_prompt=False).count(self.end_marker)
+                head = self._head(stand_in)
                 tail = self._tail(stand_in, new, None, head, closed)
             except (ValueError, TypeError):  # the template refuses the stand-in (e.g. roles must alternate)
                 tail = None
             self.fast_renders += tail is not None
-            shape = (tuple(m.get("role") for m in new), bool(tools), closed)
+            last = before[-1]
+            shape = (
+                tuple(m.get("role") for m in new),
+                bool(tools),
+                closed,
+                last.get("role"),
+                len(last.get("tool_calls") or ()),
+            )
             if tail is not None and (verify or shape not in self._checked_shapes):
                 slow = self._tail(before, new, tools, markers, closed)
                 self.verified_renders += 1
@@ -203,6 +213,29 @@ class Renderer:
         body = tail[len(self.end_marker) :] if not closed else tail
         return self.tokenizer.encode(tail), markers + body.count(self.end_marker)
 
+    def _head(self, stand_in: list[Mapping[str, Any]]) -> int:
+        """End-of-turn markers in the render of the stand-in history, cached by its structure: the first
+        message itself (the system prompt, the same every turn) and the last one's role, fields and number
+        of tool calls. A message whose text holds the marker itself is never cached. The fast path's checks
+        against the full render (new shapes, every VERIFY_EVERY turns) cover this count too."""
+        first, last = stand_in
+        texts = (text_of(first.get("content")), text_of(last.get("content")))
+        if any(self.end_marker in x for x in texts):
+            return self.render(stand_in, None, generation_prompt=False).count(self.end_marker)
+        key = (
+            orjson.dumps(first, option=orjson.OPT_SORT_KEYS, default=str),
+            last.get("role"),
+            tuple(sorted(k for k, v in last.items() if v not in (None, "", []))),
+            len(last.get("tool_calls") or ()),
+        )
+        head = self._heads.get(key)
+        if head is None:
+            head = self.render(stand_in, None, generation_prompt=False).count(self.end_marker)
+            if len(self._heads) > 4096:
+                self._heads.clear()
+            self._heads[key] = head
+        return head
+
     def full_with_markers(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> tuple[list[int], int]:
         text = self.render(messages, tools, generation_prompt=True)
         return self.tokenizer.encode(text), text.count(self.end_marker)
@@ -221,7 +254,7 @@ class Branch:
     messages: list[dict[str, Any]]
     opened_by: str  # "first" | "rewrite" | "side"
     parent: int | None = None
-    ids: list[int] = dataclasses.field(default_factory=list)
+    ids: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int32))  # int32[T]
     mask: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)
     routing: np.ndarray | None = None  # int16[T, L, K], -1 = not recorded
@@ -257,7 +290,7 @@ class Plan:
     kind: str
     messages: tuple[dict[str, Any], ...]
     tools_key: str
-    prompt_ids: tuple[int, ...]
+    prompt_ids: np.ndarray  # int32[P]
     routing_start: int  # first input position whose routing is not recorded yet
     markers: int  # end-of-turn markers in the render of `messages` (the reply will add one)
     parent: int | None = None
@@ -305,7 +338,7 @@ class Recorder:
                     kind=kind,
                     messages=tuple(messages),
                     tools_key=key,
-                    prompt_ids=tuple(branch.ids + delta),
+                    prompt_ids=np.concatenate([branch.ids, np.asarray(delta, np.int32)]),
                     routing_start=max(len(branch.ids) - 1, 0),
                     markers=markers,
                 )
@@ -321,7 +354,7 @@ class Recorder:
             kind=kind,
             messages=tuple(messages),
             tools_key=key,
-            prompt_ids=tuple(prompt),
+            prompt_ids=np.asarray(prompt, np.int32),
             routing_start=0,
             markers=markers,
             parent=parent,
@@ -358,7 +391,7 @@ class Recorder:
         `recomputed`: float32[len(plan.rerendered)], the engine's log-probs of those positions on this
         branch (required with shared_tokens="recompute" when the plan has re-rendered positions).
         """
-        prompt = list(plan.prompt_ids)
+        prompt = plan.prompt_ids
         if plan.branch is None:
             opened_by = "first" if not self.branches else ("side" if plan.kind == "side" else "rewrite")
             branch = Branch(len(self.branches), plan.kind, plan.tools_key, [], opened_by, parent=plan.parent)
@@ -386,14 +419,14 @@ class Recorder:
             old = len(branch.ids)
             branch.mask += [0] * (len(prompt) - old)
             branch.logprobs += [0.0] * (len(prompt) - old)
-        out = [int(t) for t in np.asarray(generation.output_ids)]
-        branch.ids = prompt + out
+        out = np.asarray(generation.output_ids, np.int32)
+        branch.ids = np.concatenate([prompt, out])
         branch.mask += [1] * len(out)
-        branch.logprobs += [float(x) for x in np.asarray(generation.output_logprobs, np.float32)]
+        branch.logprobs += np.asarray(generation.output_logprobs, np.float32).tolist()
         branch.versions.append(generation.weight_version)
         branch.messages = [*plan.messages, reply]
         branch.turns.append(turn)
-        branch.closed = bool(out) and out[-1] == self.renderer.end_marker_id
+        branch.closed = len(out) > 0 and int(out[-1]) == self.renderer.end_marker_id
         branch.markers = plan.markers + 1
         self._record_routing(branch, generation)
         return branch

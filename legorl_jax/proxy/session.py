@@ -217,7 +217,7 @@ class Session:
         turn_index = len(self.turns)
         try:
             gen = await self.engine.generate(
-                list(plan.prompt_ids),
+                plan.prompt_ids,
                 sampling,
                 return_routed_experts=True,
                 routed_experts_start_len=plan.routing_start,
@@ -228,7 +228,7 @@ class Session:
             recomputed = None
             if plan.rerendered and self.recorder.shared_tokens == "recompute":
                 scored = await self.engine.prompt_logprobs(
-                    list(plan.prompt_ids), 1, temperature=self.config.temperature
+                    plan.prompt_ids, 1, temperature=self.config.temperature
                 )
                 recomputed = np.asarray(scored, np.float32)[np.asarray(plan.rerendered) - 1]
         except ContextOverflowError as exc:
@@ -305,7 +305,7 @@ class Session:
         return completion
 
     def _reply(self, req: ChatRequest, gen: Any) -> tuple[Completion, tuple, bool]:
-        ids = [int(t) for t in np.asarray(gen.output_ids)]
+        ids = np.asarray(gen.output_ids).tolist()
         body = (
             ids[:-1]
             if ids and gen.finish_reason == "stop" and ids[-1] in self.tokenizer.eos_token_ids

@@ -95,7 +95,7 @@ async def test_incremental_prompt_equals_a_one_shot_render_over_a_tool_loop(
             sent, returned = [*sent, result], [*returned, result]
     # The whole branch is the one-shot render of the finished conversation (its closing newline aside).
     full = tok.apply_chat_template(returned, tools=tools)
-    assert rec.branches[0].ids == full[:-1]
+    assert rec.branches[0].ids.tolist() == full[:-1]
     assert len(rec.branches) == 1
 
 

@@ -199,7 +199,7 @@ async def test_a_side_conversation_stays_out_of_training_and_is_counted(scripted
     closed = await proxy.close_session(info.session_id)
     (seq,) = closed.sequences
     main = session.recorder.branches[1]
-    assert seq.token_ids.tolist() == main.ids
+    assert seq.token_ids.tolist() == main.ids.tolist()
 
 
 async def test_consecutive_replies_without_a_tool_call_end_the_session(scripted, serve):
