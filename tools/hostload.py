@@ -9,11 +9,10 @@ CPU time *other* processes (and the hypervisor: steal) take while it runs, so th
     ... a round ...
     cores = meter.lap()         # cores' worth of CPU the rest of the machine used since the last lap
 
-Read from /proc (Linux): busy time from /proc/stat (user, nice, system, irq, softirq, steal) minus the
-user + system time of this process tree, reaped children included (a child that exits during the round moves
-its time into its parent's cutime/cstime, so it is still counted as ours). A figure is publishable when every
-round's foreign CPU is under `QUIET_CORES` and the 1-minute load average was under 1 before the run began
-(nothing else was running when it started).
+Read from /proc (Linux): the user + system time of every user-space process outside this process tree, and
+the steal time of /proc/stat (`ForeignCPU`). A figure is publishable when every round's foreign CPU is under
+`QUIET_CORES` and the 1-minute load average was under 1 before the run began (nothing else was running when
+it started).
 """
 
 from __future__ import annotations
@@ -26,14 +25,13 @@ QUIET_LOAD = 1.0  # the 1-minute load average before a run starts
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def busy_seconds() -> float:
-    """CPU seconds the whole machine has spent busy since boot, steal included."""
+def steal_seconds() -> float:
+    """CPU seconds the hypervisor has given to other guests since boot (the cpu line's steal column)."""
     with open("/proc/stat") as f:
         fields = f.readline().split()
     if fields[0] != "cpu":
         raise OSError(f"/proc/stat does not start with the cpu line: {fields[:3]}")
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
-    return (user + nice + system + irq + softirq + steal) / _TICK
+    return int(fields[8]) / _TICK
 
 
 def _stat(pid: int) -> tuple[int, float] | None:
@@ -49,45 +47,63 @@ def _stat(pid: int) -> tuple[int, float] | None:
     return ppid, (utime + stime + cutime + cstime) / _TICK
 
 
-def tree_seconds(root: int) -> float:
-    """CPU seconds used by `root` and all its live descendants (and the children they reaped)."""
-    stats = {}
+def process_seconds() -> dict[int, tuple[int, float]]:
+    """{pid: (parent pid, CPU seconds)} of every process now alive."""
+    out = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             s = _stat(int(name))
             if s is not None:
-                stats[int(name)] = s
+                out[int(name)] = s
+    return out
+
+
+def tree(stats: dict[int, tuple[int, float]], root: int) -> set[int]:
+    """`root` and all its live descendants."""
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    total, todo = 0.0, [root]
+    found, todo = set(), [root]
     while todo:
         pid = todo.pop()
-        if pid in stats:
-            total += stats[pid][1]
+        if pid in stats and pid not in found:
+            found.add(pid)
             todo.extend(children.get(pid, ()))
-    return total
+    return found
 
 
 class ForeignCPU:
-    """Cores' worth of CPU used outside this process tree between laps (module docstring)."""
+    """Cores' worth of CPU used outside this process tree between laps (module docstring).
+
+    Counted: every user-space process outside the tree (a process that started during the lap counts from
+    zero; one that exited and was reaped by a live process shows in its parent's children time), and the
+    hypervisor's steal. Not counted: kernel threads and interrupt time, which on a quiet host are the kernel
+    carrying the benchmark's own traffic (loopback sockets, its disk writes)."""
 
     def __init__(self, root: int | None = None):
         self.root = os.getpid() if root is None else root
         self.load_at_start = os.getloadavg()[0]
         self._mark = self._read()
 
-    def _read(self) -> tuple[float, float, float]:
-        return time.monotonic(), busy_seconds(), tree_seconds(self.root)
+    def _read(self) -> tuple[float, float, dict[int, float]]:
+        stats = process_seconds()
+        ours = tree(stats, self.root)
+        others = {
+            pid: seconds
+            for pid, (ppid, seconds) in stats.items()
+            if pid not in ours and pid != 2 and ppid != 2  # kthreadd and its kernel threads
+        }
+        return time.monotonic(), steal_seconds(), others
 
     def lap(self) -> float:
         """Foreign cores since the last lap (or since the meter was made)."""
         now = self._read()
-        (t0, b0, o0), (t1, b1, o1) = self._mark, now
+        (t0, s0, p0), (t1, s1, p1) = self._mark, now
         self._mark = now
         if t1 <= t0:
             return 0.0
-        return max(0.0, ((b1 - b0) - (o1 - o0)) / (t1 - t0))
+        used = sum(max(0.0, seconds - p0.get(pid, 0.0)) for pid, seconds in p1.items())
+        return (used + max(0.0, s1 - s0)) / (t1 - t0)
 
 
 def verdict(meter_start_load: float, foreign: list[float]) -> tuple[bool, str]:
