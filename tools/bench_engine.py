@@ -192,6 +192,17 @@ class Loads:
         return result
 
 
+async def at_least(run, seconds: float) -> tuple[int, float]:
+    """Runs `run(k)` -> (tokens, seconds) for k = 0, 1, ... until `seconds` have been measured: a round of
+    one batch lasts a fraction of a second, too short for a ratio that holds."""
+    tokens = elapsed = 0
+    k = 0
+    while elapsed < seconds:
+        n, e = await run(k)
+        tokens, elapsed, k = tokens + n, elapsed + e, k + 1
+    return tokens, elapsed
+
+
 async def concurrency(args, client, hf: HFWorker, vocab: int, loads: Loads) -> dict:
     from legorl_jax.engine import SamplingParams
 
@@ -208,9 +219,16 @@ async def concurrency(args, client, hf: HFWorker, vocab: int, loads: Loads) -> d
         best, rates = await asyncio.to_thread(hf.best_threads, c, args.hf_threads, min(8, args.new_tokens))
         rounds = []
         while True:
-            seed = 1000 * c + len(rounds)
-            o_tokens, o_time = await loads.timed(ours(prompts_for(c, args.prompt_len, vocab, seed)))
-            h_tokens, h_time = await loads.timed(asyncio.to_thread(hf.batch, c, seed, args.new_tokens))
+            seed = 1000 * c + 100 * len(rounds)
+
+            async def ours_round(k: int, seed=seed, c=c) -> tuple[int, float]:
+                return await ours(prompts_for(c, args.prompt_len, vocab, seed + k))
+
+            async def hf_round(k: int, seed=seed, c=c) -> tuple[int, float]:
+                return await asyncio.to_thread(hf.batch, c, seed + k, args.new_tokens)
+
+            o_tokens, o_time = await loads.timed(at_least(ours_round, args.round_s))
+            h_tokens, h_time = await loads.timed(at_least(hf_round, args.round_s))
             rounds.append((o_tokens / o_time, h_tokens / h_time))
             ratios = [o / h for o, h in rounds]
             spread = (max(ratios) - min(ratios)) / statistics.median(ratios)
@@ -250,17 +268,20 @@ async def context_scaling(args, model_dir: pathlib.Path, loads: Loads) -> dict:
         ):
             clients = {"long": long_client, "4096": short_client}
 
-            async def run(name: str, seed: int) -> float:
+            async def run(name: str, seed: int) -> tuple[int, float]:
                 prompts = prompts_for(8, 32, vocab, seed)
                 start = time.perf_counter()
                 gens = await asyncio.gather(*[clients[name].generate(p, sampling) for p in prompts])
-                return sum(len(g.output_ids) for g in gens) / (time.perf_counter() - start)
+                return sum(len(g.output_ids) for g in gens), time.perf_counter() - start
 
             for name in clients:
                 await warm(servers[name].base_url, lambda name=name: run(name, 7))
             for r in range(max(args.rounds, 3)):
                 for name in ("long", "4096") if r % 2 == 0 else ("4096", "long"):
-                    rates[name].append(await loads.timed(run(name, 100 + r)))
+                    tokens, elapsed = await loads.timed(
+                        at_least(lambda k, name=name, r=r: run(name, 1000 * r + k), args.round_s)
+                    )
+                    rates[name].append(tokens / elapsed)
     finally:
         for s in servers.values():
             s.stop(30)
@@ -333,19 +354,21 @@ async def agentic_replay(args, client, prompts: list[list[list[int]]]) -> dict:
     return {"tokens": tokens, "elapsed": time.perf_counter() - start}
 
 
-async def warm(base_url: str, run, most: int = 4) -> None:
-    """Runs `run()` untimed until a pass compiles no new program (the server's programs compile on first use,
-    and requests arriving in another order can meet other batch buckets), at most `most` passes."""
+async def compiled_programs(base_url: str) -> int:
+    """How many programs the server has compiled so far (`/get_server_info`)."""
     import aiohttp
 
-    async def compiled() -> int:
-        async with aiohttp.ClientSession() as http, http.get(base_url + "/get_server_info") as resp:
-            return len((await resp.json())["compiled_programs"])
+    async with aiohttp.ClientSession() as http, http.get(base_url + "/get_server_info") as resp:
+        return len((await resp.json())["compiled_programs"])
 
-    before = await compiled()
+
+async def warm(base_url: str, run, most: int = 8) -> None:
+    """Runs `run()` untimed until a pass compiles no new program (the server's programs compile on first use,
+    and requests arriving in another order can meet other batch buckets), at most `most` passes."""
+    before = await compiled_programs(base_url)
     for _ in range(most):
         await run()
-        after = await compiled()
+        after = await compiled_programs(base_url)
         if after == before:
             return
         before = after
@@ -395,14 +418,18 @@ async def measure(
                 await warm(cached.base_url, lambda: agentic_live(args, client, vocab))
                 if not await client.flush_cache():  # the timed pass starts from an empty cache
                     raise SystemExit("the server refused /flush_cache after the warm-up passes")
+                before = await compiled_programs(cached.base_url)
                 live = await loads.timed(agentic_live(args, client, vocab))
+                live["compiled"] = await compiled_programs(cached.base_url) - before
         cached.stop(30)
         if args.sessions:
             uncached.start()
             await uncached.wait_healthy(900)
             async with SGLangEngine(uncached.base_url, timeout_s=3600) as client:
                 await warm(uncached.base_url, lambda: agentic_replay(args, client, live["prompts"]))
+                before = await compiled_programs(uncached.base_url)
                 off = await loads.timed(agentic_replay(args, client, live["prompts"]))
+                off["compiled"] = await compiled_programs(uncached.base_url) - before
             hf_run = await loads.timed(asyncio.to_thread(agentic_hf, args, hf, live["prompts"]))
             out["agentic"] = {"on": live, "off": off, "hf": hf_run}
     finally:
@@ -455,7 +482,8 @@ def table(args: argparse.Namespace, result: dict) -> str:
             "",
             f"Prompt tokens {on['prompt_tokens']:,}: cached {on['cached']:,} "
             f"({100 * on['cached'] / on['prompt_tokens']:.0f}%), computed {on['computed']:,} = "
-            f"{on['computed'] / on['new']:.2f}x the {on['new']:,} new tokens.",
+            f"{on['computed'] / on['new']:.2f}x the {on['new']:,} new tokens. Programs compiled during the "
+            f"timed passes (after the warm-up passes): {on['compiled']} cached, {off['compiled']} cache off.",
         ]
     return "\n".join(rows)
 
@@ -471,6 +499,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3, help="fewest rounds per concurrency")
     parser.add_argument("--max-rounds", type=int, default=10, help="most rounds per concurrency")
+    parser.add_argument(
+        "--round-s", type=float, default=2.0, help="each side of a round repeats its batch this long at least"
+    )
     parser.add_argument(
         "--spread", type=float, default=0.1, help="stop once (max - min) / median ratio <= this"
     )
