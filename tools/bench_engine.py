@@ -21,8 +21,10 @@ same time. Two workloads:
   `generate` (per turn, the G prompts as one left-padded batch: HF re-encodes every turn, as any stateless
   server does). Reported: wall time, generated tokens/s, and for the cached server the prompt tokens
   computed against the new ones (cache hits from `meta_info.cached_tokens`). Each server first runs the
-  workload untimed until a pass compiles no new program (programs compile on first use), then the cache
-  is flushed and the workload timed.
+  workload untimed until a pass compiles no new program (engine/programs.py: a program compiles on first
+  use when no larger one covers the call, or in the background once its key is met often enough), then the
+  cache is flushed and the workload timed; the table says how many programs compiled during the timed
+  passes, how many calls waited for a compile and how many ran on a larger bucket.
 
 Quiet host (tools/hostload.py): a busy host hurts HF's thread pool far more than our decode loop, so the
 ratios would flatter us. The run is publishable only if the 1-minute load average was below 1 when it began
@@ -354,22 +356,38 @@ async def agentic_replay(args, client, prompts: list[list[list[int]]]) -> dict:
     return {"tokens": tokens, "elapsed": time.perf_counter() - start}
 
 
-async def compiled_programs(base_url: str) -> int:
-    """How many programs the server has compiled so far (`/get_server_info`)."""
+async def compile_figures(base_url: str, settle: bool = False) -> dict:
+    """The server's programs so far (`/get_server_info`): compiled, stalls (calls that waited for a compile),
+    covered calls (run on a larger compiled bucket). With `settle`, first waits until no background
+    compile is queued or under way."""
     import aiohttp
 
-    async with aiohttp.ClientSession() as http, http.get(base_url + "/get_server_info") as resp:
-        return len((await resp.json())["compiled_programs"])
+    async with aiohttp.ClientSession() as http:
+        while True:
+            async with http.get(base_url + "/get_server_info") as resp:
+                info = await resp.json()
+            if not (settle and info["compiling"]):
+                return {
+                    "compiled": len(info["compiled_programs"]),
+                    "stalls": info["compile_stalls"],
+                    "covered": info["covered_calls"],
+                }
+            await asyncio.sleep(0.2)
+
+
+def compile_delta(before: dict, after: dict) -> dict:
+    return {name: after[name] - before[name] for name in before}
 
 
 async def warm(base_url: str, run, most: int = 8) -> None:
-    """Runs `run()` untimed until a pass compiles no new program (the server's programs compile on first use,
-    and requests arriving in another order can meet other batch buckets), at most `most` passes."""
-    before = await compiled_programs(base_url)
+    """Runs `run()` untimed until a pass compiles no new program, at most `most` passes (programs compile on
+    first use, or in the background once a key is met often enough: engine/programs.py; requests arriving
+    in another order meet other batch buckets)."""
+    before = await compile_figures(base_url, settle=True)
     for _ in range(most):
         await run()
-        after = await compiled_programs(base_url)
-        if after == before:
+        after = await compile_figures(base_url, settle=True)
+        if after["compiled"] == before["compiled"]:
             return
         before = after
 
@@ -418,18 +436,18 @@ async def measure(
                 await warm(cached.base_url, lambda: agentic_live(args, client, vocab))
                 if not await client.flush_cache():  # the timed pass starts from an empty cache
                     raise SystemExit("the server refused /flush_cache after the warm-up passes")
-                before = await compiled_programs(cached.base_url)
+                before = await compile_figures(cached.base_url)
                 live = await loads.timed(agentic_live(args, client, vocab))
-                live["compiled"] = await compiled_programs(cached.base_url) - before
+                live["programs"] = compile_delta(before, await compile_figures(cached.base_url))
         cached.stop(30)
         if args.sessions:
             uncached.start()
             await uncached.wait_healthy(900)
             async with SGLangEngine(uncached.base_url, timeout_s=3600) as client:
                 await warm(uncached.base_url, lambda: agentic_replay(args, client, live["prompts"]))
-                before = await compiled_programs(uncached.base_url)
+                before = await compile_figures(uncached.base_url)
                 off = await loads.timed(agentic_replay(args, client, live["prompts"]))
-                off["compiled"] = await compiled_programs(uncached.base_url) - before
+                off["programs"] = compile_delta(before, await compile_figures(uncached.base_url))
             hf_run = await loads.timed(asyncio.to_thread(agentic_hf, args, hf, live["prompts"]))
             out["agentic"] = {"on": live, "off": off, "hf": hf_run}
     finally:
@@ -482,8 +500,14 @@ def table(args: argparse.Namespace, result: dict) -> str:
             "",
             f"Prompt tokens {on['prompt_tokens']:,}: cached {on['cached']:,} "
             f"({100 * on['cached'] / on['prompt_tokens']:.0f}%), computed {on['computed']:,} = "
-            f"{on['computed'] / on['new']:.2f}x the {on['new']:,} new tokens. Programs compiled during the "
-            f"timed passes (after the warm-up passes): {on['compiled']} cached, {off['compiled']} cache off.",
+            f"{on['computed'] / on['new']:.2f}x the {on['new']:,} new tokens. During the timed passes (after "
+            "the warm-up passes), programs compiled / calls that waited for a compile / calls run on a "
+            "larger compiled bucket: "
+            + ", ".join(
+                f"{name} {r['programs']['compiled']} / {r['programs']['stalls']} / {r['programs']['covered']}"
+                for name, r in (("cache on", on), ("cache off", off))
+            )
+            + ".",
         ]
     return "\n".join(rows)
 

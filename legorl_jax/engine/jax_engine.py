@@ -115,14 +115,18 @@ class JaxEngine:
         cache_slots: int = 0,
         cache_tokens: int | None = None,
         min_context: int = 128,
+        compile_in_background: bool = True,
     ):
         """`cache_slots` spare KV slots hold finished requests' prefixes (0: no prefix cache), together at
-        most `cache_tokens` tokens (None: no limit but the slots)."""
+        most `cache_tokens` tokens (None: no limit but the slots). With `compile_in_background` a call
+        whose bucket has no compiled program yet runs on a compiled larger bucket while its own compiles on
+        a background thread (programs.py); False compiles every new bucket in the engine thread."""
         max_len = policy.config.max_position_embeddings if max_len is None else max_len
         cache = PrefixCache(cache_slots, cache_tokens)
         self.runner = ModelRunner(
             policy, max_running + cache_slots, max_len, min_bucket=min_bucket, prefill_chunk=prefill_chunk,
             dtype=dtype, max_batch=max_running, min_context=min_context,
+            compile_in_background=compile_in_background,
         )  # fmt: skip
         self.config = policy.config
         self.tokenizer = tokenizer
@@ -191,6 +195,11 @@ class JaxEngine:
             "context_buckets": list(self.runner.context_buckets),
             "chunked_prefill_size": self.runner.prefill_chunk,
             "compiled_programs": sorted(self.runner.compiled),
+            # Calls that waited for their program to compile, calls run on a larger compiled bucket, and
+            # background compiles queued or under way (programs.py).
+            "compile_stalls": self.runner.programs.stalls,
+            "covered_calls": self.runner.programs.covered,
+            "compiling": self.runner.programs.compiling,
             "prefix_cache": self.scheduler.cache.stats(),
         }
 

@@ -1,7 +1,7 @@
 """The device side of the embedded engine: the policy's weights, its KV cache and the jitted programs.
 
 `ModelRunner(policy, num_slots, max_len, min_bucket=16, prefill_chunk=None, dtype=None, device=None,
-max_batch=None, min_context=128)` owns:
+max_batch=None, min_context=128, compile_in_background=True)` owns:
 - the weights as `nnx.split(policy, nnx.Param, ...)`, on one device, in the engine's dtype;
 - a `KVCache` of `num_slots` slots × `max_len` positions (model/cache.py), donated to every program
   (the engine's running slots plus the prefix cache's spare ones);
@@ -31,10 +31,13 @@ program per (batch, context) bucket, each also in a variant returning the MAX_TO
 tokens (run only when a request in the call asks for top log-probs), all compiled on first use
 (`num_programs_bound` counts them);
 prompt log-probs use the length doubling up to max_len, one program per (bucket, temperature) (the
-fused log-prob op takes its temperature as a static number; rollouts use one); one slot copy. The
-programs are module-level `jax.jit`s with the graphdef static, so two runners of the same model and
-shapes share compilations. Against paged KV (vLLM, SGLang) this keeps every slot's positions contiguous
-and the kernels plain XLA: it saves the attention compute, not the memory of a slot's full context.
+fused log-prob op takes its temperature as a static number; rollouts use one); one slot copy. Prefill
+and decode programs come from `Programs` (programs.py): a call whose bucket is not compiled yet runs on
+a compiled larger bucket while its own compiles in the background, and the next context bucket compiles
+ahead of use (`compile_in_background=False`: every new bucket compiles in the caller); executables are
+shared by runners of the same model and shapes. Against paged KV (vLLM, SGLang) this keeps every slot's
+positions contiguous and the kernels plain XLA: it saves the attention compute, not the memory of a slot's
+full context.
 
 Weights: `set_params(params)` takes an `nnx.Param` state of the same structure (the trainer's
 `state.params`) or a `Policy`, and stores a copy on the runner's device (the trainer donates its state
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from typing import Any
 
 import jax
@@ -57,6 +61,7 @@ import numpy as np
 from flax import nnx
 
 from legorl_jax.engine.base import MAX_TOP_LOGPROBS
+from legorl_jax.engine.programs import Key, Programs
 from legorl_jax.engine.sampler import SamplingRows, sample, top_logprobs
 from legorl_jax.model.policy import Policy, as_dtype
 from legorl_jax.validate import is_int, positive_int
@@ -120,6 +125,29 @@ def _decode(graphdef, params, rest, cache, tokens, positions, slots, rows, conte
     return token, logprob, tops, routed, cache
 
 
+def _build(graphdef: Any, abstract: tuple[Any, Any, Any], key: Key) -> Any:
+    """Lowers and compiles the prefill or decode program of bucket `key` on abstract (params, rest, cache)."""
+    params, rest, cache = abstract
+    batch, top = key[1], key[-1]
+    v, rows = np.zeros(batch, np.int32), SamplingRows.host([None] * batch, [0] * batch)
+    if key[0] == "decode":
+        _, _, context, _ = key
+        lowered = _decode.lower(graphdef, params, rest, cache, v, v, v, rows, context=context, top=top)
+    else:
+        _, _, width, context, _ = key
+        ids = np.zeros((batch, width), np.int32)
+        lowered = _prefill.lower(
+            graphdef, params, rest, cache, ids, ids, v, v, rows, v, context=context, top=top
+        )
+    return lowered.compile()
+
+
+def _next_context(context_buckets: tuple[int, ...], key: Key) -> Key | None:
+    """The same program at the next context bucket (None past the last)."""
+    i = context_buckets.index(key[-2]) + 1
+    return None if i == len(context_buckets) else (*key[:-2], context_buckets[i], key[-1])
+
+
 @functools.partial(jax.jit, static_argnames=("graphdef", "temperature"))
 def _prompt_logprobs(graphdef, params, rest, ids, targets, segment_ids, temperature):
     model = nnx.merge(graphdef, params, rest)
@@ -141,6 +169,7 @@ class ModelRunner:
         device: jax.Device | None = None,
         max_batch: int | None = None,
         min_context: int = 128,
+        compile_in_background: bool = True,
     ):
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a legorl_jax.model.Policy, got {type(policy).__name__}")
@@ -173,8 +202,20 @@ class ModelRunner:
         with jax.default_device(self.device):
             self.cache = policy.init_cache(num_slots, max_len, dtype=None if dtype is None else dtype)
         self.cache = jax.device_put(self.cache, self._sharding)
-        # Replaced, never mutated, so another thread can read it while the engine thread runs.
-        self.compiled: frozenset[tuple] = frozenset()
+        abstract = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self._sharding),
+            (self.params, self.rest, self.cache),
+        )
+        leaves, treedef = jax.tree.flatten(abstract)
+        signature = (self.graphdef, treedef, tuple((x.shape, str(x.dtype)) for x in leaves), self.device)
+        self.programs = Programs(
+            signature,
+            functools.partial(_build, self.graphdef, abstract),
+            functools.partial(_next_context, self.context_buckets),
+            background=compile_in_background,
+        )
+        # The slot copy and prompt log-prob programs run (plain jax.jit); replaced, never mutated.
+        self._plain: frozenset[tuple] = frozenset()
 
     # ------------------------------------------------------------------------------------------------
     # weights
@@ -290,9 +331,15 @@ class ModelRunner:
         `results` (tokens, logprobs, routed, tops) at each piece's prompt index."""
         tokens, logprobs, routed, tops = results
         top = 0 if tops is None else tops[0].shape[1]
-        batch = self._bucket(len(pieces), self.batch_buckets)
-        width = self._bucket(max(end - begin for _, begin, end in pieces), self.buckets)
-        context = self._bucket(max(end for _, _, end in pieces), self.context_buckets)
+        wanted = (
+            "prefill",
+            self._bucket(len(pieces), self.batch_buckets),
+            self._bucket(max(end - begin for _, begin, end in pieces), self.buckets),
+            self._bucket(max(end for _, _, end in pieces), self.context_buckets),
+            top,
+        )
+        key, program = self.programs.lookup(wanted)
+        _, batch, width, _, _ = key
         ids = np.zeros((batch, width), np.int32)
         positions = np.full((batch, width), -1, np.int32)
         call_slots, last, sample_pos = (np.zeros(batch, np.int32) for _ in range(3))
@@ -303,12 +350,12 @@ class ModelRunner:
             call_slots[r], last[r], sample_pos[r] = slots[i], n - 1, end
         index = np.array([i for i, _, _ in pieces] + [pieces[0][0]] * (batch - len(pieces)))
         call_rows = jax.tree.map(lambda x: np.asarray(x)[index], rows)
-        self.compiled = self.compiled | {("prefill", batch, width, context, top)}
-        token, logprob, out_tops, out_routed, self.cache = _prefill(
-            self.graphdef, self.params, self.rest, self.cache, ids, positions, call_slots, last, call_rows,
-            sample_pos, context=context, top=top,
-        )  # fmt: skip
+        start = time.perf_counter()
+        token, logprob, out_tops, out_routed, self.cache = program(
+            self.params, self.rest, self.cache, ids, positions, call_slots, last, call_rows, sample_pos
+        )
         token, logprob = np.asarray(token), np.asarray(logprob)
+        self.programs.ran(wanted, key, time.perf_counter() - start)
         if tops is not None:
             for r, (i, _, _) in enumerate(pieces):
                 tops[0][i], tops[1][i] = np.asarray(out_tops[0])[r], np.asarray(out_tops[1])[r]
@@ -322,7 +369,7 @@ class ModelRunner:
     def copy_slot(self, src: int, dst: int) -> None:
         """Copies every position of slot `src`'s K/V into slot `dst` (a cached prefix another request
         extends)."""
-        self.compiled = self.compiled | {("copy_slot",)}
+        self._plain = self._plain | {("copy_slot",)}
         self.cache = _copy_slot(self.cache, np.int32(src), np.int32(dst))
 
     def decode(
@@ -336,31 +383,37 @@ class ModelRunner:
         want_top: bool = False,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, tuple[np.ndarray, np.ndarray] | None]:
         """One step over R live rows (R <= max_batch), run at the smallest batch bucket >= R and the smallest
-        context bucket above every row's position.
+        context bucket above every row's position (or on a compiled larger bucket while that one compiles).
 
         Returns int32[R] next tokens, float32[R] log-probs, int32[R, L, K] routing or None, and with
         `want_top` the MAX_TOP_LOGPROBS likeliest tokens of each row (float32[R, k], int32[R, k]) or None.
         """
         top = MAX_TOP_LOGPROBS if want_top else 0
         live = len(tokens)
-        batch = self._bucket(live, self.batch_buckets)
-        context = self._bucket(int(np.max(positions)) + 1, self.context_buckets)
-        pad = batch - live
+        wanted = (
+            "decode",
+            self._bucket(live, self.batch_buckets),
+            self._bucket(int(np.max(positions)) + 1, self.context_buckets),
+            top,
+        )
+        key, program = self.programs.lookup(wanted)
+        pad = key[1] - live
         if pad:
             tokens = np.pad(tokens, (0, pad))
             positions = np.pad(positions, (0, pad), constant_values=-1)
             slots = np.pad(slots, (0, pad))
             rows = jax.tree.map(lambda x: np.pad(np.asarray(x), (0, pad)), rows)
-        self.compiled = self.compiled | {("decode", batch, context, top)}
-        token, logprob, tops, routed, self.cache = _decode(
-            self.graphdef, self.params, self.rest, self.cache, tokens, positions, slots, rows,
-            context=context, top=top,
-        )  # fmt: skip
+        start = time.perf_counter()
+        token, logprob, tops, routed, self.cache = program(
+            self.params, self.rest, self.cache, tokens, positions, slots, rows
+        )
+        token = np.asarray(token)
+        self.programs.ran(wanted, key, time.perf_counter() - start)
         routed_host = (
             np.asarray(routed).transpose(1, 0, 2)[:live] if (want_routing and routed is not None) else None
         )
         tops_host = None if tops is None else (np.asarray(tops[0])[:live], np.asarray(tops[1])[:live])
-        return np.asarray(token)[:live], np.asarray(logprob)[:live], routed_host, tops_host
+        return token[:live], np.asarray(logprob)[:live], routed_host, tops_host
 
     def prompt_logprobs(self, ids: np.ndarray, start: int, temperature: float) -> np.ndarray:
         """float32[P - start]: log_softmax(logits / T) of ids[start:], each given the tokens before it."""
@@ -372,12 +425,18 @@ class ModelRunner:
         targets[0, : p - 1] = ids[1:]
         segments = np.zeros((1, width), np.int32)
         segments[0, :p] = 1
-        self.compiled = self.compiled | {("prompt_logprobs", width)}
+        self._plain = self._plain | {("prompt_logprobs", width)}
         lp = _prompt_logprobs(
             self.graphdef, self.params, self.rest, tokens, targets, segments, float(temperature)
         )
         # lp[t] scores token t + 1 given tokens <= t.
         return np.asarray(lp)[0, start - 1 : p - 1].astype(np.float32)
+
+    @property
+    def compiled(self) -> frozenset[tuple]:
+        """Bucket keys of the programs compiled for this runner's shapes (by any runner of them), and the
+        slot copy / prompt log-prob programs this runner ran."""
+        return self.programs.ready | self._plain
 
     @property
     def num_programs_bound(self) -> int:

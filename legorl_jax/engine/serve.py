@@ -338,6 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     p.add_argument("--weight-version", default="default")
     p.add_argument("--no-warmup", action="store_true", help="open the port before compiling anything")
+    p.add_argument(
+        "--no-background-compile",
+        action="store_true",
+        help="compile every new bucket in the engine thread (no larger bucket covers a call meanwhile)",
+    )
     # SGLang's flags, so the launcher can start this server like SGLang.
     p.add_argument(
         "--tp", "--tp-size", dest="tp", type=int, default=1, help="must be 1 (the engine runs on one device)"
@@ -359,6 +364,7 @@ async def _serve(args: argparse.Namespace) -> None:
         weight_version=args.weight_version,
         cache_slots=args.max_running if args.prefix_cache_slots is None else args.prefix_cache_slots,
         cache_tokens=args.prefix_cache_tokens,
+        compile_in_background=not args.no_background_compile,
     )
     try:
         if not args.no_warmup:

@@ -10,7 +10,7 @@ from flax import nnx
 
 from legorl_jax.config import EngineConfig
 from legorl_jax.engine import ContextOverflowError, EngineError, SamplingParams, open_engine
-from legorl_jax.engine import runner as runner_module
+from legorl_jax.engine import programs as programs_module
 from legorl_jax.engine.jax_engine import JaxEngine
 from legorl_jax.model import load_hf, save_hf
 
@@ -132,26 +132,29 @@ async def test_a_seed_reproduces_its_tokens_and_another_seed_gives_others(engine
 
 
 async def test_programs_stay_within_their_buckets_and_waiting_prompts_prefill_together(engine):
-    # From empty caches (other tests and engines of the session compile the same functions), so the counts
-    # below are exact: a program compiled per prompt length or per batch of requests shows as more.
-    runner_module._prefill.clear_cache()
-    runner_module._decode.clear_cache()
-    engine.runner.compiled = frozenset()  # the runner's record of programs, kept by earlier tests too
-    lengths = [1, 2, 7, 15, 16, 17, 30, 33, 40]
-    rng = np.random.default_rng(0)
-    prompts = [rng.integers(0, 4096, n).tolist() for n in lengths]
-    await asyncio.gather(
-        *[engine.generate(p, SamplingParams(max_new_tokens=3, seed=i)) for i, p in enumerate(prompts)]
-    )
+    # From an empty registry (other tests and engines of the session compile the same keys) and with every
+    # missing key compiled in the caller (no larger bucket covers a call), so the counts below are exact: a
+    # program compiled per prompt length or per batch of requests shows as more.
     runner = engine.runner
+    programs_module.clear()
+    runner.programs.background, stalls = False, runner.programs.stalls
+    try:
+        lengths = [1, 2, 7, 15, 16, 17, 30, 33, 40]
+        rng = np.random.default_rng(0)
+        prompts = [rng.integers(0, 4096, n).tolist() for n in lengths]
+        await asyncio.gather(
+            *[engine.generate(p, SamplingParams(max_new_tokens=3, seed=i)) for i, p in enumerate(prompts)]
+        )
+    finally:
+        runner.programs.background = True
     assert runner.buckets == (16, 32, 64) and runner.batch_buckets == (1, 2, 4)
     assert runner.context_buckets == (64,)  # max_len 64 is below the smallest context bucket (128)
     batches, contexts = len(runner.batch_buckets), len(runner.context_buckets)
     prefills = {key for key in runner.compiled if key[0] == "prefill"}
     decodes = {key for key in runner.compiled if key[0] == "decode"}
-    # Every compiled program is one bucket key (never one per prompt length: 9 lengths, fewer programs).
-    assert runner_module._prefill._cache_size() == len(prefills) < len(lengths)
-    assert runner_module._decode._cache_size() == len(decodes)
+    # Every program compiled once for one bucket key (never one per prompt length: 9 lengths, fewer programs).
+    assert runner.programs.stalls - stalls == len(prefills) + len(decodes)
+    assert len(prefills) < len(lengths)
     assert len(prefills) <= batches * len(runner.buckets) * contexts and len(decodes) <= batches * contexts
     assert {key[0] for key in runner.compiled} <= {"prefill", "decode", "prompt_logprobs", "copy_slot"}
     # The first four prompts (1, 2, 7 and 15 tokens, all in the 16 bucket) were admitted together: one call.
@@ -160,7 +163,10 @@ async def test_programs_stay_within_their_buckets_and_waiting_prompts_prefill_to
 
 
 async def test_decode_attends_over_the_context_in_use_not_the_allocated_one(engine, engine_model_dir):
-    long = JaxEngine.from_dir(engine_model_dir, max_running=SLOTS, max_len=256, min_bucket=16, min_context=32)
+    long = JaxEngine.from_dir(
+        engine_model_dir, max_running=SLOTS, max_len=256, min_bucket=16, min_context=32,
+        compile_in_background=False,  # exact keys: no larger bucket covers a call, nothing compiles ahead
+    )  # fmt: skip
     try:
         assert long.runner.context_buckets == (32, 64, 128, 256)
         sampling = SamplingParams(max_new_tokens=20, seed=4, ignore_eos=True)
@@ -435,13 +441,13 @@ async def test_open_engine_builds_the_configured_engine_and_shares_compiled_prog
     config = EngineConfig(max_running=SLOTS, max_len=MAX_LEN, min_prefill_bucket=16, weight_version="cfg-0")
     sampling = SamplingParams(max_new_tokens=5, seed=8, ignore_eos=True)
     expected = await engine.generate(PROMPTS[0], sampling)  # the shared engine has compiled these shapes
-    decode_programs = runner_module._decode._cache_size()
     async with open_engine(config, engine_model_dir) as built:
         assert isinstance(built, JaxEngine) and built.tokenizer is not None
         gen = await built.generate(PROMPTS[0], sampling)
+        stalls = built.runner.programs.stalls
     assert gen.weight_version == "cfg-0"
     np.testing.assert_array_equal(gen.output_ids, expected.output_ids)
-    assert runner_module._decode._cache_size() == decode_programs  # same model and shapes: no new compile
+    assert stalls == 0  # same model and shapes: every program it ran was compiled already
     assert not await built.health()  # closed on exit
     with pytest.raises(TypeError, match="EngineConfig"):
         async with open_engine({"backend": "jax"}, engine_model_dir):

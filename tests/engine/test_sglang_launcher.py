@@ -6,6 +6,7 @@ import socket
 import sys
 import time
 
+import aiohttp
 import pytest
 
 from legorl_jax.config import SGLangConfig
@@ -72,7 +73,7 @@ async def test_the_launcher_starts_waits_for_and_stops_our_own_server(engine_mod
         port=port,
         startup_timeout_s=600,
         stop_grace_s=30,
-        extra_args=["--max-len", "32", "--max-running", "2", "--min-bucket", "16"],
+        extra_args=["--max-len", "32", "--max-running", "2", "--min-bucket", "16", "--no-background-compile"],
         log_file=str(tmp_path / "server.log"),
     )
     launcher = SGLangLauncher(
@@ -86,6 +87,11 @@ async def test_the_launcher_starts_waits_for_and_stops_our_own_server(engine_mod
             )
         assert len(gen.output_ids) == 3 and gen.routed_experts.shape == (5, 2, 2)
         assert gen.weight_version == "w-0"  # --weight-version reached the server
+        async with aiohttp.ClientSession() as http, http.get(url + "/get_server_info") as resp:
+            info = await resp.json()
+        # The warm-up and the request met one prefill and one decode key, each compiled in the engine
+        # thread; with --no-background-compile nothing compiles in the background or runs on a cover.
+        assert (info["compile_stalls"], info["covered_calls"], info["compiling"]) == (2, 0, 0)
     assert launcher.server.process.returncode == 0  # SIGTERM: a clean exit, no SIGKILL needed
     assert "ready on" in (tmp_path / "server.log").read_text()
 
