@@ -9,10 +9,12 @@ directory, and times:
   HF    `AutoModelForCausalLM.from_pretrained(dir)` in `.venv-ref` (Python 3.11 + CPU torch +
         transformers, made by tools/make_ref_venv.sh), `torch.no_grad()`, default attention and experts
         implementations, in a subprocess (torch is never a dependency of legorl_jax).
-Both see the same token ids; the table shows tokens/s, ms per forward, the ratio ours / HF, and the
-largest |logit difference| between the two as a check that they ran the same model. Each timing is the
-best of --reps forwards after one warm-up (the least disturbed by other load on a shared machine).
-Without `.venv-ref` it says so and times ours alone.
+Both see the same token ids. The HF side stays loaded, and --rounds rounds alternate the two (each side
+the best of --reps forwards per round, the least disturbed by other load), so a machine whose speed drifts
+during the run moves both sides of each round's ratio alike: the table shows tokens/s of each side's
+median round, the median of the per-round ratios ours / HF with its spread ((max - min) / median), the
+load average before and after, and the largest |logit difference| between the two as a check that they
+ran the same model. Without `.venv-ref` it says so and times ours alone.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import json
 import os
 import pathlib
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,25 +33,26 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REF_PYTHON = ROOT / ".venv-ref" / "bin" / "python"
 
-# Runs in .venv-ref: argv = model dir, ids .npy, reps, output .npy for logits.
+# Runs in .venv-ref: argv = model dir, ids .npy, output .npy for logits; then one line of JSON per line
+# read from stdin (a number of forwards to time: the best of them, in seconds).
 HF_SIDE = r"""
 import json, sys, time
 import numpy as np, torch, transformers
 from transformers import AutoModelForCausalLM
-model_dir, ids_path, reps, logits_path = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+model_dir, ids_path, logits_path = sys.argv[1], sys.argv[2], sys.argv[3]
 model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
 ids = torch.from_numpy(np.load(ids_path)).long()
 with torch.no_grad():
-    logits = model(input_ids=ids).logits
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        model(input_ids=ids)
-        times.append(time.perf_counter() - start)
-np.save(logits_path, logits.float().numpy())
-print(json.dumps({"seconds": min(times), "threads": torch.get_num_threads(),
-                  "transformers": transformers.__version__, "torch": torch.__version__,
-                  "attn": model.config._attn_implementation}))
+    np.save(logits_path, model(input_ids=ids).logits.float().numpy())
+    print(json.dumps({"threads": torch.get_num_threads(), "transformers": transformers.__version__,
+                      "torch": torch.__version__, "attn": model.config._attn_implementation}), flush=True)
+    for line in sys.stdin:
+        times = []
+        for _ in range(int(line)):
+            start = time.perf_counter()
+            model(input_ids=ids)
+            times.append(time.perf_counter() - start)
+        print(json.dumps({"seconds": min(times)}), flush=True)
 """
 
 
@@ -76,7 +80,8 @@ def _config(args: argparse.Namespace):
     )
 
 
-def _time_ours(policy, ids, reps: int) -> tuple[float, float, object]:
+def _ours(policy, ids):
+    """(a function timing the best of n forwards of our jitted policy, compile seconds, logits)."""
     import jax
     from flax import nnx
 
@@ -86,35 +91,49 @@ def _time_ours(policy, ids, reps: int) -> tuple[float, float, object]:
     compiled = forward.lower(state, ids).compile()
     compile_s = time.perf_counter() - start
     logits = compiled(state, ids).block_until_ready()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        compiled(state, ids).block_until_ready()
-        times.append(time.perf_counter() - start)
-    return min(times), compile_s, logits
+
+    def best_of(n: int) -> float:
+        times = []
+        for _ in range(n):
+            start = time.perf_counter()
+            compiled(state, ids).block_until_ready()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return best_of, compile_s, logits
 
 
-def _time_hf(model_dir: pathlib.Path, ids, reps: int, work: pathlib.Path) -> dict | None:
-    import numpy as np
+class _HF:
+    """The HF side in `.venv-ref`, kept running between rounds (loading it again would time torch's start)."""
 
-    if not REF_PYTHON.exists():
-        return None
-    np.save(work / "ids.npy", ids)
-    argv = [
-        str(REF_PYTHON),
-        "-c",
-        HF_SIDE,
-        str(model_dir),
-        str(work / "ids.npy"),
-        str(reps),
-        str(work / "hf.npy"),
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the HF side failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    result["logits"] = np.load(work / "hf.npy")
-    return result
+    def __init__(self, model_dir: pathlib.Path, ids, work: pathlib.Path):
+        import numpy as np
+
+        np.save(work / "ids.npy", ids)
+        argv = [str(REF_PYTHON), "-c", HF_SIDE, str(model_dir), str(work / "ids.npy"), str(work / "hf.npy")]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.info = self._read()
+        self.info["logits"] = np.load(work / "hf.npy")
+
+    def _read(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            raise RuntimeError(
+                f"the HF side failed (exit {self.proc.returncode}):\n{self.proc.stderr.read()[-4000:]}"
+            )
+        return json.loads(line)
+
+    def best_of(self, n: int) -> float:
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        return self._read()["seconds"]
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(30)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=256)
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=5, help="forwards per side per round (the best counts)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds alternating ours and HF")
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--heads", type=int, default=4)
@@ -137,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch",
         "seq",
         "reps",
+        "rounds",
         "hidden",
         "layers",
         "heads",
@@ -157,11 +178,23 @@ def main(argv: list[str] | None = None) -> int:
     policy = init_policy(config, seed=args.seed)
     ids = np.random.default_rng(args.seed).integers(0, args.vocab, (args.batch, args.seq)).astype(np.int32)
     tokens = args.batch * args.seq
+    load_before = os.getloadavg()[0]
+    ours, hf_runs, ratios = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
         save_hf(policy, work / "model", dtype="float32")
-        ours_s, compile_s, ours_logits = _time_ours(policy, ids, args.reps)
-        hf = _time_hf(work / "model", ids, args.reps, work)
+        ours_best_of, compile_s, ours_logits = _ours(policy, ids)
+        hf = _HF(work / "model", ids, work) if REF_PYTHON.exists() else None
+        try:
+            for _ in range(args.rounds):
+                ours.append(ours_best_of(args.reps))
+                if hf is not None:
+                    hf_runs.append(hf.best_of(args.reps))
+                    ratios.append(hf_runs[-1] / ours[-1])
+        finally:
+            if hf is not None:
+                hf.close()
+    load_after = os.getloadavg()[0]
 
     params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(__import__("flax").nnx.state(policy)))
     print(
@@ -171,21 +204,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"# machine: {platform.machine()}, {os.cpu_count()} CPUs; jax {jax.__version__} on "
-        f"{jax.default_backend()}"
+        f"{jax.default_backend()}; load average {load_before:.2f} before, {load_after:.2f} after"
     )
-    print(f"# ours: compile {compile_s:.1f} s (excluded); best of {args.reps} forwards after one warm-up")
-    print("| impl | tokens/s | ms / forward | ours / HF |")
-    print("|---|---:|---:|---:|")
+    print(
+        f"# ours: compile {compile_s:.1f} s (excluded); {args.rounds} rounds alternating ours and HF, each "
+        f"side the best of {args.reps} forwards per round; tokens/s from each side's median round"
+    )
+    print("| impl | tokens/s | ms / forward | ours / HF (median of rounds) | spread |")
+    print("|---|---:|---:|---:|---:|")
+    ours_s = statistics.median(ours)
     if hf is None:
-        print(f"| ours (jax.jit) | {tokens / ours_s:,.0f} | {ours_s * 1e3:.1f} | - |")
+        print(f"| ours (jax.jit) | {tokens / ours_s:,.0f} | {ours_s * 1e3:.1f} | - | - |")
         print(f"# HF side not run: {REF_PYTHON} is absent (create it with `bash tools/make_ref_venv.sh`)")
         return 0
-    ratio = hf["seconds"] / ours_s
-    print(f"| ours (jax.jit) | {tokens / ours_s:,.0f} | {ours_s * 1e3:.1f} | {ratio:.2f}x |")
-    print(f"| HF transformers {hf['transformers']} (torch {hf['torch']}, {hf['threads']} threads, "
-          f"attn {hf['attn']}) | {tokens / hf['seconds']:,.0f} | {hf['seconds'] * 1e3:.1f} | 1.00x "
-          "|")  # fmt: skip
-    delta = float(np.max(np.abs(np.asarray(ours_logits) - hf["logits"])))
+    ratio, hf_s = statistics.median(ratios), statistics.median(hf_runs)
+    spread = (max(ratios) - min(ratios)) / ratio
+    print(f"| ours (jax.jit) | {tokens / ours_s:,.0f} | {ours_s * 1e3:.1f} | {ratio:.2f}x | {spread:.0%} |")
+    info = hf.info
+    print(f"| HF transformers {info['transformers']} (torch {info['torch']}, {info['threads']} threads, "
+          f"attn {info['attn']}) | {tokens / hf_s:,.0f} | {hf_s * 1e3:.1f} | 1.00x | |")  # fmt: skip
+    print("# per-round ours / HF: " + ", ".join(f"{r:.2f}" for r in ratios))
+    delta = float(np.max(np.abs(np.asarray(ours_logits) - info["logits"])))
     print(f"# max |logit difference| ours vs HF: {delta:.2e} (same weights, same ids)")
     return 0
 

@@ -111,9 +111,10 @@ def default_grouped_impl(backend: str | None = None) -> str:
 
 
 def tile_rows(pairs: int, experts: int) -> int:
-    """Rows per tile of the tiled path: about pairs / experts (a power of two in [8, 128]), so the padding
-    of each expert group to whole tiles (< one tile per expert) costs at most about the routed rows again."""
-    return int(min(128, max(8, 1 << max(0, math.ceil(math.log2(max(1, pairs / max(1, experts))))))))
+    """Rows per tile of the tiled path: about pairs / (2 experts) (a power of two in [8, 128]), so the
+    padding of each expert group to whole tiles (< one tile per expert) costs at most about half the routed
+    rows again (tiles of pairs / experts rows padded up to twice the work; smaller ones loop more)."""
+    return int(min(128, max(8, 1 << max(0, math.ceil(math.log2(max(1, pairs / max(1, 2 * experts))))))))
 
 
 def _swiglu(dot, xs, w_gate, w_up, w_down):
@@ -131,20 +132,24 @@ def _tiled_matmuls(
     w_up: Float[Array, "e d f"],
     w_down: Float[Array, "e f d"],
 ) -> Float[Array, "r d"]:
-    """SwiGLU of each `tile`-row block of `xs` through the expert named by `tile_expert` (float32 sums)."""
+    """SwiGLU of each `tile`-row block of `xs` through the expert named by `tile_expert` (float32 sums).
+
+    One batched matmul per projection over all tiles, each against its expert's weights gathered per tile
+    ([tiles, D, F]: about 3x the expert weights at the tile size `tile_rows` picks). On XLA:CPU that runs
+    ~1.5x faster forward and backward than a `lax.scan` of per-tile matmuls (one small dot after another,
+    on one core); skipping the unused tiles of the static bound with a `lax.cond` in such a scan saved
+    forward time but slowed the gradient and, under expert parallelism, deadlocked (devices taking
+    different branches around the weights' collectives)."""
     tiles = tile_expert.shape[0]
     d = xs.shape[-1]
-    # Cast once here, so that _swiglu's casts inside the scan are no-ops.
-    w_gate, w_up, w_down = (w.astype(xs.dtype) for w in (w_gate, w_up, w_down))
+    rows = xs.reshape(tiles, -1, d)  # [tiles, tile, D]
+    gate, up, down = (w.astype(xs.dtype)[tile_expert] for w in (w_gate, w_up, w_down))  # per tile
 
-    def one(_, block):
-        rows, e = block
-        return None, _swiglu(
-            lambda a, w: jnp.dot(a, w[e], preferred_element_type=jnp.float32), rows, w_gate, w_up, w_down
-        )
+    def dot(a, w):
+        return jnp.einsum("trd,tdf->trf", a, w, preferred_element_type=jnp.float32)
 
-    _, out = jax.lax.scan(one, None, (xs.reshape(tiles, -1, d), tile_expert))
-    return out.reshape(-1, d)
+    hidden = (jax.nn.silu(dot(rows, gate)) * dot(rows, up)).astype(xs.dtype)
+    return dot(hidden, down).reshape(-1, d)
 
 
 def grouped_experts(
@@ -161,8 +166,8 @@ def grouped_experts(
 
     Both implementations sort the N*K (token, slot) pairs by expert. `ragged_dot` pushes the sorted rows
     through one grouped matmul per projection. `tiles` pads each expert's group to whole tiles of
-    `tile_rows` rows (a static bound: N*K + E*(tile-1) rows) and scans over the tiles, each one a dense
-    SwiGLU against its single expert's weights, so its cost follows the routed rows on any backend.
+    `tile_rows` rows (a static bound: N*K + E*(tile-1) rows) and runs every tile as a dense SwiGLU against
+    its single expert's weights (batched over the tiles), so its cost follows the routed rows on any backend.
     `impl=None` takes `default_grouped_impl()`. Both sum in float32; they agree to float rounding.
     """
     impl = impl or default_grouped_impl()
