@@ -251,7 +251,8 @@ async def concurrency(args, client, hf: HFWorker, vocab: int, loads: Loads) -> d
 async def context_scaling(args, model_dir: pathlib.Path, loads: Loads) -> dict:
     """Decode tokens/s at 8 concurrent requests with 64-token contexts (prompt 32, 32 new) on one model made
     with a `--long-context` window, served at its default (the whole window) and with `--max-len 4096`, both
-    servers up at once and the rounds alternating; the target is a ratio within 1.3x."""
+    servers up at once and the rounds alternating, repeated as the concurrency rounds are (until the spread
+    is at most `--spread`, 3 to `--max-rounds` rounds); the target is a ratio within 1.3x."""
     from legorl_jax.engine import SamplingParams
     from legorl_jax.engine.sglang_client import SGLangEngine
 
@@ -278,12 +279,21 @@ async def context_scaling(args, model_dir: pathlib.Path, loads: Loads) -> dict:
 
             for name in clients:
                 await warm(servers[name].base_url, lambda name=name: run(name, 7))
-            for r in range(max(args.rounds, 3)):
+            before = {name: await compile_figures(s.base_url, settle=True) for name, s in servers.items()}
+            for r in range(max(args.max_rounds, 3)):
                 for name in ("long", "4096") if r % 2 == 0 else ("4096", "long"):
                     tokens, elapsed = await loads.timed(
                         at_least(lambda k, name=name, r=r: run(name, 1000 * r + k), args.round_s)
                     )
                     rates[name].append(tokens / elapsed)
+                ratios = [s / long for s, long in zip(rates["4096"], rates["long"], strict=True)]
+                spread = (max(ratios) - min(ratios)) / statistics.median(ratios)
+                if len(ratios) >= max(args.rounds, 3) and spread <= args.spread:
+                    break
+            programs = {
+                name: compile_delta(before[name], await compile_figures(s.base_url))
+                for name, s in servers.items()
+            }
     finally:
         for s in servers.values():
             s.stop(30)
@@ -294,6 +304,8 @@ async def context_scaling(args, model_dir: pathlib.Path, loads: Loads) -> dict:
         "ratio": statistics.median(ratios),
         "spread": (max(ratios) - min(ratios)) / statistics.median(ratios),
         "rounds": len(ratios),
+        "ratios": ratios,
+        "programs": programs,
         "window": args.long_context,
     }
 
@@ -481,6 +493,16 @@ def table(args: argparse.Namespace, result: dict) -> str:
             f"| served with --max-len 4096 | {ctx['short']:,.0f} |",
             f"| 4096 / {ctx['window']:,} (median of {ctx['rounds']} alternating rounds, spread "
             f"{100 * ctx['spread']:.0f}%) | {ctx['ratio']:.2f}x |",
+            "",
+            "Per-round 4096 / long, in order: "
+            + ", ".join(f"{r:.2f}" for r in ctx["ratios"])
+            + ". During the rounds, "
+            "programs compiled / calls that waited for a compile / calls run on a larger compiled bucket: "
+            + ", ".join(
+                f"{name} {p['compiled']} / {p['stalls']} / {p['covered']}"
+                for name, p in ctx["programs"].items()
+            )
+            + ".",
         ]
     a = result.get("agentic")
     if a:
