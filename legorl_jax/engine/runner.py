@@ -33,11 +33,11 @@ tokens (run only when a request in the call asks for top log-probs), all compile
 prompt log-probs use the length doubling up to max_len, one program per (bucket, temperature) (the
 fused log-prob op takes its temperature as a static number; rollouts use one); one slot copy. Prefill
 and decode programs come from `Programs` (programs.py): a call whose bucket is not compiled yet runs on
-a compiled larger bucket while its own compiles in the background, and the next context bucket compiles
-ahead of use (`compile_in_background=False`: every new bucket compiles in the caller); executables are
-shared by runners of the same model and shapes. Against paged KV (vLLM, SGLang) this keeps every slot's
-positions contiguous and the kernels plain XLA: it saves the attention compute, not the memory of a slot's
-full context.
+a compiled larger bucket (its own compiles in the background once it has come up often enough), and a
+decode bucket in use has its next context bucket compiled ahead (`compile_in_background=False`: every new
+bucket compiles in the caller); executables are shared by runners of the same model and shapes. Against
+paged KV (vLLM, SGLang) this keeps every slot's positions contiguous and the kernels plain XLA: it saves
+the attention compute, not the memory of a slot's full context.
 
 Weights: `set_params(params)` takes an `nnx.Param` state of the same structure (the trainer's
 `state.params`) or a `Policy`, and stores a copy on the runner's device (the trainer donates its state
