@@ -67,7 +67,7 @@ while kill -0 "$pid" 2>/dev/null; do
   if [ "$(grep -c '"type":"step_finish"' "$out")" -gt "$limit" ]; then
     kill "$pid"; echo "{STOPPED} $limit steps" >>"$err"; break
   fi
-  sleep 0.5
+  sleep 0.1
 done
 wait "$pid"; code=$?
 cat "$out"; cat "$err" >&2; rm -f "$out" "$err"

@@ -112,7 +112,7 @@ async def test_opencodes_step_limit_is_the_step_limit_outcome(builtin_tasks, tok
     assert trajectory.outcome is Outcome.STEP_LIMIT and trajectory.reward == 0.0, log[-3000:]
     # Two steps with tools, then OpenCode's "MAXIMUM STEPS REACHED" request, which the script answers with
     # another tool call: the adapter's watchdog stops OpenCode there instead of letting it run on. It looks
-    # every 0.5 s, so OpenCode may have sent one request more by then (a 4th call), never more.
+    # every 0.1 s, so OpenCode may have sent one request more by then (a 4th call), never more.
     assert 3 <= record["counters"]["main_calls"] <= 4 and STOPPED in log, record["counters"]
 
 
