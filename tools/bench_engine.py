@@ -70,6 +70,11 @@ def prompts_for(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
     return out
 
 
+def spread(ratios: list[float]) -> float:
+    """(max - min) / median of per-round ratios."""
+    return (max(ratios) - min(ratios)) / statistics.median(ratios)
+
+
 def load() -> float:
     return os.getloadavg()[0]
 
@@ -234,14 +239,14 @@ async def concurrency(args, client, hf: HFWorker, vocab: int, loads: Loads) -> d
             h_tokens, h_time = await loads.timed(at_least(hf_round, args.round_s))
             rounds.append((o_tokens / o_time, h_tokens / h_time))
             ratios = [o / h for o, h in rounds]
-            spread = (max(ratios) - min(ratios)) / statistics.median(ratios)
-            if len(rounds) >= args.max_rounds or (len(rounds) >= args.rounds and spread <= args.spread):
+            spread_now = spread(ratios)
+            if len(rounds) >= args.max_rounds or (len(rounds) >= args.rounds and spread_now <= args.spread):
                 break
         results[c] = {
             "ours": statistics.median(o for o, _ in rounds),
             "hf": statistics.median(h for _, h in rounds),
             "ratio": statistics.median(ratios),
-            "spread": spread,
+            "spread": spread_now,
             "rounds": len(rounds),
             "hf_threads": best,
             "hf_thread_rates": rates,
@@ -288,8 +293,8 @@ async def context_scaling(args, model_dir: pathlib.Path, loads: Loads) -> dict:
                     )
                     rates[name].append(tokens / elapsed)
                 ratios = [s / long for s, long in zip(rates["4096"], rates["long"], strict=True)]
-                spread = (max(ratios) - min(ratios)) / statistics.median(ratios)
-                if len(ratios) >= max(args.rounds, 3) and spread <= args.spread:
+                spread_now = spread(ratios)
+                if len(ratios) >= max(args.rounds, 3) and spread_now <= args.spread:
                     break
             programs = {
                 name: compile_delta(before[name], await compile_figures(s.base_url))
@@ -303,7 +308,7 @@ async def context_scaling(args, model_dir: pathlib.Path, loads: Loads) -> dict:
         "long": statistics.median(rates["long"]),
         "short": statistics.median(rates["4096"]),
         "ratio": statistics.median(ratios),
-        "spread": (max(ratios) - min(ratios)) / statistics.median(ratios),
+        "spread": spread(ratios),
         "rounds": len(ratios),
         "ratios": ratios,
         "programs": programs,
@@ -433,8 +438,8 @@ async def agentic(args, cached, uncached, hf: HFWorker, vocab: int, loads: Loads
             off["programs"] = compile_delta(before, await compile_figures(uncached.base_url))
             rounds.append((live, off))
             ratios = [o["elapsed"] / on["elapsed"] for on, o in rounds]
-            spread = (max(ratios) - min(ratios)) / statistics.median(ratios)
-            if len(rounds) >= args.max_rounds or (len(rounds) >= args.rounds and spread <= args.spread):
+            spread_now = spread(ratios)
+            if len(rounds) >= args.max_rounds or (len(rounds) >= args.rounds and spread_now <= args.spread):
                 break
     on, off = dict(rounds[0][0]), dict(rounds[0][1])
     for i, side in enumerate((on, off)):
@@ -442,7 +447,7 @@ async def agentic(args, cached, uncached, hf: HFWorker, vocab: int, loads: Loads
         side["programs"] = {k: sum(r[i]["programs"][k] for r in rounds) for k in side["programs"]}
     hf_run = await loads.timed(asyncio.to_thread(agentic_hf, args, hf, on["prompts"]))
     return {"on": on, "off": off, "hf": hf_run, "ratios": ratios, "ratio": statistics.median(ratios),
-            "spread": spread}  # fmt: skip
+            "spread": spread_now}  # fmt: skip
 
 
 def agentic_hf(args, hf: HFWorker, prompts: list[list[list[int]]]) -> dict:

@@ -119,8 +119,9 @@ class JaxEngine:
     ):
         """`cache_slots` spare KV slots hold finished requests' prefixes (0: no prefix cache), together at
         most `cache_tokens` tokens (None: no limit but the slots). With `compile_in_background` a call
-        whose bucket has no compiled program yet runs on a compiled larger bucket while its own compiles on
-        a background thread (programs.py); False compiles every new bucket in the engine thread."""
+        whose bucket has no compiled program yet runs on a compiled larger bucket, its own compiling on a
+        background thread once it has come up often enough (programs.py); False compiles every new bucket in
+        the engine thread."""
         max_len = policy.config.max_position_embeddings if max_len is None else max_len
         cache = PrefixCache(cache_slots, cache_tokens)
         self.runner = ModelRunner(

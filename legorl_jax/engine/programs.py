@@ -96,6 +96,7 @@ class Programs:
         self.covered = 0  # calls run on a larger compiled program
         self._rent: collections.Counter[Key] = collections.Counter()  # extra seconds paid per covered key
         self._compile_seconds: list[float] = []
+        self._ahead_done: set[Key] = set()  # decode keys whose next context bucket is compiled or queued
 
     @property
     def ready(self) -> frozenset[Key]:
@@ -123,7 +124,7 @@ class Programs:
         return key, exe
 
     def ran(self, key: Key, used: Key, seconds: float) -> None:
-        """Reports a call of `key` that ran on `used` in `seconds` : covered calls pay rent."""
+        """Reports a call of `key` that ran on `used` in `seconds`: covered calls pay rent."""
         if used == key:
             return
         self._rent[key] += seconds * (1 - _cost(key) / _cost(used))
@@ -190,6 +191,10 @@ class Programs:
                 _PENDING.pop((self.signature, key), None)
 
     def _ahead(self, key: Key) -> None:
+        """Queues `key`'s next context bucket, once per key (this runs on every decode step)."""
+        if key in self._ahead_done:
+            return
+        self._ahead_done.add(key)
         following = self._next(key)
         if following is not None:
             self._later(following)

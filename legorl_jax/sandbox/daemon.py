@@ -88,3 +88,21 @@ def api_error_types() -> tuple[type[BaseException], ...]:
     import requests
 
     return (docker.errors.DockerException, requests.exceptions.RequestException, ConnectionError)
+
+
+def remove_container(api: Any, ref: str, attempts: int = 3) -> None:
+    """Force-removes container `ref` with its anonymous volumes (every removal of the sandbox layer goes
+    through here). A container that exits while the daemon kills it (a sandbox's main process ends as its
+    supervisor socket closes) makes the daemon answer "Could not kill running
+    container ..., cannot remove - Container ... is not running"; it is stopped by then, so the removal is
+    tried again (up to `attempts` times, 0.2 s apart) before the error stands."""
+    import docker
+
+    for attempt in range(attempts):
+        try:
+            api.remove_container(ref, force=True, v=True)
+            return
+        except docker.errors.APIError as exc:
+            if "is not running" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.2)

@@ -165,23 +165,6 @@ def _feed(stream: Any, stdin: Stdin) -> None:
         pass  # the command exited without reading all of its input
 
 
-def remove_container(api: Any, ref: str, attempts: int = 3) -> None:
-    """Force-removes container `ref` with its anonymous volumes. A container that exits while the daemon
-    kills it (closing the supervisor ends its main process) makes the daemon answer "Could not kill running
-    container ..., cannot remove - Container ... is not running"; it is stopped by then, so the removal is
-    tried again (up to `attempts` times, 0.2 s apart) before the error stands."""
-    import docker
-
-    for attempt in range(attempts):
-        try:
-            api.remove_container(ref, force=True, v=True)
-            return
-        except docker.errors.APIError as exc:
-            if "is not running" not in str(exc) or attempt == attempts - 1:
-                raise
-            time.sleep(0.2)
-
-
 class DockerSandbox(ExecSandbox):
     """A sandbox in one Docker container; see the module docstring."""
 
@@ -307,7 +290,7 @@ class DockerSandbox(ExecSandbox):
             raw.close()
             self._supervisor = None
         try:
-            remove_container(client.api, self.container_id or self.name)
+            daemon.remove_container(client.api, self.container_id or self.name)
         except docker.errors.NotFound:
             pass
         except daemon.api_error_types() as exc:

@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from legorl_jax.sandbox import daemon
+
 log = logging.getLogger(__name__)
 
 LABEL_PREFIX = "legorl."
@@ -165,7 +167,7 @@ def reap_docker_orphans(client: Any) -> list[str]:
     for info in client.api.containers(all=True, filters=selector):
         if owner_alive(info.get("Labels") or {}) is False:
             try:
-                client.api.remove_container(info["Id"], force=True, v=True)
+                daemon.remove_container(client.api, info["Id"])
                 removed.append(info["Names"][0].lstrip("/") if info.get("Names") else info["Id"][:12])
             except docker.errors.NotFound:
                 pass

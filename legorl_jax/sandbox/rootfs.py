@@ -107,7 +107,7 @@ def _export(image: str, workdir: str, user: str | None) -> tuple[Path, seed.Imag
                     (staging / "root").mkdir()
                     _untar(api.export(container), staging / "root")
             finally:
-                api.remove_container(container, force=True)
+                daemon.remove_container(api, container)
     return entry / "root", facts
 
 

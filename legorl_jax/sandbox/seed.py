@@ -168,7 +168,7 @@ def read_facts(image: str, workdir: str, user: str | None, want_seed: bool) -> I
         try:
             facts = _probe(api, container, info, workdir, user, want_seed, meta_path.with_suffix(".tar"))
         finally:
-            api.remove_container(container, force=True, v=True)
+            daemon.remove_container(api, container)
         with staged_file(meta_path) as staging:
             staging.write_text(json.dumps(dataclasses.asdict(facts)))
         return facts

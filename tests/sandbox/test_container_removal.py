@@ -1,4 +1,4 @@
-"""Removing a Docker sandbox's container that exits under the daemon's kill (docker_backend.remove_container).
+"""Removing a Docker sandbox's container that exits under the daemon's kill (daemon.remove_container).
 
 The daemon's API is the outside boundary here: a stand-in answers as dockerd did in a full-suite run
 ("Could not kill running container ..., cannot remove - Container ... is not running") when the container's
@@ -7,7 +7,7 @@ main process ended while the forced removal was killing it."""
 import docker
 import pytest
 
-from legorl_jax.sandbox.docker_backend import remove_container
+from legorl_jax.sandbox.daemon import remove_container
 
 RACE = "Could not kill running container f734, cannot remove - Container f734 is not running"
 
