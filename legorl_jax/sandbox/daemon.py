@@ -27,10 +27,10 @@ from legorl_jax.sandbox.base import SandboxError
 MAX_THREADS = 256
 """Upper bound on concurrent blocking Docker calls (each running exec holds one)."""
 PING_TIMEOUT_S = 3.0
-AVAILABLE_TTL_S = 60.0
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"pid": None, "client": None, "pool": None}
+_answered: set[tuple[int, str | None]] = set()
 
 
 def _ensure() -> tuple[Any, concurrent.futures.ThreadPoolExecutor]:
@@ -63,9 +63,14 @@ async def call[T](fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def available() -> bool:
-    """True when a Docker daemon answers a ping within a few seconds (a yes is remembered for a minute)."""
+    """True when a Docker daemon answers a ping within `PING_TIMEOUT_S`. A yes holds for the rest of the
+    process (per `DOCKER_HOST`): a daemon that answered once and then misses a ping is a busy daemon, and
+    answering no then would move `backend="auto"` sandboxes to bubblewrap in the middle of a run, with other
+    isolation (no process outlives an exec there, so the verifier's leftover-process check never fires) and
+    other limits. A daemon that has really gone fails the next sandbox start with a `SandboxError` instead.
+    A no is not remembered: a daemon started later is found by the next call."""
     key = (os.getpid(), os.environ.get("DOCKER_HOST"))
-    if _state.get("available") == key and time.monotonic() < _state.get("available_until", 0.0):
+    if key in _answered:
         return True
     try:
         import docker
@@ -78,7 +83,7 @@ def available() -> bool:
     except Exception:  # any failure to reach the daemon means "not available", which is the answer
         return False
     if answered:
-        _state.update(available=key, available_until=time.monotonic() + AVAILABLE_TTL_S)
+        _answered.add(key)
     return answered
 
 

@@ -38,8 +38,10 @@ Policy failure or infrastructure: a timeout, the memory limit, a run that left n
 that failed are `VerifierError`s (with a `reason`, see `report.drop_rates`) only when the empty diff fails the
 same way in the same kind of sandbox; after a diff that applied, they are otherwise the diff's doing (it
 crashed, killed its parent, filled /tmp, closed the pipes, slept past the limit) and score 0, reported as
-tampering, so a policy cannot learn to crash instead of failing. `grade_many` returns every item's result:
-any exception in one grade becomes a `VerifierError` (reason `internal`) in its place.
+tampering (with the processes it left), so a policy cannot learn to crash instead of failing. That the empty
+diff grades is remembered per process for the task as graded (`grading_identity`: every field, and a Harbor
+verifier's files) and the configuration, never for another task that shares its id. `grade_many` returns
+every item's result: any exception in one grade becomes a `VerifierError` (reason `internal`) in its place.
 
 What is guaranteed against code that runs inside the test process (the agent's package, imported by the
 tests): it cannot change which tests run or how pytest is configured (protected paths, `-P`, plugin
@@ -57,6 +59,7 @@ import asyncio
 import base64
 import dataclasses
 import functools
+import hashlib
 import json
 import math
 import posixpath
@@ -64,6 +67,7 @@ import secrets
 import shlex
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxSpec
@@ -170,6 +174,7 @@ class _Progress:
 
     apply: ApplyResult | None = None
     exit_code: int | None = None
+    leftovers: tuple[str, ...] = ()
 
 
 def default_sandbox_factory(spec: SandboxSpec, backend: str = "auto") -> Sandbox:
@@ -255,6 +260,7 @@ async def grade(
             progress.apply,
             removed=filtered.removed,
             durations=durations,
+            leftovers=progress.leftovers,
             exit_code=progress.exit_code,
             output=str(err)[-REPORT_OUTPUT_CHARS:],
             tampering=[
@@ -267,12 +273,26 @@ async def grade(
 _EMPTY_DIFF_OK: set[tuple[str, ...]] = set()
 
 
+def grading_identity(task: Task) -> str:
+    """A digest of everything that decides how `task` is graded: every field of the task and, for a Harbor
+    task, the content of its verifier directory (uploaded at each grade, so editing it changes the grade).
+    Two tasks with the same id but another test command, hidden tests, verifier or environment differ."""
+    digest = hashlib.sha256(repr(task).encode())
+    if task.verifier_dir:
+        root = Path(task.verifier_dir)
+        for path in sorted(root.rglob("*")) if root.is_dir() else ():
+            digest.update(b"\0" + str(path.relative_to(root)).encode() + b"\0")
+            if path.is_file() and not path.is_symlink():
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 async def _empty_diff_grades(
     task: Task, sandbox_factory: SandboxFactory | None, config: VerifierConfig
 ) -> bool:
     """Whether the empty diff grades without a `VerifierError` in the same kind of sandbox (cached when
-    so)."""
-    key = (task.instance_id, task.image, task.test_cmd, task.test_patch, config.backend, str(sandbox_factory))
+    so, per `grading_identity`: a broken copy of a task must not borrow the verdict of a working one)."""
+    key = (grading_identity(task), repr(config), str(sandbox_factory))
     if key in _EMPTY_DIFF_OK:
         return True
     try:
@@ -366,7 +386,7 @@ async def _grade_in(
             f"(exit {result.exit_code}); raise verifier.memory_mb if the suite needs more",
             "memory",
         )
-    leftovers = await _kill_leftovers(sandbox, baseline)
+    leftovers = progress.leftovers = await _kill_leftovers(sandbox, baseline)
     verdict = await run.read(sandbox, result, leftovers)
     durations["total"] = time.monotonic() - started
     output, truncated = cap_text(

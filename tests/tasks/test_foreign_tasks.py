@@ -33,10 +33,33 @@ CONFTEST_HACK = (
 REWARD_DAEMON = (
     "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,13 @@\n+import os\n+import "
     "time\n+\n+if os.fork() == 0:\n+    os.setsid()\n+    if os.fork() == 0:\n+        for _ in "
-    "range(100):\n+            os.makedirs('/logs/verifier', exist_ok=True)\n+            "
+    "range(600):\n+            os.makedirs('/logs/verifier', exist_ok=True)\n+            "
     "open('/logs/verifier/reward.txt', 'w').write('1')\n+            time.sleep(0.05)\n+    os._exit(0)\n "
     "def add(a, b):\n     return a - b\n"
 )
+# The same, but the detached process deletes the reward as soon as tests/test.sh has written it.
+DELETER_SOURCE = """\
+import os
+import time
+
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        for _ in range(30000):
+            try:
+                os.remove('/logs/verifier/reward.txt')
+            except OSError:
+                time.sleep(0.001)
+    os._exit(0)
+"""
+REWARD_DELETER = (
+    "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n"
+    f"@@ -1,2 +1,{DELETER_SOURCE.count(chr(10)) + 2} @@\n"
+    + "".join(f"+{line}\n" for line in DELETER_SOURCE.splitlines())
+    + " def add(a, b):\n     return a - b\n"
+)
+# Graded on Docker, where a detached process can outlive tests/test.sh (on bubblewrap none outlives an exec).
+ON_DOCKER = VerifierConfig(backend="docker")
 OUTSIDE_REWARD = (
     "diff --git a/../logs/verifier/reward.txt b/../logs/verifier/reward.txt\nnew file mode 100644\n"
     "--- /dev/null\n+++ b/../logs/verifier/reward.txt\n@@ -0,0 +1 @@\n+1\n"
@@ -101,7 +124,9 @@ def test_a_harbor_task_is_graded_by_its_reward_file_with_the_oracle_as_gold(harb
 
 
 def test_a_forged_harbor_reward_earns_nothing_and_is_reported(harbor_task):
-    daemon, outside = asyncio.run(grade_many([(harbor_task, REWARD_DAEMON), (harbor_task, OUTSIDE_REWARD)]))
+    daemon, outside = asyncio.run(
+        grade_many([(harbor_task, REWARD_DAEMON), (harbor_task, OUTSIDE_REWARD)], config=ON_DOCKER)
+    )
     assert daemon.reward == 0.0 and daemon.leftover_processes
     assert any("outlived tests/test.sh" in t for t in daemon.tampering)
     assert outside.reward == 0.0 and [c.reason for c in outside.removed_changes] == [
@@ -122,12 +147,29 @@ def test_on_bubblewrap_with_its_writable_root_swebench_and_harbor_gold_get_1_and
     assert all(r.tampering == () for r in results), [r.tampering for r in results]
 
 
-def test_a_harbor_verifier_that_writes_no_reward_raises_verifier_error(harbor_task, tmp_path):
+def without_reward(task, tmp_path):
+    """`task` with a verifier whose tests/test.sh writes no reward."""
     tests = tmp_path / "tests"
     tests.mkdir()
     (tests / "test.sh").write_text("#!/bin/bash\necho forgot the reward\n")
+    return dataclasses.replace(task, verifier_dir=str(tests))
+
+
+def test_a_harbor_verifier_that_writes_no_reward_raises_verifier_error(harbor_task, tmp_path):
     with pytest.raises(VerifierError, match="wrote no /logs/verifier/reward.txt"):
-        asyncio.run(grade(dataclasses.replace(harbor_task, verifier_dir=str(tests)), GOLD_DIFF))
+        asyncio.run(grade(without_reward(harbor_task, tmp_path), GOLD_DIFF, config=ON_DOCKER))
+
+
+def test_a_deleted_harbor_reward_is_tampering_and_does_not_excuse_a_broken_copy_of_the_verifier(
+    harbor_task, tmp_path
+):
+    # The missing reward is blamed on the diff because the empty diff grades: that verdict is remembered,
+    # but only for this verifier. A copy of the task whose verifier writes no reward must still raise.
+    deleted = asyncio.run(grade(harbor_task, REWARD_DELETER, config=ON_DOCKER))
+    assert deleted.reward == 0.0 and deleted.leftover_processes
+    assert any("wrote no /logs/verifier/reward.txt" in t for t in deleted.tampering), deleted.tampering
+    with pytest.raises(VerifierError, match="wrote no /logs/verifier/reward.txt"):
+        asyncio.run(grade(without_reward(harbor_task, tmp_path), GOLD_DIFF, config=ON_DOCKER))
 
 
 @pytest.mark.docker
