@@ -10,14 +10,18 @@ time. `Programs` decides, per call:
 - the key's own program when it is compiled;
 - else a *cover*: the cheapest compiled program of the same kind with every bucket dimension at least as
   large (padding rows sit at position -1 and a longer context is masked, so the result is the same up
-  to fp32 rounding), if its cost (the product of its dimensions) is at most `max_cover_cost` times the
-  key's. Covering is renting: each covered call pays the extra time of the larger program, estimated as
-  its measured time × (1 - key cost / cover cost) and reported back through `ran`. When a key's paid
-  extra reaches the time a compile takes (the mean measured so far), the key is bought: it compiles on
-  the background thread while its calls keep riding the cover (the ski-rental rule: a rare key, such as
-  a batch of 3 late turns, never costs more than about twice the better of the two choices);
-- else it compiles in the caller: a *stall*, counted (waiting for the key's background compile when one
-  is under way).
+  to fp32 rounding), if one call of it is cheaper than a compile: its cost (the product of its
+  dimensions) is at most `max_cover_cost` times the key's, or its last measured call took less time
+  than a compile takes (the mean compile time measured so far; a batch-8 prefill of the tiny model
+  runs in tens of milliseconds against a ~1.5 s compile, so a lone request arriving before its batch
+  rides it instead of stalling everyone in flight). Covering is renting: each covered call pays the
+  extra time of the larger program, estimated as its measured time × (1 - key cost / cover cost) and
+  reported back through `ran`. When a key's paid extra reaches the time a compile takes, the key is
+  bought: it compiles on the background thread while its calls keep riding the cover (the ski-rental
+  rule: a rare key, such as a batch of 3 late turns, never costs more than about twice the better of
+  the two choices);
+- else it compiles in the caller: a *stall*, counted and logged (waiting for the key's background compile
+  when one is under way).
 
 A decode key that runs also queues the next context bucket of its batch (`next_key`) for the background
 thread: a conversation growing into it finds it ready (one bucket ahead of use, never a chain; prefill's
@@ -95,6 +99,7 @@ class Programs:
         self.stalls = 0  # calls that waited for a compile
         self.covered = 0  # calls run on a larger compiled program
         self._rent: collections.Counter[Key] = collections.Counter()  # extra seconds paid per covered key
+        self._last_seconds: dict[Key, float] = {}  # the last measured call of each program that ran
         self._compile_seconds: list[float] = []
         self._ahead_done: set[Key] = set()  # decode keys whose next context bucket is compiled or queued
 
@@ -125,6 +130,7 @@ class Programs:
 
     def ran(self, key: Key, used: Key, seconds: float) -> None:
         """Reports a call of `key` that ran on `used` in `seconds`: covered calls pay rent."""
+        self._last_seconds[used] = seconds
         if used == key:
             return
         self._rent[key] += seconds * (1 - _cost(key) / _cost(used))
@@ -146,8 +152,13 @@ class Programs:
             and k[-1] == key[-1]  # the same program, with or without top log-probs
             and all(a >= b for a, b in zip(_dims(k), _dims(key), strict=True))
         ]
-        best = min(fits, key=_cost, default=None)
-        return best if best is not None and _cost(best) <= self.max_cover_cost * _cost(key) else None
+        cheaper_than_a_compile = [
+            k
+            for k in fits
+            if _cost(k) <= self.max_cover_cost * _cost(key)
+            or self._last_seconds.get(k, math.inf) < self.compile_estimate
+        ]
+        return min(cheaper_than_a_compile, key=_cost, default=None)
 
     def _compile(self, key: Key) -> Any:
         start = time.perf_counter()
@@ -165,6 +176,11 @@ class Programs:
         if exe is not None:
             return exe
         self.stalls += 1
+        log.info(
+            "%s %s: no compiled program covers it within a compile's time; calls in flight wait",
+            "waiting for the background compile of" if pending is not None else "compiling in the caller",
+            key,
+        )
         if pending is not None:
             try:
                 return pending.result()

@@ -6,6 +6,7 @@ The runner tests use runners of their own shape (6 slots, max_len 128, context b
 shared engine's programs never answer for them, and each starts from an empty registry."""
 
 import logging
+import time
 
 import numpy as np
 import pytest
@@ -125,6 +126,30 @@ def test_a_cover_is_the_cheapest_larger_program_of_the_same_kind_within_the_cost
     # 1 x 64: `small` would cost 8x, past the limit of 4: compiled in the caller.
     assert programs.lookup(("decode", 1, 64, 0)) == (("decode", 1, 64, 0), built(("decode", 1, 64, 0)))
     assert programs.stalls == 4 and programs.ready == {small, large, top5, ("decode", 1, 64, 0)}
+
+
+def test_a_cover_past_the_cost_limit_runs_when_its_last_call_took_less_than_a_compile(caplog):
+    def slow_build(key):
+        time.sleep(0.05)  # every compile measures ~50 ms: the compile estimate
+        return built(key)
+
+    programs = Programs("timed", slow_build, lambda key: None, max_cover_cost=4)
+    batch8 = ("prefill", 8, 32, 128, 0)
+    programs.lookup(batch8)
+    lone = ("prefill", 1, 32, 128, 0)  # batch8 costs 8x: past the limit
+    programs.ran(batch8, batch8, 0.001)  # ...but one call of it takes 1 ms against a 50 ms compile
+    assert programs.lookup(lone) == (batch8, built(batch8))
+    assert programs.stalls == 1 and programs.covered == 1
+    programs.ran(batch8, batch8, 0.2)  # now a call of it takes longer than a compile: the lone batch stalls
+    with caplog.at_level(logging.INFO, logger="legorl_jax.engine.programs"):
+        assert programs.lookup(lone) == (lone, built(lone))
+    assert programs.stalls == 2 and programs.covered == 1
+    assert f"compiling in the caller {lone}: no compiled program covers it" in caplog.text
+    # A larger program never measured falls back to the cost limit.
+    unmeasured = ("prefill", 8, 64, 128, 0)
+    programs.lookup(unmeasured)
+    assert programs.lookup(("prefill", 1, 64, 128, 0))[0] == ("prefill", 1, 64, 128, 0)
+    assert programs.stalls == 4
 
 
 def test_a_failed_background_compile_surfaces_in_the_call_that_needs_the_key(caplog):
