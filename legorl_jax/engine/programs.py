@@ -152,11 +152,11 @@ class Programs:
             and k[-1] == key[-1]  # the same program, with or without top log-probs
             and all(a >= b for a, b in zip(_dims(k), _dims(key), strict=True))
         ]
+        compile_s = self.compile_estimate
         cheaper_than_a_compile = [
             k
             for k in fits
-            if _cost(k) <= self.max_cover_cost * _cost(key)
-            or self._last_seconds.get(k, math.inf) < self.compile_estimate
+            if _cost(k) <= self.max_cover_cost * _cost(key) or self._last_seconds.get(k, math.inf) < compile_s
         ]
         return min(cheaper_than_a_compile, key=_cost, default=None)
 
