@@ -762,6 +762,15 @@ class _HarborRun:
             if leftovers
             else ()
         )
+        try:
+            return await self._reward(sandbox, result, tampering)
+        except VerifierError as err:
+            if not leftovers:
+                raise
+            # Killed mid-write, deleting it, garbling it: what survivors leave is theirs, not the verifier's.
+            return RunVerdict(reward=0.0, tampering=(*tampering, f"the reward could not be read: {err}"))
+
+    async def _reward(self, sandbox: Sandbox, result: ExecResult, tampering: tuple[str, ...]) -> RunVerdict:
         for name, parse in (
             ("reward.txt", lambda raw: _number(self.task, raw.strip(), "reward.txt")),
             ("reward.json", lambda raw: _json_reward(self.task, raw)),

@@ -19,7 +19,7 @@ from legorl_jax.tasks.harbor import load_harbor_task
 from legorl_jax.tasks.report import VerifierError
 from legorl_jax.tasks.swebench import load_swebench_file
 from legorl_jax.tasks.task_image import ensure_task_image
-from legorl_jax.tasks.verifier import grade, grade_many
+from legorl_jax.tasks.verifier import grade, grade_many, grading_identity
 
 pytestmark = pytest.mark.docker
 
@@ -163,13 +163,29 @@ def test_a_harbor_verifier_that_writes_no_reward_raises_verifier_error(harbor_ta
 def test_a_deleted_harbor_reward_is_tampering_and_does_not_excuse_a_broken_copy_of_the_verifier(
     harbor_task, tmp_path
 ):
-    # The missing reward is blamed on the diff because the empty diff grades: that verdict is remembered,
-    # but only for this verifier. A copy of the task whose verifier writes no reward must still raise.
+    # The missing reward is blamed on the diff: processes it started outlived tests/test.sh. A copy of the
+    # task whose verifier writes no reward (no survivors) must still raise.
     deleted = asyncio.run(grade(harbor_task, REWARD_DELETER, config=ON_DOCKER))
     assert deleted.reward == 0.0 and deleted.leftover_processes
     assert any("wrote no /logs/verifier/reward.txt" in t for t in deleted.tampering), deleted.tampering
     with pytest.raises(VerifierError, match="wrote no /logs/verifier/reward.txt"):
         asyncio.run(grade(without_reward(harbor_task, tmp_path), GOLD_DIFF, config=ON_DOCKER))
+
+
+def test_a_reward_garbled_by_a_surviving_process_is_tampering_not_a_verifier_error(harbor_task):
+    # A survivor killed mid-write leaves an empty or partial reward.txt: here it writes a non-number.
+    garbler = REWARD_DAEMON.replace("write('1')", "write('x')")
+    assert garbler != REWARD_DAEMON
+    report = asyncio.run(grade(harbor_task, garbler, config=ON_DOCKER))
+    assert report.reward == 0.0 and report.leftover_processes
+    assert any("outlived tests/test.sh" in t for t in report.tampering), report.tampering
+    assert any("the reward could not be read" in t for t in report.tampering), report.tampering
+
+
+def test_a_harbor_copy_with_another_verifier_has_another_grading_identity(harbor_task, tmp_path):
+    # The empty-diff verdict is remembered per grading identity: a copy must not share the original's.
+    assert grading_identity(dataclasses.replace(harbor_task)) == grading_identity(harbor_task)
+    assert grading_identity(without_reward(harbor_task, tmp_path)) != grading_identity(harbor_task)
 
 
 @pytest.mark.docker
