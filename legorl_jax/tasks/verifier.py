@@ -28,7 +28,8 @@ than
 5. Processes the test run left behind are listed and killed before any result file is read. Result files
    are read with a timeout and a byte cap, only when they are regular files (a FIFO or a link to
    `/dev/zero` is tampering, not a hang), and XML is parsed with `defusedxml`. For Harbor tasks, whose
-   reward file is the only evidence, a survivor is tampering (it could have rewritten it).
+   reward file is the only evidence, a survivor is tampering (it could have rewritten it), and so is a
+   reward file it left missing or unreadable (no empty-diff grade is needed to blame the diff).
 
 Reward is 1.0 exactly when every FAIL_TO_PASS test `passed` and every PASS_TO_PASS test passed (SWE-bench
 tasks also accept `skipped`/`xfailed` for PASS_TO_PASS, as swebench does; an `xfailed` FAIL_TO_PASS test is
