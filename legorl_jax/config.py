@@ -514,6 +514,7 @@ class EngineConfig:
 
 PROXY_MODES = ("train", "eval")
 TOOL_PARSERS = ("qwen3", "hermes", "qwen3_coder")
+MAX_JSON_DEPTH = 200  # orjson encodes at most 254 levels; the archive and retry key wrap a body in a few more
 SHARED_TOKEN_MODES = ("mask", "recompute")
 
 
@@ -550,6 +551,9 @@ class ProxyConfig:
     """Replies without a tool call in a row (when tools are offered) after which the session ends (0: off)."""
     max_body_bytes: int = 32 * 2**20
     """Largest request body accepted (larger: 413)."""
+    max_json_depth: int = 64
+    """Deepest nesting a request body may have anywhere, tool schemas included (deeper: 400 naming the
+    field); at most 200, below the JSON encoder's own limit of 254 that the archive and retry key meet."""
     archive_dir: str = "runs/proxy"
     """Where sessions opened without a trial_dir are archived (<archive_dir>/<session_id>/)."""
     model_name: str = "legorl-policy"
@@ -567,6 +571,9 @@ class ProxyConfig:
         positive_number("proxy.temperature", self.temperature)
         for name in ("max_response_tokens", "main_prefix_match", "max_body_bytes"):
             positive_int(f"proxy.{name}", getattr(self, name))
+        depth = self.max_json_depth
+        if not is_int(depth) or not 2 <= depth <= MAX_JSON_DEPTH:
+            raise ValueError(f"proxy.max_json_depth must be an int in [2, {MAX_JSON_DEPTH}], got {depth!r}")
         ctx = self.context_length
         if ctx is not None and (not is_int(ctx) or ctx < 2):
             raise ValueError(f"proxy.context_length must be an int >= 2 or null, got {ctx!r}")
