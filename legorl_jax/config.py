@@ -305,7 +305,12 @@ class TasksConfig:
     """Tasks of this split are evaluated on; null evaluates nothing."""
     image_template: str = "swebench/sweb.eval.x86_64.{instance_id}:latest"
     """Image name of a SWE-bench row that names none; {instance_id} is swebench's spelling
-    (`__` -> `_1776_`)."""
+    (`__` -> `_1776_`), {swegym_instance_id} SWE-Gym's (`__` -> `_s_`)."""
+    test_cmd: str | None = None
+    """Test command (followed by the test files) of SWE-bench-style rows whose repository no spec knows
+    (SWE-Gym's: 'pytest -rA'); null: such a row is an error."""
+    log_parser: str | None = None
+    """Log parser of SWE-bench-style rows whose repository no spec knows (SWE-Gym's: parse_log_pytest)."""
     build_images: bool = True
     """Build missing built-in / Harbor task images before the first trial (prebuilt images are never
     pulled)."""
@@ -325,10 +330,15 @@ class TasksConfig:
             or not all(isinstance(i, str) and i for i in self.ids)
         ):
             raise ValueError(f"tasks.ids must be a non-empty list of instance ids or null, got {self.ids!r}")
-        if "{instance_id}" not in self.image_template:
+        if "{instance_id}" not in self.image_template and "{swegym_instance_id}" not in self.image_template:
             raise ValueError(
-                f"tasks.image_template must contain '{{instance_id}}', got {self.image_template!r}"
+                "tasks.image_template must contain '{instance_id}' or '{swegym_instance_id}', got "
+                f"{self.image_template!r}"
             )
+        for name in ("test_cmd", "log_parser"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"tasks.{name} must be a non-empty string or null, got {value!r}")
 
 
 @dataclasses.dataclass

@@ -193,7 +193,7 @@ def test_a_missing_swebench_image_that_no_registry_serves_says_how_to_load_it(tm
     # A registry address nothing listens on: the pull fails the way it does on a machine without network.
     path = write_jsonl(tmp_path / "one.jsonl", "localhost:1/sweb.eval.x86_64.legorl_1776_calc-1:v0", "a" * 40)
     (task,) = load_swebench_file(path)
-    with pytest.raises(ImageError, match=r"pulling it failed.*docker load -i"):
+    with pytest.raises(ImageError, match=r"pulling it failed.*docker load -i.*the row.s .image. field"):
         ensure_task_image(task)
 
 
