@@ -95,6 +95,13 @@ def test_a_swebench_row_is_graded_through_its_log_parser(swebench_task):
     assert "2 passed" in gold.output and "1 failed, 1 passed" in empty.output
 
 
+def test_a_swebench_row_naming_swebenchs_pytest_parser_grades_gold_1_and_empty_0(swebench_task):
+    official = dataclasses.replace(swebench_task, log_parser="parse_log_pytest")
+    gold, empty = asyncio.run(grade_many([(official, GOLD), (official, "")]))
+    assert gold.reward == 1.0 and set(gold.tests.values()) == {"passed"}
+    assert empty.reward == 0.0 and empty.failed_tests == ("tests/test_add.py::test_add",)
+
+
 def test_a_swebench_run_whose_exit_code_contradicts_its_log_is_tampering(swebench_task):
     forced = dataclasses.replace(swebench_task, test_cmd=swebench_task.test_cmd + " && (exit 3)")
     report = asyncio.run(grade(forced, GOLD))
