@@ -23,17 +23,27 @@ _COLON_RE = re.compile(rb"\s*:")
 
 def deepest_field(body: Any, limit: int) -> str | None:
     """The path of the first value (in document order) that sits deeper than `limit` levels, or None."""
-    stack: list[tuple[Any, str, int]] = [(body, "", 1)]
+    # Only containers are visited, and a path is spelled only for the one reported: this runs on every
+    # model call, at about the cost of orjson's parse of the same body (a 290 kB, 200-message conversation).
+    stack: list[tuple[Any, int, Any]] = [(body, 1, None)]  # (container, depth, (parent trail, key))
     while stack:
-        value, path, depth = stack.pop()
-        if not isinstance(value, dict | list):
-            continue
+        value, depth, trail = stack.pop()
         if depth > limit:
-            return path or "body"
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        children = [(v, _join(path, k), depth + 1) for k, v in items]
-        stack.extend(reversed(children))
+            return _trail_text(trail)
+        items = value.items() if type(value) is dict else enumerate(value)
+        children = [(v, depth + 1, (trail, k)) for k, v in items if type(v) is dict or type(v) is list]
+        if children:
+            children.reverse()
+            stack.extend(children)
     return None
+
+
+def _trail_text(trail: Any) -> str:
+    keys: list[Any] = []
+    while trail is not None:
+        trail, key = trail
+        keys.append(key)
+    return _path_text(keys[::-1])
 
 
 def deepest_field_in_text(raw: bytes, limit: int) -> str | None:
