@@ -168,3 +168,10 @@ async def test_in_process_reuse_of_a_trial_dir_is_refused_and_a_fresh_one_is_una
     with pytest.raises(TrialDirInUse):
         proxy.open_session("calc", "calc-0", trial_dir=tmp_path / "trial" / "attempt_1")
     assert read_archive(tmp_path / "trial" / "attempt_0")[0]["session_id"] == first.session_id
+
+
+def test_the_text_scan_gives_up_on_a_body_with_too_many_tokens_before_its_deep_part():
+    # Ten million commas ahead of the nesting: scanning them all in Python would stall the event loop.
+    text = b'{"messages": [' + b"1," * 10_000_000 + b"[" * 2000
+    assert deepest_field_in_text(text, 64) == "body"
+    assert deepest_field_in_text(text[:40] + b"[" * 2000, 64).startswith("messages[")
