@@ -305,7 +305,12 @@ class TasksConfig:
     """Tasks of this split are evaluated on; null evaluates nothing."""
     image_template: str = "swebench/sweb.eval.x86_64.{instance_id}:latest"
     """Image name of a SWE-bench row that names none; {instance_id} is swebench's spelling
-    (`__` -> `_1776_`)."""
+    (`__` -> `_1776_`), {swegym_instance_id} SWE-Gym's (`__` -> `_s_`)."""
+    test_cmd: str | None = None
+    """Test command (followed by the test files) of SWE-bench-style rows whose repository no spec knows
+    (SWE-Gym's: 'pytest -rA'); null: such a row is an error."""
+    log_parser: str | None = None
+    """Log parser of SWE-bench-style rows whose repository no spec knows (SWE-Gym's: parse_log_pytest)."""
     build_images: bool = True
     """Build missing built-in / Harbor task images before the first trial (prebuilt images are never
     pulled)."""
@@ -325,10 +330,15 @@ class TasksConfig:
             or not all(isinstance(i, str) and i for i in self.ids)
         ):
             raise ValueError(f"tasks.ids must be a non-empty list of instance ids or null, got {self.ids!r}")
-        if "{instance_id}" not in self.image_template:
+        if "{instance_id}" not in self.image_template and "{swegym_instance_id}" not in self.image_template:
             raise ValueError(
-                f"tasks.image_template must contain '{{instance_id}}', got {self.image_template!r}"
+                "tasks.image_template must contain '{instance_id}' or '{swegym_instance_id}', got "
+                f"{self.image_template!r}"
             )
+        for name in ("test_cmd", "log_parser"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"tasks.{name} must be a non-empty string or null, got {value!r}")
 
 
 @dataclasses.dataclass
@@ -514,6 +524,7 @@ class EngineConfig:
 
 PROXY_MODES = ("train", "eval")
 TOOL_PARSERS = ("qwen3", "hermes", "qwen3_coder")
+MAX_JSON_DEPTH = 200  # orjson encodes at most 254 levels; the archive and retry key wrap a body in a few more
 SHARED_TOKEN_MODES = ("mask", "recompute")
 
 
@@ -550,6 +561,9 @@ class ProxyConfig:
     """Replies without a tool call in a row (when tools are offered) after which the session ends (0: off)."""
     max_body_bytes: int = 32 * 2**20
     """Largest request body accepted (larger: 413)."""
+    max_json_depth: int = 64
+    """Deepest nesting a request body may have anywhere, tool schemas included (deeper: 400 naming the
+    field); at most 200, below the JSON encoder's own limit of 254 that the archive and retry key meet."""
     archive_dir: str = "runs/proxy"
     """Where sessions opened without a trial_dir are archived (<archive_dir>/<session_id>/)."""
     model_name: str = "legorl-policy"
@@ -567,6 +581,9 @@ class ProxyConfig:
         positive_number("proxy.temperature", self.temperature)
         for name in ("max_response_tokens", "main_prefix_match", "max_body_bytes"):
             positive_int(f"proxy.{name}", getattr(self, name))
+        depth = self.max_json_depth
+        if not is_int(depth) or not 2 <= depth <= MAX_JSON_DEPTH:
+            raise ValueError(f"proxy.max_json_depth must be an int in [2, {MAX_JSON_DEPTH}], got {depth!r}")
         ctx = self.context_length
         if ctx is not None and (not is_int(ctx) or ctx < 2):
             raise ValueError(f"proxy.context_length must be an int >= 2 or null, got {ctx!r}")

@@ -66,14 +66,13 @@ def load_tasks(config: Config) -> tuple[list[Any], list[Any]]:
     from legorl_jax.tasks.registry import find_task, load_suite
 
     tc = config.tasks
-    train = load_suite(tc.suite, tc.split, image_template=tc.image_template)
+    rows = {"image_template": tc.image_template, "test_cmd": tc.test_cmd, "log_parser": tc.log_parser}
+    train = load_suite(tc.suite, tc.split, **rows)
     if tc.ids:
         train = [find_task(train, i) for i in tc.ids]
     if not train:
         raise ValueError(f"tasks: the suite {tc.suite!r} has no task in split {tc.split!r}")
-    validation = (
-        load_suite(tc.suite, tc.eval_split, image_template=tc.image_template) if tc.eval_split else []
-    )
+    validation = load_suite(tc.suite, tc.eval_split, **rows) if tc.eval_split else []
     return train, validation
 
 

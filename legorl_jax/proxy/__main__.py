@@ -37,7 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--max-response-tokens", type=int, default=4096)
     p.add_argument("--context-length", type=int, default=None)
-    p.add_argument("--archive-dir", default="runs/proxy")
+    p.add_argument(
+        "--archive-dir",
+        default="runs/proxy",
+        help="closed sessions are archived here; the admin API's trial_dir must resolve inside it",
+    )
     return p
 
 

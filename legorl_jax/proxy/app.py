@@ -10,15 +10,18 @@
 Routes (ARCHITECTURE §8: the admin API needs the bearer token, the model API only the unguessable 128-bit
 session id in its path):
 - `POST /admin/sessions` `{task_id, trial_id, metadata, trial_dir}` -> `{session_id, openai_base_url,
-  anthropic_base_url}`; `GET /admin/sessions/{id}/trajectory`; `DELETE /admin/sessions/{id}` (closes and
-  archives; returns the archive folder and the branch summaries). A wrong or missing token: 401, nothing done.
+  anthropic_base_url}`; `trial_dir` is a folder inside `archive_dir` (relative paths are taken there; one
+  that resolves outside is a 400) that no open or archived session uses (else 409);
+  `GET /admin/sessions/{id}/trajectory`; `DELETE /admin/sessions/{id}` (closes and archives; returns the
+  archive folder and the branch summaries). A wrong or missing token: 401, nothing done.
 - `POST /s/{id}/v1/chat/completions`, `GET /s/{id}/v1/models` (OpenAI); `POST /s/{id}/v1/messages` (also
   `?beta=true`), `POST /s/{id}/v1/messages/count_tokens` (Anthropic); `GET`/`HEAD /`, `/health` and
   `/s/{id}` (probes).
 Errors are in the surface's own format (openai_api.error_json, anthropic_api.error_json) and name the field
 and the received value: unknown session 404, malformed body 400, body over `max_body_bytes` 413, prompt over
 the context 400 (`context_length_exceeded`; Anthropic: "prompt is too long"), engine failure 502; the client
-never sees a stack trace (it is logged here).
+never sees a stack trace (it is logged here). A body nesting deeper than `max_json_depth` anywhere (tool
+schemas, messages, metadata) is a 400 naming the field's path (nesting.py).
 """
 
 from __future__ import annotations
@@ -37,14 +40,19 @@ from aiohttp import web
 
 from legorl_jax.config import ProxyConfig
 from legorl_jax.proxy import anthropic_api, openai_api
-from legorl_jax.proxy.archive import write_archive
+from legorl_jax.proxy.archive import TRAJECTORY, write_archive
 from legorl_jax.proxy.chat import ProxyError, bad_request, preview
+from legorl_jax.proxy.nesting import deepest_field, deepest_field_in_text
 from legorl_jax.proxy.recorder import Renderer
 from legorl_jax.proxy.session import Session
 from legorl_jax.proxy.toolcalls import check_template, get_parser
 from legorl_jax.types import Sequence
 
 log = logging.getLogger(__name__)
+
+
+class TrialDirInUse(ValueError):
+    """The archive folder asked for is another session's, open or archived (the admin API's 409)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +108,7 @@ class CaptureProxy:
             )
         self.admin_token = admin_token or secrets.token_urlsafe(32)
         self.sessions: dict[str, Session] = {}
+        self._claimed: set[pathlib.Path] = set()  # resolved archive folders of open and closed sessions
         self.base_url: str | None = None
         self._runner: web.AppRunner | None = None
 
@@ -130,7 +139,10 @@ class CaptureProxy:
         *,
         host: str | None = None,
     ) -> SessionInfo:
-        """A new session; `host` replaces the served host in its URLs (e.g. the sandbox bridge's address)."""
+        """A new session; `host` replaces the served host in its URLs (e.g. the sandbox bridge's address).
+
+        Its archive folder (`trial_dir`, else `<archive_dir>/<session id>`) must be no other open or archived
+        session's of this proxy (`TrialDirInUse`): two sessions in one folder would leave one archive."""
         for name, value in (("task_id", task_id), ("trial_id", trial_id)):
             if not isinstance(value, str):
                 raise ValueError(f"{name} must be a string, got {preview(value)}")
@@ -139,6 +151,13 @@ class CaptureProxy:
         if trial_dir is not None and not isinstance(trial_dir, (str, os.PathLike)):
             raise ValueError(f"trial_dir must be a path string, got {preview(trial_dir)}")
         sid = secrets.token_hex(16)
+        folder = (
+            pathlib.Path(trial_dir) if trial_dir is not None else pathlib.Path(self.config.archive_dir) / sid
+        )
+        claim = folder.resolve()
+        if claim in self._claimed:
+            raise TrialDirInUse(f"trial_dir {str(folder)!r} is already another session's archive folder")
+        self._claimed.add(claim)
         self.sessions[sid] = Session(
             sid,
             engine=self.engine,
@@ -150,7 +169,7 @@ class CaptureProxy:
             task_id=task_id,
             trial_id=trial_id,
             metadata=metadata,
-            trial_dir=None if trial_dir is None else str(trial_dir),
+            trial_dir=str(folder),
         )
         base = self.base_url or "http://127.0.0.1"
         if host is not None:
@@ -158,6 +177,25 @@ class CaptureProxy:
             port = rest.rsplit(":", 1)[1] if ":" in rest else ""
             base = f"{scheme}://{host}" + (f":{port}" if port else "")
         return SessionInfo(sid, f"{base}/s/{sid}/v1", f"{base}/s/{sid}")
+
+    def archive_folder(self, trial_dir: Any) -> pathlib.Path:
+        """Where the admin API's `trial_dir` points: a relative path is taken inside `archive_dir`, and the
+        result must resolve (links and `..` followed) strictly inside it (else ValueError, a 400) and hold
+        no archive yet (else `TrialDirInUse`, a 409: an earlier proxy's session archived there)."""
+        if not isinstance(trial_dir, str) or not trial_dir:
+            raise ValueError(f"trial_dir must be a non-empty path string, got {preview(trial_dir)}")
+        root = pathlib.Path(self.config.archive_dir).resolve()
+        folder = (root / trial_dir).resolve()
+        if folder == root or not folder.is_relative_to(root):
+            raise ValueError(
+                f"trial_dir {preview(trial_dir)} resolves to {str(folder)!r}, outside the archive dir "
+                f"{str(root)!r} (proxy.archive_dir, --archive-dir)"
+            )
+        if (folder / TRAJECTORY).exists():
+            raise TrialDirInUse(
+                f"trial_dir {preview(trial_dir)} already holds an archived session ({folder})"
+            )
+        return folder
 
     def session(self, sid: str) -> Session:
         session = self.sessions.get(sid)
@@ -172,7 +210,7 @@ class CaptureProxy:
             session.close()
             self.sessions.pop(sid, None)
         trajectory = session.trajectory()
-        folder = pathlib.Path(session.trial_dir or pathlib.Path(self.config.archive_dir) / sid)
+        folder = pathlib.Path(session.trial_dir)
         await asyncio.to_thread(write_archive, folder, trajectory, session.recorder.branches)
         kinds = ("main", "side") if self.config.train_side else ("main",)
         return ClosedSession(folder, trajectory, tuple(session.recorder.sequences(kinds)))
@@ -255,21 +293,24 @@ class CaptureProxy:
 
     async def _admin_open(self, request: web.Request) -> web.Response:
         self._check_admin(request)
-        body = await _json_body(request)
+        body = await _json_body(request, self.config.max_json_depth)
         known = {"task_id", "trial_id", "metadata", "trial_dir", "host"}
         unknown = sorted(set(body) - known)
         if unknown:
             raise bad_request(f"unknown fields {unknown}; expected some of {sorted(known)}", unknown[0])
         try:
+            trial_dir = body.get("trial_dir")
             info = self.open_session(
                 body.get("task_id", ""),
                 body.get("trial_id", ""),
                 body.get("metadata"),
-                body.get("trial_dir"),
+                None if trial_dir is None else self.archive_folder(trial_dir),
                 host=body.get("host"),
             )
+        except TrialDirInUse as exc:
+            raise ProxyError(409, "conflict", str(exc), "trial_dir") from None
         except ValueError as exc:
-            raise bad_request(str(exc)) from None
+            raise bad_request(str(exc), "trial_dir" if "trial_dir" in str(exc) else None) from None
         return _json_response(dataclasses.asdict(info), status=201)
 
     async def _admin_trajectory(self, request: web.Request) -> web.Response:
@@ -308,7 +349,7 @@ class CaptureProxy:
     async def _complete(self, request: web.Request, surface: Any) -> web.StreamResponse:
         """One model call on `surface` (openai_api or anthropic_api): parse, complete, answer or stream."""
         session = self.session(request.match_info["sid"])
-        req = surface.parse_request(await _json_body(request))
+        req = surface.parse_request(await _json_body(request, self.config.max_json_depth))
         completion = await session.complete(req)
         if req.stream:
             return await _stream(request, surface.stream_events(req, completion))
@@ -316,7 +357,7 @@ class CaptureProxy:
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
         self.session(request.match_info["sid"])
-        req = anthropic_api.parse_request(await _json_body(request))
+        req = anthropic_api.parse_request(await _json_body(request, self.config.max_json_depth))
         try:
             count = self.renderer.count_tokens(list(req.messages), list(req.tools or ()) or None)
         except (ValueError, TypeError) as exc:
@@ -335,17 +376,32 @@ async def _probe(request: web.Request) -> web.Response:
     return _json_response({"status": "ok"})
 
 
-async def _json_body(request: web.Request) -> dict[str, Any]:
+async def _json_body(request: web.Request, max_depth: int) -> dict[str, Any]:
+    """The body as a JSON object at most `max_depth` levels deep (nesting.py), else a 400 naming the field."""
     raw = await request.read()
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        field = deepest_field_in_text(raw, max_depth)
+        if field is not None:
+            raise _too_deep(field, max_depth) from None
         raise bad_request(
             f"the request body is not valid JSON: {exc} (got {preview(raw[:60])})", "body"
         ) from None
     if not isinstance(body, dict):
         raise bad_request(f"the request body must be a JSON object, got {type(body).__name__}", "body")
+    field = deepest_field(body, max_depth)
+    if field is not None:
+        raise _too_deep(field, max_depth)
     return body
+
+
+def _too_deep(field: str, max_depth: int) -> ProxyError:
+    shown = field if len(field) <= 200 else field[:197] + "..."
+    return bad_request(
+        f"{shown} nests deeper than {max_depth} levels (proxy.max_json_depth); the request is refused whole",
+        field,
+    )
 
 
 async def _stream(request: web.Request, events: Any) -> web.StreamResponse:

@@ -56,9 +56,8 @@ class ProxyError(Exception):
     def __init__(self, status: int, code: str, message: str, param: str | None = None):
         super().__init__(message)
         self.status = status
-        self.code = (
-            code  # invalid_request | context_length_exceeded | not_found | engine_error | too_large | auth
-        )
+        # invalid_request | context_length_exceeded | not_found | engine_error | too_large | auth | conflict
+        self.code = code
         self.message = message
         self.param = param
 

@@ -329,6 +329,7 @@ _TYPES = {
     "too_large": "invalid_request_error",
     "engine_error": "server_error",
     "auth": "authentication_error",
+    "conflict": "invalid_request_error",
 }
 
 

@@ -48,11 +48,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     def suite_args(p: argparse.ArgumentParser) -> None:
         p.add_argument(
-            "--suite", default="builtin", help="builtin, a .jsonl/.json file, or a Harbor task directory"
+            "--suite",
+            default="builtin",
+            help="builtin, a .jsonl/.json/.parquet file of SWE-bench-style rows, or a task directory",
         )
         p.add_argument("--split", default=None, help="keep only tasks of this split")
         p.add_argument(
-            "--image-template", default=None, help="SWE-bench image name template with {instance_id}"
+            "--image-template",
+            default=None,
+            help="image name template with {instance_id} (swebench's spelling) or {swegym_instance_id} "
+            "(SWE-Gym's), for rows that name no image",
+        )
+        p.add_argument(
+            "--test-cmd",
+            default=None,
+            help="test command (followed by the test files) for rows of repositories no spec knows, e.g. "
+            "SWE-Gym's: 'pytest -rA'",
+        )
+        p.add_argument(
+            "--log-parser",
+            default=None,
+            help="log parser for rows of repositories no spec knows, e.g. SWE-Gym's: parse_log_pytest",
         )
 
     def sandbox_args(p: argparse.ArgumentParser) -> None:
@@ -90,7 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        tasks = load_suite(args.suite, args.split, image_template=args.image_template)
+        tasks = load_suite(
+            args.suite,
+            args.split,
+            image_template=args.image_template,
+            test_cmd=args.test_cmd,
+            log_parser=args.log_parser,
+        )
         if args.command == "list":
             return _list(tasks, args.json)
         if args.command == "show":

@@ -4,17 +4,19 @@ Names resolve in this order:
 
 - `junit` and `harbor_reward` are the verifier's own modes (built-in tasks read a JUnit report, Harbor tasks a
   reward file); they are valid names but parse no log.
-- When the `swebench` package is installed, every parser it ships is available under its own name
-  (`parse_log_pytest`, `parse_log_django`, `parse_log_sympy`, ...), found through its parser registry
-  (5.x `PARSER_REGISTRY`, or the `parse_log_*` functions of 4.x); with 4.x, a task without a `log_parser`
-  gets the one swebench maps its repository to (5.x rows name theirs).
-- Without swebench, `pytest` (alias `parse_log_pytest`, `parse_log_pytest_v2`) is ours: the `-rA`
-  short-summary parser of `pytest_report`, which reads the same lines swebench's pytest parser reads; so is
-  `parse_log_pytest_options` (the same, with a path-like parameter id cut to its last component, as swebench
-  names those tests).
+- Every Python parser of SWE-bench (`parse_log_pytest`, `parse_log_django`, `parse_log_sympy`,
+  `parse_log_pytest_v2`, ... and the per-repository names such as `parse_log_flask`) is ours
+  (`swebench_parsers.py`, proven to give swebench 5.0.2's statuses on its logs), so every repository of
+  SWE-bench, Lite and Verified grades in the default install.
+- When the `swebench` package is installed, every parser it ships is available under its own name (those of
+  other languages too: `parse_log_jest`, `parse_log_cargo`, ...), found through its parser registry (5.x
+  `PARSER_REGISTRY`, or the `parse_log_*` functions of 4.x), and is used for its name; with 4.x, a task
+  without a `log_parser` gets the one swebench maps its repository to (5.x rows name theirs).
+- `pytest` is ours for the built-in tasks: the `-rA` parser of `pytest_report`, which keeps ids holding
+  ` - ` whole when it knows them and reports the worse status of a test listed twice.
 
 Any other name raises `UnknownParserError` (a `ValueError`) that lists the names available here, so a task
-that needs swebench's Django parser on a machine without swebench fails at load time, not with a silent 0.
+that needs swebench's Jest parser on a machine without swebench fails at load time, not with a silent 0.
 Statuses come back in `pytest_report.STATUSES` vocabulary (swebench's `PASSED`/`XFAIL`/... are mapped).
 """
 
@@ -23,36 +25,14 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-import re
 from collections.abc import Callable, Mapping
 
 from legorl_jax.tasks.pytest_report import parse_pytest_log
+from legorl_jax.tasks.swebench_parsers import SWEBENCH_PARSERS
 
 LogParser = Callable[[str], dict[str, str]]
 OWN_MODES = ("junit", "harbor_reward")
-_OPTION_RE = re.compile(r"(.*?)\[(.*)\]")
-
-
-def parse_pytest_options_log(text: str, known_ids: tuple[str, ...] = ()) -> dict[str, str]:
-    """`-rA` lines, with a parameter id that is a path (`[/a/b/c.dcm]`, not `//`, no `*`) cut to
-    `[/c.dcm]`."""
-    out: dict[str, str] = {}
-    for test, status in parse_pytest_log(text, known_ids).items():
-        m = _OPTION_RE.fullmatch(test)
-        if m is not None:
-            main, option = m.groups()
-            if option.startswith("/") and not option.startswith("//") and "*" not in option:
-                test = f"{main}[/{option.split('/')[-1]}]"
-        out[test] = status
-    return out
-
-
-_OURS: Mapping[str, LogParser] = {
-    "pytest": parse_pytest_log,
-    "parse_log_pytest": parse_pytest_log,
-    "parse_log_pytest_v2": parse_pytest_log,
-    "parse_log_pytest_options": parse_pytest_options_log,
-}
+_OURS: Mapping[str, Callable[[str, tuple[str, ...]], dict[str, str]]] = {"pytest": parse_pytest_log}
 _SWEBENCH_STATUS = {
     "PASSED": "passed",
     "FAILED": "failed",
@@ -98,7 +78,7 @@ def _swebench_parsers() -> tuple[dict[str, Callable], dict[str, Callable]]:
 
 def available_parsers() -> list[str]:
     """Every name `resolve_log_parser` accepts here."""
-    return sorted(set(OWN_MODES) | set(_OURS) | set(_swebench_parsers()[0]))
+    return sorted(set(OWN_MODES) | set(_OURS) | set(SWEBENCH_PARSERS) | set(_swebench_parsers()[0]))
 
 
 def swebench_parser_for_repo(repo: str) -> str | None:
@@ -115,7 +95,7 @@ def swebench_parser_for_repo(repo: str) -> str | None:
 def check_parser_name(name: str) -> None:
     """Raises `UnknownParserError` unless `name` resolves here."""
     if name not in available_parsers():
-        hint = "" if _swebench_parsers()[0] else " (install swebench for its repository-specific parsers)"
+        hint = "" if _swebench_parsers()[0] else " (install swebench for the parsers of other languages)"
         raise UnknownParserError(f"unknown log parser {name!r}; available: {available_parsers()}{hint}")
 
 
@@ -128,6 +108,9 @@ def resolve_log_parser(name: str, known_ids: tuple[str, ...] = ()) -> LogParser:
     if name in by_name:
         fn = by_name[name]
         return lambda log: _normalise(fn(log, None))
+    if name in SWEBENCH_PARSERS:
+        port = SWEBENCH_PARSERS[name]
+        return lambda log: _normalise(port(log))
     ours = _OURS[name]
     return lambda log: ours(log, known_ids)
 

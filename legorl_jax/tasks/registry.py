@@ -1,7 +1,8 @@
 """`load_suite(name_or_path, split=None)`: one entry point to every task source.
 
 - `builtin` → the built-in suite (`legorl_jax/tasks/vendor/suite/`).
-- a `.jsonl` / `.json` file → SWE-bench / SWE-Gym style rows (`swebench.load_swebench_file`).
+- a `.jsonl` / `.json` / `.parquet` file → SWE-bench / SWE-Gym / SWE-rebench style rows
+  (`swebench.load_swebench_file`).
 - a directory that is one task (a built-in task dir: `task.toml` + `repo/`; a Harbor task dir: `task.toml`
   + `instruction.md`) → that task; a directory of such directories → all of them.
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
+from typing import Any
 
 from legorl_jax.tasks.builtin import is_task_dir, load_builtin_suite, load_builtin_task
 from legorl_jax.tasks.harbor import is_harbor_dir, load_harbor_task
@@ -24,10 +26,21 @@ BUILTIN = "builtin"
 
 
 def load_suite(
-    name_or_path: str | Path, split: str | None = None, *, image_template: str | None = None
+    name_or_path: str | Path,
+    split: str | None = None,
+    *,
+    image_template: str | None = None,
+    test_cmd: str | None = None,
+    log_parser: str | None = None,
 ) -> list[Task]:
-    """The tasks of a suite name or path, optionally of one split."""
-    tasks = _load_all(name_or_path, image_template or DEFAULT_IMAGE_TEMPLATE)
+    """The tasks of a suite name or path, optionally of one split (`image_template`, `test_cmd`, `log_parser`:
+    `swebench.load_swebench_file`'s, for SWE-bench-style files)."""
+    rows = {
+        "image_template": image_template or DEFAULT_IMAGE_TEMPLATE,
+        "test_cmd": test_cmd,
+        "log_parser": log_parser,
+    }
+    tasks = _load_all(name_or_path, rows)
     ids = [t.instance_id for t in tasks]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
@@ -53,16 +66,18 @@ def find_task(tasks: list[Task], task_id: str) -> Task:
     raise TaskError(task_id, "task", f"no task with id {task_id!r} among {len(tasks)} tasks{hint}")
 
 
-def _load_all(name_or_path: str | Path, image_template: str) -> list[Task]:
+def _load_all(name_or_path: str | Path, rows: dict[str, Any]) -> list[Task]:
     if isinstance(name_or_path, str) and name_or_path == BUILTIN:
         return load_builtin_suite()
     if not isinstance(name_or_path, str | Path) or not str(name_or_path):
         raise TaskError(str(name_or_path), "suite", f"must be 'builtin' or a path, got {name_or_path!r}")
     path = Path(name_or_path)
     if path.is_file():
-        if path.suffix in (".jsonl", ".json"):
-            return load_swebench_file(path, image_template=image_template)
-        raise TaskError(str(path), "suite", f"a task file must end in .jsonl or .json, got {path.name!r}")
+        if path.suffix in (".jsonl", ".json", ".parquet"):
+            return load_swebench_file(path, **rows)
+        raise TaskError(
+            str(path), "suite", f"a task file must end in .jsonl, .json or .parquet, got {path.name!r}"
+        )
     if not path.is_dir():
         raise TaskError(
             str(path), "suite", f"is neither 'builtin' nor an existing file or directory: {str(path)!r}"

@@ -107,11 +107,26 @@ def _pull(task: Task) -> None:
             f"task {task.instance_id!r}: image {task.image!r} is not on the Docker daemon and pulling it "
             f"failed ({str(exc).strip()[:300]}). Where a registry answers: `docker pull {task.image} && "
             f"docker save {task.image} -o image.tar`; then here: `docker load -i image.tar`"
+            + _image_hint(task)
         ) from exc
     if not images.image_exists(task.image):
         raise ImageError(
             f"task {task.instance_id!r}: pulling {task.image!r} reported success but the image is missing"
         )
+
+
+def _image_hint(task: Task) -> str:
+    """Where a SWE-bench-style row's image name came from, and how to name another."""
+    if task.kind != "swebench":
+        return ""
+    source = task.metadata.get("image_source", "")
+    if source and not source.startswith("template"):
+        return f". The name is the row's {'image' if source == 'row' else source!r} field"
+    return (
+        f". The name comes from the {source or 'image template'}; a data set whose images are named "
+        "otherwise loads with `--image-template` (SWE-Gym's: "
+        "'xingyaoww/sweb.eval.x86_64.{swegym_instance_id}:latest') or an `image` field in each row"
+    )
 
 
 def _repo_name(image: str) -> str:

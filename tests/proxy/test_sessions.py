@@ -28,7 +28,7 @@ async def test_admin_api_opens_reads_and_closes_a_session_into_its_trial_folder(
             "task_id": "calc",
             "trial_id": "calc-0",
             "metadata": {"step": 3},
-            "trial_dir": str(tmp_path / "trial"),
+            "trial_dir": "trial",  # taken inside the proxy's archive dir
         }
         async with http.post(proxy.base_url + "/admin/sessions", json=body, headers=ADMIN) as resp:
             assert resp.status == 201
@@ -49,10 +49,11 @@ async def test_admin_api_opens_reads_and_closes_a_session_into_its_trial_folder(
         assert len(turn["output_logprobs"]) == len(turn["output_ids"]) and turn["prompt_ids"]
         async with http.delete(f"{proxy.base_url}/admin/sessions/{sid}", headers=ADMIN) as resp:
             closed = await resp.json()
-        assert closed["trial_dir"] == str(tmp_path / "trial") and closed["sequences"] == 1
+        archive = (tmp_path / "proxy-archive").resolve()
+        assert closed["trial_dir"] == str(archive / "trial") and closed["sequences"] == 1
         async with http.get(f"{proxy.base_url}/admin/sessions/{sid}/trajectory", headers=ADMIN) as resp:
             assert resp.status == 404
-    on_disk, arrays = read_archive(tmp_path / "trial")
+    on_disk, arrays = read_archive(archive / "trial")
     assert on_disk["turns"][0]["output_ids"] == turn["output_ids"]
     ids = arrays[0]["token_ids"].tolist()
     assert ids == turn["prompt_ids"] + turn["output_ids"]

@@ -95,6 +95,13 @@ def test_a_swebench_row_is_graded_through_its_log_parser(swebench_task):
     assert "2 passed" in gold.output and "1 failed, 1 passed" in empty.output
 
 
+def test_a_swebench_row_naming_swebenchs_pytest_parser_grades_gold_1_and_empty_0(swebench_task):
+    official = dataclasses.replace(swebench_task, log_parser="parse_log_pytest")
+    gold, empty = asyncio.run(grade_many([(official, GOLD), (official, "")]))
+    assert gold.reward == 1.0 and set(gold.tests.values()) == {"passed"}
+    assert empty.reward == 0.0 and empty.failed_tests == ("tests/test_add.py::test_add",)
+
+
 def test_a_swebench_run_whose_exit_code_contradicts_its_log_is_tampering(swebench_task):
     forced = dataclasses.replace(swebench_task, test_cmd=swebench_task.test_cmd + " && (exit 3)")
     report = asyncio.run(grade(forced, GOLD))
@@ -193,7 +200,7 @@ def test_a_missing_swebench_image_that_no_registry_serves_says_how_to_load_it(tm
     # A registry address nothing listens on: the pull fails the way it does on a machine without network.
     path = write_jsonl(tmp_path / "one.jsonl", "localhost:1/sweb.eval.x86_64.legorl_1776_calc-1:v0", "a" * 40)
     (task,) = load_swebench_file(path)
-    with pytest.raises(ImageError, match=r"pulling it failed.*docker load -i"):
+    with pytest.raises(ImageError, match=r"pulling it failed.*docker load -i.*the row.s .image. field"):
         ensure_task_image(task)
 
 

@@ -1,8 +1,9 @@
-"""SWE-bench / SWE-Gym rows load into tasks; each bad field is an error naming the instance, line and
-value."""
+"""SWE-bench / SWE-Gym / SWE-rebench rows (JSONL, JSON, Parquet) load into tasks; each bad field is an error
+naming the instance, line and value."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,7 +11,13 @@ import pytest
 
 from legorl_jax.tasks.log_parsers import available_parsers
 from legorl_jax.tasks.schema import TaskError
-from legorl_jax.tasks.swebench import directives_from_test_patch, docker_instance_id, load_swebench_file
+from legorl_jax.tasks.swebench import (
+    SWEGYM_IMAGE_TEMPLATE,
+    directives_from_test_patch,
+    docker_instance_id,
+    load_swebench_file,
+    spec_table,
+)
 
 SHA = "a" * 40
 PATCH = "diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
@@ -263,3 +270,98 @@ def test_a_swebench_5_row_takes_its_test_command_from_the_eval_script(tmp_path):
 def test_an_eval_script_without_markers_is_an_error(tmp_path):
     with pytest.raises(TaskError, match="eval_script.*no command between"):
         load_swebench_file(write_rows(tmp_path / "set.jsonl", row(test_cmd=None, eval_script="pytest\n")))
+
+
+# SWE-bench Lite as Hugging Face serves it: one row per repository of Lite and Verified (fixture README).
+LITE = Path(__file__).parents[1] / "fixtures" / "swebench_lite" / "lite_one_per_repo.jsonl"
+LITE_REPOS = {
+    "astropy/astropy",
+    "django/django",
+    "matplotlib/matplotlib",
+    "mwaskom/seaborn",
+    "pallets/flask",
+    "psf/requests",
+    "pydata/xarray",
+    "pylint-dev/pylint",
+    "pytest-dev/pytest",
+    "scikit-learn/scikit-learn",
+    "sphinx-doc/sphinx",
+    "sympy/sympy",
+}
+
+
+def test_every_lite_repository_loads_with_its_official_command_and_parser():
+    tasks = load_swebench_file(LITE)
+    assert {t.repo for t in tasks} == LITE_REPOS and len(tasks) == len(LITE_REPOS)
+    table = spec_table()
+    for task in tasks:
+        command = table["test_cmd"][task.repo][task.version]
+        command = command[-1] if isinstance(command, list) else command
+        directives = " ".join(directives_from_test_patch(task.repo, task.test_patch))
+        assert task.test_cmd.endswith(f"{command} {directives}"), task.instance_id
+        assert "docs/changes.txt" not in task.test_cmd  # not a test file (swebench drops .txt)
+        assert task.log_parser == table["log_parser"][task.repo]
+        assert task.metadata["image_source"].startswith("template")
+    django = next(t for t in tasks if t.repo == "django/django")
+    assert django.test_cmd.endswith("--parallel 1 auth_tests.test_validators")
+
+
+def test_a_parquet_file_as_the_hub_serves_it_loads_as_the_same_rows_in_jsonl():
+    from_jsonl = load_swebench_file(LITE)
+    from_parquet = load_swebench_file(LITE.with_suffix(".parquet"))
+    assert [dataclasses.replace(t, source_dir="") for t in from_parquet] == [
+        dataclasses.replace(t, source_dir="") for t in from_jsonl
+    ]
+
+
+def test_a_file_that_is_not_parquet_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "broken.parquet"
+    path.write_text("not parquet")
+    with pytest.raises(TaskError, match=r"broken.parquet.*not a readable Parquet file"):
+        load_swebench_file(path)
+
+
+def test_a_swe_rebench_row_takes_its_image_command_and_parser_from_its_own_fields(tmp_path):
+    rebench = row(
+        instance_id="octo__widgets-123",
+        test_cmd=None,
+        log_parser=None,
+        docker_image="swerebench/sweb.eval.x86_64.octo_1776_widgets-123",
+        install_config={
+            "python": "3.10",
+            "install": "pip install -e .",
+            "test_cmd": "pytest --no-header -rA --tb=no -p no:cacheprovider",
+            "log_parser": "parse_log_pytest",
+            "pip_packages": ["pytest"],
+        },
+        meta={"has_test_patch": True, "llm_score": {"difficulty_score": 1}},
+        requirements="pytest==8.0\n",
+        environment="name: testbed\n",
+        license_name="MIT",
+        created_at="2024-05-01T10:00:00",
+    )
+    (task,) = load_swebench_file(write_rows(tmp_path / "rebench.jsonl", rebench))
+    assert task.image == "swerebench/sweb.eval.x86_64.octo_1776_widgets-123"
+    assert task.test_cmd.endswith("pytest --no-header -rA --tb=no -p no:cacheprovider tests/test_m.py")
+    assert task.log_parser == "parse_log_pytest"
+    assert task.metadata["test_cmd_source"] == task.metadata["log_parser_source"] == "install_config"
+    assert task.metadata["image_source"] == "docker_image"
+
+
+def test_a_swe_gym_row_loads_with_its_image_spelling_and_the_command_the_user_names(tmp_path):
+    gym = row(
+        instance_id="getmoto__moto-7365", repo="getmoto/moto", version="5.0", test_cmd=None, log_parser=None
+    )
+    path = write_rows(tmp_path / "swe-gym.jsonl", gym)
+    with pytest.raises(TaskError, match=r"getmoto__moto-7365.*--log-parser"):
+        load_swebench_file(path)
+    (task,) = load_swebench_file(
+        path, image_template=SWEGYM_IMAGE_TEMPLATE, test_cmd="pytest -rA", log_parser="parse_log_pytest"
+    )
+    assert task.image == "xingyaoww/sweb.eval.x86_64.getmoto_s_moto-7365:latest"
+    assert task.test_cmd.endswith("&& pytest -rA tests/test_m.py")
+    assert task.metadata["test_cmd_source"] == "--test-cmd"
+    assert task.metadata["log_parser_source"] == "--log-parser"
+    # A repository a spec knows keeps its own command even when the user names one for the others.
+    (lite,) = [t for t in load_swebench_file(LITE, test_cmd="pytest -rA") if t.repo == "django/django"]
+    assert "runtests.py" in lite.test_cmd and lite.metadata["test_cmd_source"] != "--test-cmd"

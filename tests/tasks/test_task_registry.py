@@ -59,7 +59,7 @@ def test_an_unknown_suite_name_or_path_is_an_error_naming_it(name):
 
 def test_a_file_of_the_wrong_kind_is_an_error(tmp_path):
     (tmp_path / "tasks.csv").write_text("a,b\n")
-    with pytest.raises(TaskError, match=r"\.jsonl or \.json.*'tasks.csv'"):
+    with pytest.raises(TaskError, match=r"\.jsonl, \.json or \.parquet.*'tasks.csv'"):
         load_suite(tmp_path / "tasks.csv")
 
 

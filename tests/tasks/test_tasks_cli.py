@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from swebench_fixture import write_jsonl
@@ -40,6 +41,43 @@ def test_show_prints_the_whole_task_with_its_gold_patch():
     task = json.loads(out.stdout)
     assert task["instance_id"] == SAMPLE and task["patch"] == (SUITE_DIR / SAMPLE / "gold.patch").read_text()
     assert task["test_patch"].startswith("diff --git") and len(task["base_commit"]) == 40
+
+
+LITE = Path(__file__).parents[1] / "fixtures" / "swebench_lite" / "lite_one_per_repo.jsonl"
+# The default install: swebench cannot be imported, whatever this machine has installed. One process runs
+# `list` and then `show` for every id it listed, each command's output a JSON line of its own.
+WITHOUT_SWEBENCH = """
+import contextlib, io, json, sys
+sys.modules["swebench"] = None
+from legorl_jax.tasks.cli import main
+def run(*args):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(args))
+    return {"code": code, "out": out.getvalue()}
+listed = run("list", "--suite", sys.argv[1], "--json")
+print(json.dumps(listed))
+for row in json.loads(listed["out"]):
+    print(json.dumps(run("show", "--suite", sys.argv[1], "--task", row["id"], "--json")))
+"""
+
+
+def test_a_swebench_lite_file_lists_and_shows_every_row_without_swebench_installed():
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_SWEBENCH, str(LITE)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    listed, *shown = [json.loads(line) for line in done.stdout.splitlines()]
+    rows = [json.loads(line) for line in LITE.read_text().splitlines()]
+    assert listed["code"] == 0 and len({r["repo"] for r in rows}) == 12
+    assert [r["id"] for r in json.loads(listed["out"])] == [r["instance_id"] for r in rows]
+    assert len(shown) == len(rows)
+    for row, result in zip(rows, shown, strict=True):
+        assert result["code"] == 0
+        task = json.loads(result["out"])
+        assert task["instance_id"] == row["instance_id"] and task["patch"] == row["patch"]
+        assert task["log_parser"].startswith("parse_log_") and task["test_cmd"]
+        assert task["metadata"]["log_parser_source"] == "spec table (swebench 4.1.0)"
 
 
 @pytest.mark.parametrize(

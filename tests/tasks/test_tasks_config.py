@@ -23,11 +23,22 @@ def test_the_default_run_trains_on_the_builtin_train_split(compose_config):
         ({"suite": ""}, "tasks.suite.*''"),
         ({"split": ""}, "tasks.split.*''"),
         ({"image_template": "fixed"}, "tasks.image_template.*'fixed'"),
+        ({"test_cmd": " "}, "tasks.test_cmd.*' '"),
+        ({"log_parser": 3}, "tasks.log_parser.*3"),
     ],
 )
 def test_tasks_config_names_a_bad_value(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TasksConfig(**kwargs)
+
+
+def test_tasks_config_takes_swe_gyms_image_spelling_and_a_command_for_unspecified_repositories():
+    cfg = TasksConfig(
+        image_template="xingyaoww/sweb.eval.x86_64.{swegym_instance_id}:latest",
+        test_cmd="pytest -rA",
+        log_parser="parse_log_pytest",
+    )
+    assert (cfg.test_cmd, cfg.log_parser) == ("pytest -rA", "parse_log_pytest")
 
 
 @pytest.mark.parametrize(
