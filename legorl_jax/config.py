@@ -590,23 +590,14 @@ class ProxyConfig:
 # harness/ and rollout/ (harness and rollout issue)
 # ----------------------------------------------------------------------------------------------------
 
-HARNESS_NAMES = (
-    "builtin",
-    "mini_swe_agent",
-    "swe_agent",
-    "claude_code",
-    "opencode",
-    "terminus_2",
-    "openhands",
-)
-
 
 @dataclasses.dataclass
 class HarnessConfig:
     """Which coding agent runs the trials, and its limits (conf/harness/; `+harness=NAME` selects one)."""
 
     name: str = "builtin"
-    """builtin | mini_swe_agent | swe_agent | claude_code | opencode | terminus_2."""
+    """A name registered in `legorl_jax.harness.HARNESSES`: builtin | mini_swe_agent | swe_agent |
+    claude_code | opencode | terminus_2 | openhands."""
     step_limit: int = 30
     """Most model calls (agent steps) per trial."""
     model: str = "legorl-policy"
@@ -615,8 +606,12 @@ class HarnessConfig:
     """The adapter's own settings (e.g. builtin: {command_timeout_s: 60})."""
 
     def __post_init__(self) -> None:
-        if self.name not in HARNESS_NAMES:
-            raise ValueError(f"harness.name must be one of {HARNESS_NAMES}, got {self.name!r}")
+        # The harness registry is the one list of names. Imported here, not at the top: config.py sits
+        # below every other module, so it imports none of them when it is imported.
+        from legorl_jax.harness import HARNESSES
+
+        if self.name not in HARNESSES:
+            raise ValueError(f"harness.name must be one of {tuple(HARNESSES)}, got {self.name!r}")
         positive_int("harness.step_limit", self.step_limit)
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"harness.model must be a non-empty string, got {self.model!r}")
@@ -818,3 +813,17 @@ def register_configs() -> None:
     cs.store(group="rollout", name="schema", node=RolloutConfig)
     cs.store(group="loop", name="schema", node=LoopConfig)
     cs.store(group="tracking", name="schema", node=TrackingConfig)
+
+
+def flatten_config(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted keys of a nested dict/list config (`{"a": {"b": 1}}` -> `{"a.b": 1}`); lists stay values."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict) and value:
+            out.update(flatten_config(value, name))
+        else:
+            out[name] = value
+    return out
