@@ -1,9 +1,11 @@
-"""Structured-config dataclasses: the schemas of `conf/` (STYLE rules 6–8).
+"""Structured-config dataclasses: the schemas of `conf/` (docs/style.md rules 6-8).
 
 Each Hydra group `conf/<group>/` has one dataclass here, registered in Hydra's ConfigStore by
 `register_configs()` (called by the entry points, never at import). YAML files hold presets only. Every
 field has a one-line docstring (the string literal under it); `__post_init__` validates and raises a
 `ValueError` naming the received value. Components receive their own sub-config, never the root.
+`flatten_config` gives a resolved config's dotted keys (tracker hyper-parameters, the resume check, run
+comparison).
 
 Sections are owned by the issue that builds the group; add fields, never rename them.
 """
@@ -50,14 +52,14 @@ class ModelConfig:
 
 
 MESH_AXES = ("data", "fsdp", "tensor", "expert")
-# The closed vocabulary of logical axes model code names (STYLE rule 10); legorl_jax/model/sharding.py
+# The closed vocabulary of logical axes model code names (docs/style.md rule 10); legorl_jax/model/sharding.py
 # maps them to MESH_AXES.
 LOGICAL_AXES = ("batch", "seq", "embed", "heads", "kv_heads", "head_dim", "mlp", "experts", "vocab", "layers")
 
 
 @dataclasses.dataclass
 class MeshConfig:
-    """Device mesh shape and the logical-axis → mesh-axis rules table (STYLE rule 10)."""
+    """Device mesh shape and the logical-axis → mesh-axis rules table (docs/style.md rule 10)."""
 
     data: int = 1
     """Pure data-parallel replicas."""

@@ -1,4 +1,4 @@
-"""The synchronous RL loop (docs/architecture.md, "One step of the loop"), top to bottom: collect → advantages → pack → update →
+"""The synchronous RL loop (docs/architecture.md §3), top to bottom: collect → advantages → pack → update →
 checkpoint → publish → monitor, with validation every `loop.validate_every` steps.
 
     parts = Parts(config, trainer, proxy, harness, train_tasks, validation_tasks, checkpointer, publisher,

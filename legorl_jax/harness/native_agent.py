@@ -14,7 +14,7 @@ platform package's executable, and hard-links (or copies) it to `install_dir(nam
 `package.mount` in the trial sandbox and run it there with `sandbox.exec`: no Node in the sandbox, nothing
 downloaded at trial time. They execute their tools where they run, so their sandbox uses network
 `proxy_only` (only the capture proxy is reachable). The pinned versions are those whose `engines.node` this
-machine's Node 20 satisfies (harnesses.md §5, §6).
+machine's Node 20 satisfies.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Orbax checkpoints of the trainer (the only module that imports orbax; STYLE rule 19).
+"""Orbax checkpoints of the trainer (the only module that imports orbax; docs/style.md rule 19).
 
 Contract of `Checkpointer(config, run_config=...)`:
 - `maybe_save(state, cursor=..., weights_version=...)` saves when `state.step` has reached the next
