@@ -1,9 +1,11 @@
-"""Structured-config dataclasses: the schemas of `conf/` (STYLE rules 6–8).
+"""Structured-config dataclasses: the schemas of `conf/` (docs/style.md rules 6-8).
 
 Each Hydra group `conf/<group>/` has one dataclass here, registered in Hydra's ConfigStore by
 `register_configs()` (called by the entry points, never at import). YAML files hold presets only. Every
 field has a one-line docstring (the string literal under it); `__post_init__` validates and raises a
 `ValueError` naming the received value. Components receive their own sub-config, never the root.
+`flatten_config` gives a resolved config's dotted keys (tracker hyper-parameters, the resume check, run
+comparison).
 
 Sections are owned by the issue that builds the group; add fields, never rename them.
 """
@@ -50,14 +52,14 @@ class ModelConfig:
 
 
 MESH_AXES = ("data", "fsdp", "tensor", "expert")
-# The closed vocabulary of logical axes model code names (STYLE rule 10); legorl_jax/model/sharding.py
+# The closed vocabulary of logical axes model code names (docs/style.md rule 10); legorl_jax/model/sharding.py
 # maps them to MESH_AXES.
 LOGICAL_AXES = ("batch", "seq", "embed", "heads", "kv_heads", "head_dim", "mlp", "experts", "vocab", "layers")
 
 
 @dataclasses.dataclass
 class MeshConfig:
-    """Device mesh shape and the logical-axis → mesh-axis rules table (STYLE rule 10)."""
+    """Device mesh shape and the logical-axis → mesh-axis rules table (docs/style.md rule 10)."""
 
     data: int = 1
     """Pure data-parallel replicas."""
@@ -607,23 +609,14 @@ class ProxyConfig:
 # harness/ and rollout/ (harness and rollout issue)
 # ----------------------------------------------------------------------------------------------------
 
-HARNESS_NAMES = (
-    "builtin",
-    "mini_swe_agent",
-    "swe_agent",
-    "claude_code",
-    "opencode",
-    "terminus_2",
-    "openhands",
-)
-
 
 @dataclasses.dataclass
 class HarnessConfig:
     """Which coding agent runs the trials, and its limits (conf/harness/; `+harness=NAME` selects one)."""
 
     name: str = "builtin"
-    """builtin | mini_swe_agent | swe_agent | claude_code | opencode | terminus_2."""
+    """A name registered in `legorl_jax.harness.HARNESSES`: builtin | mini_swe_agent | swe_agent |
+    claude_code | opencode | terminus_2 | openhands."""
     step_limit: int = 30
     """Most model calls (agent steps) per trial."""
     model: str = "legorl-policy"
@@ -632,8 +625,12 @@ class HarnessConfig:
     """The adapter's own settings (e.g. builtin: {command_timeout_s: 60})."""
 
     def __post_init__(self) -> None:
-        if self.name not in HARNESS_NAMES:
-            raise ValueError(f"harness.name must be one of {HARNESS_NAMES}, got {self.name!r}")
+        # The harness registry is the one list of names. Imported here, not at the top: config.py sits
+        # below every other module, so it imports none of them when it is imported.
+        from legorl_jax.harness import HARNESSES
+
+        if self.name not in HARNESSES:
+            raise ValueError(f"harness.name must be one of {tuple(HARNESSES)}, got {self.name!r}")
         positive_int("harness.step_limit", self.step_limit)
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"harness.model must be a non-empty string, got {self.model!r}")
@@ -835,3 +832,17 @@ def register_configs() -> None:
     cs.store(group="rollout", name="schema", node=RolloutConfig)
     cs.store(group="loop", name="schema", node=LoopConfig)
     cs.store(group="tracking", name="schema", node=TrackingConfig)
+
+
+def flatten_config(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted keys of a nested dict/list config (`{"a": {"b": 1}}` -> `{"a.b": 1}`); lists stay values."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict) and value:
+            out.update(flatten_config(value, name))
+        else:
+            out[name] = value
+    return out

@@ -1,11 +1,11 @@
-"""The synchronous RL loop (ARCHITECTURE §2), top to bottom: collect → advantages → pack → update →
+"""The synchronous RL loop (docs/architecture.md §3), top to bottom: collect → advantages → pack → update →
 checkpoint → publish → monitor, with validation every `loop.validate_every` steps.
 
     parts = Parts(config, trainer, proxy, harness, train_tasks, validation_tasks, checkpointer, publisher,
                   tracker)
     summary = await run_loop(parts, state, start_step=0)
 
-`train.py` builds the parts (engine, proxy, harness, trainer, checkpointer, publisher, tracker) from the Hydra
+`legorl_jax.run` builds the parts (engine, proxy, harness, trainer, checkpointer, publisher, tracker) from the
 config and resumes; this module only orders them. A loop step `s` collects with the weights published as
 `version_of(s)` and, after its update, publishes `version_of(s + 1)`. A step whose trials were all dropped
 (infrastructure failures) skips the update and says why; so does a step whose every group had one reward
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class Parts:
-    """What one run is made of (built by train.py)."""
+    """What one run is made of (built by `legorl_jax.run`)."""
 
     config: Config
     trainer: Trainer

@@ -1,7 +1,7 @@
-"""The contracts between stages (ARCHITECTURE §4).
+"""The contracts between stages (docs/architecture.md §4).
 
 Every stage talks to the next through the frozen dataclasses here; array fields carry their shape and
-dtype in a comment. Fields may be added, never renamed, without updating ARCHITECTURE.md.
+dtype in a comment. Fields may be added, never renamed, without updating docs/architecture.md §4.
 
 Legend: P = prompt tokens, N = generated tokens, T = sequence length, L = MoE layers, K = experts per
 token, B = packed rows.

@@ -1,6 +1,6 @@
 """A supervised warm start: the trainer on gold-patch demonstrations rendered through the built-in harness.
 
-    model_dir, report = await warm_start(config, tasks, base_dir)    # an HF directory, cached
+    report = await warm_start(config, tasks, base_dir, same_tasks_as_rl=False)  # report.model_dir, cached
 
 A random-initialised tiny model cannot call tools, so RL on it never sees a reward. The warm start makes
 demonstrations the way a rollout is made: the real built-in harness runs in a real sandbox against the

@@ -1,4 +1,4 @@
-"""Test-wide set-up: JAX sees 8 CPU devices, so sharding is tested for real (STYLE rule 21).
+"""Test-wide set-up: JAX sees 8 CPU devices, so sharding is tested for real (docs/style.md rule 21).
 
 The environment variables must be set before jax is first imported anywhere, which is why this happens
 at module import time of the root conftest.

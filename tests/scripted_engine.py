@@ -1,7 +1,7 @@
 """A scripted `Engine` for tests: replies are texts a test chooses, with deterministic log-probs and routing.
 
-It stands at the engine boundary only (ARCHITECTURE §4: fakes at outside systems): it returns the token ids
-of the chosen texts (to force exact tool-call texts through real SDKs and real harnesses), behaviour
+It stands at the engine boundary only (docs/style.md rule 21: fakes at outside systems): it returns the
+token ids of the chosen texts (to force exact tool-call texts through real SDKs and real harnesses), behaviour
 log-probs and routing rows shaped as the real engine's, and records every request. `script` is a list of
 texts (one per call, the last repeated) or `script(prompt_ids, rid) -> text`.
 """

@@ -13,10 +13,11 @@ Run it with the interpreter of the environment the harness must land in (`make t
   constraint that keeps every package already installed at its version: adding the harness never
   changes what the rest of the project runs on; if that cannot be done, pip says which package clashes.
 - `swe_agent`: SWE-agent 1.1.0 in its own virtualenv (its dependencies clash with ours), installed editable
-  from the upstream release archive (`--source PATH`; default `../shared/vendor/swe-agent-1.1.0.tar.gz`
-  beside the checkout), plus a self-contained SWE-ReX 1.4.0 server (`swerex-remote`) for the sandbox
-  image's Python 3.11, which the adapter bind-mounts read-only into the trial sandbox, so nothing is
-  downloaded at trial time. Everything lands under `legorl_jax.harness.swe_agent.install_dir()`.
+  from the upstream release archive (`--source PATH`; else the archive vendored beside the checkout when it
+  is there, else GitHub's archive of the v1.1.0 tag; it prints which), plus a self-contained SWE-ReX 1.4.0
+  server (`swerex-remote`) for the sandbox image's Python 3.11, which the adapter bind-mounts read-only into
+  the trial sandbox, so nothing is downloaded at trial time. Everything lands under
+  `legorl_jax.harness.swe_agent.install_dir()`.
 - `claude_code`, `opencode`: the pinned npm release (`@anthropic-ai/claude-code`, `opencode-ai`; the newest
   whose `engines.node` this machine's Node 20 satisfies) via `npm install`, keeping only its native
   executable, which the adapter bind-mounts read-only into the trial sandbox

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV_REF:-.venv-ref}"
 # transformers 5.24.0 is the newest 5.x installable here (5.25 requires kernels>=0.19.1, which the index
-# lacks); it is the version ARCHITECTURE §10 was measured with and the committed fixtures were made with.
+# lacks); it is the version the HF config facts of legorl_jax/model/ were measured with and the committed fixtures were made with.
 REQS=(
   "torch==2.13.0"
   "transformers==5.24.0"

@@ -274,7 +274,7 @@ def hub_config(spec: TinyModelSpec, tok: tokenizers.Tokenizer) -> dict[str, Any]
 
 def generation_config(tok: tokenizers.Tokenizer) -> dict[str, Any]:
     eot, im_end = tok.token_to_id("<|endoftext|>"), tok.token_to_id("<|im_end|>")
-    # Plain sampling: RL rollouts sample with temperature 1, top_p 1, no top_k (ARCHITECTURE §5).
+    # Plain sampling: RL rollouts sample with temperature 1, top_p 1, no top_k (docs/alignment.md §1).
     return {"bos_token_id": eot, "do_sample": True, "eos_token_id": [im_end, eot], "pad_token_id": eot,
             "temperature": 1.0, "top_k": 0, "top_p": 1.0}  # fmt: skip
 

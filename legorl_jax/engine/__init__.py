@@ -1,5 +1,5 @@
 """Rollout engines: the `Engine` protocol, the embedded JAX engine, its SGLang-compatible server, the
-SGLang client and launcher (ARCHITECTURE §4-6).
+SGLang client and launcher (docs/architecture.md §5).
 
     from legorl_jax.engine import SamplingParams, open_engine
     async with open_engine(cfg.engine, cfg.model.path) as engine:      # JaxEngine or SGLangEngine

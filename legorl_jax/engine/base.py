@@ -1,7 +1,7 @@
 """The `Engine` protocol every rollout backend implements, its sampling parameters and its errors.
 
 An engine turns a prompt (token ids, never text: the capture proxy renders, the engine never
-re-tokenizes) into one `Generation` (legorl_jax/types.py, ARCHITECTURE §4):
+re-tokenizes) into one `Generation` (legorl_jax/types.py, docs/architecture.md §4):
 
     gen = await engine.generate(input_ids, SamplingParams(temperature=1.0, max_new_tokens=256),
                                 return_routed_experts=True, routed_experts_start_len=0, rid="trial-3/turn-2",
@@ -14,7 +14,7 @@ re-tokenizes) into one `Generation` (legorl_jax/types.py, ARCHITECTURE §4):
 
 Implementations: `legorl_jax.engine.jax_engine.JaxEngine` (in process, on the policy) and
 `legorl_jax.engine.sglang_client.SGLangEngine` (HTTP, real SGLang or our own server). Both give the
-same results for the same request: the behaviour log-prob of ARCHITECTURE §5, routed experts as rows
+same results for the same request: the behaviour log-prob of docs/alignment.md §1, routed experts as rows
 `[routed_experts_start_len, P + N - 1)`, finish reasons `stop | length | abort`, a weight version.
 `session_id` is only a hint (SGLang-style): an engine with a prefix cache keeps that conversation's KV
 resident between its turns (evicted after entries without a hint); an engine or server without one ignores

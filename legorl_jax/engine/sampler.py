@@ -3,7 +3,7 @@
 `sample(logits, rows, positions) -> (tokens int32[B], logprobs float32[B])`, and
 `top_logprobs(logits, rows, k)` -> the k likeliest tokens of each row under the same distribution:
 
-- Behaviour log-prob (ARCHITECTURE §5, SGLang's default): `log_softmax(logits / T)[token]` over the full
+- Behaviour log-prob (docs/alignment.md §1, SGLang's default): `log_softmax(logits / T)[token]` over the full
   vocabulary, before any top-k / top-p / min-p filter. Greedy rows (T = 0) take `argmax(logits)` and report
   `log_softmax(logits)[token]`.
 - Filters (SGLang's `top_k_top_p_min_p_sampling_from_probs_torch` rule, no renormalisation between them):

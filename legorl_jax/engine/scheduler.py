@@ -27,7 +27,7 @@ once, and the slot is free for the next `admit`). A slot's decode input is the r
 token at position P + n - 1 (n tokens sampled so far); the step returns the experts that token went
 through (row P + n - 1) and the next token. So a request that finishes after N tokens has prompt rows
 0..P-1 from the prefill and rows P..P+N-2 from N-1 decode steps: P + N - 1 rows, the last sampled token
-never forwarded (ARCHITECTURE §4).
+never forwarded (`types.Generation`).
 
 Finish rules, checked after each sampled token in this order: a stop token id (`stop_token_ids`, plus the
 model's end-of-sequence ids unless `ignore_eos`) → "stop" matched by that id; a stop string in the

@@ -8,7 +8,7 @@ The port opens only once the model is loaded and the smallest prefill bucket and
 compiled (a warm-up request), so `/health` answering means ready. SIGTERM or SIGINT closes the port,
 aborts what is in flight and exits 0.
 
-Routes (field names: anchors §A, formats: wire.py):
+Routes (field names and formats: wire.py):
 - `POST /generate`: token in (`input_ids`) or `text` (tokenized with the model's tokenizer); response
   `text`, `output_ids`, `meta_info` (id, finish_reason, prompt_tokens, completion_tokens, cached_tokens
   (prompt tokens served from the prefix cache; `session_id` asks it to keep a conversation), weight_version,

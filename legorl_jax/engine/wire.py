@@ -1,4 +1,4 @@
-"""SGLang's native HTTP wire format, both ways: our server speaks it, our client reads it (anchors §A).
+"""SGLang's native HTTP wire format, both ways: our server speaks it, our client reads it.
 
 One module owns the field names so the server (serve.py) and the client (sglang_client.py) cannot drift:
 
@@ -295,7 +295,7 @@ def generate_request_json(
 
 
 def routing_dtype(num_experts: int) -> np.dtype:
-    """The compact storage type of expert ids (ARCHITECTURE §4): uint8 up to 256 experts, else int16."""
+    """The compact storage type of expert ids (docs/alignment.md §2): uint8 up to 256 experts, else int16."""
     return np.dtype(np.uint8) if num_experts <= 256 else np.dtype(np.int16)
 
 

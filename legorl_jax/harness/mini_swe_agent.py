@@ -4,7 +4,7 @@
 
 What runs is the package's own `DefaultAgent` with its own `LitellmModel` (tool-calling mode: one `bash`
 tool) and the prompt templates of one of its shipped configs (`benchmarks/swebench.yaml` by default); the
-adapter only configures them (ARCHITECTURE §2, harness-native; no source is patched):
+adapter only configures them (harness-native: no source is patched):
 
 - the model: `openai/<llm.model>` at `llm.openai_base_url` with `llm.api_key`, `cost_tracking:
   ignore_errors` and `cost_limit: 0` (litellm knows no price for our policy and would raise),

@@ -14,13 +14,12 @@ platform package's executable, and hard-links (or copies) it to `install_dir(nam
 `package.mount` in the trial sandbox and run it there with `sandbox.exec`: no Node in the sandbox, nothing
 downloaded at trial time. They execute their tools where they run, so their sandbox uses network
 `proxy_only` (only the capture proxy is reachable). The pinned versions are those whose `engines.node` this
-machine's Node 20 satisfies (harnesses.md §5, §6).
+machine's Node 20 satisfies.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import pathlib
 import platform
@@ -30,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled
+from legorl_jax.harness.install import clear, install_dir, install_record, run_command, write_record
 
 HOME = "/tmp/legorl-agent-home"
 """The agent's $HOME inside the sandbox (writable tmpfs): its settings, caches and session files."""
@@ -59,22 +59,6 @@ class NativePackage:
     @property
     def sandbox_binary(self) -> str:
         return f"{self.mount}/{self.binary}"
-
-
-def install_dir(name: str) -> pathlib.Path:
-    home = os.environ.get("LEGORL_HARNESS_HOME")
-    if home:
-        return pathlib.Path(home) / name
-    cache = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
-    return pathlib.Path(cache) / "legorl_jax" / "harness" / name
-
-
-def install_record(root: pathlib.Path) -> dict[str, Any] | None:
-    """`root/installed.json` (written last by every installer), or None when it is missing or unreadable."""
-    try:
-        return json.loads((root / "installed.json").read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def installed(package: NativePackage) -> dict[str, Any] | None:
@@ -113,20 +97,12 @@ def install(package: NativePackage) -> str:
     npm = shutil.which("npm")
     if npm is None:
         raise SystemExit(f"installing {package.name} needs npm (Node >= 18) on PATH; none was found")
-    root.mkdir(parents=True, exist_ok=True)
-    for stale in ("installed.json", "bin", "npm"):
-        path = root / stale
-        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    clear(root, ("installed.json", "bin", "npm"))
     spec = f"{package.npm_name}@{package.version}"
     # --prefer-offline: a tarball npm already cached is used without asking the registry.
     argv = [npm, "install", "--prefix", str(root / "npm"), "--no-save", "--no-audit", "--no-fund",
             "--prefer-offline", "--ignore-scripts", spec]  # fmt: skip
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(
-            f"npm install of {spec} failed (exit {proc.returncode}): {' '.join(argv)}\n"
-            f"{(proc.stdout + proc.stderr).strip()[-3000:]}"
-        )
+    run_command(argv, f"npm install of {spec}")
     source = root / "npm" / "node_modules" / inside
     if not source.is_file():
         raise SystemExit(f"npm installed {spec} but its native executable {source} is missing")
@@ -149,7 +125,7 @@ def install(package: NativePackage) -> str:
         "binary": str(target),
         "machine": machine,
     }
-    (root / "installed.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_record(root, record)
     return f"installed {spec} into {root}"
 
 

@@ -38,13 +38,13 @@ from __future__ import annotations
 import json
 import pathlib
 import shutil
-import subprocess
 import sys
 from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
-from legorl_jax.harness.native_agent import HOME, install_record
-from legorl_jax.harness.native_agent import install_dir as _install_dir
+from legorl_jax.harness.install import clear, install_record, run_command, write_record
+from legorl_jax.harness.install import install_dir as _install_dir
+from legorl_jax.harness.native_agent import HOME
 
 NAME = "openhands"
 VERSION = "1.58.2"
@@ -87,14 +87,6 @@ def installed() -> dict[str, Any] | None:
     return record if ok else None
 
 
-def _run(argv: list[str], what: str) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"{what} failed (exit {proc.returncode}): {' '.join(argv)}\n"
-                         f"{(proc.stdout + proc.stderr).strip()[-3000:]}")  # fmt: skip
-    return proc.stdout
-
-
 def install() -> str:
     """The SDK in its own venv and the interpreter the sandbox runs it with (module docstring); a no-op when
     there."""
@@ -111,19 +103,16 @@ def install() -> str:
         "import json, sys, sysconfig; v = sysconfig.get_config_var; print(json.dumps({'prefix': "
         "sys.base_prefix, 'shared': v('Py_ENABLE_SHARED'), 'soname': v('INSTSONAME')}))"
     )
-    facts = json.loads(_run([python, "-c", layout], "asking the Python 3.12 for its layout"))
+    facts = json.loads(run_command([python, "-c", layout], "asking the Python 3.12 for its layout"))
     base = pathlib.Path(facts["prefix"])
     if not (base / "bin" / f"python{PYTHON_VERSION}").is_file():
         raise SystemExit(
             f"{python}'s prefix {base} has no bin/python{PYTHON_VERSION} to stage for the sandbox"
         )
-    root.mkdir(parents=True, exist_ok=True)
-    for stale in ("installed.json", "venv", "python"):
-        path = root / stale
-        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    _run([python, "-m", "venv", str(root / "venv")], "creating OpenHands' virtualenv (Python 3.12)")
-    _run([str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet", *REQUIREMENTS],
-         f"pip install of {' '.join(REQUIREMENTS)}")  # fmt: skip
+    clear(root, ("installed.json", "venv", "python"))
+    run_command([python, "-m", "venv", str(root / "venv")], "creating OpenHands' virtualenv (Python 3.12)")
+    run_command([str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet", *REQUIREMENTS],
+                f"pip install of {' '.join(REQUIREMENTS)}")  # fmt: skip
     target = root / "python"
     (target / "bin").mkdir(parents=True)
     shutil.copy2(base / "bin" / f"python{PYTHON_VERSION}", target / "bin" / f"python{PYTHON_VERSION}")
@@ -136,7 +125,7 @@ def install() -> str:
                                                   or n.startswith("config-")])  # fmt: skip
     (target / "lib" / stdlib / "site-packages").mkdir()
     record = {"requirements": list(REQUIREMENTS), "python": python, "prefix": str(base)}
-    (root / "installed.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_record(root, record)
     return f"installed {' '.join(REQUIREMENTS)} and the sandbox's Python {PYTHON_VERSION} into {root}"
 
 

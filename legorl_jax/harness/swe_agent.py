@@ -4,8 +4,10 @@
     harness = get_harness("swe_agent")
     result = await harness.run(task, sandbox, llm)
 
-What `install()` lays out under `install_dir()` (default `$XDG_CACHE_HOME/legorl_jax/harness/swe_agent`,
-or `$LEGORL_HARNESS_HOME/swe_agent`):
+`install()` takes the release from `--source` when given, else from the archive vendored beside the
+checkout (`VENDORED_ARCHIVE`, offline) when it is there, else from GitHub's archive of the release tag
+(`UPSTREAM_ARCHIVE`), and prints which. What it lays out under `install_dir()` (default
+`$XDG_CACHE_HOME/legorl_jax/harness/swe_agent`, or `$LEGORL_HARNESS_HOME/swe_agent`):
 - `src/`: the release tree (`sweagent/`, `config/`, `tools/`, `trajectories/`), installed editable because
   `sweagent/__init__.py` requires those folders beside the package;
 - `venv/`: SWE-agent's own virtualenv (litellm, swe-rex, textual... clash with ours);
@@ -28,14 +30,15 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.request
 from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
-from legorl_jax.harness.native_agent import install_record
+from legorl_jax.harness.install import clear, install_record, run_command, write_record
+from legorl_jax.harness.install import install_dir as _install_dir
 
 SWE_AGENT_VERSION = "1.1.0"
 SWE_REX_REQUIREMENT = "swe-rex==1.4.0"
@@ -49,7 +52,10 @@ RUNTIME_MOUNT = "/opt/legorl-swerex"
 """Where the SWE-ReX runtime is bind-mounted (read-only) in the agent sandbox."""
 INSTALL_COMMAND = "python tools/install_harness.py swe_agent"
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "vendor" / f"swe-agent-{SWE_AGENT_VERSION}.tar.gz"
+VENDORED_ARCHIVE = REPO_ROOT.parent / "shared" / "vendor" / f"swe-agent-{SWE_AGENT_VERSION}.tar.gz"
+"""The release archive kept beside the checkout for offline installs; used when it is there."""
+UPSTREAM_ARCHIVE = f"https://github.com/SWE-agent/SWE-agent/archive/refs/tags/v{SWE_AGENT_VERSION}.tar.gz"
+"""GitHub's archive of the release tag: the source when no archive is given or vendored."""
 
 # SWE-agent's exit statuses (DefaultAgent info["exit_status"], possibly "submitted (exit_...)") -> ours.
 EXIT_STATUS_MAP = {
@@ -62,11 +68,7 @@ EXIT_STATUS_MAP = {
 
 
 def install_dir() -> pathlib.Path:
-    home = os.environ.get("LEGORL_HARNESS_HOME")
-    if home:
-        return pathlib.Path(home) / "swe_agent"
-    cache = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
-    return pathlib.Path(cache) / "legorl_jax" / "harness" / "swe_agent"
+    return _install_dir("swe_agent")
 
 
 def installed() -> dict[str, Any] | None:
@@ -84,13 +86,30 @@ def installed() -> dict[str, Any] | None:
     return record if ok else None
 
 
-def _run(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
+def choose_source(
+    source: pathlib.Path | None, vendored: pathlib.Path = VENDORED_ARCHIVE
+) -> tuple[pathlib.Path | str, str]:
+    """What to install from, and its name for the user: `source` when given, else the vendored archive when
+    it exists, else the upstream release archive's URL (downloaded, then installed like the others)."""
+    if source is not None:
+        return pathlib.Path(source), "the given source"
+    if vendored.is_file():
+        return vendored, "the vendored archive"
+    return UPSTREAM_ARCHIVE, f"the upstream release tag v{SWE_AGENT_VERSION}"
+
+
+def _download(url: str, folder: pathlib.Path) -> pathlib.Path:
+    """`url` saved under `folder`; `SystemExit` naming the URL and the offline alternative when it fails."""
+    target = folder / url.rsplit("/", 1)[-1]
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response, target.open("wb") as out:
+            shutil.copyfileobj(response, out)
+    except OSError as exc:
         raise SystemExit(
-            f"{what} failed (exit {proc.returncode}): {' '.join(argv)}\n"
-            f"{(proc.stdout + proc.stderr).strip()[-3000:]}"
-        )
+            f"downloading SWE-agent {SWE_AGENT_VERSION} from {url} failed ({exc}); without network, pass "
+            f"--source with the release archive or tree"
+        ) from exc
+    return target
 
 
 def _unpack(source: pathlib.Path, dest: pathlib.Path) -> None:
@@ -117,24 +136,26 @@ def install(source: pathlib.Path | None = None, wheelhouse: pathlib.Path | None 
     root = install_dir()
     if (record := installed()) is not None:
         return f"SWE-agent {record['swe_agent']} is already installed in {root}"
-    source = pathlib.Path(source) if source is not None else DEFAULT_SOURCE
-    if not source.exists():
+    chosen, what = choose_source(source)
+    if isinstance(chosen, pathlib.Path) and not chosen.exists():
         raise SystemExit(
-            f"SWE-agent source {source} does not exist; pass --source with the v{SWE_AGENT_VERSION} "
+            f"SWE-agent source {chosen} does not exist; pass --source with the v{SWE_AGENT_VERSION} "
             f"release archive (github.com/SWE-agent/SWE-agent, git archive v{SWE_AGENT_VERSION}) or tree"
         )
-    root.mkdir(parents=True, exist_ok=True)
-    for stale in ("installed.json", "src", "venv", "runtime"):
-        path = root / stale
-        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    _unpack(source, root / "src")
+    print(f"installing SWE-agent {SWE_AGENT_VERSION} from {what}: {chosen}", flush=True)
+    clear(root, ("installed.json", "src", "venv", "runtime"))
+    if isinstance(chosen, str):
+        with tempfile.TemporaryDirectory(dir=root) as tmp:
+            _unpack(_download(chosen, pathlib.Path(tmp)), root / "src")
+    else:
+        _unpack(chosen, root / "src")
     python = shutil.which(f"python{SANDBOX_PYTHON}") or sys.executable
-    _run([python, "-m", "venv", str(root / "venv")], "creating SWE-agent's virtualenv")
+    run_command([python, "-m", "venv", str(root / "venv")], "creating SWE-agent's virtualenv")
     pip = [str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     links = ["--find-links", str(wheelhouse)] if wheelhouse is not None and wheelhouse.is_dir() else []
-    _run([*pip, *links, "-e", str(root / "src"), SWE_REX_REQUIREMENT], "pip install of SWE-agent")
+    run_command([*pip, *links, "-e", str(root / "src"), SWE_REX_REQUIREMENT], "pip install of SWE-agent")
     # The server's runtime for the sandbox's Python: binary wheels only, for cp311 on manylinux x86_64.
-    _run(
+    run_command(
         [
             *pip,
             *links,
@@ -160,11 +181,11 @@ def install(source: pathlib.Path | None = None, wheelhouse: pathlib.Path | None 
     record = {
         "swe_agent": SWE_AGENT_VERSION,
         "swe_rex": SWE_REX_REQUIREMENT,
-        "source": str(source),
+        "source": str(chosen),
         "sandbox_python": SANDBOX_PYTHON,
     }
-    (root / "installed.json").write_text(json.dumps(record, indent=2) + "\n")
-    return f"installed SWE-agent {SWE_AGENT_VERSION} from {source} into {root}"
+    write_record(root, record)
+    return f"installed SWE-agent {SWE_AGENT_VERSION} from {what} ({chosen}) into {root}"
 
 
 # Runs inside the sandbox per relayed request: the raw HTTP request (a file in /tmp) goes to the SWE-ReX

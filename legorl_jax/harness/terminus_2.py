@@ -39,15 +39,14 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
 from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
-from legorl_jax.harness.native_agent import install_dir as _install_dir
-from legorl_jax.harness.native_agent import install_record
+from legorl_jax.harness.install import clear, install_record, run_command, write_record
+from legorl_jax.harness.install import install_dir as _install_dir
 from legorl_jax.validate import positive_number
 
 NAME = "terminus_2"
@@ -89,13 +88,6 @@ def installed() -> dict[str, Any] | None:
     return record if ok else None
 
 
-def _run(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"{what} failed (exit {proc.returncode}): {' '.join(argv)}\n"
-                         f"{(proc.stdout + proc.stderr).strip()[-3000:]}")  # fmt: skip
-
-
 def install() -> str:
     """terminal-bench in its own venv and the sandbox's tmux runtime under `install_dir()`; a no-op when
     there."""
@@ -128,13 +120,10 @@ def install() -> str:
             f"terminal-bench needs Python >= 3.12; this is {sys.version.split()[0]} "
             "and no python3.12 is on PATH"
         )
-    root.mkdir(parents=True, exist_ok=True)
-    for stale in ("installed.json", "venv", "tmux"):
-        path = root / stale
-        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    _run([python, "-m", "venv", str(root / "venv")], "creating Terminus-2's virtualenv (Python >= 3.12)")
-    _run([str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet", REQUIREMENT],
-         f"pip install of {REQUIREMENT}")  # fmt: skip
+    clear(root, ("installed.json", "venv", "tmux"))
+    run_command([python, "-m", "venv", str(root / "venv")], "creating Terminus-2's virtualenv (Python 3.12+)")
+    run_command([str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet", REQUIREMENT],
+                f"pip install of {REQUIREMENT}")  # fmt: skip
     (root / "tmux" / "lib").mkdir(parents=True)
     shutil.copy2(tmux, root / "tmux" / "lib" / "tmux")
     for library in libraries:
@@ -143,7 +132,7 @@ def install() -> str:
     (root / "tmux" / "tmux").chmod(0o755)
     (root / "tmux" / "tmux.conf").write_text(_TMUX_CONF)
     record = {"requirement": REQUIREMENT, "tmux": tmux, "python": python}
-    (root / "installed.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_record(root, record)
     return f"installed {REQUIREMENT} and the sandbox's tmux runtime into {root}"
 
 

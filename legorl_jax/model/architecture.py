@@ -1,7 +1,7 @@
 """The architecture of a Qwen3 / Qwen3-MoE policy, parsed from (and written back to) an HF `config.json`.
 
 `ArchConfig` is frozen and hashable (it is static in the NNX graphdef) and uses HF's field names. Both
-config dialects of ARCHITECTURE §10 are read: the Hub's (`num_experts`, top-level `rope_theta`,
+config dialects are read: the Hub's (`num_experts`, top-level `rope_theta`,
 `rope_scaling`, `torch_dtype`) and transformers 5's (`num_local_experts`, `rope_parameters`, `dtype`);
 `to_hf_dict` writes the Hub's.
 

@@ -1,6 +1,6 @@
 """The HF tensor layout of a policy: names and shapes, conversion both ways, and building a policy.
 
-HF layout (ARCHITECTURE §10, `save_pretrained` of Qwen3 / Qwen3-MoE): linear weights `[out, in]`;
+HF layout (`save_pretrained` of Qwen3 / Qwen3-MoE): linear weights `[out, in]`;
 experts per expert, `model.layers.{i}.mlp.experts.{e}.{gate,up}_proj.weight [F, D]`, `...down_proj.weight
 [D, F]`; router `model.layers.{i}.mlp.gate.weight [E, D]`; dense MLPs `mlp.{gate,up,down}_proj`; q/k
 norms `self_attn.{q,k}_norm.weight [head_dim]`; no `lm_head.weight` when embeddings are tied.

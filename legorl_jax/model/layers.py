@@ -1,6 +1,6 @@
 """The building blocks every decoder layer shares: the parameter helper, RMSNorm, RoPE, the SwiGLU MLP.
 
-`param` is the only place a parameter is created (STYLE rule 9): it checks the logical axis names
+`param` is the only place a parameter is created (docs/style.md rule 9): it checks the logical axis names
 against `sharding.LOGICAL_AXES` and stores them in the NNX variable metadata key `out_sharding`, with
 eager sharding off (placement is `sharding.place_on_mesh`'s job, so building a model needs no mesh).
 

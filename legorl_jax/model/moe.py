@@ -1,6 +1,6 @@
 """The sparse MoE block of Qwen3-MoE: float32 softmax router, top-k, routing replay, grouped experts.
 
-Routing (HF `Qwen3MoeTopKRouter`, and R3 of ARCHITECTURE §5):
+Routing (HF `Qwen3MoeTopKRouter`, and R3 of docs/alignment.md §2):
 - `probs = softmax(x @ W_router)` in float32 over all E experts; the native selection is `top_k(probs)`
   (descending, as `torch.topk`).
 - `forced [B, T, K]` replays a recorded routing: a row whose entries are all >= 0 replaces the selection;

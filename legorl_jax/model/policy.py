@@ -27,9 +27,9 @@ routing and auxiliary loss; `logits` None).
 Packed rows: `segment_ids` 0 = padding; attention stays within a segment, causal in it. Default
 positions are 0..T-1 without segment ids and restart at each segment start with them.
 
-Routing replay (R3) is an argument and a return value only (STYLE 13): `forced_experts` has the shape
-of `routed_experts`; rows of -1 route natively (moe.py has the rule). Every MoE layer consumes exactly
-its own slice.
+Routing replay (R3) is an argument and a return value only (docs/style.md rule 13): `forced_experts` has
+the shape of `routed_experts`; rows of -1 route natively (moe.py has the rule). Every MoE layer consumes
+exactly its own slice.
 
 Mixed precision: parameters are stored in `dtype`, cast to `compute_dtype` at use; the router and
 softmaxes run in float32 and logits are always float32.

@@ -1,6 +1,6 @@
 """Logical axes, the rules table that maps them to mesh axes, the mesh, and placing a policy on it.
 
-Contract (STYLE rules 9-11):
+Contract (docs/style.md rules 9-11):
 - Model code names only *logical* axes, from the closed vocabulary `LOGICAL_AXES`. Every parameter carries
   its logical names in the Flax NNX variable metadata key `out_sharding` (written once, by
   `layers.param`); activations are constrained at block boundaries with `constrain`.

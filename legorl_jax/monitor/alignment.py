@@ -1,4 +1,4 @@
-"""Training–inference alignment figures (ARCHITECTURE §5), as pure functions of arrays.
+"""Training–inference alignment figures (docs/alignment.md §3), as pure functions of arrays.
 
 These are the health gate of the whole system: if the trainer's recomputed log-probs drift from the
 rollout engine's, every importance weight and every clip decision is wrong, silently. All functions take

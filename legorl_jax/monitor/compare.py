@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from legorl_jax.config import flatten_config
 from legorl_jax.monitor.report import CURVES, plot_curves
-from legorl_jax.train.checkpoint import flatten_config
 
 COLUMNS = ("rollout/reward_mean", "rollout/solve_rate", "val/solve_rate", "align/prob_pearson")
 

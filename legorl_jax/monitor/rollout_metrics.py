@@ -5,7 +5,7 @@ alerts.
     text = trial_text(trajectory)     # a trial's conversation, for Aim's Text view
     for line in alerts(metrics): log.warning(line)
 
-Names (lego-rl-spec §7.2, ARCHITECTURE §5):
+Names:
 - `rollout/trials`, `rollout/scored` (policy outcomes), `rollout/coverage` (scored / trials),
   `rollout/reward_mean` and `rollout/solve_rate` (reward 1) over scored trials, `rollout/outcome/<name>`
   per outcome, `rollout/dropped/<reason>` per infrastructure reason;

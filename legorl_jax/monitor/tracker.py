@@ -1,4 +1,4 @@
-"""The `Tracker` protocol (STYLE rule 20): where metrics, hyper-parameters and trial texts go.
+"""The `Tracker` protocol (docs/style.md rule 20): where metrics, hyper-parameters and trial texts go.
 
     tracker.log_hparams(flatten_config(cfg))                  # once, the resolved config
     tracker.log({"rollout/reward_mean": 0.4, ...}, step=3)     # names are `stage/name`

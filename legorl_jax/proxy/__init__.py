@@ -1,6 +1,6 @@
 """The capture proxy: harnesses speak OpenAI or Anthropic to a per-session URL; the proxy renders with the
 policy's chat template, generates through an `Engine` with token ids in and out, and records at generation
-time the sampled ids, behaviour log-probs and routed experts (ARCHITECTURE §2, §4, §5, §8).
+time the sampled ids, behaviour log-probs and routed experts (docs/alignment.md §1, docs/security.md §1).
 
     from legorl_jax.proxy import CaptureProxy
     proxy = CaptureProxy.from_model_dir(engine, model_dir, cfg.proxy)

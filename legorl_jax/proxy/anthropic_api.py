@@ -1,6 +1,6 @@
 """The Anthropic messages surface: request body -> `ChatRequest`, `Completion` -> JSON or SSE events.
 
-Translation (before rendering, so both surfaces record with the same fidelity; lego-rl-spec §2.7):
+Translation (before rendering, so both surfaces record with the same fidelity):
 - `system` (a string or text blocks) becomes a leading system message; a `role: "system"` message inside
   `messages` (Claude Code's mid-conversation system beta) stays a system message where it stands.
 - user text blocks become the message text; each `tool_result` block becomes a `tool` message (before the

@@ -7,7 +7,7 @@
     closed = await proxy.close_session(info.session_id)  # archives; closed.sequences for the trainer
     await proxy.stop()
 
-Routes (ARCHITECTURE §8: the admin API needs the bearer token, the model API only the unguessable 128-bit
+Routes (docs/security.md §1: the admin API needs the bearer token, the model API only the unguessable 128-bit
 session id in its path):
 - `POST /admin/sessions` `{task_id, trial_id, metadata, trial_dir}` -> `{session_id, openai_base_url,
   anthropic_base_url}`; `trial_dir` is a folder inside `archive_dir` (relative paths are taken there; one

@@ -1,6 +1,6 @@
 """The OpenAI chat-completions surface: request body -> `ChatRequest`, `Completion` -> JSON or SSE chunks.
 
-Accepts what real harnesses send (harnesses.md §1): string or content-part messages (`developer` is a system
+Accepts what real harnesses send: string or content-part messages (`developer` is a system
 message), tools and `tool_choice`, `temperature`, `top_p`, `max_tokens` / `max_completion_tokens`, `stop`,
 `seed`, `logprobs` with `top_logprobs` (0..20, the engine's k likeliest tokens per position; OpenAI's rule:
 only with `logprobs: true`), `stream` with `stream_options.include_usage`. `n` other than 1 is a 400. Any

@@ -1,6 +1,6 @@
 """The token record of one proxy session: branches of the conversation, verbatim sampled ids, masks, routing.
 
-Owns the prefix check and the incremental prompt (ARCHITECTURE §5, lego-rl-spec §2.3), with no I/O:
+Owns the prefix check and the incremental prompt (docs/alignment.md §1), with no I/O:
 
     rec = Recorder(renderer, shared_tokens="mask")
     plan = rec.plan(messages, tools, kind="main")        # which branch, the prompt ids, what to recompute

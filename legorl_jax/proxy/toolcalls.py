@@ -13,7 +13,7 @@ failure: the text is then returned as content and no call is made up).
 One source of truth: the chat template writes tool calls into the history and the parser reads them back
 from the output, so `check_template` renders a probe call with the model's own template and requires the
 parser to recover it exactly; the proxy runs it once at start, so a template and parser that disagree stop
-the proxy with an error instead of silently yielding no tool calls (the failure LEGO-RL's spec §11 reports:
+the proxy with an error instead of silently yielding no tool calls (the failure LEGO-RL reports:
 one-turn trajectories and an all-zero mask).
 """
 

@@ -24,13 +24,14 @@ import pathlib
 import sys
 from typing import Any
 
-from legorl_jax.config import HARNESS_NAMES, ProxyConfig, RolloutConfig
+from legorl_jax.config import ProxyConfig, RolloutConfig
+from legorl_jax.harness import HARNESSES
 from legorl_jax.harness.base import HarnessNotInstalled
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m legorl_jax.rollout", description=__doc__.split("\n\n")[0])
-    p.add_argument("--harness", default="builtin", choices=HARNESS_NAMES)
+    p.add_argument("--harness", default="builtin", choices=list(HARNESSES))
     p.add_argument(
         "--tasks",
         default="builtin",

@@ -10,7 +10,7 @@ verifier's raw `verifier_output.txt`, `attempt.json`); `<trial_dir>/trial.json` 
 counts and its outcome. Every file is written atomically, and the attempt's files are complete before the
 trajectory is returned for training.
 
-Outcomes (types.Outcome; lego-rl-spec §5.1):
+Outcomes (types.Outcome; docs/architecture.md §4):
 - the policy's, kept in the loss with the verifier's reward: `submitted`; `step_limit`; `context_overflow`
   (the proxy refused a prompt); `no_tool_collapse`; `format_failure` (the harness stopped on output it
   could not parse). The diff is graded whatever the policy outcome (a step-limited agent may have fixed it).

@@ -1,4 +1,4 @@
-"""Sandboxes: one isolated, disposable machine per trial (ARCHITECTURE §4, §8).
+"""Sandboxes: one isolated, disposable machine per trial (docs/security.md §2).
 
     async with make_sandbox(SandboxSpec(image=tag)) as sb:
         result = await sb.exec("python3 -m pytest -q", timeout=120)

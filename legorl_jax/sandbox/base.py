@@ -1,4 +1,4 @@
-"""The `Sandbox` protocol: one isolated, disposable machine per trial (ARCHITECTURE §4, §8).
+"""The `Sandbox` protocol: one isolated, disposable machine per trial (docs/security.md §2).
 
 A sandbox is an async context manager: `async with make_sandbox(spec) as sb:` starts it and always removes
 everything on exit, whatever happened inside. Backends (Docker, bubblewrap) implement the same protocol and

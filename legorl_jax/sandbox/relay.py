@@ -1,6 +1,6 @@
 """Relays that carry a proxy_only sandbox's traffic to the capture proxy on the host's loopback.
 
-The capture proxy binds 127.0.0.1 (ARCHITECTURE §8). A sandbox cannot reach the host's loopback, so the
+The capture proxy binds 127.0.0.1 (docs/security.md §1). A sandbox cannot reach the host's loopback, so the
 sandbox layer listens where the sandbox can reach and copies bytes to `127.0.0.1:<proxy_port>`:
 - Docker: on the sandbox network's gateway address, port `proxy_port` (the only host address:port its
   firewall rules let through). When that bind fails because the proxy itself listens on every address

@@ -1,4 +1,4 @@
-"""Tasks and their tamper-proof verifier (ARCHITECTURE §4, §8).
+"""Tasks and their tamper-proof verifier (docs/security.md §3, §4).
 
 - `schema`: the `Task` record and `TaskError`; `registry.load_suite(name_or_path, split)` loads the built-in
   suite (`builtin`), SWE-bench / SWE-Gym JSONL files and Harbor task directories.

@@ -2,7 +2,7 @@
 
 `prepare_agent_sandbox(task, sandbox)` runs in a started sandbox of the task's image, before the harness:
 
-- Git history is reduced to one commit holding the current HEAD tree (lego-rl-spec §6.5, without keeping
+- Git history is reduced to one commit holding the current HEAD tree (docs/security.md §3, without keeping
   the old `.git` anywhere the agent can read it): the objects of that tree are packed into a fresh
   repository, committed once by the fixed identity of `snapshot.COMMIT_ENV`, and swapped in for the old
   `.git`. Later commits, remotes, tags, other branches, the reflog, packed refs, the stash, `ORIG_HEAD`,

@@ -1,4 +1,4 @@
-"""Loader of Harbor task directories (harnesses.md §9, lego-rl-spec §6.1) → `Task` records.
+"""Loader of Harbor task directories → `Task` records.
 
 A Harbor task is a directory:
 

@@ -1,4 +1,4 @@
-"""Which parts of an agent's diff the verifier refuses to apply (ARCHITECTURE §8, lego-rl-spec §6.5).
+"""Which parts of an agent's diff the verifier refuses to apply (docs/security.md §4).
 
 Grading applies the agent's diff to a clean checkout; a change that could decide the verdict without fixing
 the code is dropped whole, file by file, and reported with the rule that caught it:

@@ -1,4 +1,4 @@
-"""The `Task` record every loader produces and the verifier consumes (ARCHITECTURE §4, §8).
+"""The `Task` record every loader produces and the verifier consumes (docs/security.md §3, §4).
 
 A `Task` carries SWE-bench's instance fields (`instance_id`, `repo`, `base_commit`, `problem_statement`,
 `patch`, `test_patch`, `FAIL_TO_PASS`, `PASS_TO_PASS`, `version`, `environment_setup_commit`) plus what it

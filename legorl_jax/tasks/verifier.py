@@ -1,4 +1,4 @@
-"""The verifier: `await grade(task, diff)` → `VerifierReport` (ARCHITECTURE §2, §8; lego-rl-spec §6.1, §6.5).
+"""The verifier: `await grade(task, diff)` → `VerifierReport` (docs/security.md §4).
 
 One grade, in a fresh sandbox started from the task's clean image (never the agent's sandbox):
 

@@ -7,7 +7,7 @@ Contract: `grpo_advantages(rewards, group_ids, *, valid, std)` returns one float
     A_i =  r_i - mean_g                       std="none" (Dr. GRPO, arXiv:2503.20783)
 
 where the statistics of group g are taken over its *valid* members only. A dropped trial (`valid` False,
-an infrastructure failure) gets exactly 0 and never enters its siblings' mean or std (lego-rl spec §5.2).
+an infrastructure failure) gets exactly 0 and never enters its siblings' mean or std.
 The ε placement is verl's `(r - mean) / (std + eps)`, so one success in a group of 8 gives
 0.875 / (0.35355 + 1e-6) = 2.475 and a group of equal rewards gives 0.
 

@@ -1,4 +1,4 @@
-"""Packing trials into a fixed-shape `TrainBatch` (ARCHITECTURE §4, the alignment of `TrainBatch`).
+"""Packing trials into a fixed-shape `TrainBatch` (docs/architecture.md §4, the alignment of `TrainBatch`).
 
 Contract of `pack_trajectories(trajectories, advantages, *, max_tokens, ...)`:
 
@@ -17,7 +17,7 @@ Contract of `pack_trajectories(trajectories, advantages, *, max_tokens, ...)`:
   normalisers, and not to the MoE load-balancing loss either, which the model takes over every real token
   of the forward, not over the loss mask (a dropped trial packed with a zero mask would still pull the
   router). Where this departs from verl/lego-rl: they keep such rows with a zeroed advantage to keep the
-  batch shape (spec §5.2 notes their tokens still reach the KL); our shapes are bucketed anyway.
+  batch shape (their tokens then still reach the KL); our shapes are bucketed anyway.
 - Sequences longer than the window follow `overflow`: "truncate" keeps the first `max_tokens` tokens (the
   tail leaves the loss: its targets are not in the batch), "drop" leaves the whole sequence out. Either way
   the count is in `PackStats` (`batch/truncated_sequences`, `batch/truncated_sampled_tokens`,

@@ -1,4 +1,4 @@
-"""Orbax checkpoints of the trainer (the only module that imports orbax; STYLE rule 19).
+"""Orbax checkpoints of the trainer (the only module that imports orbax; docs/style.md rule 19).
 
 Contract of `Checkpointer(config, run_config=...)`:
 - `maybe_save(state, cursor=..., weights_version=...)` saves when `state.step` has reached the next
@@ -32,7 +32,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from legorl_jax.config import CheckpointConfig
+from legorl_jax.config import CheckpointConfig, flatten_config
 from legorl_jax.train.state import TrainState
 
 _ABSENT = "<absent>"
@@ -50,20 +50,6 @@ class Restored:
     cursor: dict[str, Any]
     weights_version: str
     step: int
-
-
-def flatten_config(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted keys of a nested dict/list config (`{"a": {"b": 1}}` -> `{"a.b": 1}`); lists stay values."""
-    if not isinstance(tree, dict):
-        return {prefix: tree}
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, dict) and value:
-            out.update(flatten_config(value, name))
-        else:
-            out[name] = value
-    return out
 
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any], ignore: list[str]) -> list[str]:

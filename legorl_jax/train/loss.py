@@ -1,4 +1,4 @@
-"""Policy-gradient losses as pure functions of `[B, T]` arrays (ARCHITECTURE §7, anchors §C).
+"""Policy-gradient losses as pure functions of `[B, T]` arrays (docs/architecture.md §7).
 
 Inputs are target-aligned like `TrainBatch`: `logprobs` (π_θ, differentiable), `old_logprobs` (π_old,
 recomputed by the trainer with routing replayed; None means on-policy, π_old = sg(π_θ)), `behaviour_logprobs`
@@ -12,7 +12,7 @@ Pieces, each short enough to read whole:
   to ±20 as verl does. Masked (rejection) IS (`mis`): token `ρ_t ∈ [lo, hi]`, sequence `Π ρ_t ∈ [lo, hi]`
   or geometric `exp(mean_t log ρ_t) ∈ [lo, hi]`; rejected tokens leave the mask, so they leave the loss's
   numerator *and* its denominators (the slime PR #657 bug kept them in the denominator).
-- `gspo_token_loss`: GSPO in the straight-through GSPO-token form (lego-rl spec §4.2):
+- `gspo_token_loss`: GSPO in the straight-through GSPO-token form of the GSPO paper:
   `log s_it = sg[mean_t(lp - lp_old)] + lp - sg[lp]` (clamped at 10), `L = max(-A s, -A clip(s, 1-εl, 1+εh))`.
   Its value and gradient equal sequence-level GSPO when the advantage is constant over the sequence.
 - `ppo_clip_loss`: token-level PPO-clip, with verl's dual clip `min(L, -A c)` for A < 0.

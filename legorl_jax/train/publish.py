@@ -1,4 +1,4 @@
-"""Publishing trained weights to the rollout engine, versioned (ARCHITECTURE §2: publish → engine).
+"""Publishing trained weights to the rollout engine, versioned (docs/architecture.md §3: publish → engine).
 
 Two routes, one call: `await Publisher(engine, ...).publish(params, version)`.
 

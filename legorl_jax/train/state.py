@@ -13,7 +13,8 @@
 `make_optimizer(train)` is `clip_by_global_norm(max_grad_norm)` → `adamw(schedule, b1, b2, eps,
 weight_decay)`; `make_schedule(train)` is constant or warmup → cosine (to `final_lr_ratio × lr` at
 `total_steps`), both with an optional linear warm-up from 0. A schedule that reaches 0 is not an error but
-the step logs a warning every time it trains at lr 0 (lego-rl spec §11.7: "LR silently 0").
+the step logs a warning every time it trains at lr 0 (a learning rate silently at 0 is a failure LEGO-RL
+reports).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ import pytest
 from native_trial import trial_with_probe
 
 from legorl_jax.harness import HarnessNotInstalled, get_harness
-from legorl_jax.harness.native_agent import install_dir, installed
+from legorl_jax.harness.install import install_dir
+from legorl_jax.harness.native_agent import installed
 from legorl_jax.types import Outcome
 
 ROOT = pathlib.Path(__file__).parents[2]

@@ -13,6 +13,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import tarfile
 
 import numpy as np
 import pytest
@@ -98,6 +99,49 @@ def test_without_the_install_the_harness_names_its_install_command(monkeypatch, 
     monkeypatch.setenv("LEGORL_HARNESS_HOME", str(tmp_path))
     with pytest.raises(HarnessNotInstalled, match=r"python tools/install_harness.py swe_agent"):
         get_harness("swe_agent")
+
+
+def test_the_installer_takes_the_vendored_archive_when_it_is_there(tmp_path):
+    vendored = tmp_path / "swe-agent-1.1.0.tar.gz"
+    vendored.write_bytes(b"")
+    assert swe_agent.choose_source(None, vendored=vendored) == (vendored, "the vendored archive")
+
+
+def test_without_a_vendored_archive_the_installer_takes_the_upstream_release_tag(tmp_path):
+    source, what = swe_agent.choose_source(None, vendored=tmp_path / "swe-agent-1.1.0.tar.gz")
+    assert source == "https://github.com/SWE-agent/SWE-agent/archive/refs/tags/v1.1.0.tar.gz"
+    assert what == "the upstream release tag v1.1.0"
+
+
+def test_a_given_source_wins_over_the_vendored_archive(tmp_path):
+    vendored = tmp_path / "swe-agent-1.1.0.tar.gz"
+    vendored.write_bytes(b"")
+    given = tmp_path / "tree"
+    assert swe_agent.choose_source(given, vendored=vendored) == (given, "the given source")
+
+
+def test_a_failed_download_names_the_url_and_the_offline_alternative(tmp_path):
+    # A file:// URL that does not exist fails in urllib like an unreachable host, without the network.
+    url = (tmp_path / "missing" / "v1.1.0.tar.gz").as_uri()
+    with pytest.raises(SystemExit, match=r"downloading SWE-agent 1\.1\.0 from file://.*--source"):
+        swe_agent._download(url, tmp_path)
+
+
+def test_a_downloaded_release_archive_unpacks_into_the_source_tree(tmp_path):
+    tree = tmp_path / "SWE-agent-1.1.0"
+    for folder in ("sweagent", "config", "tools"):
+        (tree / folder).mkdir(parents=True)
+    (tree / "sweagent" / "__init__.py").write_text("VERSION = '1.1.0'\n")
+    archive = tmp_path / "v1.1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tree, arcname=tree.name)
+    (tmp_path / "fetched").mkdir()
+    fetched = swe_agent._download(archive.as_uri(), tmp_path / "fetched")
+    (tmp_path / "install").mkdir()
+    swe_agent._unpack(fetched, tmp_path / "install" / "src")
+    src = tmp_path / "install" / "src"
+    assert (src / "sweagent" / "__init__.py").read_text() == "VERSION = '1.1.0'\n"
+    assert (src / "trajectories").is_dir()
 
 
 @pytest.mark.harness

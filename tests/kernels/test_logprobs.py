@@ -1,12 +1,12 @@
 """token_logprobs against a float64 numpy oracle, its gradients against autodiff of the jnp reference.
 
-Tolerance policy (STYLE rule 22): the op is a block (a matmul over D and a log-sum-exp over V), so float32
-is held to 1e-4 and bf16 to 2e-2. Every comparison first asserts every element is finite: NaN never passes,
-and the Pallas interpreter initialises outputs to NaN, so an element no grid step wrote fails here. Inputs
-are fresh random draws each run; the seed is in every failure message.
+Tolerance policy (docs/style.md rule 22): the op is a block (a matmul over D and a log-sum-exp over V), so
+float32 is held to 1e-4 and bf16 to 2e-2. Every comparison first asserts every element is finite: NaN never
+passes, and the Pallas interpreter initialises outputs to NaN, so an element no grid step wrote fails here.
+Inputs are fresh random draws each run; the seed is in every failure message.
 
-The Pallas cases are one base class run twice (STYLE rule 17): in the interpreter here, and compiled on a
-GPU by `tools/device_check.sh` (marker `gpu`, skipped without one).
+The Pallas cases are one base class run twice (docs/style.md rule 17): in the interpreter here, and compiled
+on a GPU by `tools/device_check.sh` (marker `gpu`, skipped without one).
 """
 
 from __future__ import annotations

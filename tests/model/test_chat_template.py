@@ -78,7 +78,7 @@ def test_tool_calls_and_results_render_in_the_qwen3_layout(tok):
 
 def test_each_prompt_is_a_token_prefix_of_the_next_with_preserved_thinking(tok):
     # The capture proxy extends the previous turn's tokens instead of re-rendering; that only works when the
-    # template renders history the same way it rendered the prompt (ARCHITECTURE §5, spec §2.3).
+    # template renders history the same way it rendered the prompt (docs/alignment.md §1).
     case = next(c for c in CASES["cases"] if c["name"] == "reasoning_kept_after_last_user_and_dropped_before")
     messages, tools = case["messages"], case["tools"]
     for n in range(1, len(messages)):

@@ -1,6 +1,6 @@
 """Proxy tests: the tiny MoE's tokenizer and template, one real embedded engine, and a scripted engine.
 
-The scripted engine stands at the engine boundary only (ARCHITECTURE §4: fakes at outside systems): it
+The scripted engine stands at the engine boundary only (docs/style.md rule 21: fakes at outside systems): it
 returns the token ids of texts a test chooses (to force exact tool-call texts through real SDKs), with
 deterministic behaviour log-probs and routing rows shaped as the real engine's, and records every request.
 The proxy in front of it is always the real one.

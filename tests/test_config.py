@@ -1,0 +1,50 @@
+"""Config helpers that sit beside the schemas: the one list of harness names, and flattened dotted keys."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from legorl_jax.config import HarnessConfig, flatten_config
+from legorl_jax.harness import HARNESSES
+
+
+@pytest.mark.parametrize("name", list(HARNESSES))
+def test_every_registered_harness_is_a_valid_harness_name(name):
+    assert HarnessConfig(name=name).name == name
+
+
+def test_a_harness_name_outside_the_registry_is_refused_with_the_registered_names():
+    with pytest.raises(
+        ValueError, match=r"harness.name must be one of \('builtin', .*'openhands'\), got 'aider'"
+    ):
+        HarnessConfig(name="aider")
+
+
+def test_the_rollout_command_offers_exactly_the_registered_harnesses():
+    from legorl_jax.rollout.__main__ import build_parser
+
+    action = next(a for a in build_parser()._actions if a.dest == "harness")
+    assert list(action.choices) == list(HARNESSES)
+
+
+def test_flattening_gives_dotted_keys_and_keeps_lists_and_empty_mappings_as_values():
+    tree = {"algo": {"loss": "gspo", "clip": {"low": 3e-4}}, "tags": ["a", "b"], "options": {}, "seed": 0}
+    assert flatten_config(tree) == {
+        "algo.loss": "gspo",
+        "algo.clip.low": 3e-4,
+        "tags": ["a", "b"],
+        "options": {},
+        "seed": 0,
+    }
+
+
+def test_comparing_runs_imports_nothing_of_the_trainer():
+    code = (
+        "import sys, legorl_jax.monitor.compare; "
+        "print(sorted(m for m in sys.modules if m.startswith('legorl_jax.train')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
