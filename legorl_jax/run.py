@@ -21,8 +21,6 @@ import dataclasses
 import json
 import logging
 import pathlib
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -37,7 +35,6 @@ if TYPE_CHECKING:
     from legorl_jax.train.state import TrainState
 
 log = logging.getLogger(__name__)
-TINY_MODEL_TOOL = pathlib.Path(__file__).resolve().parents[1] / "tools" / "make_tiny_model.py"
 DEFAULT_TINY_MODEL = "runs/tiny-moe"
 
 
@@ -63,8 +60,10 @@ def ensure_model(path: str) -> str:
     if (folder / "config.json").is_file():
         return str(folder)
     if folder.as_posix().rstrip("/").endswith(DEFAULT_TINY_MODEL):
-        log.info("making the tiny random Qwen3-MoE at %s (tools/make_tiny_model.py)", folder)
-        subprocess.run([sys.executable, str(TINY_MODEL_TOOL), "--out", str(folder)], check=True)
+        from legorl_jax.model.tiny import make_tiny_model
+
+        log.info("making the tiny random Qwen3-MoE at %s (legorl_jax/model/tiny.py)", folder)
+        make_tiny_model(folder)
         return str(folder)
     raise FileNotFoundError(f"model.path {path!r} is not an HF model directory (no config.json)")
 
