@@ -217,6 +217,20 @@ def test_a_packed_batch_gives_the_same_update_as_one_sequence_per_row(tiny_train
     assert_first_moments_close(s_packed, s_unpacked)
 
 
+def test_an_update_reports_the_nll_and_logprob_differences_of_the_weights_before_it(tiny_trainer):
+    batch, _ = pack(tiny_trainer, tiny_run.make_trajectories(5, n=6, routing=tiny_trainer.routing))
+    state = tiny_trainer.init_state(seed=0)
+    before = np.asarray(tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(batch)))
+    new_state, result = tiny_trainer.update(state, batch)
+    sampled = batch.loss_mask > 0
+    # π_old is the weights before the update: reading the moved weights would give other numbers.
+    after = np.asarray(tiny_trainer.old_logprobs(new_state.params, tiny_trainer.device_batch(batch)))
+    assert np.abs(after - before)[sampled].max() > 1e-4
+    assert result.nll == pytest.approx(-before[sampled].mean(), rel=1e-5)
+    np.testing.assert_allclose(result.logprob_diffs, (before - batch.behaviour_logprobs)[sampled], atol=1e-5)
+    assert result.metrics["train/updates"] == 1.0 and result.metrics["train/step"] == 1.0
+
+
 def test_repeated_steps_on_a_fixed_batch_raise_the_logprobs_of_positive_advantage_tokens(tiny_trainer):
     trajs = tiny_run.make_trajectories(21, n=6, routing=tiny_trainer.routing)
     batch, _ = pack(tiny_trainer, trajs)
