@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system images harnesses lint test test-all demo fixtures clean
+.PHONY: setup system images harnesses lint typecheck test test-all demo fixtures clean
 
 # The venv is rebuilt only when the project's metadata changes (idempotent).
 $(VENV)/.stamp: pyproject.toml setup.py
@@ -36,7 +36,11 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: lint setup system images harnesses
+# The package against its own annotations and protocols (pyproject's [tool.mypy]; seconds once cached).
+typecheck: setup
+	$(VENV)/bin/mypy
+
+test: lint typecheck setup system images harnesses
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-all: setup system images harnesses

@@ -21,19 +21,20 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from legorl_jax.config import Config
+from legorl_jax.harness.base import Harness
 from legorl_jax.monitor.rollout_metrics import alerts, rollout_metrics, trial_text
+from legorl_jax.monitor.tracker import Tracker
+from legorl_jax.proxy.base import Proxy
 from legorl_jax.rollout.collect import Batch, collect
 from legorl_jax.tasks.schema import Task
 from legorl_jax.train.advantages import trajectory_advantages
-from legorl_jax.train.batch import PackStats, pack_trajectories
+from legorl_jax.train.batch import pack_trajectories
 from legorl_jax.train.checkpoint import Checkpointer
 from legorl_jax.train.publish import Publisher, version_of
 from legorl_jax.train.state import TrainState
 from legorl_jax.train.step import Trainer
-from legorl_jax.types import TrainBatch
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +45,14 @@ class Parts:
 
     config: Config
     trainer: Trainer
-    proxy: Any
-    harness: Any
+    proxy: Proxy
+    harness: Harness
     train_tasks: Sequence[Task]
     validation_tasks: Sequence[Task]
     checkpointer: Checkpointer
     publisher: Publisher
-    tracker: Any
-    validation_proxy: Any | None = None
+    tracker: Tracker
+    validation_proxy: Proxy | None = None
     run_id: str = ""
 
 
@@ -63,30 +64,6 @@ class StepRecord:
     metrics: dict[str, float]
     trained: bool
     skipped_because: str = ""
-
-
-def update_policy(
-    trainer: Trainer,
-    state: TrainState,
-    batch: TrainBatch,
-    stats: PackStats | None = None,
-    *,
-    diffs: list | None = None,
-) -> tuple[TrainState, dict[str, float]]:
-    """Every optimiser update one packed batch gets: mini-batches × epochs, after π_old / reference / routing.
-
-    `diffs`, when given, receives the per-token trainer − behaviour log-prob differences (for a histogram).
-    """
-    prepared = trainer.prepare(state, batch)
-    history = []
-    for _epoch in range(trainer.train.epochs):
-        for mini_batch in prepared.mini_batches():
-            state, metrics = trainer.train_step_on(state, mini_batch)
-            history.append(metrics)
-    summary = trainer.summarise(state, prepared, history, stats)
-    if diffs is not None:
-        diffs.append(prepared.logprob_diffs)
-    return state, summary
 
 
 def tasks_for_step(tasks: Sequence[Task], step: int, per_step: int | None, seed: int) -> list[Task]:
@@ -125,10 +102,9 @@ async def run_loop(parts: Parts, state: TrainState, *, start_step: int = 0) -> l
             )
             timings["packing"] = time.monotonic() - t
             t = time.monotonic()
-            diffs: list = []
-            state, train_metrics = update_policy(parts.trainer, state, packed, stats, diffs=diffs)
-            metrics.update(train_metrics)
-            parts.tracker.log_distribution("align/logprob_diff", diffs[0], step=step)
+            state, update = parts.trainer.update(state, packed, stats)
+            metrics.update(update.metrics)
+            parts.tracker.log_distribution("align/logprob_diff", update.logprob_diffs, step=step)
             timings["train_step"] = time.monotonic() - t
 
         t = time.monotonic()
@@ -169,7 +145,7 @@ async def validate(parts: Parts, step: int) -> dict[str, float]:
 
 
 async def _collect(
-    parts: Parts, tasks: Sequence[Task], step: int, proxy: Any, group_size: int, kind: str
+    parts: Parts, tasks: Sequence[Task], step: int, proxy: Proxy, group_size: int, kind: str
 ) -> Batch:
     cfg = parts.config
     rollout = (

@@ -1,6 +1,8 @@
 """One training job from a resolved `Config`: build the parts, resume or start, run the loop, summarise.
 
     summary = asyncio.run(train(config, job="algo=cispo"))      # what train.py calls
+    async with build_parts(config) as built:                    # the same parts, without the loop
+        records = await run_loop(built.parts, built.state, start_step=built.start_step)
 
 Layout of a run (`<rollout.runs_dir>/<rollout.experiment>/`): `checkpoints/` (orbax), `trials/step_<s>/`
 (every trial's archive), `validation/`, `weights/` (disk publishing), `metrics.jsonl`, `summary.md` and
@@ -19,17 +21,20 @@ import dataclasses
 import json
 import logging
 import pathlib
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from legorl_jax.config import Config
 from legorl_jax.loop import Parts, StepRecord, run_loop
+from legorl_jax.tasks.schema import Task
+
+if TYPE_CHECKING:
+    from legorl_jax.engine.base import Engine
+    from legorl_jax.proxy import CaptureProxy
+    from legorl_jax.train.state import TrainState
 
 log = logging.getLogger(__name__)
-TINY_MODEL_TOOL = pathlib.Path(__file__).resolve().parents[1] / "tools" / "make_tiny_model.py"
 DEFAULT_TINY_MODEL = "runs/tiny-moe"
 
 
@@ -55,13 +60,15 @@ def ensure_model(path: str) -> str:
     if (folder / "config.json").is_file():
         return str(folder)
     if folder.as_posix().rstrip("/").endswith(DEFAULT_TINY_MODEL):
-        log.info("making the tiny random Qwen3-MoE at %s (tools/make_tiny_model.py)", folder)
-        subprocess.run([sys.executable, str(TINY_MODEL_TOOL), "--out", str(folder)], check=True)
+        from legorl_jax.model.tiny import make_tiny_model
+
+        log.info("making the tiny random Qwen3-MoE at %s (legorl_jax/model/tiny.py)", folder)
+        make_tiny_model(folder)
         return str(folder)
     raise FileNotFoundError(f"model.path {path!r} is not an HF model directory (no config.json)")
 
 
-def load_tasks(config: Config) -> tuple[list[Any], list[Any]]:
+def load_tasks(config: Config) -> tuple[list[Task], list[Task]]:
     """(train tasks, validation tasks) of `tasks`, with `tasks.ids` applied to the train split."""
     from legorl_jax.tasks.registry import find_task, load_suite
 
@@ -96,7 +103,8 @@ def set_aside_uncommitted_trials(folder: pathlib.Path, next_step: int) -> list[p
                 moved.append(target)
     metrics = folder / "metrics.jsonl"
     if metrics.is_file():  # rows of steps logged but never checkpointed leave the run's record, kept aside
-        kept, later = [], []
+        kept: list[str] = []
+        later: list[str] = []
         for line in metrics.read_text().splitlines():
             if line.strip():
                 (kept if json.loads(line)["step"] < next_step else later).append(line)
@@ -106,51 +114,6 @@ def set_aside_uncommitted_trials(folder: pathlib.Path, next_step: int) -> list[p
             moved.append(aside)
             metrics.write_text("".join(f"{line}\n" for line in kept))
     return moved
-
-
-@contextlib.asynccontextmanager
-async def make_engine(config: Config, model_dir: str) -> AsyncIterator[tuple[Any, str]]:
-    """The rollout engine of `engine` and the publishing route it takes (in_process or disk)."""
-    ec = config.engine
-    if ec.backend == "jax":
-        from legorl_jax.engine.jax_engine import JaxEngine
-
-        engine = JaxEngine.from_dir(
-            model_dir,
-            dtype=ec.dtype,
-            max_running=ec.max_running,
-            max_len=ec.max_len,
-            min_bucket=ec.min_prefill_bucket,
-            prefill_chunk=ec.chunked_prefill_size,
-            weight_version=ec.weight_version,
-            cache_slots=ec.prefix_cache_slots,
-            cache_tokens=ec.prefix_cache_tokens,
-        )
-        try:
-            yield engine, "in_process"
-        finally:
-            engine.close()
-        return
-    from legorl_jax.engine.sglang_client import SGLangEngine, routing_of
-
-    async with contextlib.AsyncExitStack() as stack:
-        url = ec.url
-        if url is None:
-            from legorl_jax.engine.sglang_launcher import SGLangLauncher
-
-            url = await stack.enter_async_context(
-                SGLangLauncher(ec.sglang, model_dir, weight_version=ec.weight_version)
-            )
-        engine = await stack.enter_async_context(
-            SGLangEngine(
-                url,
-                routing=routing_of(model_dir),
-                timeout_s=ec.request_timeout_s,
-                retries=ec.connect_retries,
-                backoff_s=ec.retry_backoff_s,
-            )
-        )
-        yield engine, "disk"
 
 
 def make_tracker(config: Config, folder: pathlib.Path, *, job: str, resume_hash: str | None) -> Any:
@@ -178,12 +141,25 @@ def run_config_of(config: Config) -> dict[str, Any]:
     return plain
 
 
-async def train(config: Config, *, job: str = "") -> RunSummary:
-    """Runs one job (module docstring)."""
+@dataclasses.dataclass
+class Built:
+    """A run's parts and where it starts: the state and loop step (a resume's), the warm start's account."""
+
+    parts: Parts
+    state: TrainState
+    start_step: int
+    warm_start: str
+
+
+@contextlib.asynccontextmanager
+async def build_parts(config: Config, *, job: str = "") -> AsyncIterator[Built]:
+    """Builds the run of `config` (module docstring): refuses or resumes, loads the tasks, warm-starts,
+    builds the trainer, the tracker, the harness, the engine with its publisher and the two proxies
+    (serving); on exit stops the proxies and the engine and closes the checkpointer and the tracker."""
+    from legorl_jax.engine import open_engine
     from legorl_jax.harness import get_harness
     from legorl_jax.model import load_hf
     from legorl_jax.model.sharding import make_mesh, rules_from_config
-    from legorl_jax.proxy import CaptureProxy
     from legorl_jax.tasks.task_image import ensure_task_image
     from legorl_jax.train.checkpoint import Checkpointer
     from legorl_jax.train.publish import Publisher, version_of
@@ -225,7 +201,22 @@ async def train(config: Config, *, job: str = "") -> RunSummary:
                 dataclasses.replace(config, tasks=dataclasses.replace(config.tasks, split=ws.split, ids=None))
             )[0]
         )
-        report = await warm_start(config, demo_tasks, model_dir, same_tasks_as_rl=same)
+        report = await warm_start(
+            ws,
+            demo_tasks,
+            model_dir,
+            same_tasks_as_rl=same,
+            algo=config.algo,
+            train=config.train,
+            harness=config.harness,
+            rollout=config.rollout,
+            proxy=config.proxy,
+            sandbox=config.sandbox,
+            verifier=config.verifier,
+            max_len=config.engine.max_len,
+            dtype=config.model.dtype,
+            seed=config.seed,
+        )
         model_dir, warm = report.model_dir, report.describe()
         log.info("%s", warm)
 
@@ -255,49 +246,71 @@ async def train(config: Config, *, job: str = "") -> RunSummary:
     run_id = getattr(tracker.trackers[-1], "run_hash", "") or run_id
     tracker.log_hparams(run_config_of(config))
     harness = get_harness(config.harness.name, **config.harness.options)
-    aim_repo = config.tracking.repo if config.tracking.backend == "aim" else None
     try:
-        async with make_engine(config, model_dir) as (engine, route):
-            route = route if config.loop.publish == "auto" else config.loop.publish
+        async with (
+            open_engine(config.engine, model_dir) as engine,
+            serving_proxies(config, engine, model_dir, folder) as (proxy, eval_proxy),
+        ):
+            auto = "in_process" if config.engine.backend == "jax" else "disk"
             publisher = Publisher(
                 engine,
-                mode=route,
+                mode=auto if config.loop.publish == "auto" else config.loop.publish,
                 to_policy=trainer.policy_of,
                 directory=config.loop.publish_dir or folder / "weights",
                 source_dir=model_dir,
             )
             if config.resume:
                 await publisher.publish(state.params, version_of(start_step))
-            proxy = CaptureProxy.from_model_dir(
-                engine, model_dir, dataclasses.replace(config.proxy, archive_dir=str(folder / "sessions"))
+            parts = Parts(
+                config,
+                trainer,
+                proxy,
+                harness,
+                train_tasks,
+                validation_tasks,
+                checkpointer,
+                publisher,
+                tracker,
+                validation_proxy=eval_proxy,
+                run_id=run_id,
             )
-            eval_proxy = CaptureProxy.from_model_dir(
-                engine,
-                model_dir,
-                dataclasses.replace(config.proxy, mode="eval", archive_dir=str(folder / "sessions")),
-            )
-            await proxy.start("127.0.0.1", 0)
-            await eval_proxy.start("127.0.0.1", 0)
-            try:
-                parts = Parts(
-                    config,
-                    trainer,
-                    proxy,
-                    harness,
-                    train_tasks,
-                    validation_tasks,
-                    checkpointer,
-                    publisher,
-                    tracker,
-                    validation_proxy=eval_proxy,
-                    run_id=run_id,
-                )
-                records = await run_loop(parts, state, start_step=start_step)
-            finally:
-                await proxy.stop()
-                await eval_proxy.stop()
+            yield Built(parts, state, start_step, warm)
     finally:
         checkpointer.wait()
         checkpointer.close()
         tracker.close()
-    return RunSummary(folder, records, warm, aim_repo, run_id, start_step)
+
+
+@contextlib.asynccontextmanager
+async def serving_proxies(
+    config: Config, engine: Engine, model_dir: str, folder: pathlib.Path
+) -> AsyncIterator[tuple[CaptureProxy, CaptureProxy]]:
+    """The training proxy and the validation proxy (`proxy.mode=eval`) over `engine`, both serving on
+    loopback and archiving to `<folder>/sessions`; stopped on exit."""
+    from legorl_jax.proxy import CaptureProxy
+
+    archive = str(folder / "sessions")
+    proxy = CaptureProxy.from_model_dir(
+        engine, model_dir, dataclasses.replace(config.proxy, archive_dir=archive)
+    )
+    eval_proxy = CaptureProxy.from_model_dir(
+        engine, model_dir, dataclasses.replace(config.proxy, mode="eval", archive_dir=archive)
+    )
+    await proxy.start("127.0.0.1", 0)
+    try:
+        await eval_proxy.start("127.0.0.1", 0)
+        try:
+            yield proxy, eval_proxy
+        finally:
+            await eval_proxy.stop()
+    finally:
+        await proxy.stop()
+
+
+async def train(config: Config, *, job: str = "") -> RunSummary:
+    """Runs one job (module docstring): `build_parts`, then `run_loop` from where the run starts."""
+    aim_repo = config.tracking.repo if config.tracking.backend == "aim" else None
+    async with build_parts(config, job=job) as built:
+        records = await run_loop(built.parts, built.state, start_step=built.start_step)
+    parts = built.parts
+    return RunSummary(run_dir(config), records, built.warm_start, aim_repo, parts.run_id, built.start_step)

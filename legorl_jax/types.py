@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any
+import pathlib
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from jaxtyping import Float, Int
+
+if TYPE_CHECKING:  # annotations only: importing the stage contracts loads no jax and no verifier
+    import jax
+
+    from legorl_jax.tasks.report import VerifierReport
 
 FinishReason = str  # "stop" | "length" | "abort"
 FINISH_REASONS = ("stop", "length", "abort")
@@ -143,6 +150,31 @@ class Sequence:
 
 
 @dataclasses.dataclass(frozen=True)
+class SessionRecord:
+    """A closed capture-proxy session, as the rollout reads it (the archive's `trajectory.json` holds the
+    same record as JSON, with each turn's token ids)."""
+
+    session_id: str
+    trial_dir: pathlib.Path  # where the session was archived
+    flags: dict[str, bool]  # context_overflow, no_tool_collapse, format_failure, engine_failed
+    counters: dict[str, Any]  # calls, tokens, tool calls, no-tool replies, model_s, tool_s, ...
+    messages: tuple[dict[str, Any], ...]  # the main thread's last conversation (display only)
+    branches: tuple[dict[str, Any], ...]  # one summary per branch of the conversation
+    turns: tuple[dict[str, Any], ...]  # every model call in order: branch, kind, tool calls, token counts
+    sequences: tuple[Sequence, ...]  # what the trainer trains on
+
+    @property
+    def model_s(self) -> float:
+        """Seconds the session's model calls took."""
+        return float(self.counters.get("model_s", 0.0))
+
+    @property
+    def tool_s(self) -> float:
+        """Seconds between the session's model calls (the harness running its tools)."""
+        return float(self.counters.get("tool_s", 0.0))
+
+
+@dataclasses.dataclass(frozen=True)
 class Trajectory:
     """One trial: what the harness did, what the policy sampled, and the verifier's verdict."""
 
@@ -157,7 +189,7 @@ class Trajectory:
         default_factory=dict
     )  # tool calls, edits, test runs, turns
     timings: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per phase
-    verifier_report: dict[str, Any] | None = None
+    verifier_report: VerifierReport | None = None  # None when the diff was never graded
 
     @property
     def valid(self) -> bool:
@@ -167,18 +199,42 @@ class Trajectory:
 
 @dataclasses.dataclass(frozen=True)
 class TrainBatch:
-    """Packed device arrays. Segment id 0 marks padding; positions restart at 0 in each segment.
+    """Packed rows, on the host (numpy, from the packer) or on the mesh (jax, `Trainer.device_batch`).
+    Segment id 0 marks padding; positions restart at 0 in each segment.
 
     Position t of a row is an *input* token; the quantities the loss needs (target, mask, behaviour
     log-prob, advantage) are stored at the position whose logits predict them, so `targets[b, t]` is the
     next token of the same segment and every per-token field lines up with it without shifting.
+
+    A pytree (every field a leaf, `routed_experts` an empty subtree when None) once `legorl_jax.train` is
+    imported: `legorl_jax/train/batch.py` registers it, so that importing this module needs no jax.
     """
 
-    tokens: Any  # int32[B, T]
-    targets: Any  # int32[B, T]; tokens[b, t + 1] within the segment, 0 where there is none
-    positions: Any  # int32[B, T]
-    segment_ids: Any  # int32[B, T]
-    loss_mask: Any  # float32[B, T]; 1 where the *target* at t (token t+1) was sampled by the policy
-    advantages: Any  # float32[B, T]
-    behaviour_logprobs: Any  # float32[B, T]; aligned with the target at t
-    routed_experts: Any | None  # int32[L, B, T, K]; -1 = route natively
+    tokens: Int[np.ndarray | jax.Array, "B T"]
+    targets: Int[np.ndarray | jax.Array, "B T"]  # tokens[b, t + 1] within the segment, 0 where there is none
+    positions: Int[np.ndarray | jax.Array, "B T"]
+    segment_ids: Int[np.ndarray | jax.Array, "B T"]
+    # 1.0 where the *target* at t (token t+1) was sampled by the policy
+    loss_mask: Float[np.ndarray | jax.Array, "B T"]
+    advantages: Float[np.ndarray | jax.Array, "B T"]
+    behaviour_logprobs: Float[np.ndarray | jax.Array, "B T"]  # aligned with the target at t
+    routed_experts: Int[np.ndarray | jax.Array, "L B T K"] | None  # -1 = route natively
+
+    @property
+    def rows(self) -> int:
+        """B, the number of packed rows."""
+        return int(self.tokens.shape[0])
+
+    def select_rows(self, rows: slice) -> TrainBatch:
+        """The given rows of every field (the routing's row axis is its second)."""
+        routing = None if self.routed_experts is None else self.routed_experts[:, rows]
+        return TrainBatch(
+            tokens=self.tokens[rows],
+            targets=self.targets[rows],
+            positions=self.positions[rows],
+            segment_ids=self.segment_ids[rows],
+            loss_mask=self.loss_mask[rows],
+            advantages=self.advantages[rows],
+            behaviour_logprobs=self.behaviour_logprobs[rows],
+            routed_experts=routing,
+        )

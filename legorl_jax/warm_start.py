@@ -1,6 +1,11 @@
 """A supervised warm start: the trainer on gold-patch demonstrations rendered through the built-in harness.
 
-    report = await warm_start(config, tasks, base_dir, same_tasks_as_rl=False)  # report.model_dir, cached
+    report = await warm_start(config.loop.warm_start, tasks, base_dir, same_tasks_as_rl=True,
+                              algo=config.algo, train=config.train, harness=config.harness,
+                              rollout=config.rollout, proxy=config.proxy, sandbox=config.sandbox,
+                              verifier=config.verifier, max_len=config.engine.max_len,
+                              dtype=config.model.dtype, seed=config.seed)
+    report.model_dir                                                 # an HF directory, cached
 
 A random-initialised tiny model cannot call tools, so RL on it never sees a reward. The warm start makes
 demonstrations the way a rollout is made: the real built-in harness runs in a real sandbox against the
@@ -8,9 +13,10 @@ capture proxy, whose engine (`TeacherEngine`) replies with the gold patch's edit
 calls (`str_replace` per hunk, with the fewest context lines that make `old` unique in the file, then
 `submit`); the tools really run, the verifier grades the result, and only demonstrations scored 1 are kept.
 The recorded sequences (the proxy's exact token ids, loss mask on the assistant tokens) are trained on by the
-same `Trainer` with advantage 1 and no importance weighting: with one update per batch the ratio is exactly 1,
-so the policy-gradient step is the log-likelihood gradient. The result is written as an HF directory under
-`loop.warm_start.cache_dir`, keyed by the base model, the tasks, the steps and the rate, and reused.
+same `Trainer.update` with advantage 1 and no importance weighting: with one update per batch the ratio is
+exactly 1, so the policy-gradient step is the log-likelihood gradient; its `nll` is the loss reported. The
+result is written as an HF directory under `loop.warm_start.cache_dir`, keyed by the base model, the tasks,
+the steps and the rate, and reused.
 
 `report` says exactly what was done (tasks demonstrated, demonstrations kept, steps, final loss), and
 whether the demonstrated tasks are the ones RL is measured on (`split: same`).
@@ -31,7 +37,16 @@ from typing import Any
 
 import numpy as np
 
-from legorl_jax.config import AlgoConfig, Config, RolloutConfig, TrainConfig
+from legorl_jax.config import (
+    AlgoConfig,
+    HarnessConfig,
+    ProxyConfig,
+    RolloutConfig,
+    SandboxConfig,
+    TrainConfig,
+    VerifierConfig,
+    WarmStartConfig,
+)
 from legorl_jax.engine.base import SamplingParams, check_generate_args, check_input_ids
 from legorl_jax.tasks.patchset import parse_patch, split_lines
 from legorl_jax.tasks.schema import Task
@@ -150,6 +165,7 @@ class TeacherEngine:
     """An `Engine` that replies with fixed texts, one per call: the demonstrator behind the proxy.
 
     Its log-probs are 0 (nothing is sampled); the warm start never uses them (no importance weighting).
+    Asked for the k likeliest tokens, it names its reply's token at log-prob 0 and k - 1 others at -inf.
     """
 
     def __init__(self, tokenizer: Any, replies: Sequence[str], *, max_len: int, eos_id: int):
@@ -164,11 +180,18 @@ class TeacherEngine:
         return_routed_experts: bool = False,
         routed_experts_start_len: int = 0,
         rid: str | None = None,
+        top_logprobs: int = 0,
         session_id: str | None = None,
     ) -> Generation:
         prompt = check_input_ids(input_ids)
         check_generate_args(
-            prompt, sampling, return_routed_experts, routed_experts_start_len, rid, session_id=session_id
+            prompt,
+            sampling,
+            return_routed_experts,
+            routed_experts_start_len,
+            rid,
+            top_logprobs=top_logprobs,
+            session_id=session_id,
         )
         text = self.replies[min(self.calls, len(self.replies) - 1)]
         self.calls += 1
@@ -177,6 +200,13 @@ class TeacherEngine:
             raise ValueError(
                 f"a demonstration reply of {len(out)} tokens exceeds max_new_tokens={sampling.max_new_tokens}"
             )
+        top_ids = top_lps = None
+        if top_logprobs:
+            top_ids = np.asarray(
+                [[t, *[x for x in range(top_logprobs) if x != t][: top_logprobs - 1]] for t in out], np.int32
+            )
+            top_lps = np.full(top_ids.shape, -np.inf, np.float32)
+            top_lps[:, 0] = 0.0
         return Generation(
             np.asarray(out, np.int32),
             np.zeros(len(out), np.float32),
@@ -185,6 +215,8 @@ class TeacherEngine:
             "teacher",
             len(prompt),
             routed_experts_start=routed_experts_start_len,
+            output_top_ids=top_ids,
+            output_top_logprobs=top_lps,
         )
 
     async def prompt_logprobs(self, input_ids: Any, start: int, *, temperature: float = 1.0) -> np.ndarray:
@@ -201,7 +233,16 @@ class TeacherEngine:
 
 
 async def record_demonstrations(
-    config: Config, tasks: Sequence[Task], model_dir: str, folder: pathlib.Path
+    tasks: Sequence[Task],
+    model_dir: str,
+    folder: pathlib.Path,
+    *,
+    harness: HarnessConfig,
+    proxy: ProxyConfig,
+    sandbox: SandboxConfig,
+    verifier: VerifierConfig,
+    trial_timeout_s: float,
+    max_len: int,
 ) -> list[Trajectory]:
     """One demonstration trial per task (module docstring); those not scored 1 are left out and logged."""
     from legorl_jax.harness.builtin import BuiltinHarness
@@ -211,42 +252,40 @@ async def record_demonstrations(
 
     tokenizer = load_tokenizer(model_dir)
     eos = tokenizer.token_to_id("<|im_end|>")
+    if eos is None:
+        raise ValueError(f"warm start: the tokenizer of {model_dir} has no <|im_end|> token to end a reply")
     rollout = RolloutConfig(
         group_size=1,
         concurrency=1,
-        trial_timeout_s=config.rollout.trial_timeout_s,
+        trial_timeout_s=trial_timeout_s,
         retries=1,
         runs_dir=str(folder),
         experiment="demonstrations",
     )
-    proxy_config = dataclasses.replace(
-        config.proxy, archive_dir=str(folder / "sessions"), max_consecutive_no_tool=0
-    )
-    harness = (
-        BuiltinHarness(**config.harness.options) if config.harness.name == "builtin" else BuiltinHarness()
-    )
+    proxy_config = dataclasses.replace(proxy, archive_dir=str(folder / "sessions"), max_consecutive_no_tool=0)
+    demonstrator = BuiltinHarness(**harness.options) if harness.name == "builtin" else BuiltinHarness()
     kept = []
     for task in tasks:
         replies = demonstration_replies(task, qwen3_tool_call)
-        engine = TeacherEngine(tokenizer, replies, max_len=config.engine.max_len, eos_id=eos)
-        proxy = CaptureProxy(engine, tokenizer, proxy_config)
-        await proxy.start("127.0.0.1", 0)
+        engine = TeacherEngine(tokenizer, replies, max_len=max_len, eos_id=eos)
+        capture = CaptureProxy(engine, tokenizer, proxy_config)
+        await capture.start("127.0.0.1", 0)
         try:
             trajectory = await run_trial(
                 task,
-                harness=harness,
-                proxy=proxy,
+                harness=demonstrator,
+                proxy=capture,
                 trial_id=task.instance_id,
                 group_id=task.instance_id,
                 trial_dir=folder / "trials" / task.instance_id,
                 config=rollout,
                 step_limit=len(replies),  # the whole demonstration, whatever the RL run's step limit
-                model=config.harness.model,
-                sandbox_config=config.sandbox,
-                verifier_config=config.verifier,
+                model=harness.model,
+                sandbox_config=sandbox,
+                verifier_config=verifier,
             )
         finally:
-            await proxy.stop()
+            await capture.stop()
         if trajectory.valid and trajectory.reward == 1.0:
             kept.append(trajectory)
         else:
@@ -263,7 +302,9 @@ async def record_demonstrations(
 # training
 
 
-def cache_key(config: Config, tasks: Sequence[Task], model_dir: str) -> str:
+def cache_key(
+    ws: WarmStartConfig, tasks: Sequence[Task], model_dir: str, *, max_tokens: int, harness: str
+) -> str:
     weights = pathlib.Path(model_dir) / "model.safetensors"
     stamp = weights.stat().st_size if weights.exists() else 0
     blob = json.dumps(
@@ -272,11 +313,11 @@ def cache_key(config: Config, tasks: Sequence[Task], model_dir: str) -> str:
             "weights": stamp,
             "tasks": [t.instance_id for t in tasks],
             "patches": [hashlib.sha256(t.patch.encode()).hexdigest()[:16] for t in tasks],
-            "steps": config.loop.warm_start.steps,
-            "stop_below": config.loop.warm_start.stop_below,
-            "lr": config.loop.warm_start.learning_rate,
-            "max_tokens": config.train.max_tokens,
-            "harness": config.harness.name,
+            "steps": ws.steps,
+            "stop_below": ws.stop_below,
+            "lr": ws.learning_rate,
+            "max_tokens": max_tokens,
+            "harness": harness,
             "version": 1,
         },
         sort_keys=True,
@@ -284,37 +325,56 @@ def cache_key(config: Config, tasks: Sequence[Task], model_dir: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def supervised_configs(config: Config) -> tuple[AlgoConfig, TrainConfig]:
+def supervised_configs(
+    ws: WarmStartConfig, algo: AlgoConfig, train: TrainConfig
+) -> tuple[AlgoConfig, TrainConfig]:
     """The warm start's trainer settings: advantage 1, no IS weights, native routing, a constant rate.
 
     The optimiser is AdamW at its schema defaults, not the RL run's settings: the cached warm start depends
     only on what `cache_key` names (model, tasks, steps, rate, row length).
     """
-    algo = AlgoConfig(loss=config.algo.loss, tis="none", mis="none", kl_coef=0.0, temperature=1.0)
-    train = TrainConfig(
-        learning_rate=config.loop.warm_start.learning_rate,
-        total_steps=config.loop.warm_start.steps,
-        max_tokens=config.train.max_tokens,
+    supervised = AlgoConfig(loss=algo.loss, tis="none", mis="none", kl_coef=0.0, temperature=1.0)
+    settings = TrainConfig(
+        learning_rate=ws.learning_rate,
+        total_steps=ws.steps,
+        max_tokens=train.max_tokens,
         routing_replay=False,
         routing_agreement_every=0,
-        logprob_impl=config.train.logprob_impl,
+        logprob_impl=train.logprob_impl,
     )
-    return algo, train
+    return supervised, settings
 
 
 async def warm_start(
-    config: Config, tasks: Sequence[Task], model_dir: str, *, same_tasks_as_rl: bool
+    ws: WarmStartConfig,
+    tasks: Sequence[Task],
+    model_dir: str,
+    *,
+    same_tasks_as_rl: bool,
+    algo: AlgoConfig,
+    train: TrainConfig,
+    harness: HarnessConfig,
+    rollout: RolloutConfig,
+    proxy: ProxyConfig,
+    sandbox: SandboxConfig,
+    verifier: VerifierConfig,
+    max_len: int,
+    dtype: str,
+    seed: int,
 ) -> WarmStartReport:
-    """The warm-started HF directory for `tasks` (made, or taken from the cache), and what was done."""
-    from legorl_jax.loop import update_policy
+    """The warm-started HF directory for `tasks` (made, or taken from the cache), and what was done.
+
+    `algo` and `train` give the loss, the row length and the log-prob op (`supervised_configs`); the
+    demonstrations are recorded with `harness`, `proxy`, `sandbox`, `verifier`, the engine's `max_len` and
+    `rollout.trial_timeout_s`; the model loads in `dtype`.
+    """
     from legorl_jax.model import load_hf
     from legorl_jax.train.batch import pack_trajectories
     from legorl_jax.train.publish import export_hf
     from legorl_jax.train.step import Trainer
 
-    ws = config.loop.warm_start
     root = pathlib.Path(ws.cache_dir)
-    key = cache_key(config, tasks, model_dir)
+    key = cache_key(ws, tasks, model_dir, max_tokens=train.max_tokens, harness=harness.name)
     done = root / key / "model"
     meta_path = root / key / "report.json"
     if done.is_dir() and meta_path.exists():
@@ -325,32 +385,41 @@ async def warm_start(
     started = time.monotonic()
     work = root / key / "work"
     shutil.rmtree(work, ignore_errors=True)
-    demos = await record_demonstrations(config, tasks, model_dir, work)
+    demos = await record_demonstrations(
+        tasks,
+        model_dir,
+        work,
+        harness=harness,
+        proxy=proxy,
+        sandbox=sandbox,
+        verifier=verifier,
+        trial_timeout_s=rollout.trial_timeout_s,
+        max_len=max_len,
+    )
     if not demos:
         raise RuntimeError(
             f"warm start: no demonstration of {[t.instance_id for t in tasks]} scored 1; see {work}"
         )
-    algo, train = supervised_configs(config)
-    trainer = Trainer(load_hf(model_dir, config.model.dtype), algo, train)
+    supervised, settings = supervised_configs(ws, algo, train)
+    trainer = Trainer(load_hf(model_dir, dtype), supervised, settings)
     longest = max(len(s.token_ids) for d in demos for s in d.sequences)
-    if longest > train.max_tokens:
+    if longest > settings.max_tokens:
         raise ValueError(
-            f"warm start: a demonstration has {longest} tokens, more than train.max_tokens={train.max_tokens}"
+            f"warm start: a demonstration has {longest} tokens, more than "
+            f"train.max_tokens={settings.max_tokens}"
         )
     batch, stats = pack_trajectories(
         demos,
         np.ones(len(demos), np.float32),
-        max_tokens=train.max_tokens,
+        max_tokens=settings.max_tokens,
         row_multiple=trainer.row_multiple,
         overflow="drop",
     )
-    state = trainer.init_state(seed=config.seed)
+    state = trainer.init_state(seed=seed)
     losses = []
     for step in range(ws.steps):
-        state, metrics = await asyncio.to_thread(update_policy, trainer, state, batch, stats)
-        # The behaviour log-probs are 0, so align/k1 (mean of behaviour - trainer) is the NLL per token
-        # before this step's update.
-        losses.append(metrics["align/k1"])
+        state, update = await asyncio.to_thread(trainer.update, state, batch, stats)
+        losses.append(update.nll)  # the demonstration's NLL per token before this step's update
         done_early = ws.stop_below is not None and losses[-1] < ws.stop_below
         if step % 10 == 0 or step == ws.steps - 1 or done_early:
             log.info(

@@ -93,7 +93,7 @@ async def plain(tasks, proxy, harness, n: int) -> list[dict[str, float]]:
         t3 = time.monotonic()
         closed = await proxy.close_session(info.session_id)
         assert report.reward == 1.0, report
-        counters = closed.trajectory["counters"]
+        counters = closed.counters
         wall = time.monotonic() - t0
         out.append(
             {
@@ -266,9 +266,8 @@ class TimedHarness:
 
     def __init__(self, harness):
         self.harness, self.intervals, self.started = harness, [], 0.0
-        self.name, self.mounts = harness.name, getattr(harness, "mounts", None)
-        self.network = getattr(harness, "network", "none")
-        self.sandbox_user = getattr(harness, "sandbox_user", None)
+        self.name, self.network, self.mounts = harness.name, harness.network, harness.mounts
+        self.sandbox_user = harness.sandbox_user
 
     async def run(self, task, sandbox, llm):
         self.started = time.time()

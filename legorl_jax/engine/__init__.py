@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pathlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from legorl_jax.engine.base import (
     BadRequestError,
@@ -27,6 +28,9 @@ from legorl_jax.engine.base import (
     EngineUnavailableError,
     SamplingParams,
 )
+
+if TYPE_CHECKING:
+    from legorl_jax.config import EngineConfig
 
 __all__ = [
     "BadRequestError",
@@ -42,14 +46,19 @@ __all__ = [
 
 @contextlib.asynccontextmanager
 async def open_engine(
-    config: Any, model_path: str | os.PathLike, *, policy: Any = None
+    config: EngineConfig,
+    model_path: str | os.PathLike,
+    *,
+    policy: Any = None,
 ) -> AsyncIterator[Engine]:
     """The engine `config` (an `EngineConfig`) describes, closed (and its server stopped) on exit.
 
     jax: a `JaxEngine` on `policy` when given (the trainer's own module; only the tokenizer is read from
     `model_path`), else on the HF directory `model_path`. sglang: an `SGLangEngine` on `config.url`, or on a
     server that `SGLangLauncher` starts from `config.sglang` on `model_path` (passing it
-    `config.weight_version`) and stops afterwards; a server at `config.url` reports its own version.
+    `config.weight_version`) and stops afterwards; a server at `config.url` reports its own version. The
+    client decodes routed experts with the layout of `model_path`'s config.json when there is one (else it
+    asks the server).
     """
     from legorl_jax.config import EngineConfig
 
@@ -58,29 +67,40 @@ async def open_engine(
     if config.backend == "jax":
         from legorl_jax.engine.jax_engine import JaxEngine, tokenizer_of
 
-        options = dict(max_running=config.max_running, max_len=config.max_len,
+        options: dict[str, Any] = dict(max_running=config.max_running, max_len=config.max_len,
                        min_bucket=config.min_prefill_bucket, prefill_chunk=config.chunked_prefill_size,
-                       dtype=config.dtype,
                        weight_version=config.weight_version, cache_slots=config.prefix_cache_slots,
                        cache_tokens=config.prefix_cache_tokens)  # fmt: skip
         if policy is None:
-            engine = JaxEngine.from_dir(model_path, **options)
+            engine = JaxEngine.from_dir(model_path, dtype=config.dtype, **options)
         else:
             engine = JaxEngine(
-                policy, tokenizer=tokenizer_of(model_path), model_path=str(model_path), **options
+                policy,
+                tokenizer=tokenizer_of(model_path),
+                model_path=str(model_path),
+                dtype=config.dtype,
+                **options,
             )
         try:
             yield engine
         finally:
             engine.close()
         return
-    from legorl_jax.engine.sglang_client import SGLangEngine
+    from legorl_jax.engine.sglang_client import SGLangEngine, routing_of
     from legorl_jax.engine.sglang_launcher import SGLangLauncher
 
-    client_options = dict(timeout_s=config.request_timeout_s, retries=config.connect_retries,
-                          backoff_s=config.retry_backoff_s)  # fmt: skip
     async with contextlib.AsyncExitStack() as stack:
-        url = config.url or await stack.enter_async_context(
-            SGLangLauncher(config.sglang, model_path, weight_version=config.weight_version)
+        url = config.url
+        if url is None:
+            url = await stack.enter_async_context(
+                SGLangLauncher(config.sglang, model_path, weight_version=config.weight_version)
+            )
+        has_config = (pathlib.Path(model_path) / "config.json").is_file()
+        client = SGLangEngine(
+            url,
+            routing=routing_of(model_path) if has_config else None,
+            timeout_s=config.request_timeout_s,
+            retries=config.connect_retries,
+            backoff_s=config.retry_backoff_s,
         )
-        yield await stack.enter_async_context(SGLangEngine(url, **client_options))
+        yield await stack.enter_async_context(client)

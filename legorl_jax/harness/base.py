@@ -6,7 +6,9 @@
 step limit; `sandbox` is the trial's started agent sandbox (the repository at `task.workdir`, history
 stripped, hidden tests absent). An adapter only configures its harness: the base URL, the model name, the
 step limit, cost tracking off, timeouts, and command execution pointed at `sandbox` with its limits intact.
-How the run ended is the `HarnessResult`'s `exit_status`:
+An adapter also says what its trial sandbox needs: `network` (`none`, or `proxy_only` when the agent runs
+inside and must reach the proxy), `mounts` (read-only host folders, or None) and `sandbox_user` (None: the
+image's user). How the run ended is the `HarnessResult`'s `exit_status`, a policy `Outcome`:
 
 - `submitted`: the agent said it was done (a submit tool, a final answer, the harness's own end);
 - `step_limit`: the step limit ended it;
@@ -21,11 +23,15 @@ The diff is never taken from the harness: the rollout takes `git diff` in the sa
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from legorl_jax.types import Outcome
 from legorl_jax.validate import positive_int
 
-EXIT_STATUSES = ("submitted", "step_limit", "context_overflow", "no_tool_collapse", "format_failure")
+if TYPE_CHECKING:
+    from legorl_jax.sandbox.base import Sandbox
+    from legorl_jax.tasks.schema import Task
 
 
 class HarnessCrashed(RuntimeError):
@@ -63,8 +69,8 @@ class LLMEndpoint:
 class HarnessResult:
     """How one harness run ended."""
 
-    exit_status: str
-    """One of EXIT_STATUSES (module docstring)."""
+    exit_status: Outcome
+    """How the run ended: one of the policy outcomes (module docstring), never an infrastructure one."""
     steps: int
     """Model calls the harness made."""
     log: str = ""
@@ -73,8 +79,9 @@ class HarnessResult:
     """What the harness saw itself do (commands run, edits, test runs, re-reads of edited files)."""
 
     def __post_init__(self) -> None:
-        if self.exit_status not in EXIT_STATUSES:
-            raise ValueError(f"exit_status must be one of {EXIT_STATUSES}, got {self.exit_status!r}")
+        if not isinstance(self.exit_status, Outcome) or self.exit_status.is_infra_failure:
+            policy = [o.value for o in Outcome if not o.is_infra_failure]
+            raise ValueError(f"exit_status must be a policy Outcome ({policy}), got {self.exit_status!r}")
 
 
 @runtime_checkable
@@ -83,6 +90,21 @@ class Harness(Protocol):
 
     name: str
 
-    async def run(self, task: Any, sandbox: Any, llm: LLMEndpoint) -> HarnessResult:
+    @property
+    def network(self) -> str:
+        """The trial sandbox's network: `none`, or `proxy_only` for an agent that runs inside it."""
+        ...
+
+    @property
+    def mounts(self) -> Mapping[str, str] | None:
+        """Read-only bind mounts (sandbox path -> host path) the agent needs, or None."""
+        ...
+
+    @property
+    def sandbox_user(self) -> str | None:
+        """The user the trial sandbox runs as (None: the image's own)."""
+        ...
+
+    async def run(self, task: Task, sandbox: Sandbox, llm: LLMEndpoint) -> HarnessResult:
         """Works on `task` in `sandbox` until it ends; raises HarnessCrashed when the harness itself fails."""
         ...

@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessResult, LLMEndpoint
+from legorl_jax.types import Outcome
 from legorl_jax.validate import is_int, positive_number
 
 SYSTEM_PROMPT = (
@@ -107,6 +108,10 @@ class BuiltinHarness:
     """The built-in agent (module docstring)."""
 
     name = "builtin"
+    network = "none"
+    """The agent calls the model from the host; its commands run in the sandbox, which needs no network."""
+    mounts = None
+    sandbox_user = None
 
     def __init__(self, *, command_timeout_s: float = 60.0, request_timeout_s: float = 1800.0):
         self.command_timeout_s = positive_number("command_timeout_s", command_timeout_s, unit="seconds")
@@ -126,7 +131,7 @@ class BuiltinHarness:
                 body = {"model": llm.model, "messages": messages, "tools": TOOLS, "tool_choice": "auto"}
                 status, reply = await _post(http, llm.openai_base_url + "/chat/completions", body)
                 if status == 400 and reply.get("error", {}).get("code") == "context_length_exceeded":
-                    return run.result("context_overflow", step, messages)
+                    return run.result(Outcome.CONTEXT_OVERFLOW, step, messages)
                 if status != 200:
                     raise HarnessCrashed(
                         f"model call {step} failed with HTTP {status}: {json.dumps(reply)[:500]}"
@@ -136,7 +141,7 @@ class BuiltinHarness:
                 messages.append({k: v for k, v in message.items() if k in ("role", "content", "tool_calls")})
                 if not calls:
                     if (message.get("content") or "").startswith("Session terminated:"):
-                        return run.result("no_tool_collapse", step + 1, messages)
+                        return run.result(Outcome.NO_TOOL_COLLAPSE, step + 1, messages)
                     messages.append({"role": "user", "content": REMINDER})
                     continue
                 submitted = False
@@ -147,8 +152,8 @@ class BuiltinHarness:
                     submitted |= submitted_now
                     messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
                 if submitted:
-                    return run.result("submitted", step + 1, messages)
-        return run.result("step_limit", llm.step_limit, messages)
+                    return run.result(Outcome.SUBMITTED, step + 1, messages)
+        return run.result(Outcome.STEP_LIMIT, llm.step_limit, messages)
 
 
 async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -256,6 +261,6 @@ class _Run:
         self.edited.add(posixpath.relpath(path, self.workdir))
         return f"Replaced 1 occurrence in {path}."
 
-    def result(self, status: str, steps: int, messages: list[dict[str, Any]]) -> HarnessResult:
+    def result(self, status: Outcome, steps: int, messages: list[dict[str, Any]]) -> HarnessResult:
         log = "\n".join(json.dumps(m, ensure_ascii=False) for m in messages)
         return HarnessResult(status, steps, log=log, features=dict(self.features))

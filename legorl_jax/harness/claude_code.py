@@ -32,6 +32,7 @@ from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessResult, LLMEndpoint
 from legorl_jax.harness.native_agent import NativePackage, require, run_binary
+from legorl_jax.types import Outcome
 from legorl_jax.validate import is_int, positive_number
 
 PACKAGE = NativePackage(
@@ -68,6 +69,7 @@ class ClaudeCodeHarness:
     name = "claude_code"
     network = "proxy_only"
     """It runs its tools where it runs, in the sandbox, and calls the model from there."""
+    sandbox_user = None
 
     def __init__(self, *, tools: str = TOOLS, bare: bool = False, timeout_s: float = 1800.0,
                  command_timeout_s: float = 120.0, max_retries: int = 2):  # fmt: skip
@@ -152,11 +154,11 @@ def _result(exit_code: int, stdout: str, output: str) -> HarnessResult:
     subtype, text = result.get("subtype"), str(result.get("result") or "")
     steps = int(result.get("num_turns") or 0)
     if subtype == "error_max_turns":
-        status = "step_limit"
+        status = Outcome.STEP_LIMIT
     elif result.get("terminal_reason") == PROMPT_TOO_LONG:
-        status = "context_overflow"
+        status = Outcome.CONTEXT_OVERFLOW
     elif subtype == "success" and not result.get("is_error"):
-        status = "no_tool_collapse" if text.startswith(TERMINATED) else "submitted"
+        status = Outcome.NO_TOOL_COLLAPSE if text.startswith(TERMINATED) else Outcome.SUBMITTED
     else:
         raise HarnessCrashed(
             f"Claude Code ended with subtype {subtype!r} (is_error={result.get('is_error')!r}, "

@@ -55,6 +55,7 @@ from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
 from legorl_jax.sandbox.base import SandboxError
+from legorl_jax.types import Outcome
 from legorl_jax.validate import positive_number
 
 REQUIRED_VERSION = "2.4."
@@ -70,10 +71,10 @@ BRIDGE_GRACE_S = 300.0
 MODEL_ATTEMPTS = "3"
 
 _EXIT_STATUSES = {
-    "Submitted": "submitted",
-    "LimitsExceeded": "step_limit",
-    "TimeExceeded": "step_limit",
-    "RepeatedFormatError": "format_failure",
+    "Submitted": Outcome.SUBMITTED,
+    "LimitsExceeded": Outcome.STEP_LIMIT,
+    "TimeExceeded": Outcome.STEP_LIMIT,
+    "RepeatedFormatError": Outcome.FORMAT_FAILURE,
 }
 
 
@@ -207,6 +208,10 @@ class MiniSweAgentHarness:
     docstring)."""
 
     name = "mini_swe_agent"
+    network = "none"
+    """mini-swe-agent calls the model from the host; its commands run in the sandbox, with no network."""
+    mounts = None
+    sandbox_user = None
 
     def __init__(self, *, config: str = "benchmarks/swebench.yaml", command_timeout_s: float | None = 60.0,
                  request_timeout_s: float = 1800.0):  # fmt: skip
@@ -285,10 +290,10 @@ class MiniSweAgentHarness:
                 lambda: agent.run(task.problem_statement), f"mini-swe-agent {task.instance_id}", env.halt
             )
         except ContextWindowExceededError:
-            return _result("context_overflow", agent, env)
+            return _result(Outcome.CONTEXT_OVERFLOW, agent, env)
         except BadRequestError as exc:
             if getattr(exc, "code", None) == "context_length_exceeded":
-                return _result("context_overflow", agent, env)
+                return _result(Outcome.CONTEXT_OVERFLOW, agent, env)
             raise HarnessCrashed(f"mini-swe-agent raised {type(exc).__name__}: {str(exc)[:2000]}") from exc
         except SandboxError:
             raise  # the sandbox failed, not the harness: the rollout drops the trial as sandbox_failed
@@ -298,10 +303,10 @@ class MiniSweAgentHarness:
         if status not in _EXIT_STATUSES:
             raise HarnessCrashed(f"mini-swe-agent ended with exit_status {status!r}: {str(info)[:2000]}")
         ours = _EXIT_STATUSES[status]
-        if ours == "format_failure" and any(
+        if ours == Outcome.FORMAT_FAILURE and any(
             t.startswith(TERMINATED_PREFIX) for t in _reply_texts(agent.messages)
         ):
-            ours = "no_tool_collapse"
+            ours = Outcome.NO_TOOL_COLLAPSE
         return _result(ours, agent, env)
 
 
@@ -337,7 +342,7 @@ def _reply_texts(messages: list[dict[str, Any]]) -> list[str]:
     return texts
 
 
-def _result(status: str, agent: Any, env: SandboxEnvironment) -> HarnessResult:
+def _result(status: Outcome, agent: Any, env: SandboxEnvironment) -> HarnessResult:
     commands = env.commands
     features = {"commands": float(len(commands)),
                 "test_runs": float(sum(bool(TEST_COMMAND.search(c)) for c in commands)),

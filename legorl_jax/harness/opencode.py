@@ -30,6 +30,7 @@ from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessResult, LLMEndpoint
 from legorl_jax.harness.native_agent import NativePackage, require, run_binary
+from legorl_jax.types import Outcome
 from legorl_jax.validate import positive_int, positive_number
 
 PACKAGE = NativePackage(
@@ -85,6 +86,7 @@ class OpenCodeHarness:
     name = "opencode"
     network = "proxy_only"
     """It runs its tools where it runs, in the sandbox, and calls the model from there."""
+    sandbox_user = None
 
     def __init__(
         self,
@@ -167,19 +169,19 @@ def _result(exit_code: int, stdout: str, output: str, step_limit: int) -> Harnes
     tools = [e for e in events if e.get("type") == "tool_use"]
     features = {"turns": float(steps), "tool_calls": float(len(tools))}
     if STOPPED in output:
-        return HarnessResult("step_limit", steps, output, features)
+        return HarnessResult(Outcome.STEP_LIMIT, steps, output, features)
     if any(CONTEXT_REFUSAL in json.dumps(e) for e in errors) or (
         exit_code != 0 and CONTEXT_REFUSAL in output
     ):
-        return HarnessResult("context_overflow", steps, output, features)
+        return HarnessResult(Outcome.CONTEXT_OVERFLOW, steps, output, features)
     if errors or exit_code != 0 or not events:
         raise HarnessCrashed(
             f"OpenCode exited {exit_code} with {len(errors)} error event(s):\n{output[-4000:]}"
         )
     if texts and texts[-1].startswith(TERMINATED):
-        status = "no_tool_collapse"
+        status = Outcome.NO_TOOL_COLLAPSE
     elif steps >= step_limit:
-        status = "step_limit"
+        status = Outcome.STEP_LIMIT
     else:
-        status = "submitted"
+        status = Outcome.SUBMITTED
     return HarnessResult(status, steps, output, features)

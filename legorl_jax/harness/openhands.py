@@ -45,6 +45,7 @@ from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled, Harness
 from legorl_jax.harness.install import clear, install_record, run_command, write_record
 from legorl_jax.harness.install import install_dir as _install_dir
 from legorl_jax.harness.native_agent import HOME
+from legorl_jax.types import Outcome
 
 NAME = "openhands"
 VERSION = "1.58.2"
@@ -185,6 +186,7 @@ class OpenHandsHarness:
     name = NAME
     network = "proxy_only"
     """Its process runs its tools where it runs, in the sandbox, and calls the model from there."""
+    sandbox_user = None
 
     def __init__(
         self,
@@ -268,13 +270,17 @@ def _result(exit_code: int, stdout: str, output: str) -> HarnessResult:
     if any(name in error for name in CONTEXT_ERRORS) or any(
         name in code for name in CONTEXT_ERRORS for code in codes
     ):
-        status = "context_overflow"
+        status = Outcome.CONTEXT_OVERFLOW
     elif error:
         raise HarnessCrashed(f"OpenHands stopped on {error}:\n{output[-4000:]}")
     elif result["status"] == "finished":
-        status = "no_tool_collapse" if result.get("last_text", "").startswith(TERMINATED) else "submitted"
+        status = (
+            Outcome.NO_TOOL_COLLAPSE
+            if result.get("last_text", "").startswith(TERMINATED)
+            else Outcome.SUBMITTED
+        )
     elif "MaxIterationsReached" in codes or result["status"] == "stuck":
-        status = "step_limit"
+        status = Outcome.STEP_LIMIT
     else:
         raise HarnessCrashed(f"OpenHands ended with status {result['status']!r} ({codes}):\n{output[-4000:]}")
     return HarnessResult(status, steps, output, features)

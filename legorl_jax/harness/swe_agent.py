@@ -39,6 +39,7 @@ from typing import Any
 from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
 from legorl_jax.harness.install import clear, install_record, run_command, write_record
 from legorl_jax.harness.install import install_dir as _install_dir
+from legorl_jax.types import Outcome
 
 SWE_AGENT_VERSION = "1.1.0"
 SWE_REX_REQUIREMENT = "swe-rex==1.4.0"
@@ -59,11 +60,11 @@ UPSTREAM_ARCHIVE = f"https://github.com/SWE-agent/SWE-agent/archive/refs/tags/v{
 
 # SWE-agent's exit statuses (DefaultAgent info["exit_status"], possibly "submitted (exit_...)") -> ours.
 EXIT_STATUS_MAP = {
-    "submitted": "submitted",
-    "exit_cost": "step_limit",
-    "exit_format": "format_failure",
-    "exit_context": "context_overflow",
-    "exit_forfeit": "submitted",
+    "submitted": Outcome.SUBMITTED,
+    "exit_cost": Outcome.STEP_LIMIT,
+    "exit_format": Outcome.FORMAT_FAILURE,
+    "exit_context": Outcome.CONTEXT_OVERFLOW,
+    "exit_forfeit": Outcome.SUBMITTED,
 }
 
 

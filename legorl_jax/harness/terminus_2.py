@@ -47,6 +47,7 @@ from typing import Any
 from legorl_jax.harness.base import HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
 from legorl_jax.harness.install import clear, install_record, run_command, write_record
 from legorl_jax.harness.install import install_dir as _install_dir
+from legorl_jax.types import Outcome
 from legorl_jax.validate import positive_number
 
 NAME = "terminus_2"
@@ -235,6 +236,7 @@ class Terminus2Harness:
     name = NAME
     network = "none"
     """Terminus-2 calls the model from the host (the proxy on loopback); the sandbox needs no network."""
+    sandbox_user = None
 
     def __init__(
         self, *, temperature: float = 1.0, command_timeout_s: float = 180.0, timeout_s: float = 1800.0
@@ -295,7 +297,7 @@ class Terminus2Harness:
         limited = [line for line in output.splitlines() if line.startswith(CALL_LIMIT_PREFIX)]
         if limited:
             calls = int(limited[-1][len(CALL_LIMIT_PREFIX) :])
-            return HarnessResult("step_limit", calls, output, {"turns": float(calls)})
+            return HarnessResult(Outcome.STEP_LIMIT, calls, output, {"turns": float(calls)})
         lines = [line for line in output.splitlines() if line.startswith(RESULT_PREFIX)]
         if proc.returncode != 0 or not lines:
             raise HarnessCrashed(
@@ -303,5 +305,5 @@ class Terminus2Harness:
             )
         result = json.loads(lines[-1][len(RESULT_PREFIX) :])
         episodes = int(result["episodes"])
-        status = "submitted" if episodes < llm.step_limit else "step_limit"
+        status = Outcome.SUBMITTED if episodes < llm.step_limit else Outcome.STEP_LIMIT
         return HarnessResult(status, episodes, output, {"turns": float(episodes)})

@@ -4,7 +4,7 @@
     base = await proxy.start("127.0.0.1", 0)              # in process, on the running event loop
     info = proxy.open_session(task_id="t1", trial_id="t1-0", trial_dir="runs/x/trials/step_0/t1-0")
     ... the harness uses info.openai_base_url (ends in /v1) or info.anthropic_base_url ...
-    closed = await proxy.close_session(info.session_id)  # archives; closed.sequences for the trainer
+    record = await proxy.close_session(info.session_id)  # archives; types.SessionRecord
     await proxy.stop()
 
 Routes (docs/security.md §1: the admin API needs the bearer token, the model API only the unguessable 128-bit
@@ -39,14 +39,16 @@ import orjson
 from aiohttp import web
 
 from legorl_jax.config import ProxyConfig
+from legorl_jax.engine.base import Engine
 from legorl_jax.proxy import anthropic_api, openai_api
 from legorl_jax.proxy.archive import TRAJECTORY, write_archive
+from legorl_jax.proxy.base import SessionInfo
 from legorl_jax.proxy.chat import ProxyError, bad_request, preview
 from legorl_jax.proxy.nesting import deepest_field, deepest_field_in_text
 from legorl_jax.proxy.recorder import Renderer
 from legorl_jax.proxy.session import Session
 from legorl_jax.proxy.toolcalls import check_template, get_parser
-from legorl_jax.types import Sequence
+from legorl_jax.types import SessionRecord
 
 log = logging.getLogger(__name__)
 
@@ -55,34 +57,12 @@ class TrialDirInUse(ValueError):
     """The archive folder asked for is another session's, open or archived (the admin API's 409)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class SessionInfo:
-    """What a harness needs to reach its session."""
-
-    session_id: str
-    openai_base_url: str
-    anthropic_base_url: str
-
-
-@dataclasses.dataclass(frozen=True)
-class ClosedSession:
-    """A closed session: its archive folder, its JSON record, the sequences to train on."""
-
-    trial_dir: pathlib.Path
-    trajectory: dict[str, Any]
-    sequences: tuple[Sequence, ...]
-
-    @property
-    def flags(self) -> dict[str, bool]:
-        return self.trajectory["flags"]
-
-
 class CaptureProxy:
-    """Sessions over one engine, served over HTTP (module docstring)."""
+    """Sessions over one engine, served over HTTP (module docstring); a `proxy.base.Proxy`."""
 
     def __init__(
         self,
-        engine: Any,
+        engine: Engine,
         tokenizer: Any,
         config: ProxyConfig | None = None,
         *,
@@ -114,7 +94,7 @@ class CaptureProxy:
 
     @classmethod
     def from_model_dir(
-        cls, engine: Any, model_dir: str | os.PathLike, config: ProxyConfig | None = None, **kw: Any
+        cls, engine: Engine, model_dir: str | os.PathLike, config: ProxyConfig | None = None, **kw: Any
     ):
         """A proxy with the tokenizer, chat template and context length of the HF directory `model_dir`."""
         from legorl_jax.model.tokenizer import load_tokenizer
@@ -203,8 +183,20 @@ class CaptureProxy:
             raise ProxyError(404, "not_found", f"unknown session {preview(sid, 48)}")
         return session
 
-    async def close_session(self, sid: str) -> ClosedSession:
-        """Closes `sid` once its request in flight (if any) is done, archives it, returns its sequences."""
+    def session_flags(self, sid: str) -> dict[str, bool]:
+        """The open session's flags (a copy); {} for a session that is closed or unknown."""
+        session = self.sessions.get(sid)
+        return {} if session is None else dict(session.flags)
+
+    def find_session(self, trial_id: str, trial_dir: str | os.PathLike) -> str | None:
+        """The id of the open session of `trial_id` archived to `trial_dir`, or None."""
+        for sid, session in self.sessions.items():
+            if session.trial_id == trial_id and session.trial_dir == str(trial_dir):
+                return sid
+        return None
+
+    async def close_session(self, sid: str) -> SessionRecord:
+        """Closes `sid` once its request in flight (if any) is done, archives it, returns its record."""
         session = self.session(sid)
         async with session._lock:
             session.close()
@@ -213,7 +205,16 @@ class CaptureProxy:
         folder = pathlib.Path(session.trial_dir)
         await asyncio.to_thread(write_archive, folder, trajectory, session.recorder.branches)
         kinds = ("main", "side") if self.config.train_side else ("main",)
-        return ClosedSession(folder, trajectory, tuple(session.recorder.sequences(kinds)))
+        return SessionRecord(
+            session_id=sid,
+            trial_dir=folder,
+            flags=dict(trajectory["flags"]),
+            counters=trajectory["counters"],
+            messages=tuple(trajectory["messages"]),
+            branches=tuple(trajectory["branches"]),
+            turns=tuple(trajectory["turns"]),
+            sequences=tuple(session.recorder.sequences(kinds)),
+        )
 
     # ------------------------------------------------------------------------------------------------
     # serving
@@ -324,7 +325,7 @@ class CaptureProxy:
         return _json_response(
             {
                 "trial_dir": str(closed.trial_dir),
-                "branches": closed.trajectory["branches"],
+                "branches": list(closed.branches),
                 "flags": closed.flags,
                 "sequences": len(closed.sequences),
             }

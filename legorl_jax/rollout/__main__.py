@@ -18,13 +18,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
+import json
 import logging
 import pathlib
 import sys
 from typing import Any
 
-from legorl_jax.config import ProxyConfig, RolloutConfig
+from legorl_jax.config import EngineConfig, ProxyConfig, RolloutConfig
+from legorl_jax.engine import open_engine
 from legorl_jax.harness import HARNESSES
 from legorl_jax.harness.base import HarnessNotInstalled
 
@@ -95,21 +96,19 @@ def table(trajectories: list[Any]) -> str:
     return "\n".join(lines)
 
 
-@contextlib.asynccontextmanager
-async def _engine(args: argparse.Namespace):
+def engine_config(args: argparse.Namespace) -> EngineConfig:
+    """The engine the flags name: an SGLang-API server at `--engine-url`, else the embedded engine with
+    `--concurrency` requests at once and `--max-len` tokens (default: the model's context)."""
     if args.engine_url:
-        from legorl_jax.engine.sglang_client import SGLangEngine, routing_of
-
-        async with SGLangEngine(args.engine_url, routing=routing_of(args.model)) as engine:
-            yield engine
-        return
-    from legorl_jax.engine.jax_engine import JaxEngine
-
-    engine = JaxEngine.from_dir(args.model, max_running=max(args.concurrency, 1), max_len=args.max_len)
-    try:
-        yield engine
-    finally:
-        engine.close()
+        return EngineConfig(backend="sglang", url=args.engine_url, request_timeout_s=600.0)
+    config = json.loads((pathlib.Path(args.model) / "config.json").read_text())
+    return EngineConfig(
+        backend="jax",
+        max_running=max(args.concurrency, 1),
+        max_len=args.max_len or int(config["max_position_embeddings"]),
+        min_prefill_bucket=16,
+        chunked_prefill_size=None,
+    )
 
 
 async def evaluate(args: argparse.Namespace) -> list[Any]:
@@ -137,7 +136,7 @@ async def evaluate(args: argparse.Namespace) -> list[Any]:
         tool_parser=args.tool_parser,
         archive_dir=str(pathlib.Path(args.runs_dir) / args.experiment / "sessions"),
     )
-    async with _engine(args) as engine:
+    async with open_engine(engine_config(args), args.model) as engine:
         proxy = CaptureProxy.from_model_dir(engine, args.model, proxy_config)
         await proxy.start("127.0.0.1", 0)
         try:

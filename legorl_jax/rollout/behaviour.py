@@ -1,6 +1,6 @@
 """Behaviour features of one trial, read from the tool calls the proxy parsed (any harness, any tool names).
 
-    features = behaviour_features(trajectory_json)     # the proxy session's trajectory (main thread only)
+    features = behaviour_features(record.turns)     # a SessionRecord's turns (main thread only)
 
 - `turns`: model calls on the main thread; `tool_calls`, `tool_calls_per_turn`;
 - `no_tool_replies`: replies without a tool call (offered tools and none called);
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 SHELL_TOOLS = {"bash", "Bash", "terminal", "execute_bash", "shell", "run_shell_command"}
@@ -50,10 +51,10 @@ def _mentions(command: str, paths: set[str]) -> bool:
     return any(p in command or p.rsplit("/", 1)[-1] in command.split() for p in paths)
 
 
-def behaviour_features(trajectory: dict[str, Any]) -> dict[str, float]:
-    """The features of the module docstring from a proxy trajectory (`Session.trajectory()` /
-    trajectory.json)."""
-    main = [t for t in trajectory.get("turns", []) if t.get("kind", "main") == "main"]
+def behaviour_features(turns: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """The features of the module docstring from a proxy session's turns (`SessionRecord.turns`, or the
+    `turns` of an archived trajectory.json)."""
+    main = [t for t in turns if t.get("kind", "main") == "main"]
     f = dict.fromkeys(
         (
             "turns",

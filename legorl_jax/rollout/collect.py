@@ -19,10 +19,10 @@ import dataclasses
 import pathlib
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from legorl_jax.config import RolloutConfig, SandboxConfig, VerifierConfig
 from legorl_jax.harness.base import Harness
+from legorl_jax.proxy.base import Proxy
 from legorl_jax.rollout.progress import Progress
 from legorl_jax.rollout.trial import run_trial
 from legorl_jax.tasks.schema import Task
@@ -63,7 +63,7 @@ async def collect(
     *,
     group_size: int,
     harness: Harness,
-    proxy: Any,
+    proxy: Proxy,
     config: RolloutConfig | None = None,
     step: int = 0,
     step_limit: int = 30,

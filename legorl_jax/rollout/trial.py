@@ -34,24 +34,17 @@ from typing import Any
 from legorl_jax.config import RolloutConfig, SandboxConfig, VerifierConfig
 from legorl_jax.harness.base import Harness, HarnessCrashed, HarnessResult, LLMEndpoint
 from legorl_jax.proxy.archive import atomic_write_text
+from legorl_jax.proxy.base import Proxy
 from legorl_jax.rollout.behaviour import behaviour_features
 from legorl_jax.sandbox.base import SandboxError
 from legorl_jax.tasks.agent_sandbox import agent_sandbox, agent_sandbox_spec
-from legorl_jax.tasks.report import VerifierError
+from legorl_jax.tasks.report import VerifierError, VerifierReport
 from legorl_jax.tasks.schema import Task
 from legorl_jax.tasks.task_image import ImageError, ensure_task_image
 from legorl_jax.tasks.verifier import grade
-from legorl_jax.types import Outcome, Trajectory
+from legorl_jax.types import Outcome, SessionRecord, Trajectory
 
 log = logging.getLogger(__name__)
-
-_HARNESS_OUTCOMES = {
-    "submitted": Outcome.SUBMITTED,
-    "step_limit": Outcome.STEP_LIMIT,
-    "context_overflow": Outcome.CONTEXT_OVERFLOW,
-    "no_tool_collapse": Outcome.NO_TOOL_COLLAPSE,
-    "format_failure": Outcome.FORMAT_FAILURE,
-}
 
 
 @dataclasses.dataclass
@@ -60,9 +53,16 @@ class _Attempt:
     reason: str = ""
     result: HarnessResult | None = None
     diff: str = ""
-    report: Any = None
-    closed: Any = None
+    report: VerifierReport | None = None
+    closed: SessionRecord | None = None
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def ended(self) -> Outcome:
+        """The outcome of an attempt that has run (every path through `_attempt` sets one)."""
+        if self.outcome is None:
+            raise RuntimeError(f"an attempt ended without an outcome ({self.reason or 'no reason given'})")
+        return self.outcome
 
 
 def policy_outcome(result: HarnessResult, flags: dict[str, bool]) -> Outcome:
@@ -72,7 +72,7 @@ def policy_outcome(result: HarnessResult, flags: dict[str, bool]) -> Outcome:
         return Outcome.CONTEXT_OVERFLOW
     if flags.get("no_tool_collapse"):
         return Outcome.NO_TOOL_COLLAPSE
-    return _HARNESS_OUTCOMES[result.exit_status]
+    return result.exit_status
 
 
 async def _attempt(
@@ -80,7 +80,7 @@ async def _attempt(
     k: int,
     *,
     harness: Harness,
-    proxy: Any,
+    proxy: Proxy,
     trial_id: str,
     folder: pathlib.Path,
     llm_options: dict[str, Any],
@@ -90,16 +90,16 @@ async def _attempt(
 ) -> _Attempt:
     attempt = _Attempt()
     t0 = time.monotonic()
-    inside = getattr(harness, "network", "none") == "proxy_only"
+    inside = harness.network == "proxy_only"
     port = int(proxy.base_url.rsplit(":", 1)[1]) if inside and proxy.base_url else None
     spec = agent_sandbox_spec(
         task,
         sandbox_config,
         network="proxy_only" if inside else None,
         proxy_port=port,
-        mounts=getattr(harness, "mounts", None),
+        mounts=harness.mounts,
     )
-    if getattr(harness, "sandbox_user", None):  # e.g. SWE-agent hard-codes /root: its sandbox runs as root
+    if harness.sandbox_user:  # e.g. SWE-agent hard-codes /root: its sandbox runs as root
         spec = dataclasses.replace(spec, user=harness.sandbox_user)
     info = proxy.open_session(task.instance_id, trial_id, {"attempt": k}, trial_dir=folder)
     try:
@@ -130,7 +130,7 @@ async def _attempt(
         except SandboxError as exc:
             if attempt.outcome is None:
                 attempt.outcome, attempt.reason = Outcome.SANDBOX_FAILED, str(exc)
-        flags = proxy.sessions[info.session_id].flags if info.session_id in proxy.sessions else {}
+        flags = proxy.session_flags(info.session_id)
         if flags.get("engine_failed"):
             attempt.outcome, attempt.reason = (
                 Outcome.ENGINE_FAILED,
@@ -164,7 +164,7 @@ def _write_attempt(folder: pathlib.Path, attempt: _Attempt) -> None:
         "outcome": attempt.outcome.value if attempt.outcome else None,
         "reason": attempt.reason,
         "reward": attempt.report.reward if attempt.report is not None else None,
-        "exit_status": attempt.result.exit_status if attempt.result else None,
+        "exit_status": attempt.result.exit_status.value if attempt.result else None,
         "steps": attempt.result.steps if attempt.result else None,
         "timings": attempt.timings,
     }
@@ -175,7 +175,7 @@ async def run_trial(
     task: Task,
     *,
     harness: Harness,
-    proxy: Any,
+    proxy: Proxy,
     trial_id: str,
     group_id: str,
     trial_dir: str | pathlib.Path,
@@ -221,10 +221,10 @@ async def run_trial(
             attempt.closed = await _close_leftover(proxy, trial_id, folder)
         _write_attempt(folder, attempt)
         attempts.append(attempt)
-        if not attempt.outcome.is_infra_failure:
+        if not attempt.ended.is_infra_failure:
             break
         log.warning(
-            "trial %s attempt %d dropped (%s): %s", trial_id, k, attempt.outcome.value, attempt.reason[:300]
+            "trial %s attempt %d dropped (%s): %s", trial_id, k, attempt.ended.value, attempt.reason[:300]
         )
     final = attempts[-1]
     trajectory = _trajectory(task, trial_id, group_id, final, attempts)
@@ -236,7 +236,7 @@ async def run_trial(
         "final_attempt": len(attempts) - 1,
         "outcome": trajectory.outcome.value,
         "reward": trajectory.reward,
-        "dropped_attempts": [a.outcome.value for a in attempts[:-1]],
+        "dropped_attempts": [a.ended.value for a in attempts[:-1]],
         "features": trajectory.features,
         "timings": trajectory.timings,
     }
@@ -244,27 +244,24 @@ async def run_trial(
     return trajectory
 
 
-async def _close_leftover(proxy: Any, trial_id: str, folder: pathlib.Path) -> Any:
+async def _close_leftover(proxy: Proxy, trial_id: str, folder: pathlib.Path) -> SessionRecord | None:
     """Closes (and archives) the session a timed-out attempt left open."""
-    for sid, session in list(proxy.sessions.items()):
-        if session.trial_id == trial_id and session.trial_dir == str(folder):
-            return await proxy.close_session(sid)
-    return None
+    sid = proxy.find_session(trial_id, folder)
+    return None if sid is None else await proxy.close_session(sid)
 
 
 def _trajectory(
     task: Task, trial_id: str, group_id: str, final: _Attempt, attempts: list[_Attempt]
 ) -> Trajectory:
     closed = final.closed
-    trajectory_json = closed.trajectory if closed is not None else {}
-    features = behaviour_features(trajectory_json)
+    features = behaviour_features(closed.turns if closed is not None else ())
     if final.result is not None:
         features.update({f"harness_{k}": v for k, v in final.result.features.items()})
     timings = dict(final.timings)
-    timings["model_s"] = float(trajectory_json.get("counters", {}).get("model_s", 0.0))
-    timings["tool_s"] = float(trajectory_json.get("counters", {}).get("tool_s", 0.0))
+    timings["model_s"] = closed.model_s if closed is not None else 0.0
+    timings["tool_s"] = closed.tool_s if closed is not None else 0.0
     timings["attempts"] = float(len(attempts))
-    valid = not final.outcome.is_infra_failure
+    valid = not final.ended.is_infra_failure
     reward = float(final.report.reward) if valid and final.report is not None else 0.0
     return Trajectory(
         trial_id=trial_id,
@@ -272,9 +269,9 @@ def _trajectory(
         group_id=group_id,
         sequences=tuple(closed.sequences) if closed is not None and valid else (),
         reward=reward,
-        outcome=final.outcome,
-        messages=tuple(trajectory_json.get("messages", ())),
+        outcome=final.ended,
+        messages=closed.messages if closed is not None else (),
         features=features,
         timings=timings,
-        verifier_report=final.report.to_dict() if final.report is not None else None,
+        verifier_report=final.report,
     )

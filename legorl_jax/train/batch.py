@@ -38,11 +38,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence as SequenceABC
 
+import jax
 import numpy as np
 
 from legorl_jax.config import OVERFLOW_POLICIES
 from legorl_jax.types import Generation, Outcome, Sequence, TrainBatch, Trajectory
 from legorl_jax.validate import is_int, positive_int
+
+# The trainer's programs take a TrainBatch as it is (types.py stays jax-free, so it is registered here,
+# where batches are made; every module that hands one to jax imports this one).
+jax.tree_util.register_dataclass(
+    TrainBatch, data_fields=[f.name for f in dataclasses.fields(TrainBatch)], meta_fields=[]
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,13 +22,17 @@
   way). The reference is `reference_params`, by default the weights of the policy the trainer was built
   from (the initial checkpoint); it is not checkpointed, a resumed run rebuilds it from that checkpoint.
   The trainer keeps those initial weights (`initial_params`, the default start of `init_state`).
-- `prepare(state, batch) -> Prepared`, then `train_step_on(state, mini)` for each of
-  `prepared.mini_batches()` per epoch (that loop is `legorl_jax.loop.update_policy`), then
-  `summarise(state, prepared, history, pack_stats) -> metrics`: everything one `TrainBatch` gets; metrics are
-  host floats: `train/*` (loss terms, clip fraction, KL, entropy, grad norm, learning rate,
+- `update(state, batch, pack_stats) -> (state, UpdateResult)`: everything one `TrainBatch` gets: the batch
+  on the mesh, π_old, the reference and the native routing computed once, then `train_step` on each of
+  `train.mini_batches` mini-batches (rows j, j + M, ...) for `train.epochs` epochs. `UpdateResult.metrics`
+  are host floats: `train/*` (loss terms, clip fraction, KL, entropy, grad norm, learning rate,
   skipped updates), `align/*` (monitor/alignment.py: π_old vs behaviour log-probs, replay coverage, routing
   agreement from one extra forward without replay every `train.routing_agreement_every` steps) and the
-  packer's `batch/*`. A learning rate of 0 logs a warning every step it trains at it.
+  packer's `batch/*`; `UpdateResult.nll` is the sampled tokens' negative log-likelihood under π_old and
+  `UpdateResult.logprob_diffs` the per-token trainer − behaviour log-probs. A learning rate of 0 logs a
+  warning every step it trains at it.
+
+Every program takes the `TrainBatch` pytree as it is; `device_batch` puts one on the mesh.
 
 Sharding: with a mesh, every program is jitted with declared in/out shardings: parameters by their
 logical axes (model/sharding.py), the optimiser state like the parameters, batch rows over the mesh
@@ -69,16 +73,9 @@ from legorl_jax.types import TrainBatch
 
 log = logging.getLogger(__name__)
 
-ROW_FIELDS = (
-    "tokens",
-    "targets",
-    "positions",
-    "segment_ids",
-    "loss_mask",
-    "advantages",
-    "behaviour_logprobs",
-)
 _LAST_VALUE = ("train/lr",)
+# One micro-batch's (or mini-batch's) rows with their share of π_old and of the reference.
+_Share = tuple[TrainBatch, jax.Array | None, jax.Array | None]
 
 
 class Trainer:
@@ -172,30 +169,33 @@ class Trainer:
             return params
         return jax.device_put(params, self.param_shardings)
 
-    def device_batch(self, batch: TrainBatch | dict[str, Any]) -> dict[str, jax.Array]:
+    def device_batch(self, batch: TrainBatch) -> TrainBatch:
         """The batch's arrays on the mesh (the recorded routing too: replayed only when train.routing_replay,
-        compared with the trainer's own routing either way)."""
-        host = batch if isinstance(batch, dict) else _batch_dict(batch)
-        rows = host["tokens"].shape[0]
-        if rows % self.train.micro_batch_rows:
+        compared with the trainer's own routing either way; dropped for a dense policy)."""
+        if not isinstance(batch, TrainBatch):
+            raise TypeError(f"device_batch takes a TrainBatch, got {type(batch).__name__}")
+        if batch.rows % self.train.micro_batch_rows:
             raise ValueError(
-                f"batch has {rows} rows, not a multiple of "
+                f"batch has {batch.rows} rows, not a multiple of "
                 f"train.micro_batch_rows={self.train.micro_batch_rows}"
             )
-        arrays = {k: v for k, v in host.items() if v is not None}
         if self.routing is None:
-            arrays.pop("routed_experts", None)
-        return jax.device_put(arrays, self._shardings_of(arrays))
+            batch = dataclasses.replace(batch, routed_experts=None)
+        return jax.device_put(batch, self._batch_shardings(batch))
 
-    def _shardings_of(self, arrays: dict[str, Any]) -> Any:
+    def _batch_shardings(self, batch: TrainBatch) -> TrainBatch | None:
+        """A TrainBatch of the fields' shardings (None without a mesh: one device)."""
         if self.mesh is None:
             return None
-        return {k: self._row_sharding(k) for k in arrays}
+        row = self._row_sharding()
+        rows = jax.tree.map(lambda _: row, dataclasses.replace(batch, routed_experts=None))
+        routing = None if batch.routed_experts is None else self._row_sharding(routing=True)
+        return dataclasses.replace(rows, routed_experts=routing)
 
-    def _row_sharding(self, name: str) -> NamedSharding:
+    def _row_sharding(self, *, routing: bool = False) -> NamedSharding:
         shape = (self.train.micro_batch_rows, self.train.max_tokens)
         spec = logical_to_spec(("batch", "seq"), shape, mesh=self.mesh, rules=self.rules)
-        if name == "routed_experts":
+        if routing:
             spec = PartitionSpec(None, *spec, None)
         return NamedSharding(self.mesh, spec)
 
@@ -211,35 +211,38 @@ class Trainer:
     # ------------------------------------------------------------------------------------------------
     # the computations (pure functions of arrays, jitted by _jit)
 
-    def _forward(self, params: Any, mb: dict[str, jax.Array], *, replay: bool) -> TokenLogprobs:
+    def _forward(self, params: Any, mb: TrainBatch, *, replay: bool) -> TokenLogprobs:
         model = nnx.merge(self.graphdef, params, self.rest)
-        forced = mb.get("routed_experts") if replay and self.train.routing_replay else None
+        forced = mb.routed_experts if replay and self.train.routing_replay else None
         return model.token_logprobs(
-            mb["tokens"],
-            mb["targets"],
-            positions=mb["positions"],
-            segment_ids=mb["segment_ids"],
+            mb.tokens,
+            mb.targets,
+            positions=mb.positions,
+            segment_ids=mb.segment_ids,
             forced_experts=forced,
             temperature=self.algo.temperature,
             impl=self.train.logprob_impl,
             details=True,
         )
 
-    def _micro_split(self, tree: Any) -> Any:
-        """[B, ...] -> [M, B / M, ...] with micro-batch j = rows j, j + M, ... (routing: batch axis 1).
+    def _micro_rows(self, x: jax.Array, axis: int = 0) -> jax.Array:
+        """[..., B, ...] -> [M, ..., B / M, ...] (B at `axis`) with micro-batch j = rows j, j + M, ...
 
         Row i * M + j goes to micro-batch j: the rows-per-micro-batch axis stays major, so a batch
         sharded in contiguous row blocks reshapes without moving data.
         """
         rows_per = self.train.micro_batch_rows
+        n_micro = x.shape[axis] // rows_per
+        x = x.reshape(*x.shape[:axis], rows_per, n_micro, *x.shape[axis + 1 :])
+        return jnp.moveaxis(x, axis + 1, 0)
 
-        def split(name: str, x: jax.Array) -> jax.Array:
-            axis = 1 if name == "routed_experts" else 0
-            n_micro = x.shape[axis] // rows_per
-            x = x.reshape(*x.shape[:axis], rows_per, n_micro, *x.shape[axis + 1 :])
-            return jnp.moveaxis(x, axis + 1, 0)
-
-        return {k: split(k, v) for k, v in tree.items()}
+    def _micro_split(self, batch: TrainBatch) -> TrainBatch:
+        """Every field split into micro-batches by `_micro_rows` (the routing's row axis is its second)."""
+        routing = batch.routed_experts
+        split = jax.tree.map(self._micro_rows, dataclasses.replace(batch, routed_experts=None))
+        return dataclasses.replace(
+            split, routed_experts=None if routing is None else self._micro_rows(routing, axis=1)
+        )
 
     @staticmethod
     def _micro_join(x: jax.Array) -> jax.Array:
@@ -247,34 +250,36 @@ class Trainer:
         return jnp.swapaxes(x, 0, 1).reshape(-1, *x.shape[2:])
 
     def _step_fn(
-        self, state: TrainState, batch: dict[str, jax.Array], old: jax.Array | None, ref: jax.Array | None
+        self, state: TrainState, batch: TrainBatch, old: jax.Array | None, ref: jax.Array | None
     ) -> tuple[TrainState, dict[str, jax.Array], jax.Array]:
-        mask, seg = batch["loss_mask"], batch["segment_ids"]
+        mask, seg = batch.loss_mask, batch.segment_ids
         if old is None:
             norm = loss_norm(mask, seg)
         else:
-            _, kept = rollout_correction(old, batch["behaviour_logprobs"], mask, seg, self.algo)
+            _, kept = rollout_correction(old, batch.behaviour_logprobs, mask, seg, self.algo)
             norm = loss_norm(kept, seg, sampled_mask=mask)
-        extras = {k: v for k, v in (("old", old), ("ref", ref)) if v is not None}
-        micro = self._micro_split({**batch, **extras})
-        n_micro = micro["tokens"].shape[0]
+        micro = (
+            self._micro_split(batch),
+            None if old is None else self._micro_rows(old),
+            None if ref is None else self._micro_rows(ref),
+        )
+        n_micro = micro[0].tokens.shape[0]
 
-        def loss_fn(
-            params: Any, mb: dict[str, jax.Array]
-        ) -> tuple[jax.Array, tuple[dict[str, jax.Array], jax.Array]]:
-            scored = self._forward(params, mb, replay=True)
+        def loss_fn(params: Any, mb: _Share) -> tuple[jax.Array, tuple[dict[str, jax.Array], jax.Array]]:
+            rows, mb_old, mb_ref = mb
+            scored = self._forward(params, rows, replay=True)
             lp = scored.logprobs
             loss, metrics = policy_loss(
                 lp,
-                mb.get("old"),
-                mb["behaviour_logprobs"],
-                mb["advantages"],
-                mb["loss_mask"],
-                mb["segment_ids"],
+                mb_old,
+                rows.behaviour_logprobs,
+                rows.advantages,
+                rows.loss_mask,
+                rows.segment_ids,
                 self.algo,
                 norm_length=self.norm_length,
                 norm=norm,
-                ref_logprobs=mb.get("ref"),
+                ref_logprobs=mb_ref,
                 entropy=jax.lax.stop_gradient(scored.entropy),
             )
             aux = scored.output.aux_loss / n_micro
@@ -285,7 +290,7 @@ class Trainer:
 
         grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
-        def body(acc: Any, mb: dict[str, jax.Array]) -> tuple[Any, jax.Array]:
+        def body(acc: Any, mb: _Share) -> tuple[Any, jax.Array]:
             (_, (metrics, lp)), grads = grad_fn(state.params, mb)
             # Accumulate in float32 whatever the parameter dtype.
             grads = jax.tree.map(lambda g: g.astype(jnp.float32), grads)
@@ -305,18 +310,18 @@ class Trainer:
         metrics["train/update_applied"] = applied
         return new_state, metrics, self._micro_join(lps)
 
-    def _logprob_fn(self, params: Any, batch: dict[str, jax.Array], *, replay: bool) -> jax.Array:
+    def _logprob_fn(self, params: Any, batch: TrainBatch, *, replay: bool) -> jax.Array:
         micro = self._micro_split(batch)
         lps = jax.lax.map(lambda mb: self._forward(params, mb, replay=replay).logprobs, micro)
         return self._micro_join(lps)
 
-    def _native_routing_fn(self, params: Any, batch: dict[str, jax.Array]) -> jax.Array:
-        micro = self._micro_split({k: v for k, v in batch.items() if k != "routed_experts"})
+    def _native_routing_fn(self, params: Any, batch: TrainBatch) -> jax.Array:
+        micro = self._micro_split(dataclasses.replace(batch, routed_experts=None))
 
-        def routed(mb: dict[str, jax.Array]) -> jax.Array:
+        def routed(mb: TrainBatch) -> jax.Array:
             model = nnx.merge(self.graphdef, params, self.rest)
             return model(
-                mb["tokens"], positions=mb["positions"], segment_ids=mb["segment_ids"], compute_logits=False
+                mb.tokens, positions=mb.positions, segment_ids=mb.segment_ids, compute_logits=False
             ).routed_experts
 
         per_micro = jax.lax.map(routed, micro)  # [M, L, B / M, T, K]
@@ -325,18 +330,16 @@ class Trainer:
         )
 
     def _alignment_fn(
-        self, train_lp: jax.Array, batch: dict[str, jax.Array], native: jax.Array | None
+        self, train_lp: jax.Array, batch: TrainBatch, native: jax.Array | None
     ) -> dict[str, jax.Array]:
-        metrics = logprob_alignment(train_lp, batch["behaviour_logprobs"], batch["loss_mask"])
+        metrics = logprob_alignment(train_lp, batch.behaviour_logprobs, batch.loss_mask)
         if self.routing is not None:
-            recorded = batch.get("routed_experts")
+            recorded = batch.routed_experts
             if recorded is None:
                 recorded = jnp.full(
-                    (self.routing.num_layers, *batch["tokens"].shape, self.routing.top_k), -1, jnp.int32
+                    (self.routing.num_layers, *batch.tokens.shape, self.routing.top_k), -1, jnp.int32
                 )
-            metrics.update(
-                routing_alignment(recorded, native, batch["loss_mask"], input_mask=batch["segment_ids"])
-            )
+            metrics.update(routing_alignment(recorded, native, batch.loss_mask, input_mask=batch.segment_ids))
             if not self.train.routing_replay:  # recorded, compared, but not replayed
                 metrics["align/routing_coverage"] = metrics["align/routing_coverage_all"] = jnp.zeros(
                     (), jnp.float32
@@ -356,16 +359,13 @@ class Trainer:
                 self._programs[key] = jax.jit(fn, in_shardings=ins, out_shardings=outs, donate_argnums=donate)
         return self._programs[key]
 
-    def _batch_shardings(self, batch: dict[str, Any]) -> dict[str, NamedSharding]:
-        return {k: self._row_sharding(k) for k in batch}
-
     def _replicated(self) -> NamedSharding:
         return NamedSharding(self.mesh, PartitionSpec())
 
     def train_step(
         self,
         state: TrainState,
-        batch: dict[str, jax.Array],
+        batch: TrainBatch,
         old_logprobs: jax.Array | None = None,
         ref_logprobs: jax.Array | None = None,
     ) -> tuple[TrainState, dict[str, jax.Array], jax.Array]:
@@ -381,71 +381,71 @@ class Trainer:
         given = (old_logprobs is not None, ref_logprobs is not None)
 
         def shardings() -> tuple[Any, Any]:
-            row = self._row_sharding("tokens")
+            row = self._row_sharding()
             ins = (self._state_shardings, self._batch_shardings(batch), *(row if g else None for g in given))
             return ins, (self._state_shardings, self._replicated(), row)
 
-        program = self._jit(("step", tuple(batch), given), self._step_fn, shardings, donate=(0,))
+        program = self._jit(("step", _layout(batch), given), self._step_fn, shardings, donate=(0,))
         with self._context():
             return program(state, batch, old_logprobs, ref_logprobs)
 
-    def _logprobs(self, params: Any, batch: dict[str, jax.Array], *, replay: bool) -> jax.Array:
+    def _logprobs(self, params: Any, batch: TrainBatch, *, replay: bool) -> jax.Array:
         program = self._jit(
-            ("logprobs", tuple(batch), replay),
+            ("logprobs", _layout(batch), replay),
             lambda p, b: self._logprob_fn(p, b, replay=replay),
-            lambda: ((self.param_shardings, self._batch_shardings(batch)), self._row_sharding("tokens")),
+            lambda: ((self.param_shardings, self._batch_shardings(batch)), self._row_sharding()),
         )
         with self._context():
             return program(params, batch)
 
-    def old_logprobs(self, params: Any, batch: dict[str, jax.Array]) -> jax.Array:
+    def old_logprobs(self, params: Any, batch: TrainBatch) -> jax.Array:
         """π_old: log-probs of the batch's targets with the recorded routing replayed, no gradient."""
         return self._logprobs(params, batch, replay=True)
 
-    def ref_logprobs(self, batch: dict[str, jax.Array]) -> jax.Array:
+    def ref_logprobs(self, batch: TrainBatch) -> jax.Array:
         """The frozen reference's log-probs, routed natively."""
         return self._logprobs(self.reference_params, batch, replay=False)
 
-    def native_routing(self, params: Any, batch: dict[str, jax.Array]) -> jax.Array:
+    def native_routing(self, params: Any, batch: TrainBatch) -> jax.Array:
         """The trainer's own top-k routing of the batch (no replay), int32[L, B, T, K]."""
         program = self._jit(
-            ("native", tuple(batch)),
+            ("native", _layout(batch)),
             self._native_routing_fn,
             lambda: (
                 (self.param_shardings, self._batch_shardings(batch)),
-                self._row_sharding("routed_experts"),
+                self._row_sharding(routing=True),
             ),
         )
         with self._context():
             return program(params, batch)
 
-    def alignment(
-        self, train_lp: jax.Array, batch: dict[str, jax.Array], native: jax.Array | None
-    ) -> dict[str, float]:
+    def alignment(self, train_lp: jax.Array, batch: TrainBatch, native: jax.Array | None) -> dict[str, float]:
         """The `align/*` figures of `train_lp` (π_old) against the batch's behaviour log-probs and routing."""
 
         def shardings() -> tuple[Any, Any]:
-            routing = self._row_sharding("routed_experts") if native is not None else None
-            return (self._row_sharding("tokens"), self._batch_shardings(batch), routing), self._replicated()
+            routing = self._row_sharding(routing=True) if native is not None else None
+            return (self._row_sharding(), self._batch_shardings(batch), routing), self._replicated()
 
-        program = self._jit(("align", tuple(batch), native is not None), self._alignment_fn, shardings)
+        program = self._jit(("align", _layout(batch), native is not None), self._alignment_fn, shardings)
         with self._context():
             out = program(train_lp, batch, native)
         return {k: float(v) for k, v in jax.device_get(out).items()}
 
     # ------------------------------------------------------------------------------------------------
-    # one batch: what its updates share (the mini-batch × epoch loop is legorl_jax/loop.py's update_policy)
+    # one batch: every update it gets
 
-    def prepare(self, state: TrainState, batch: TrainBatch) -> Prepared:
-        """The batch on the mesh with π_old, the reference and the native routing its updates share."""
-        host = _batch_dict(batch)
-        rows = host["tokens"].shape[0]
-        if rows % self.row_multiple:
+    def update(
+        self, state: TrainState, batch: TrainBatch, pack_stats: PackStats | None = None
+    ) -> tuple[TrainState, UpdateResult]:
+        """Every optimiser update one packed batch gets: mini-batches × epochs, after π_old / reference /
+        routing, and what they did (module docstring)."""
+        if batch.rows % self.row_multiple:
             raise ValueError(
-                f"batch has {rows} rows, not a multiple of mini_batches × micro_batch_rows = "
+                f"batch has {batch.rows} rows, not a multiple of mini_batches × micro_batch_rows = "
                 f"{self.row_multiple}; "
                 f"pack with row_multiple=trainer.row_multiple"
             )
+        host = jax.tree.map(np.asarray, batch)
         full = self.device_batch(host)
         need_old = self.train.updates_per_batch > 1 or self.algo.mis != "none"
         old = self.old_logprobs(state.params, full) if need_old else None
@@ -454,28 +454,17 @@ class Trainer:
         native = None
         if self.routing is not None and every > 0 and int(jax.device_get(state.step)) % every == 0:
             native = self.native_routing(state.params, full)
-        return Prepared(self, host, full, old, ref, native)
 
-    def train_step_on(self, state: TrainState, mini: MiniBatch) -> tuple[TrainState, dict[str, jax.Array]]:
-        """One optimiser update on one prepared mini-batch; its trained log-probs are kept for alignment."""
-        state, metrics, mini.prepared.trained_lp = self.train_step(state, mini.batch, mini.old, mini.ref)
-        return state, metrics
+        history, trained_lp = [], None
+        for _epoch in range(self.train.epochs):
+            for mini, mini_old, mini_ref in self._mini_batches(host, full, old, ref):
+                state, metrics, trained_lp = self.train_step(state, mini, mini_old, mini_ref)
+                history.append(metrics)
 
-    def summarise(
-        self,
-        state: TrainState,
-        prepared: Prepared,
-        history: list[dict[str, jax.Array]],
-        pack_stats: PackStats | None = None,
-    ) -> dict[str, float]:
-        """Host-float metrics of a batch's updates: `train/*`, `align/*` and the packer's `batch/*`."""
-        if not history:
-            raise ValueError("summarise needs the metrics of at least one update, got none")
-        history = jax.device_get(history)
-        out = _summarise(history)
-        train_lp = prepared.old if prepared.old is not None else prepared.trained_lp
-        out.update(self.alignment(train_lp, prepared.full, prepared.native))
-        prepared.logprob_diffs = _masked_diffs(train_lp, prepared.host)
+        # With one update π_old is that update's own log-probs (the step computed them, module docstring).
+        train_lp = old if old is not None else trained_lp
+        out = _summarise(jax.device_get(history))
+        out.update(self.alignment(train_lp, full, native))
         out["train/step"] = float(jax.device_get(state.step))
         out["train/skipped_total"] = float(jax.device_get(state.skipped))
         if pack_stats is not None:
@@ -489,69 +478,45 @@ class Trainer:
                     self.train.schedule,
                     self.train.total_steps,
                 )
-        return out
+        lp = np.asarray(jax.device_get(train_lp))
+        sampled = np.asarray(host.loss_mask) > 0
+        diffs = (lp - np.asarray(host.behaviour_logprobs))[sampled].astype(np.float32)
+        nll = float(-lp[sampled].mean()) if sampled.any() else 0.0
+        return state, UpdateResult(metrics=out, nll=nll, logprob_diffs=diffs)
 
-    def _put_rows(self, x: np.ndarray) -> jax.Array:
-        return jax.device_put(x, None if self.mesh is None else self._row_sharding("tokens"))
-
-
-@dataclasses.dataclass
-class MiniBatch:
-    """One mini-batch of a prepared batch, on the mesh, with its share of π_old and the reference."""
-
-    prepared: Prepared
-    batch: dict[str, jax.Array]
-    old: jax.Array | None
-    ref: jax.Array | None
-
-
-@dataclasses.dataclass
-class Prepared:
-    """A batch ready for its updates (`Trainer.prepare`): host and device arrays, π_old, reference,
-    routing."""
-
-    trainer: Trainer
-    host: dict[str, Any]
-    full: dict[str, jax.Array]
-    old: jax.Array | None
-    ref: jax.Array | None
-    native: jax.Array | None
-    trained_lp: jax.Array | None = None
-    logprob_diffs: np.ndarray | None = None  # trainer minus behaviour log-prob per sampled token (summarise)
-
-    def mini_batches(self) -> Iterator[MiniBatch]:
-        """`train.mini_batches` mini-batches: rows j, j + M, ... (one pass; call again for the next epoch)."""
-        minis = self.trainer.train.mini_batches
+    def _mini_batches(
+        self, host: TrainBatch, full: TrainBatch, old: jax.Array | None, ref: jax.Array | None
+    ) -> Iterator[_Share]:
+        """`train.mini_batches` mini-batches on the mesh: rows j, j + M, ... with their share of π_old and
+        the reference (one pass; one epoch)."""
+        minis = self.train.mini_batches
         if minis == 1:
-            yield MiniBatch(self, self.full, self.old, self.ref)
+            yield full, old, ref
             return
+        rows = None if self.mesh is None else self._row_sharding()
         for j in range(minis):
-            batch = self.trainer.device_batch(_rows_of(self.host, slice(j, None, minis)))
-            old, ref = (
-                None if x is None else self.trainer._put_rows(np.asarray(x)[j::minis])
-                for x in (self.old, self.ref)
+            batch = self.device_batch(host.select_rows(slice(j, None, minis)))
+            old_j, ref_j = (
+                None if x is None else jax.device_put(np.asarray(x)[j::minis], rows) for x in (old, ref)
             )
-            yield MiniBatch(self, batch, old, ref)
+            yield batch, old_j, ref_j
 
 
-def _masked_diffs(train_lp: jax.Array, host: dict[str, Any]) -> np.ndarray:
-    mask = np.asarray(host["loss_mask"]) > 0
-    return (np.asarray(jax.device_get(train_lp)) - np.asarray(host["behaviour_logprobs"]))[mask].astype(
-        np.float32
-    )
+@dataclasses.dataclass(frozen=True)
+class UpdateResult:
+    """What `Trainer.update` did to one batch."""
+
+    metrics: dict[str, float]
+    """Host floats: `train/*`, `align/*` and the packer's `batch/*` (module docstring)."""
+    nll: float
+    """Mean negative log-likelihood per sampled token under π_old (the weights before the update)."""
+    logprob_diffs: np.ndarray
+    """float32[sampled tokens]: trainer (π_old) minus behaviour log-prob per sampled token."""
 
 
-def _rows_of(host: dict[str, Any], rows: slice) -> dict[str, Any]:
-    """The given rows of a host batch (the routing's row axis is its second)."""
-    return {
-        k: None if v is None else (v[:, rows] if k == "routed_experts" else v[rows]) for k, v in host.items()
-    }
-
-
-def _batch_dict(batch: TrainBatch) -> dict[str, Any]:
-    out = {k: np.asarray(getattr(batch, k)) for k in ROW_FIELDS}
-    out["routed_experts"] = None if batch.routed_experts is None else np.asarray(batch.routed_experts)
-    return out
+def _layout(batch: TrainBatch) -> bool:
+    """What a batch's programs are compiled for besides its shapes: whether it carries routing."""
+    return batch.routed_experts is not None
 
 
 def _summarise(history: list[dict[str, Any]]) -> dict[str, float]:

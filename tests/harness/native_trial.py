@@ -57,6 +57,7 @@ class ProbeAfterRun:
     def __init__(self, harness, other_ports: list[int]):
         self.harness, self.other_ports = harness, other_ports
         self.name, self.network, self.mounts = harness.name, harness.network, harness.mounts
+        self.sandbox_user = harness.sandbox_user
         self.output = ""
 
     async def run(self, task, sandbox, llm):

@@ -23,6 +23,7 @@ from legorl_jax.engine.base import EngineError
 from legorl_jax.harness import HarnessCrashed, HarnessNotInstalled, LLMEndpoint, get_harness
 from legorl_jax.tasks.agent_sandbox import agent_sandbox
 from legorl_jax.tasks.verifier import grade
+from legorl_jax.types import Outcome
 
 ROOT = pathlib.Path(__file__).parents[2]
 TASK = "autocomplete-casefold-prefix"
@@ -101,7 +102,7 @@ async def test_a_scripted_fix_through_mini_swe_agent_submits_scores_reward_one_a
         result, diff, closed = await run_mini(task, engine, proxy_on)
     finally:
         connections.recording = False
-    assert result.exit_status == "submitted" and result.steps == len(script), result.log[-3000:]
+    assert result.exit_status is Outcome.SUBMITTED and result.steps == len(script), result.log[-3000:]
     assert result.features["commands"] == len(script) and result.features["test_runs"] == 1
     # mini-swe-agent's own trajectory: its agent, its exit, the submission it read from the command's output.
     trajectory = json.loads(result.log)
@@ -136,7 +137,7 @@ async def test_replies_without_a_tool_call_end_in_a_policy_outcome_not_a_crash(
     result, diff, closed = await run_mini(task, engine, proxy_on, step_limit=step_limit)
     # mini-swe-agent's max_consecutive_format_errors (3) ends it unless the step limit comes first; the proxy
     # still allows 3 replies without a tool call in a row, so it has not ended the session.
-    assert result.exit_status == status and result.steps == steps, result.log[-3000:]
+    assert result.exit_status is Outcome(status) and result.steps == steps, result.log[-3000:]
     assert result.features["format_errors"] == steps and result.features["commands"] == 0
     assert diff == "" and not closed.flags["no_tool_collapse"]
 
@@ -149,7 +150,7 @@ async def test_a_session_the_proxy_ended_for_missing_tool_calls_is_no_tool_colla
     task = builtin_tasks[TASK]
     engine = ScriptedEngine(tokenizer, ["Thinking about it."])
     result, _, closed = await run_mini(task, engine, proxy_on, max_consecutive_no_tool=1)
-    assert result.exit_status == "no_tool_collapse", result.log[-3000:]
+    assert result.exit_status is Outcome.NO_TOOL_COLLAPSE, result.log[-3000:]
     assert closed.flags["no_tool_collapse"] and "Session terminated:" in result.log
 
 
@@ -160,7 +161,7 @@ async def test_a_prompt_over_the_context_is_context_overflow(builtin_tasks, toke
     engine = ScriptedEngine(tokenizer, [tool_call("bash", command="ls")])
     # mini-swe-agent's swebench prompt alone is far over 512 tokens: the first call is refused.
     result, _, closed = await run_mini(task, engine, proxy_on, context_length=512)
-    assert result.exit_status == "context_overflow" and result.steps == 1, result.log[-3000:]
+    assert result.exit_status is Outcome.CONTEXT_OVERFLOW and result.steps == 1, result.log[-3000:]
     assert closed.flags["context_overflow"] and not engine.calls
 
 

@@ -242,7 +242,7 @@ def driver_output(**result) -> str:
 )
 def test_how_the_openhands_driver_ended_maps_to_a_policy_outcome(result, status):
     stdout = driver_output(**result)
-    assert openhands._result(0, stdout, stdout).exit_status == status
+    assert openhands._result(0, stdout, stdout).exit_status is Outcome(status)
 
 
 @pytest.mark.parametrize(

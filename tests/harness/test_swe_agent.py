@@ -22,6 +22,7 @@ from scripted_engine import ScriptedEngine
 from legorl_jax.harness import HarnessNotInstalled, LLMEndpoint, get_harness, swe_agent
 from legorl_jax.tasks.agent_sandbox import agent_sandbox, agent_sandbox_spec
 from legorl_jax.tasks.verifier import grade
+from legorl_jax.types import Outcome
 
 ROOT = pathlib.Path(__file__).parents[2]
 TASK = "autocomplete-casefold-prefix"
@@ -64,7 +65,7 @@ async def test_a_scripted_fix_through_swe_agent_submits_scores_reward_one_and_re
         result = await harness.run(task, sandbox, llm)
         diff = await sandbox.diff(workspace.base_commit)
     closed = await proxy.close_session(session.session_id)
-    assert result.exit_status == "submitted" and result.steps == len(script), result.log[-3000:]
+    assert result.exit_status is Outcome.SUBMITTED and result.steps == len(script), result.log[-3000:]
     trajectory = json.loads(result.log)
     assert trajectory["info"]["exit_status"] == "submitted"
     assert trajectory["info"]["submission"].startswith("diff --git a/typeahead/normalize.py")
@@ -167,7 +168,7 @@ async def test_its_own_exits_map_to_policy_outcomes(
     async with agent_sandbox(task, spec=spec) as (sandbox, _):
         result = await harness.run(task, sandbox, llm)
     await proxy.close_session(session.session_id)
-    assert result.exit_status == status, json.loads(result.log)["info"]
+    assert result.exit_status is Outcome(status), json.loads(result.log)["info"]
     assert 1 <= result.steps <= max(step_limit, 4)
 
 

@@ -12,6 +12,7 @@ trainer on the tiny MoE, the orbax checkpoint, publishing into a real `JaxEngine
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import pathlib
 import sys
@@ -21,7 +22,16 @@ sys.path.insert(0, str(HERE.parent))
 
 from scripted_engine import ScriptedEngine  # noqa: E402
 
-from legorl_jax.config import CheckpointConfig, Config, LoopConfig, RolloutConfig, TasksConfig, TrainConfig  # noqa: E402
+from legorl_jax.config import (  # noqa: E402
+    CheckpointConfig,
+    Config,
+    EngineConfig,
+    LoopConfig,
+    RolloutConfig,
+    TasksConfig,
+    TrackingConfig,
+    TrainConfig,
+)
 from legorl_jax.engine.base import EngineError  # noqa: E402
 from legorl_jax.warm_start import gold_edits, qwen3_tool_call  # noqa: E402
 
@@ -90,61 +100,67 @@ async def run(
     aim_repo: str | None = None,
     tracker=None,
 ):
-    """Runs the loop; returns (records, the engine's weight version, the trainer state's step)."""
-    from legorl_jax.engine.jax_engine import JaxEngine
+    """Runs the loop; returns (records, the engine's weight version, the trainer state's step).
+
+    The engine, the proxies, the harness and the trackers are built as run.build_parts builds them; the
+    proxies sample from the scripted engine, and new weights go to the real one. The trainer is built here
+    on one device (build_parts' trainer takes a mesh over every device, and this process has 8).
+    """
+    from legorl_jax.engine import open_engine
     from legorl_jax.harness import get_harness
     from legorl_jax.loop import Parts, run_loop
     from legorl_jax.model import load_hf
     from legorl_jax.model.tokenizer import load_tokenizer
-    from legorl_jax.monitor.tracker import JsonlTracker, Trackers
-    from legorl_jax.proxy import CaptureProxy
-    from legorl_jax.run import load_tasks
+    from legorl_jax.run import load_tasks, make_tracker, serving_proxies
     from legorl_jax.train.checkpoint import Checkpointer
     from legorl_jax.train.publish import Publisher
     from legorl_jax.train.step import Trainer
 
     config = config_for(run_dir, steps=steps, group_size=group_size)
+    tracking = TrackingConfig(
+        backend="aim" if aim_repo else "none",
+        repo=aim_repo or TrackingConfig().repo,
+        experiment="loop-test",
+        run_name=run_dir.name,
+    )
+    config = dataclasses.replace(
+        config,
+        engine=EngineConfig(max_running=2, max_len=MAX_LEN, min_prefill_bucket=64),
+        proxy=dataclasses.replace(config.proxy, context_length=MAX_LEN),
+        tracking=tracking,
+    )
     tasks, _ = load_tasks(config)
     tokenizer = load_tokenizer(model_dir)
     trainer = Trainer(load_hf(model_dir, "float32"), config.algo, config.train)
-    trackers = [JsonlTracker(run_dir / "metrics.jsonl")]
-    if aim_repo:
-        from legorl_jax.monitor.aim_tracker import AimTracker
-
-        trackers.append(AimTracker(aim_repo, experiment="loop-test", run_name=run_dir.name))
-    tracker = tracker or Trackers(*trackers)
+    tracker = tracker or make_tracker(config, run_dir, job="", resume_hash=None)
     checkpoint = CheckpointConfig(directory=str(run_dir / "checkpoints"), every=1, keep=3, async_save=False)
-    engine = JaxEngine.from_dir(model_dir, max_running=2, max_len=MAX_LEN, min_bucket=64)
-    proxy = CaptureProxy(
-        make_engine(tokenizer, tasks[0], group_size, tuple(fail_trials)),
-        tokenizer,
-        config.proxy,
-        context_length=MAX_LEN,
-    )
-    await proxy.start()
+    scripted = make_engine(tokenizer, tasks[0], group_size, tuple(fail_trials))
     try:
-        with Checkpointer(checkpoint, run_config={"test": "loop"}) as ckpt:
-            parts = Parts(
-                config,
-                trainer,
-                proxy,
-                get_harness("builtin"),
-                tasks,
-                [],
-                ckpt,
-                Publisher(engine, mode="in_process"),
-                tracker,
-            )
-            records = await run_loop(parts, trainer.init_state(seed=0), start_step=0)
-            steps_saved = ckpt.all_steps()
-            restored = ckpt.restore(trainer.abstract_state()) if steps_saved else None
-        version = engine.weight_version
+        async with (
+            open_engine(config.engine, model_dir) as engine,
+            serving_proxies(config, scripted, model_dir, run_dir) as (proxy, _),
+        ):
+            with Checkpointer(checkpoint, run_config={"test": "loop"}) as ckpt:
+                parts = Parts(
+                    config,
+                    trainer,
+                    proxy,
+                    get_harness(config.harness.name, **config.harness.options),
+                    tasks,
+                    [],
+                    ckpt,
+                    Publisher(engine, mode="in_process"),
+                    tracker,
+                )
+                records = await run_loop(parts, trainer.init_state(seed=0), start_step=0)
+                steps_saved = ckpt.all_steps()
+                restored = ckpt.restore(trainer.abstract_state()) if steps_saved else None
+            version = engine.weight_version
     finally:
-        await proxy.stop()
-        engine.close()
         tracker.close()
     state_step = None if restored is None else int(restored.state.step)
-    return records, version, steps_saved, state_step, (trackers[-1].run_hash if aim_repo else None)
+    run_hash = getattr(tracker.trackers[-1], "run_hash", None) if aim_repo else None
+    return records, version, steps_saved, state_step, run_hash
 
 
 if __name__ == "__main__":

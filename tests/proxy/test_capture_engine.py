@@ -28,7 +28,7 @@ async def test_captured_logprobs_equal_the_engines_prompt_logprobs_on_the_captur
                 {"role": "user", "content": f"continue {turn}"},
             ]
     closed = await proxy.close_session(info.session_id)
-    session_turns = closed.trajectory["turns"]
+    session_turns = closed.turns
     assert [t["branch"] for t in session_turns] == [0, 0, 0]  # garbage text still extends the branch verbatim
     assert all(t["sampling"]["temperature"] == temperature for t in session_turns)
     (seq,) = closed.sequences

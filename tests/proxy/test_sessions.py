@@ -225,6 +225,36 @@ async def test_consecutive_replies_without_a_tool_call_end_the_session(scripted,
     assert session.recorder.branches[0].turns == [0, 1, 2]
 
 
+async def test_the_rollout_reads_flags_finds_and_closes_a_session_through_typed_records(
+    scripted, serve, tmp_path
+):
+    engine = scripted(["thinking aloud"] * 3)
+    proxy = await serve(engine, ProxyConfig(max_consecutive_no_tool=1))
+    info = proxy.open_session("calc", "calc-0", trial_dir=tmp_path / "t")
+    assert proxy.find_session("calc-0", tmp_path / "t") == info.session_id
+    assert proxy.find_session("calc-0", tmp_path / "other") is None
+    client = openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x")
+    messages = [SYSTEM, USER]
+    for _ in range(3):
+        r = await client.chat.completions.create(model="p", messages=messages, tools=[BASH_TOOL])
+        messages = [
+            *messages,
+            {"role": "assistant", "content": r.choices[0].message.content},
+            {"role": "user", "content": "use a tool"},
+        ]
+    flags = proxy.session_flags(info.session_id)
+    assert flags["no_tool_collapse"] and not flags["engine_failed"]
+    flags["engine_failed"] = True  # a copy: the session's own flags are not the caller's to change
+    assert not proxy.sessions[info.session_id].flags["engine_failed"]
+    record = await proxy.close_session(info.session_id)
+    assert proxy.session_flags(info.session_id) == {} and proxy.find_session("calc-0", tmp_path / "t") is None
+    assert record.session_id == info.session_id and record.trial_dir == tmp_path / "t"
+    assert record.flags["no_tool_collapse"] and record.counters["no_tool_replies"] == len(engine.calls) == 2
+    assert len(record.turns) == 2 and all(t["output_tokens"] > 0 for t in record.turns)
+    assert record.messages[0] == SYSTEM and [b["kind"] for b in record.branches] == ["main"]
+    assert record.model_s == record.counters["model_s"] > 0.0 and len(record.sequences) == 1
+
+
 async def test_inspect_trial_prints_each_span_marked_sampled_or_context(scripted, serve, tmp_path):
     engine = scripted([tool_call_text("bash", '{"command": "ls"}', "Looking."), "Done."])
     proxy = await serve(engine)

@@ -38,7 +38,7 @@ def test_features_count_edits_test_runs_and_rereads_across_tool_vocabularies():
             turn(("bash", {"command": "ls"}), kind="side"),  # not the main thread
         ]
     }
-    f = behaviour_features(trajectory)
+    f = behaviour_features(trajectory["turns"])
     assert f["turns"] == 9 and f["tool_calls"] == 9 and f["no_tool_replies"] == 1
     assert f["edits"] == 3 and f["test_runs"] == 1 and f["rereads_after_edit"] == 3
     assert f["response_tokens"] == 90 and f["response_tokens_per_turn"] == 10
@@ -46,9 +46,7 @@ def test_features_count_edits_test_runs_and_rereads_across_tool_vocabularies():
 
 
 def test_a_read_before_any_edit_is_not_a_reread():
-    f = behaviour_features(
-        {"turns": [turn(("view", {"path": "a.py"})), turn(("str_replace", {"path": "a.py"}))]}
-    )
+    f = behaviour_features([turn(("view", {"path": "a.py"})), turn(("str_replace", {"path": "a.py"}))])
     assert f["rereads_after_edit"] == 0 and f["edits"] == 1
 
 

@@ -81,7 +81,7 @@ async def test_a_scripted_fix_through_the_builtin_harness_scores_reward_one(
         config=rollout_config(tmp_path),
     )
     assert trajectory.outcome is Outcome.SUBMITTED and trajectory.reward == 1.0
-    assert trajectory.verifier_report["resolved"] and not trajectory.verifier_report["tampering"]
+    assert trajectory.verifier_report.resolved and not trajectory.verifier_report.tampering
     (seq,) = trajectory.sequences
     sampled = seq.loss_mask == 1
     assert sampled.sum() == sum(len(tokenizer.encode(t)) + 1 for t in fix_script(task))
@@ -132,7 +132,7 @@ async def test_the_tiny_models_own_sampling_ends_every_trial_in_a_policy_outcome
 class CrashingHarness:
     """A harness that works in the sandbox, then fails on its own (the boundary a broken adapter crosses)."""
 
-    name = "crashing"
+    name, network, mounts, sandbox_user = "crashing", "none", None, None
 
     async def run(self, task, sandbox, llm) -> HarnessResult:
         await sandbox.exec(["bash", "-c", "echo partial > partial.txt"])
@@ -186,7 +186,7 @@ async def test_injected_infrastructure_failures_drop_only_that_trial_with_its_re
 class ContainerKiller:
     """A harness whose sandbox disappears under it (the container is killed from outside)."""
 
-    name = "killed"
+    name, network, mounts, sandbox_user = "killed", "none", None, None
 
     async def run(self, task, sandbox, llm) -> HarnessResult:
         ids = subprocess.run(
@@ -204,7 +204,7 @@ class ContainerKiller:
         ).stdout.split()
         subprocess.run(["docker", "kill", *ids], capture_output=True, check=True)
         await sandbox.exec(["bash", "-c", "ls"])
-        return HarnessResult("submitted", 1)
+        return HarnessResult(Outcome.SUBMITTED, 1)
 
 
 async def test_a_killed_sandbox_is_a_dropped_sandbox_failure(task, tokenizer, proxy_on, tmp_path):
@@ -280,8 +280,7 @@ class InsideProbe:
     """A harness that runs inside the sandbox (network proxy_only) and tries the proxy and the host's other
     ports."""
 
-    name = "inside-probe"
-    network = "proxy_only"
+    name, network, mounts, sandbox_user = "inside-probe", "proxy_only", None, None
 
     def __init__(self, others):
         self.others, self.output = others, ""
@@ -291,7 +290,7 @@ class InsideProbe:
         targets = [f"{host}:{port}" for port in self.others] + [f"127.0.0.1:{port}" for port in self.others]
         result = await sandbox.exec(["python3", "-c", PROBE, llm.anthropic_base_url, *targets], timeout=60)
         self.output = result.stdout + result.stderr
-        return HarnessResult("submitted", 0)
+        return HarnessResult(Outcome.SUBMITTED, 0)
 
 
 async def test_a_harness_inside_the_sandbox_reaches_the_proxy_and_nothing_else(

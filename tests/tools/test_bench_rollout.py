@@ -34,7 +34,7 @@ def test_the_timed_harness_times_every_exec_and_write_and_passes_the_rest_throug
             return ("wrote", path)
 
     class Harness:
-        name, network, mounts = "h", "proxy_only", {"/opt/h": "/host/h"}
+        name, network, mounts, sandbox_user = "h", "proxy_only", {"/opt/h": "/host/h"}, None
 
         async def run(self, task, sandbox, llm):
             return [await sandbox.exec(["ls"]), await sandbox.write_file("/f", b""), sandbox.proxy_url_base]

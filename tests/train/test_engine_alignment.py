@@ -15,12 +15,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tiny_run
 from tiny_run import MAX_TOKENS, TINY_MOE
 
 from legorl_jax.config import AlgoConfig, TrainConfig
 from legorl_jax.engine import SamplingParams
 from legorl_jax.engine.jax_engine import JaxEngine
-from legorl_jax.loop import update_policy
 from legorl_jax.model import init_policy, load_hf, save_hf
 from legorl_jax.train.advantages import trajectory_advantages
 from legorl_jax.train.batch import pack_trajectories, trajectories_from_generations
@@ -92,7 +92,7 @@ async def test_engine_routing_replay_alignment(policy, trainer):
     assert np.corrcoef(np.exp(engine_lp), np.exp(trainer_lp))[0, 1] >= 0.9999
     assert np.max(np.abs(engine_lp - trainer_lp)) <= 1e-4
 
-    _, metrics = update_policy(trainer, state, batch)  # the same figures through the train step itself
+    _, metrics = tiny_run.update(trainer, state, batch)  # the same figures through the train step itself
     assert metrics["align/prob_pearson"] >= 0.9999 and metrics["align/max_abs_logprob_diff"] <= 1e-4
     assert metrics["align/routing_coverage"] == 1.0
 
@@ -126,7 +126,7 @@ async def test_a_single_turn_task_learns_on_the_engine_with_weights_published_ea
                 trainer, reqs, gens, reward, [f"{step}/{i // group}" for i in range(len(reqs))]
             )
             assert batch.tokens.shape == (4, MAX_TOKENS)
-            state, _ = update_policy(trainer, state, batch, stats)
+            state, _ = trainer.update(state, batch, stats)
             await publisher.publish(state.params, str(step + 1))
     finally:
         engine.close()
@@ -149,7 +149,7 @@ async def test_weights_published_to_disk_are_what_the_engine_serves_next(policy,
         )
         rewards, groups = [float(i % 2) for i in range(8)], [f"g{i // 2}" for i in range(8)]
         batch, _ = pack(trainer, prompts, gens, rewards, groups)
-        state, _ = update_policy(trainer, trainer.init_state(), batch)
+        state, _ = trainer.update(trainer.init_state(), batch)
         ids = np.concatenate([prompts[0], gens[0].output_ids]).astype(np.int32)
         start = len(prompts[0])
         before = await engine.prompt_logprobs(ids, start)

@@ -16,7 +16,6 @@ import tiny_run
 from omegaconf import OmegaConf
 
 from legorl_jax.config import MeshConfig
-from legorl_jax.loop import update_policy
 from legorl_jax.model import init_policy
 from legorl_jax.model.sharding import make_mesh, rules_from_config
 from legorl_jax.train.advantages import trajectory_advantages
@@ -105,8 +104,8 @@ def test_step_on_the_8_device_mesh_equals_the_single_device_step(micro4_trainer)
     batch, stats = pack(sharded, trajs, min_rows=8)
     assert batch.tokens.shape[0] == 8  # two micro-batches of 4 rows, each split over 4 batch shards
 
-    state8, metrics8 = update_policy(sharded, sharded.init_state(seed=0), batch, stats)
-    state1, metrics1 = update_policy(micro4_trainer, micro4_trainer.init_state(seed=0), batch, stats)
+    state8, metrics8 = tiny_run.update(sharded, sharded.init_state(seed=0), batch, stats)
+    state1, metrics1 = tiny_run.update(micro4_trainer, micro4_trainer.init_state(seed=0), batch, stats)
     w = state8.params["runs"][0]["layers"]["mlp"]["gate_proj"][...]
     assert len({s.device for s in w.addressable_shards}) == 8 and w.sharding.spec != (None,) * w.ndim
     assert_trees_close(state8.params, state1.params, atol=1e-5)
@@ -137,8 +136,8 @@ def test_the_h200x8_preset_shards_every_weight_but_the_head_dim_norms_over_8_dev
     single = Trainer(init_policy(arch, seed=0), algo, train)
     trajs = tiny_run.make_trajectories(7, n=12, routing=sharded.routing)
     batch, stats = pack(sharded, trajs, min_rows=8)
-    state8, metrics8 = update_policy(sharded, sharded.init_state(seed=0), batch, stats)
-    state1, metrics1 = update_policy(single, single.init_state(seed=0), batch, stats)
+    state8, metrics8 = tiny_run.update(sharded, sharded.init_state(seed=0), batch, stats)
+    state1, metrics1 = tiny_run.update(single, single.init_state(seed=0), batch, stats)
     flat = jax.tree_util.tree_flatten_with_path(state8.params)[0]
     replicated = []
     for path, w in flat:
@@ -209,13 +208,27 @@ def test_a_packed_batch_gives_the_same_update_as_one_sequence_per_row(tiny_train
     a, b = by_token(packed, lp_packed), by_token(unpacked, lp_unpacked)
     assert a.keys() == b.keys()
     np.testing.assert_allclose([a[k] for k in a], [b[k] for k in a], atol=1e-5)
-    s_packed, m_packed = update_policy(tiny_trainer, state, packed)
-    s_unpacked, m_unpacked = update_policy(tiny_trainer, tiny_trainer.init_state(seed=0), unpacked)
+    s_packed, m_packed = tiny_run.update(tiny_trainer, state, packed)
+    s_unpacked, m_unpacked = tiny_run.update(tiny_trainer, tiny_trainer.init_state(seed=0), unpacked)
     assert m_packed["train/pg_loss"] == pytest.approx(m_unpacked["train/pg_loss"], abs=1e-6)
     assert_trees_close(s_packed.params, s_unpacked.params, atol=1e-5)
     # The gradient too (attention leaking across packed segments changes it even where the loss agrees).
     assert m_packed["train/grad_norm"] == pytest.approx(m_unpacked["train/grad_norm"], rel=1e-5)
     assert_first_moments_close(s_packed, s_unpacked)
+
+
+def test_an_update_reports_the_nll_and_logprob_differences_of_the_weights_before_it(tiny_trainer):
+    batch, _ = pack(tiny_trainer, tiny_run.make_trajectories(5, n=6, routing=tiny_trainer.routing))
+    state = tiny_trainer.init_state(seed=0)
+    before = np.asarray(tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(batch)))
+    new_state, result = tiny_trainer.update(state, batch)
+    sampled = batch.loss_mask > 0
+    # π_old is the weights before the update: reading the moved weights would give other numbers.
+    after = np.asarray(tiny_trainer.old_logprobs(new_state.params, tiny_trainer.device_batch(batch)))
+    assert np.abs(after - before)[sampled].max() > 1e-4
+    assert result.nll == pytest.approx(-before[sampled].mean(), rel=1e-5)
+    np.testing.assert_allclose(result.logprob_diffs, (before - batch.behaviour_logprobs)[sampled], atol=1e-5)
+    assert result.metrics["train/updates"] == 1.0 and result.metrics["train/step"] == 1.0
 
 
 def test_repeated_steps_on_a_fixed_batch_raise_the_logprobs_of_positive_advantage_tokens(tiny_trainer):
@@ -231,7 +244,7 @@ def test_repeated_steps_on_a_fixed_batch_raise_the_logprobs_of_positive_advantag
     negative = (batch.loss_mask > 0) & (batch.advantages < 0)
     assert positive.any() and negative.any()
     for _ in range(5):
-        state, metrics = update_policy(tiny_trainer, state, batch)
+        state, metrics = tiny_run.update(tiny_trainer, state, batch)
     last = np.asarray(tiny_trainer.old_logprobs(state.params, tiny_trainer.device_batch(batch)))
     # Sign errors in the loss would lower the positive tokens and raise the negative ones.
     assert last[positive].mean() > first[positive].mean() + 0.1
@@ -271,7 +284,7 @@ def test_replay_coverage_counts_the_sequences_without_recorded_routing(tiny_trai
     recorded = sum(
         int(t.sequences[0].loss_mask[1:].sum()) for t in stripped if t.sequences[0].routed_experts is not None
     )
-    _, metrics = update_policy(tiny_trainer, tiny_trainer.init_state(seed=0), batch, stats)
+    _, metrics = tiny_run.update(tiny_trainer, tiny_trainer.init_state(seed=0), batch, stats)
     assert metrics["align/routing_coverage"] == pytest.approx(recorded / stats.sampled_tokens, abs=1e-6)
     assert metrics["batch/sampled_tokens"] == stats.sampled_tokens
 
@@ -281,7 +294,7 @@ def test_several_updates_per_batch_anchor_their_ratios_to_pi_old_from_before_the
     trajs = tiny_run.make_trajectories(17, n=12, routing=trainer.routing)
     batch, _ = pack(trainer, trajs)
     assert batch.tokens.shape[0] % 4 == 0
-    state, metrics = update_policy(trainer, trainer.init_state(seed=0), batch)
+    state, metrics = tiny_run.update(trainer, trainer.init_state(seed=0), batch)
     assert metrics["train/updates"] == 2.0 and metrics["train/step"] == 2.0
     # The second mini-batch is scored against π_old from before the first update, which moved the
     # weights: its ratio is no longer 1. Re-anchoring on the current weights would give exactly 0.
@@ -296,7 +309,9 @@ def test_several_updates_per_batch_anchor_their_ratios_to_pi_old_from_before_the
             k: None if v is None else (v[:, j::2] if k == "routed_experts" else v[j::2])
             for k, v in rows.items()
         }
-        manual, _, _ = trainer.train_step(manual, trainer.device_batch(mini), jnp.asarray(old[j::2]))
+        manual, _, _ = trainer.train_step(
+            manual, trainer.device_batch(TrainBatch(**mini)), jnp.asarray(old[j::2])
+        )
     assert_trees_close(state.params, manual.params, atol=1e-7)
 
 
@@ -328,11 +343,11 @@ def test_a_learning_rate_of_zero_is_warned_about_every_step_it_trains_at(variant
     batch, _ = pack(variant_trainer, tiny_run.make_trajectories(2, n=6, routing=variant_trainer.routing))
     state = variant_trainer.init_state(seed=0)
     with caplog.at_level(logging.WARNING, logger="legorl_jax.train.step"):
-        state, m0 = update_policy(variant_trainer, state, batch)
+        state, m0 = tiny_run.update(variant_trainer, state, batch)
         assert m0["train/lr"] == 0.0
         assert [r.getMessage() for r in caplog.records if "learning rate is 0" in r.getMessage()]
         caplog.clear()
-        state, m1 = update_policy(variant_trainer, state, batch)
+        state, m1 = tiny_run.update(variant_trainer, state, batch)
     assert m1["train/lr"] == pytest.approx(1e-2)
     assert not [r for r in caplog.records if "learning rate is 0" in r.getMessage()]
 
@@ -344,7 +359,7 @@ def test_the_moe_aux_loss_and_the_reference_kl_enter_with_their_coefficients(var
     state = variant_trainer.init_state(seed=0)
     kls = []
     for _ in range(3):  # lr 0, then lr 1e-2 from the reference, then away from it
-        state, metrics = update_policy(variant_trainer, state, batch)
+        state, metrics = tiny_run.update(variant_trainer, state, batch)
         kls.append(metrics["train/kl_ref"])
         aux, pg, kl, loss = (
             metrics[k] for k in ("train/aux_loss", "train/pg_loss", "train/kl_ref", "train/loss")
@@ -375,8 +390,8 @@ def test_dropped_trials_change_nothing_even_through_the_moe_aux_loss_and_the_kl(
     with_failed, stats = pack(trainer, trajs + failed)
     without, _ = pack(trainer, trajs)
     assert stats.dropped_trials == 2 and with_failed.tokens.shape == without.tokens.shape
-    s_with, m_with = update_policy(trainer, trainer.init_state(seed=0), with_failed)
-    s_without, m_without = update_policy(trainer, trainer.init_state(seed=0), without)
+    s_with, m_with = tiny_run.update(trainer, trainer.init_state(seed=0), with_failed)
+    s_without, m_without = tiny_run.update(trainer, trainer.init_state(seed=0), without)
     for key in ("train/aux_loss", "train/kl_ref", "train/pg_loss", "train/loss", "train/grad_norm"):
         if key in m_without:
             assert m_with[key] == pytest.approx(m_without[key], rel=1e-6, abs=1e-9), key
@@ -391,7 +406,7 @@ def test_with_replay_off_the_recorded_routing_is_compared_but_not_replayed(varia
     with_routing = variant_trainer.old_logprobs(params, variant_trainer.device_batch(recorded))
     without = variant_trainer.old_logprobs(params, variant_trainer.device_batch(unrecorded))
     np.testing.assert_array_equal(np.asarray(with_routing), np.asarray(without))
-    _, metrics = update_policy(variant_trainer, variant_trainer.init_state(seed=0), recorded)
+    _, metrics = tiny_run.update(variant_trainer, variant_trainer.init_state(seed=0), recorded)
     assert metrics["align/routing_coverage"] == 0.0
     assert 0.0 < metrics["align/routing_agreement"] < 1.0  # random recorded routing vs the trainer's own
 
@@ -425,7 +440,7 @@ def test_fp32_master_weights_train_with_bf16_compute(variant_trainer):
     assert sum(d == ("bfloat16", "bfloat16") for d in dots) >= len(dots) // 2, collections.Counter(dots)
     before = jax.device_get(state.params)
     for _ in range(2):  # the first update runs at lr 0 (warm-up)
-        state, metrics = update_policy(variant_trainer, state, batch)
+        state, metrics = tiny_run.update(variant_trainer, state, batch)
     assert {x.dtype for x in jax.tree.leaves(state.params)} == {jnp.dtype(jnp.float32)}
     assert {x.dtype for x in jax.tree.leaves(state.opt_state) if x.ndim} == {jnp.dtype(jnp.float32)}
     assert math.isfinite(metrics["train/loss"]) and metrics["train/grad_norm"] > 0
@@ -441,7 +456,7 @@ def test_bad_batches_and_trainer_settings_are_named(tiny_trainer):
     odd = {f.name: getattr(batch, f.name) for f in dataclasses.fields(TrainBatch)}
     odd = {k: None if v is None else (v[:, :1] if k == "routed_experts" else v[:1]) for k, v in odd.items()}
     with pytest.raises(ValueError, match="batch has 1 rows, not a multiple of train.micro_batch_rows=2"):
-        tiny_trainer.device_batch(odd)
+        tiny_trainer.device_batch(TrainBatch(**odd))
     algo, train = tiny_run.tiny_configs(micro_batch_rows=2)
     mesh_config = cpu8_mesh_config()
     with pytest.raises(ValueError, match="micro_batch_rows=2 must be a multiple of the 4 batch shards"):

@@ -14,11 +14,17 @@ import sys
 import numpy as np
 
 from legorl_jax.config import AlgoConfig, CheckpointConfig, TrainConfig
-from legorl_jax.loop import update_policy
 from legorl_jax.model import ArchConfig, init_policy
 from legorl_jax.train.advantages import trajectory_advantages
 from legorl_jax.train.batch import RoutingSpec, pack_trajectories
 from legorl_jax.types import Outcome, Sequence, Trajectory
+
+
+def update(trainer, state, batch, stats=None):
+    """`Trainer.update`'s new state and its metrics (what most step tests compare)."""
+    state, result = trainer.update(state, batch, stats)
+    return state, result.metrics
+
 
 TINY_MOE = ArchConfig(
     architectures=("Qwen3MoeForCausalLM",),
@@ -111,7 +117,7 @@ def main(argv: list[str]) -> None:
             print(f"resumed {start}", flush=True)
         for step in range(start, args.steps):
             batch, stats = batch_for_step(trainer, step)
-            state, _ = update_policy(trainer, state, batch, stats)
+            state, _ = trainer.update(state, batch, stats)
             ckpt.maybe_save(state, cursor={"next_step": step + 1}, weights_version=f"step-{step + 1}")
             print(f"step {step + 1}", flush=True)
         ckpt.wait()
