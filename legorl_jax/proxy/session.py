@@ -73,7 +73,7 @@ class Session:
         task_id: str = "",
         trial_id: str = "",
         metadata: dict[str, Any] | None = None,
-        trial_dir: str | None = None,
+        trial_dir: str = "",  # the archive folder; the proxy always names one
     ):
         self.id = session_id
         self.engine = engine
