@@ -27,6 +27,7 @@ def test_attention_never_crosses_segments(moe_policy, jit_forward, tokens):
     changed_b = row.copy()
     changed_b[0, 5:11] = (changed_b[0, 5:11] + 7) % 256
     out = forward(changed_b, segment_ids=seg)
+    # Masked keys get softmax weight exactly 0: the other segment adds exact zeros (a leak: > 1e-3 below).
     np.testing.assert_allclose(
         np.asarray(out.logits[0, :5]), np.asarray(base.logits[0, :5]), atol=1e-6, rtol=0
     )
@@ -48,6 +49,7 @@ def test_packed_rows_equal_unpacked_sequences(moe_policy, jit_forward, tokens):
     alone = np.zeros((2, 12), np.int32)
     alone[0, :5], alone[1, :6] = a, b
     single = forward(alone)
+    # Order-1 logits whose sums packing re-orders (another row layout): float32 noise ~1e-7.
     np.testing.assert_allclose(
         np.asarray(packed.logits[0, :5]), np.asarray(single.logits[0, :5]), atol=1e-5, rtol=0
     )
@@ -165,6 +167,7 @@ def test_token_logprobs_equal_log_softmax_of_logits_at_temperature(moe_policy, j
     expected = jnp.take_along_axis(
         jax.nn.log_softmax(logits / 0.7, axis=-1), jnp.asarray(targets)[..., None], -1
     )[..., 0]
+    # Fused path vs log_softmax of the same logits: a re-ordered 256-way log-sum-exp (fp32 simple-op 1e-5).
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match=r"targets has shape \(2, 6\), input_ids has \(2, 12\)"):
         moe_policy.token_logprobs(ids, targets[:, :6])
@@ -189,6 +192,7 @@ def test_token_logprobs_details_carry_the_tempered_entropy_and_the_replayed_forw
     )(state, ids, targets, forced)
     log_p = jax.nn.log_softmax(expected_out.logits / 0.7, axis=-1)
     expected_lp = jnp.take_along_axis(log_p, jnp.asarray(targets)[..., None], -1)[..., 0]
+    # As above: one re-ordered log-sum-exp per value (fp32 simple-op 1e-5).
     np.testing.assert_allclose(np.asarray(got.logprobs), np.asarray(expected_lp), atol=1e-5, rtol=0)
     entropy = -(jnp.exp(log_p) * log_p).sum(-1)
     np.testing.assert_allclose(np.asarray(got.entropy), np.asarray(entropy), atol=1e-5, rtol=0)
