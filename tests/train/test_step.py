@@ -268,7 +268,7 @@ def test_a_packed_batch_gives_the_same_update_as_one_sequence_per_row(tiny_train
     before = jax.device_get(state.params)
     s_packed, m_packed = update_policy(tiny_trainer, state, packed)
     s_unpacked, m_unpacked = update_policy(tiny_trainer, tiny_trainer.init_state(seed=0), unpacked)
-    # A loss of 7e-3 (fp32 simple-op 1e-5 would be loose): measured 2e-8 apart.
+    # A loss of 7e-3, at most 2.2e-8 apart on every XLA setting of issue 32: abs 1e-6 is 45x that.
     assert m_packed["train/pg_loss"] == pytest.approx(m_unpacked["train/pg_loss"], abs=1e-6)
     # The update is a function of the gradient, which is what packing could change (attention leaking
     # across packed segments changes it even where the loss agrees): compare the gradient itself (mu after
