@@ -6,9 +6,12 @@ at module import time of the root conftest.
 
 import os
 
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-).strip()
+# Appended, so flags the caller set (an ISA limit, single-threaded Eigen) still reach XLA; a device count
+# the caller set is kept, to run the single-device tests on 1 device (the 8-device ones then fail).
+_flags = os.environ.get("XLA_FLAGS", "")
+if "--xla_force_host_platform_device_count" not in _flags:
+    _flags += " --xla_force_host_platform_device_count=8"
+os.environ["XLA_FLAGS"] = _flags.strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # litellm (what mini-swe-agent and SWE-agent call) fetches a price list from the internet on import unless

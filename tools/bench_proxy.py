@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -43,6 +44,36 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
+
+BENCH_EXTRA_INSTALL = "pip install -e '.[bench]'"
+
+
+def missing_from_bench_extra() -> list[str]:
+    """The packages of the bench extra (LiteLLM with its `proxy` extra) that are not installed.
+
+    Read from LiteLLM's own metadata, not imported: without them the LiteLLM proxy dies at start-up
+    (`ImportError: backoff is not installed`) after ours and the backend were already started.
+    """
+    from packaging.requirements import Requirement
+
+    try:
+        requires = importlib.metadata.requires("litellm") or []
+    except importlib.metadata.PackageNotFoundError:
+        return ["litellm"]
+    missing = []
+    for line in requires:
+        req = Requirement(line)
+        # Only the proxy extra's requirements: true with extra "proxy", false with none.
+        if req.marker is None or not req.marker.evaluate({"extra": "proxy"}):
+            continue
+        if req.marker.evaluate({"extra": ""}):
+            continue
+        try:
+            importlib.metadata.distribution(req.name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(req.name)
+    return missing
+
 
 REPLY = (
     'Looking at the file.\n<tool_call>\n{"name": "bash", "arguments": {"command": "cat calc.py"}}\n'
@@ -519,6 +550,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve_backend is not None:
         serve_backend(args.model, args.serve_backend, args.engine_ms)
         return 0
+    missing = missing_from_bench_extra()
+    if missing:
+        sys.exit(
+            f"tools/bench_proxy.py needs the bench extra (LiteLLM's proxy server); not installed: "
+            f"{', '.join(missing)}. Install it with: {BENCH_EXTRA_INSTALL}"
+        )
     asyncio.run(bench(args))
     return 0
 

@@ -4,7 +4,8 @@
     plot_curves({"run a": metrics_a, "run b": metrics_b}, "curves.png")
 
 `metrics_by_step` is `{step: {name: value}}`, what `JsonlTracker` writes or what
-`python -m legorl_jax.monitor.compare` reads back from Aim. matplotlib draws off-screen (Agg).
+`python -m legorl_jax.monitor.compare` reads back from Aim. matplotlib draws off-screen (Agg). The
+trainer/engine Pearson panel shows 1 - Pearson on a fixed log axis (`PEARSON_FLOOR`).
 """
 
 from __future__ import annotations
@@ -108,10 +109,17 @@ def run_summary(config: Any, summary: Any) -> str:
     return "\n".join(lines)
 
 
-def plot_curves(
-    runs: Mapping[str, Mapping[int, Mapping[str, float]]], path: str | os.PathLike
-) -> pathlib.Path:
-    """A PNG with one panel per curve of `CURVES` that any run has, one line per run."""
+# The trainer/engine Pearson is drawn as 1 - Pearson on a fixed log axis: healthy runs sit at 0.999+, where
+# an autoscaled linear axis spreads float noise (1e-7) over the whole panel and reads as movement, and a
+# fixed linear [0, 1] flattens a 1e-3 mismatch worth looking at into the top line. On the log axis each
+# decade is a grade: ~1e-7 identical numerics, 1e-3 a mismatch, 1e-1 broken. Below float32's resolution
+# near 1 (2^-24) a 1 - Pearson is noise, drawn at that floor; the top, 2, is a Pearson of -1.
+PEARSON_FLOOR = 2.0**-24
+DISTANCE_FROM_ONE = {"align/prob_pearson"}
+
+
+def curves_figure(runs: Mapping[str, Mapping[int, Mapping[str, float]]]) -> Any:
+    """A matplotlib Figure with one panel per curve of `CURVES` that any run has, one line per run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -130,8 +138,14 @@ def plot_curves(
     for ax, (name, title) in zip(axes.flat, present, strict=False):
         for label, run in runs.items():
             points = [(s, m[name]) for s, m in sorted(run.items()) if name in m]
+            if name in DISTANCE_FROM_ONE:
+                points = [(s, max(1.0 - v, PEARSON_FLOOR)) for s, v in points]
             if points:
                 ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=label)
+        if name in DISTANCE_FROM_ONE:
+            title = f"1 - {title} (log)"
+            ax.set_yscale("log")
+            ax.set_ylim(PEARSON_FLOOR, 2.0)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
@@ -139,6 +153,16 @@ def plot_curves(
         ax.axis("off")
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def plot_curves(
+    runs: Mapping[str, Mapping[int, Mapping[str, float]]], path: str | os.PathLike
+) -> pathlib.Path:
+    """`curves_figure(runs)` written as a PNG to `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = curves_figure(runs)
     out = pathlib.Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

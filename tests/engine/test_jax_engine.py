@@ -97,6 +97,7 @@ async def test_prompt_logprobs_score_the_given_tokens_as_the_policy_does(engine,
     tokens = np.array(PROMPTS[3], np.int32)
     lp = await engine.prompt_logprobs(tokens, 3)
     assert lp.shape == (len(tokens) - 3,) and lp.dtype == np.float32
+    # Engine prefill vs the policy's own forward: re-ordered sums of order-5 log-probs (fp32 simple-op 1e-5).
     np.testing.assert_allclose(lp, reference.token_logprobs(tokens)[2:], atol=1e-5)
 
 
@@ -181,6 +182,7 @@ async def test_decode_attends_over_the_context_in_use_not_the_allocated_one(engi
     for prompt, got in ((PROMPTS[0], alone), (PROMPTS[3], longer)):
         want = await engine.generate(prompt, sampling, return_routed_experts=True)
         np.testing.assert_array_equal(got.output_ids, want.output_ids)
+        # Another bucket's program: other shapes, re-ordered sums of order-5 log-probs (fp32 simple-op 1e-5).
         np.testing.assert_allclose(got.output_logprobs, want.output_logprobs, atol=1e-5)
         np.testing.assert_array_equal(got.routed_experts, want.routed_experts)
 
@@ -510,6 +512,7 @@ async def test_a_prompt_prefilled_in_chunks_gives_what_one_piece_gives(engine, e
     finally:
         chunked.close()
     np.testing.assert_array_equal(pieces.output_ids, whole.output_ids)
+    # Chunked prefill re-orders the prompt's sums; order-5 log-probs (fp32 simple-op 1e-5).
     np.testing.assert_allclose(pieces.output_logprobs, whole.output_logprobs, atol=1e-5)
     np.testing.assert_array_equal(pieces.routed_experts, whole.routed_experts)
 
@@ -538,10 +541,12 @@ async def test_top_logprobs_are_the_likeliest_tokens_as_the_full_forward_scores_
         - scaled.max(-1, keepdims=True)
     )
     np.testing.assert_array_equal(gen.output_top_ids, np.argsort(-logp, axis=-1, kind="stable")[:, :5])
+    # Decode steps vs one whole forward of the sequence (KV cache, other shapes): blocks policy 1e-4.
     np.testing.assert_allclose(gen.output_top_logprobs, np.sort(logp, axis=-1)[:, ::-1][:, :5], atol=1e-4)
     assert np.all(np.diff(gen.output_top_logprobs, axis=-1) <= 0)
     if temperature == 0.0:  # greedy: the sampled token is the likeliest one
         np.testing.assert_array_equal(gen.output_top_ids[:, 0], gen.output_ids)
+        # The same step's log-softmax read twice: equal up to the top-k gather, 1e-6 is slack.
         np.testing.assert_allclose(gen.output_top_logprobs[:, 0], gen.output_logprobs, atol=1e-6)
     with pytest.raises(ValueError, match="top_logprobs must be an int in \\[0, 20\\], got 21"):
         await engine.generate(PROMPTS[1], sampling, top_logprobs=21)

@@ -37,6 +37,7 @@ def cached(engine_model_dir):
 def assert_same(got, want):
     """Same tokens, log-probs within fp32 tolerance, and the same routing of every row."""
     np.testing.assert_array_equal(got.output_ids, want.output_ids)
+    # A reused prefix's K/V came from another program (prefill vs decode shapes): blocks policy 1e-4.
     np.testing.assert_allclose(got.output_logprobs, want.output_logprobs, atol=1e-4)
     np.testing.assert_array_equal(got.routed_experts, want.routed_experts)
 

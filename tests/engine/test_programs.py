@@ -61,6 +61,7 @@ def test_a_call_without_its_program_runs_on_a_compiled_larger_bucket_with_the_sa
     own_token, own_logprob, own_routed, _ = decode_first(runner, first, 1)
     assert ("decode", 1, 32, 0) in runner.compiled and runner.programs.stalls == 3
     np.testing.assert_array_equal(token, own_token)
+    # A covering program of more rows vs the one-row program: re-ordered sums (fp32 simple-op 1e-5).
     np.testing.assert_allclose(logprob, own_logprob, atol=1e-5)
     np.testing.assert_array_equal(routed, own_routed)
 

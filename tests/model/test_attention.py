@@ -41,6 +41,7 @@ def test_grouped_query_attention_matches_the_per_head_reference(packed):
     got = np.asarray(attend(q, k, v, mask, 0.3))
     want = reference(q, k, v, mask, 0.3)
     real = segments > 0  # padding rows are unspecified
+    # Grouped vs per-head reference over at most 37 keys of order-1 values (fp32 simple-op 1e-5).
     np.testing.assert_allclose(got[real], want[real], atol=1e-5)
 
 
@@ -50,4 +51,8 @@ def test_causal_chunks_give_the_attention_of_the_whole_score_matrix(packed, chun
     whole = np.asarray(attend(q, k, v, mask, 0.3))
     chunked = np.asarray(jax.jit(lambda *a: attend(*a, 0.3, causal_chunks=chunks))(q, k, v, mask))
     real = segments > 0
-    np.testing.assert_allclose(chunked[real], whole[real], atol=1e-6)
+    # Chunks change which keys each softmax sums over (masked ones add exact zeros) and so its order: a sum
+    # of t terms moves by ~t·u of their magnitudes (u = 2^-24), relative to the outputs' scale. Measured 1 ulp
+    # (2.4e-7 at 2.5), which a fixed 1e-6 held by only 4x.
+    t = q.shape[1]
+    np.testing.assert_allclose(chunked[real], whole[real], atol=t * 2.0**-24 * np.abs(whole[real]).max())

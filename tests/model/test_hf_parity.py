@@ -61,6 +61,7 @@ def test_logits_routing_and_aux_loss_match_hf_transformers(fixtures_dir, name):
     assert ours.shape == theirs.shape
     # The fixtures keep a top-k margin of >= 2e-3 at every real token, so there are no exact ties to excuse.
     np.testing.assert_array_equal(np.sort(ours, -1)[:, real], np.sort(theirs, -1)[:, real])
+    # HF's fp32 loss of order 1 through another framework's kernels (fp32 simple-op 1e-5).
     assert float(out.aux_loss) == pytest.approx(float(reference["aux_loss"]), abs=1e-5)
 
 
@@ -125,4 +126,5 @@ def test_the_tiny_model_the_tools_write_gives_hf_logits(fixtures_dir, tmp_path):
     np.testing.assert_array_equal(
         np.sort(np.asarray(out.routed_experts), -1)[:, real], np.sort(reference["router_topk"], -1)[:, real]
     )
+    # As above: HF's fp32 aux loss of order 1 (fp32 simple-op 1e-5).
     assert float(out.aux_loss) == pytest.approx(float(reference["aux_loss"]), abs=1e-5)

@@ -56,6 +56,8 @@ def test_prefill_then_decode_matches_the_full_forward_in_several_slots(
         full[b, : len(seq)] = seq
     reference = jit_forward(moe_policy)(full)
     for b, n in enumerate(lengths):
+        # One query at a time against the cache vs the whole forward: other matmul shapes through 3 layers
+        # (blocks policy 1e-4 on order-1 logits).
         np.testing.assert_allclose(
             np.stack(logits[b]), np.asarray(reference.logits[b, :n]), atol=1e-4, rtol=0
         )
@@ -116,6 +118,7 @@ def test_a_call_naming_its_context_reads_only_that_many_positions_and_gives_the_
     positions, slots = np.arange(4, dtype=np.int32)[None], np.array([2], np.int32)
     full, _ = moe_policy.forward_cached(ids, positions, moe_policy.init_cache(4, 16), slots)
     short, _ = moe_policy.forward_cached(ids, positions, moe_policy.init_cache(4, 16), slots, context=4)
+    # Reading 4 positions instead of 16: the unread 12 had weight exactly 0; only sum shapes differ.
     np.testing.assert_allclose(np.asarray(short.logits), np.asarray(full.logits), atol=1e-5)
     with pytest.raises(ValueError, match=r"positions\[0, 3\] = 3 is outside \[-1, context=3\)"):
         moe_policy.forward_cached(ids, positions, moe_policy.init_cache(4, 16), slots, context=3)

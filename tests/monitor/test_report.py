@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from legorl_jax.monitor.report import phase_line, plot_curves, step_table
+from legorl_jax.monitor.report import PEARSON_FLOOR, curves_figure, phase_line, plot_curves, step_table
 
 STEPS = {
     0: {
@@ -48,6 +48,22 @@ def test_the_curves_png_is_written_and_an_empty_run_is_refused(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="none of the runs \\['b'\\]"):
         plot_curves({"b": {0: {"other/x": 1.0}}}, tmp_path / "d.png")
+
+
+def test_the_pearson_panel_draws_1_minus_pearson_on_a_fixed_log_axis_whatever_the_noise():
+    # A run whose Pearson only wobbles in float noise (issue 32: an autoscaled axis of 1e-7 + 1.0000001 read
+    # as movement), one at exactly 1, one with a real mismatch of 1e-3.
+    runs = {
+        "noise": {0: {"align/prob_pearson": 0.9999999}, 1: {"align/prob_pearson": 0.99999988}},
+        "exact": {0: {"align/prob_pearson": 1.0}},
+        "off": {0: {"align/prob_pearson": 0.999}},
+    }
+    (ax,) = [a for a in curves_figure(runs).axes if "Pearson" in a.get_title()]
+    assert ax.get_title().startswith("1 - ") and ax.get_yscale() == "log"
+    assert ax.get_ylim() == pytest.approx((PEARSON_FLOOR, 2.0))
+    drawn = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+    assert drawn["noise"] == pytest.approx([1e-7, 1.2e-7], rel=1e-6)
+    assert drawn["exact"] == [PEARSON_FLOOR] and drawn["off"] == pytest.approx([1e-3])
 
 
 @pytest.mark.parametrize(

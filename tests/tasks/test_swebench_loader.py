@@ -149,11 +149,9 @@ def test_a_row_with_a_test_cmd_but_no_log_parser_is_an_error_not_a_pytest_defaul
         load_swebench_file(write_rows(tmp_path / "set.jsonl", row(log_parser=None)))
 
 
-# Real rows (SWE-agent's test data, ../shared/data/swebench): official fields only, no test_cmd, no parser.
-REAL_ROWS = Path("/work/shared/data/swebench/dev-easy.json")
-real_rows = pytest.mark.skipif(
-    not REAL_ROWS.is_file(), reason="the shared SWE-bench rows are not on this machine"
-)
+# Real rows (SWE-agent's test data, tests/fixtures/swebench/README.md): official fields only, no test_cmd,
+# no parser.
+REAL_ROWS = Path(__file__).parents[1] / "fixtures" / "swebench" / "dev-easy.json"
 # swebench 4.1.0's get_test_directives on each real row, computed with that release.
 UPSTREAM_DIRECTIVES = {
     "pydicom__pydicom-1458": ["pydicom/tests/test_numpy_pixel_data.py"],
@@ -163,7 +161,6 @@ UPSTREAM_DIRECTIVES = {
 }
 
 
-@real_rows
 def test_real_swebench_rows_load_with_the_spec_table_and_say_so():
     tasks = load_swebench_file(REAL_ROWS)
     assert [t.instance_id for t in tasks] == list(
@@ -180,7 +177,6 @@ def test_real_swebench_rows_load_with_the_spec_table_and_say_so():
         assert task.image == f"swebench/sweb.eval.x86_64.{docker_instance_id(task.instance_id)}:latest"
 
 
-@real_rows
 def test_real_rows_load_the_same_from_jsonl_with_json_encoded_test_lists(tmp_path):
     rows = json.loads(REAL_ROWS.read_text())
     as_hf = [
@@ -194,7 +190,6 @@ def test_real_rows_load_the_same_from_jsonl_with_json_encoded_test_lists(tmp_pat
     ]
 
 
-@real_rows
 def test_directives_equal_upstream_for_every_real_row():
     for r in json.loads(REAL_ROWS.read_text()):
         assert directives_from_test_patch(r["repo"], r["test_patch"]) == UPSTREAM_DIRECTIVES[r["instance_id"]]

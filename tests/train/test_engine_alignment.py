@@ -171,5 +171,6 @@ async def test_weights_published_to_disk_are_what_the_engine_serves_next(policy,
     assert path == tmp_path / "published" / "step-000001" and after.weight_version == "step-000001"
     # The engine now computes the trained policy (fp32 on disk: exact up to float rounding), not the one
     # it started with: a publish that wrote, or loaded, the old weights would leave `served` == `before`.
+    # The engine vs the trainer's forward of the same fp32 weights: re-ordered sums, fp32 simple-op 1e-5.
     np.testing.assert_allclose(served, expected, atol=1e-5)
     assert np.abs(served - before).max() > 1e-3

@@ -61,6 +61,7 @@ async def test_bf16_publishing_rounds_within_the_bf16_tolerance_and_keeps_the_la
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000002", "step-000003"]
     loaded = load_hf(tmp_path / "step-000003", dtype="float32")
     for a, b in zip(jax.tree.leaves(params_of(loaded)), jax.tree.leaves(params_of(trained)), strict=True):
+        # Published as bfloat16: one rounding to 8 significant bits, <= 2^-8 relative (bf16 policy 2e-2).
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-2, atol=1e-6)
     # Re-publishing a version replaces it whole.
     await publisher.publish(params_of(init_policy(tiny_run.TINY_MOE, seed=5)), version_of(3))
