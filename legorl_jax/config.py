@@ -638,6 +638,34 @@ class HarnessConfig:
             raise ValueError(f"harness.options must be a mapping, got {self.options!r}")
 
 
+ROLLOUT_EXECUTORS = ("local", "ray")
+
+
+@dataclasses.dataclass
+class RayConfig:
+    """The Ray cluster trials run on with `rollout.executor: ray` (rollout/ray_executor.py)."""
+
+    address: str = ""
+    """An existing cluster (`ray://host:10001`, `host:6379` or `auto`); empty: start a local one."""
+    node_cpus: int = 1
+    """CPUs the local node declares to Ray when one is started (trials ask for none: they ask for slots)."""
+    proxy_host: str = "127.0.0.1"
+    """The address the capture proxies listen on with `executor: ray`: one every node reaches (this
+    machine's cluster address when the nodes are other machines; loopback for nodes on this machine)."""
+    connect_timeout_s: float = 10.0
+    """How long `address` may take to answer before the run stops with an error naming it."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.address, str):
+            raise ValueError(f"rollout.ray.address must be a string, got {self.address!r}")
+        positive_int("rollout.ray.node_cpus", self.node_cpus)
+        if not isinstance(self.proxy_host, str) or not self.proxy_host:
+            raise ValueError(
+                f"rollout.ray.proxy_host must be a host name or address, got {self.proxy_host!r}"
+            )
+        positive_number("rollout.ray.connect_timeout_s", self.connect_timeout_s, unit="seconds")
+
+
 @dataclasses.dataclass
 class RolloutConfig:
     """How trials are run: concurrency, limits, retries, where they are archived."""
@@ -656,8 +684,17 @@ class RolloutConfig:
     """Archive root: trials go to <runs_dir>/<experiment>/trials/step_<N>/<trial>/."""
     experiment: str = "default"
     """Name of the run inside runs_dir."""
+    executor: str = "local"
+    """Where trials run: `local` (this process) or `ray` (trial slots on the nodes of a Ray cluster)."""
+    trials_per_node: int = 4
+    """Trials one Ray node runs at once: the `legorl_trial` resource each local node declares, and the
+    slots made per node of a cluster (`ray start --resources='{"legorl_trial": N}'`)."""
+    ray: RayConfig = dataclasses.field(default_factory=RayConfig)
 
     def __post_init__(self) -> None:
+        if self.executor not in ROLLOUT_EXECUTORS:
+            raise ValueError(f"rollout.executor must be one of {ROLLOUT_EXECUTORS}, got {self.executor!r}")
+        positive_int("rollout.trials_per_node", self.trials_per_node)
         for name in ("group_size", "concurrency"):
             positive_int(f"rollout.{name}", getattr(self, name))
         if not is_int(self.retries) or self.retries < 0:

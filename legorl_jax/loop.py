@@ -28,6 +28,7 @@ from legorl_jax.monitor.rollout_metrics import alerts, rollout_metrics, trial_te
 from legorl_jax.monitor.tracker import Tracker
 from legorl_jax.proxy.base import Proxy
 from legorl_jax.rollout.collect import Batch, collect
+from legorl_jax.rollout.executor import TrialExecutor
 from legorl_jax.tasks.schema import Task
 from legorl_jax.train.advantages import trajectory_advantages
 from legorl_jax.train.batch import pack_trajectories
@@ -54,6 +55,8 @@ class Parts:
     tracker: Tracker
     validation_proxy: Proxy | None = None
     run_id: str = ""
+    executor: TrialExecutor | None = None
+    """Where trials run (`rollout.executor`); None: in this process."""
 
 
 @dataclasses.dataclass
@@ -164,6 +167,7 @@ async def _collect(
         model=cfg.harness.model,
         sandbox_config=cfg.sandbox,
         verifier_config=cfg.verifier,
+        executor=parts.executor,
     )
 
 

@@ -32,6 +32,7 @@ from legorl_jax.tasks.schema import Task
 if TYPE_CHECKING:
     from legorl_jax.engine.base import Engine
     from legorl_jax.proxy import CaptureProxy
+    from legorl_jax.rollout.executor import TrialExecutor
     from legorl_jax.train.state import TrainState
 
 log = logging.getLogger(__name__)
@@ -250,6 +251,7 @@ async def build_parts(config: Config, *, job: str = "") -> AsyncIterator[Built]:
         async with (
             open_engine(config.engine, model_dir) as engine,
             serving_proxies(config, engine, model_dir, folder) as (proxy, eval_proxy),
+            trial_executor(config) as executor,
         ):
             auto = "in_process" if config.engine.backend == "jax" else "disk"
             publisher = Publisher(
@@ -273,6 +275,7 @@ async def build_parts(config: Config, *, job: str = "") -> AsyncIterator[Built]:
                 tracker,
                 validation_proxy=eval_proxy,
                 run_id=run_id,
+                executor=executor,
             )
             yield Built(parts, state, start_step, warm)
     finally:
@@ -296,15 +299,31 @@ async def serving_proxies(
     eval_proxy = CaptureProxy.from_model_dir(
         engine, model_dir, dataclasses.replace(config.proxy, mode="eval", archive_dir=archive)
     )
-    await proxy.start("127.0.0.1", 0)
+    host = config.rollout.ray.proxy_host if config.rollout.executor == "ray" else "127.0.0.1"
+    await proxy.start(host, 0)
     try:
-        await eval_proxy.start("127.0.0.1", 0)
+        await eval_proxy.start(host, 0)
         try:
             yield proxy, eval_proxy
         finally:
             await eval_proxy.stop()
     finally:
         await proxy.stop()
+
+
+@contextlib.asynccontextmanager
+async def trial_executor(config: Config) -> AsyncIterator[TrialExecutor | None]:
+    """The Ray executor of `rollout.executor: ray` (closed on exit), or None: trials in this process."""
+    if config.rollout.executor != "ray":
+        yield None
+        return
+    from legorl_jax.rollout.ray_executor import RayExecutor
+
+    executor = await RayExecutor.start(config.rollout)
+    try:
+        yield executor
+    finally:
+        await executor.close()
 
 
 async def train(config: Config, *, job: str = "") -> RunSummary:

@@ -41,6 +41,7 @@ class Outcome(enum.Enum):
     HARNESS_CRASHED = "harness_crashed"
     VERIFIER_FAILED = "verifier_failed"
     TIMEOUT = "timeout"
+    NODE_FAILED = "node_failed"  # the Ray node running the attempt died (rollout/executor.py)
 
     @property
     def is_infra_failure(self) -> bool:
@@ -55,6 +56,7 @@ _INFRA_OUTCOMES = frozenset(
         Outcome.HARNESS_CRASHED,
         Outcome.VERIFIER_FAILED,
         Outcome.TIMEOUT,
+        Outcome.NODE_FAILED,
     }
 )
 

@@ -2,13 +2,17 @@
 script.
 
     python tools/bench_rollout.py [--concurrency 1,4,16] [--trials 16] [--rounds 2] [--harness-trials 4]
+    python tools/bench_rollout.py --concurrency 2 --ray-nodes 2 --harness-trials 0   # local vs Ray
 
 Every trial is the same work: the built-in harness fixes a built-in task through the capture proxy in front
 of a scripted engine (the fix's tool calls, 50 ms per call standing in for the model), in a real agent
 sandbox, graded by the real verifier in a fresh sandbox. Per configuration:
 - ours: `rollout.collect` with the given concurrency (retries, archive, outcome taxonomy, progress);
 - plain: the same steps written out in a loop, one trial after another (start sandbox, open session, run
-  the harness, diff, grade, close), nothing else: the floor at concurrency 1.
+  the harness, diff, grade, close), nothing else: the floor at concurrency 1;
+- with `--ray-nodes N`: ours again through `RayExecutor` on a local Ray cluster of N nodes (each its own
+  raylet process, ray.cluster_utils; slots enough for the largest concurrency), the same trials at the same
+  concurrency, in the same run: the dispatch's cost shows in the overhead and trials / min.
 Overhead per trial = wall time minus the time inside engine calls (the proxy's model time), sandbox start,
 tool execution (time between model calls), the diff and the sandbox's removal, and grading: what the
 orchestrator itself costs. The peer is the plain script measured in the same run; the load average before and
@@ -105,7 +109,7 @@ async def plain(tasks, proxy, harness, n: int) -> list[dict[str, float]]:
 
 
 async def ours(
-    tasks, proxy, harness, n: int, concurrency: int, runs: pathlib.Path
+    tasks, proxy, harness, n: int, concurrency: int, runs: pathlib.Path, executor=None
 ) -> tuple[float, list[dict[str, float]]]:
     from legorl_jax.config import RolloutConfig
     from legorl_jax.rollout import collect
@@ -115,7 +119,9 @@ async def ours(
         concurrency=concurrency, retries=0, runs_dir=str(runs), experiment=f"c{concurrency}-{time.time_ns()}"
     )
     t0 = time.monotonic()
-    batch = await collect(tasks, group_size=group, harness=harness, proxy=proxy, config=config)
+    batch = await collect(
+        tasks, group_size=group, harness=harness, proxy=proxy, config=config, executor=executor
+    )
     wall = time.monotonic() - t0
     assert all(t.reward == 1.0 for t in batch.trajectories), batch.outcomes
     per = [
@@ -156,41 +162,59 @@ async def bench(args: argparse.Namespace) -> None:
     )
     await proxy.start()
     harness = get_harness("builtin")
+    cluster, executor = (await start_ray(args)) if args.ray_nodes else (None, None)
     load_before = os.getloadavg()[0]
     rows = []
     try:
         await ours(tasks, proxy, harness, 2, 2, tmp / "runs")  # warm-up: images, imports
+        if executor is not None:  # the nodes' workers import the package and find the images
+            await ours(tasks, proxy, harness, 2, 2, tmp / "runs", executor)
         plain_runs = []
         results: dict[int, list] = {c: [] for c in args.concurrency}
+        on_ray: dict[int, list] = {c: [] for c in args.concurrency}
         for r in range(args.rounds):
             plain_runs += await plain(
                 tasks, proxy, harness, args.trials if r == 0 else max(args.trials // 4, 2)
             )
             for c in args.concurrency:
                 results[c].append(await ours(tasks, proxy, harness, args.trials, c, tmp / "runs"))
+                if executor is not None:
+                    on_ray[c].append(
+                        await ours(tasks, proxy, harness, args.trials, c, tmp / "runs", executor)
+                    )
         plain_wall = [p["wall"] for p in plain_runs]
         plain_over = [1 - p["work"] / p["wall"] for p in plain_runs]
         rows.append(("plain sequential script", 1, len(plain_runs), 60 / statistics.mean(plain_wall),
                      statistics.mean(plain_wall), statistics.mean(plain_over)))  # fmt: skip
-        for c in args.concurrency:
-            walls = [w for w, _ in results[c]]
-            per = [p for _, ps in results[c] for p in ps]
-            n = len(per)
-            rows.append(
-                (
-                    "ours (rollout.collect)",
-                    c,
-                    n,
-                    60 * n / sum(walls),
-                    statistics.mean(p["wall"] for p in per),
-                    statistics.mean(1 - p["work"] / p["wall"] for p in per),
+        for name, measured in (
+            ("ours (rollout.collect)", results),
+            (f"ours through Ray ({args.ray_nodes} local nodes)", on_ray),
+        ):
+            for c in args.concurrency:
+                if not measured[c]:
+                    continue
+                walls = [w for w, _ in measured[c]]
+                per = [p for _, ps in measured[c] for p in ps]
+                n = len(per)
+                rows.append(
+                    (
+                        name,
+                        c,
+                        n,
+                        60 * n / sum(walls),
+                        statistics.mean(p["wall"] for p in per),
+                        statistics.mean(1 - p["work"] / p["wall"] for p in per),
+                    )
                 )
-            )
         harness_rows = (
             await bench_harnesses(args, tokenizer, tasks[0], tmp) if args.harness_trials > 0 else []
         )
     finally:
         await proxy.stop()
+        if executor is not None:
+            await executor.close()
+        if cluster is not None:
+            cluster.shutdown()
     load_after = os.getloadavg()[0]
     print(
         f"load average before {load_before:.2f}, after {load_after:.2f}; rounds {args.rounds}; engine "
@@ -224,6 +248,29 @@ async def bench(args: argparse.Namespace) -> None:
         "publishable (load average < 1 before and after):",
         "yes" if quiet else "NO: the host was busy; rerun on a quiet machine",
     )
+
+
+async def start_ray(args: argparse.Namespace):
+    """A local Ray cluster of `args.ray_nodes` nodes (dashboard off, one CPU each) and its executor."""
+    from ray.cluster_utils import Cluster
+
+    from legorl_jax.config import RayConfig, RolloutConfig
+    from legorl_jax.rollout.ray_executor import TRIAL_RESOURCE, RayExecutor
+
+    per_node = -(-max(args.concurrency) // args.ray_nodes)
+    node = {"num_cpus": 1, "resources": {TRIAL_RESOURCE: per_node}}
+    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    try:
+        for _ in range(args.ray_nodes - 1):
+            cluster.add_node(**node)
+        cluster.wait_for_nodes()
+        config = RolloutConfig(
+            executor="ray", trials_per_node=per_node, ray=RayConfig(address=cluster.address)
+        )
+        return cluster, await RayExecutor.start(config)
+    except BaseException:
+        cluster.shutdown()
+        raise
 
 
 HARNESS_SCRIPTS = {
@@ -361,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--engine-ms", type=float, default=50.0)
     p.add_argument("--harness-trials", type=int, default=4, help="trials per third-party harness (0: none)")
     p.add_argument("--harnesses", type=lambda s: s.split(","), default=list(HARNESS_SCRIPTS))
+    p.add_argument("--ray-nodes", type=int, default=0, help="also through Ray on a local cluster of N nodes")
     args = p.parse_args(argv)
     asyncio.run(bench(args))
     return 0

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from legorl_jax.config import RolloutConfig, SandboxConfig, VerifierConfig
 from legorl_jax.harness.base import Harness
 from legorl_jax.proxy.base import Proxy
+from legorl_jax.rollout.executor import TrialExecutor
 from legorl_jax.rollout.progress import Progress
 from legorl_jax.rollout.trial import run_trial
 from legorl_jax.tasks.schema import Task
@@ -72,8 +73,10 @@ async def collect(
     verifier_config: VerifierConfig | None = None,
     sandbox_factory: Callable | None = None,
     progress: Progress | None = None,
+    executor: TrialExecutor | None = None,
 ) -> Batch:
-    """Runs `group_size` trials of every task, `config.concurrency` at a time (module docstring)."""
+    """Runs `group_size` trials of every task, `config.concurrency` at a time (module docstring), each
+    attempt in a slot of `executor` (this process when None; `ray_executor.RayExecutor` for Ray nodes)."""
     config = config or RolloutConfig()
     positive_int("group_size", group_size)
     ids = [t.instance_id for t in tasks]
@@ -103,6 +106,7 @@ async def collect(
                 sandbox_config=sandbox_config,
                 verifier_config=verifier_config,
                 sandbox_factory=sandbox_factory,
+                executor=executor,
             )
             progress.finish(trial_id, trajectory.outcome.value, trajectory.reward, not trajectory.valid)
             return trajectory

@@ -32,37 +32,18 @@ from collections.abc import Callable
 from typing import Any
 
 from legorl_jax.config import RolloutConfig, SandboxConfig, VerifierConfig
-from legorl_jax.harness.base import Harness, HarnessCrashed, HarnessResult, LLMEndpoint
+from legorl_jax.harness.base import Harness, HarnessResult
 from legorl_jax.proxy.archive import atomic_write_text
 from legorl_jax.proxy.base import Proxy
 from legorl_jax.rollout.behaviour import behaviour_features
-from legorl_jax.sandbox.base import SandboxError
-from legorl_jax.tasks.agent_sandbox import agent_sandbox, agent_sandbox_spec
-from legorl_jax.tasks.report import VerifierError, VerifierReport
+from legorl_jax.rollout.executor import Attempt, LocalExecutor, NodeLost, Slot, TrialExecutor
+from legorl_jax.tasks.agent_sandbox import agent_sandbox_spec
+from legorl_jax.tasks.report import VerifierError
 from legorl_jax.tasks.schema import Task
-from legorl_jax.tasks.task_image import ImageError, ensure_task_image
-from legorl_jax.tasks.verifier import grade
+from legorl_jax.tasks.task_image import ImageError
 from legorl_jax.types import Outcome, SessionRecord, Trajectory
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class _Attempt:
-    outcome: Outcome | None = None
-    reason: str = ""
-    result: HarnessResult | None = None
-    diff: str = ""
-    report: VerifierReport | None = None
-    closed: SessionRecord | None = None
-    timings: dict[str, float] = dataclasses.field(default_factory=dict)
-
-    @property
-    def ended(self) -> Outcome:
-        """The outcome of an attempt that has run (every path through `_attempt` sets one)."""
-        if self.outcome is None:
-            raise RuntimeError(f"an attempt ended without an outcome ({self.reason or 'no reason given'})")
-        return self.outcome
 
 
 def policy_outcome(result: HarnessResult, flags: dict[str, bool]) -> Outcome:
@@ -79,6 +60,7 @@ async def _attempt(
     task: Task,
     k: int,
     *,
+    slot: Slot,
     harness: Harness,
     proxy: Proxy,
     trial_id: str,
@@ -87,72 +69,107 @@ async def _attempt(
     sandbox_config: SandboxConfig | None,
     verifier_config: VerifierConfig | None,
     sandbox_factory: Callable | None,
-) -> _Attempt:
-    attempt = _Attempt()
+) -> Attempt:
     t0 = time.monotonic()
     inside = harness.network == "proxy_only"
-    port = int(proxy.base_url.rsplit(":", 1)[1]) if inside and proxy.base_url else None
+    host, _, port = (proxy.base_url or "").removeprefix("http://").rpartition(":")
     spec = agent_sandbox_spec(
         task,
         sandbox_config,
         network="proxy_only" if inside else None,
-        proxy_port=port,
+        proxy_port=int(port) if inside and port else None,
         mounts=harness.mounts,
     )
+    if inside and host:  # the slot's relay finds the proxy where it listens (another machine on Ray)
+        spec = dataclasses.replace(spec, proxy_host=host)
     if harness.sandbox_user:  # e.g. SWE-agent hard-codes /root: its sandbox runs as root
         spec = dataclasses.replace(spec, user=harness.sandbox_user)
     info = proxy.open_session(task.instance_id, trial_id, {"attempt": k}, trial_dir=folder)
+    attempt = Attempt(where=slot.where)
     try:
         try:
-            async with agent_sandbox(task, sandbox_factory=sandbox_factory, spec=spec) as (
-                sandbox,
-                workspace,
-            ):
-                attempt.timings["sandbox_start_s"] = time.monotonic() - t0
-                base = getattr(sandbox, "proxy_url_base", None) if inside else None
-                sid = info.session_id
-                llm = LLMEndpoint(
-                    openai_base_url=f"{base}/s/{sid}/v1" if base else info.openai_base_url,
-                    anthropic_base_url=f"{base}/s/{sid}" if base else info.anthropic_base_url,
-                    **llm_options,
-                )
-                t1 = time.monotonic()
-                try:
-                    attempt.result = await harness.run(task, sandbox, llm)
-                except HarnessCrashed as exc:
-                    attempt.outcome, attempt.reason = Outcome.HARNESS_CRASHED, str(exc)
-                attempt.timings["harness_s"] = time.monotonic() - t1
-                t_stop = time.monotonic()
-                attempt.diff = await sandbox.diff(workspace.base_commit)
-            attempt.timings["sandbox_stop_s"] = (
-                time.monotonic() - t_stop
-            )  # the diff and the sandbox's removal
-        except SandboxError as exc:
-            if attempt.outcome is None:
-                attempt.outcome, attempt.reason = Outcome.SANDBOX_FAILED, str(exc)
-        flags = proxy.session_flags(info.session_id)
-        if flags.get("engine_failed"):
-            attempt.outcome, attempt.reason = (
-                Outcome.ENGINE_FAILED,
-                attempt.reason or "the engine failed behind the proxy",
+            attempt = await slot.work(
+                task,
+                harness=harness,
+                info=info,
+                spec=spec,
+                llm_options=llm_options,
+                sandbox_factory=sandbox_factory,
             )
-        if attempt.outcome is None and attempt.result is not None:
-            t2 = time.monotonic()
-            try:
-                attempt.report = await grade(
-                    task, attempt.diff, sandbox_factory=sandbox_factory, config=verifier_config
+            attempt.where = slot.where
+            flags = proxy.session_flags(info.session_id)
+            if flags.get("engine_failed"):
+                attempt.outcome, attempt.reason = (
+                    Outcome.ENGINE_FAILED,
+                    attempt.reason or "the engine failed behind the proxy",
                 )
-                attempt.outcome = policy_outcome(attempt.result, flags)
-            except VerifierError as exc:
-                attempt.outcome, attempt.reason = Outcome.VERIFIER_FAILED, str(exc)
-            attempt.timings["verifier_s"] = time.monotonic() - t2
+            if attempt.outcome is None and attempt.result is not None:
+                t2 = time.monotonic()
+                try:
+                    attempt.report = await slot.grade(
+                        task, attempt.diff, verifier_config=verifier_config, sandbox_factory=sandbox_factory
+                    )
+                    attempt.outcome = policy_outcome(attempt.result, flags)
+                except VerifierError as exc:
+                    attempt.outcome, attempt.reason = Outcome.VERIFIER_FAILED, str(exc)
+                attempt.timings["verifier_s"] = time.monotonic() - t2
+        except NodeLost as exc:
+            attempt.report = None
+            attempt.outcome, attempt.reason = Outcome.NODE_FAILED, str(exc)
     finally:
         attempt.closed = await proxy.close_session(info.session_id)
         attempt.timings["trial_s"] = time.monotonic() - t0
     return attempt
 
 
-def _write_attempt(folder: pathlib.Path, attempt: _Attempt) -> None:
+async def _attempt_in_slot(
+    slot: Slot,
+    task: Task,
+    k: int,
+    *,
+    harness: Harness,
+    proxy: Proxy,
+    trial_id: str,
+    folder: pathlib.Path,
+    config: RolloutConfig,
+    llm_options: dict[str, Any],
+    sandbox_config: SandboxConfig | None,
+    verifier_config: VerifierConfig | None,
+    sandbox_factory: Callable | None,
+) -> Attempt:
+    """The image on the slot's place, then the attempt under the wall-clock limit."""
+    try:
+        await slot.ensure_image(task)
+    except ImageError as exc:
+        return Attempt(Outcome.SANDBOX_FAILED, f"the task's image is not available: {exc}", where=slot.where)
+    except NodeLost as exc:
+        return Attempt(Outcome.NODE_FAILED, str(exc), where=slot.where)
+    try:
+        return await asyncio.wait_for(
+            _attempt(
+                task,
+                k,
+                slot=slot,
+                harness=harness,
+                proxy=proxy,
+                trial_id=trial_id,
+                folder=folder,
+                llm_options=llm_options,
+                sandbox_config=sandbox_config,
+                verifier_config=verifier_config,
+                sandbox_factory=sandbox_factory,
+            ),
+            timeout=config.trial_timeout_s,
+        )
+    except TimeoutError:
+        attempt = Attempt(
+            Outcome.TIMEOUT, f"the attempt ran past {config.trial_timeout_s:.0f} s", where=slot.where
+        )
+        attempt.closed = await _close_leftover(proxy, trial_id, folder)
+        return attempt
+
+
+def _write_attempt(folder: pathlib.Path, attempt: Attempt) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(folder / "diff.patch", attempt.diff)
     atomic_write_text(folder / "harness.log", attempt.result.log if attempt.result else "")
@@ -166,6 +183,7 @@ def _write_attempt(folder: pathlib.Path, attempt: _Attempt) -> None:
         "reward": attempt.report.reward if attempt.report is not None else None,
         "exit_status": attempt.result.exit_status.value if attempt.result else None,
         "steps": attempt.result.steps if attempt.result else None,
+        "where": attempt.where,
         "timings": attempt.timings,
     }
     atomic_write_text(folder / "attempt.json", json.dumps(summary, indent=1))
@@ -185,46 +203,43 @@ async def run_trial(
     sandbox_config: SandboxConfig | None = None,
     verifier_config: VerifierConfig | None = None,
     sandbox_factory: Callable | None = None,
+    executor: TrialExecutor | None = None,
 ) -> Trajectory:
-    """Runs one trial with retries of infrastructure failures (module docstring)."""
+    """Runs one trial with retries of infrastructure failures (module docstring); each attempt in a slot of
+    `executor` (this process when None)."""
     config = config or RolloutConfig()
     trial_dir = pathlib.Path(trial_dir)
     llm_options = {"model": model, "step_limit": step_limit}
-    attempts: list[_Attempt] = []
+    attempts: list[Attempt] = []
+    executor = executor or LocalExecutor()
     for k in range(config.retries + 1):
         folder = trial_dir / f"attempt_{k}"
-        try:
-            await asyncio.to_thread(ensure_task_image, task)
-        except ImageError as exc:
-            attempt = _Attempt(Outcome.SANDBOX_FAILED, f"the task's image is not available: {exc}")
-            _write_attempt(folder, attempt)
-            attempts.append(attempt)
-            continue
-        try:
-            attempt = await asyncio.wait_for(
-                _attempt(
-                    task,
-                    k,
-                    harness=harness,
-                    proxy=proxy,
-                    trial_id=trial_id,
-                    folder=folder,
-                    llm_options=llm_options,
-                    sandbox_config=sandbox_config,
-                    verifier_config=verifier_config,
-                    sandbox_factory=sandbox_factory,
-                ),
-                timeout=config.trial_timeout_s,
+        async with executor.slot() as slot:
+            attempt = await _attempt_in_slot(
+                slot,
+                task,
+                k,
+                harness=harness,
+                proxy=proxy,
+                trial_id=trial_id,
+                folder=folder,
+                config=config,
+                llm_options=llm_options,
+                sandbox_config=sandbox_config,
+                verifier_config=verifier_config,
+                sandbox_factory=sandbox_factory,
             )
-        except TimeoutError:
-            attempt = _Attempt(Outcome.TIMEOUT, f"the attempt ran past {config.trial_timeout_s:.0f} s")
-            attempt.closed = await _close_leftover(proxy, trial_id, folder)
         _write_attempt(folder, attempt)
         attempts.append(attempt)
         if not attempt.ended.is_infra_failure:
             break
         log.warning(
-            "trial %s attempt %d dropped (%s): %s", trial_id, k, attempt.ended.value, attempt.reason[:300]
+            "trial %s attempt %d on %s dropped (%s): %s",
+            trial_id,
+            k,
+            attempt.where,
+            attempt.ended.value,
+            attempt.reason[:300],
         )
     final = attempts[-1]
     trajectory = _trajectory(task, trial_id, group_id, final, attempts)
@@ -251,7 +266,7 @@ async def _close_leftover(proxy: Proxy, trial_id: str, folder: pathlib.Path) -> 
 
 
 def _trajectory(
-    task: Task, trial_id: str, group_id: str, final: _Attempt, attempts: list[_Attempt]
+    task: Task, trial_id: str, group_id: str, final: Attempt, attempts: list[Attempt]
 ) -> Trajectory:
     closed = final.closed
     features = behaviour_features(closed.turns if closed is not None else ())

@@ -55,6 +55,9 @@ class SandboxSpec:
     """'none', or 'proxy_only': an internal network from which only the capture proxy is reachable."""
     proxy_port: int | None = None
     """With network='proxy_only': the capture proxy's port on the host side of that network."""
+    proxy_host: str = "127.0.0.1"
+    """Where the relay of a proxy_only sandbox finds the capture proxy: this host's loopback, or the
+    proxy's address when the sandbox runs on another machine (a Ray node)."""
     cpus: float = 1.0
     """CPU quota in cores."""
     memory_mb: int = 2048
@@ -82,6 +85,8 @@ class SandboxSpec:
             raise ValueError(f"network must be one of {NETWORK_MODES}, got {self.network!r}")
         if self.network == "proxy_only" and self.proxy_port is None:
             raise ValueError("network='proxy_only' needs proxy_port, got None")
+        if not isinstance(self.proxy_host, str) or not self.proxy_host:
+            raise ValueError(f"proxy_host must be a non-empty host name or address, got {self.proxy_host!r}")
         if not isinstance(self.image, str) or not self.image:
             raise ValueError(f"image must be a non-empty string, got {self.image!r}")
         if not isinstance(self.workdir, str) or not self.workdir.startswith("/") or self.workdir == "/":

@@ -159,7 +159,9 @@ class BwrapSandbox(ExecSandbox):
         if self.spec.network == "proxy_only":
             if not (self._root / "usr/bin/python3").exists():
                 raise SandboxError(f"network='proxy_only' on bubblewrap needs python3 in {self._root}")
-            self._relay = await relay.start_unix_relay(str(self.state / "proxy" / "s"), self.spec.proxy_port)
+            self._relay = await relay.start_unix_relay(
+                str(self.state / "proxy" / "s"), self.spec.proxy_port, self.spec.proxy_host
+            )
             if self._host_uid() is not None:
                 os.chmod(self.state / "proxy" / "s", 0o666)  # connect() needs write permission on the socket
             self.proxy_url_base = f"http://127.0.0.1:{self.spec.proxy_port}"

@@ -206,7 +206,7 @@ class DockerSandbox(ExecSandbox):
                     self.spec.proxy_port,
                 )
                 self.proxy_url_base = f"http://{gateway}:{self.spec.proxy_port}"
-                self._relay = await relay.start_tcp_relay(gateway, self.spec.proxy_port)
+                self._relay = await relay.start_tcp_relay(gateway, self.spec.proxy_port, self.spec.proxy_host)
             self.container_id = await daemon.call(self._create, client, labels)
             self._supervisor = await daemon.call(
                 client.api.attach_socket, self.container_id, {"stdin": 1, "stdout": 1, "stream": 1}

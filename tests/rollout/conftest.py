@@ -1,10 +1,13 @@
-"""Rollout tests: two easy built-in tasks, the tiny model's tokenizer and one embedded engine on it."""
+"""Rollout tests: two easy built-in tasks, the tiny model's tokenizer, one embedded engine on it, and real
+capture proxies in front of a test's engine (`proxy_on`)."""
 
 from __future__ import annotations
 
 import pytest
 from rollout_fixtures import MAX_LEN, TASK_IDS
 
+from legorl_jax.config import ProxyConfig
+from legorl_jax.proxy import CaptureProxy
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_task
 
 
@@ -38,3 +41,25 @@ def two_tasks():
 @pytest.fixture(scope="session")
 def task(two_tasks):
     return two_tasks[0]
+
+
+@pytest.fixture
+async def proxy_on(tokenizer, tmp_path):
+    started = []
+
+    async def start(engine, **config):
+        config = {"archive_dir": str(tmp_path / "proxy-archive"), **config}
+        proxy = CaptureProxy(
+            engine,
+            tokenizer,
+            ProxyConfig(**config),
+            admin_token="rollout-admin-token",
+            context_length=engine.max_len,
+        )
+        await proxy.start()
+        started.append(proxy)
+        return proxy
+
+    yield start
+    for proxy in started:
+        await proxy.stop()

@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 from scripted_engine import ScriptedEngine
 
-from legorl_jax.config import ProxyConfig, RolloutConfig
+from legorl_jax.config import RolloutConfig
 from legorl_jax.engine.base import EngineError
 from legorl_jax.harness import HarnessCrashed, HarnessResult, get_harness
-from legorl_jax.proxy import CaptureProxy
 from legorl_jax.proxy.archive import read_archive
 from legorl_jax.rollout import collect, run_trial
 from legorl_jax.types import Outcome
@@ -35,28 +34,6 @@ def fix_script(task) -> list[str]:
         call("bash", command="python3 -m pytest -q -x 2>&1 | tail -3"),
         call("submit"),
     ]
-
-
-@pytest.fixture
-async def proxy_on(tokenizer, tmp_path):
-    started = []
-
-    async def start(engine, **config):
-        config = {"archive_dir": str(tmp_path / "proxy-archive"), **config}
-        proxy = CaptureProxy(
-            engine,
-            tokenizer,
-            ProxyConfig(**config),
-            admin_token="rollout-admin-token",
-            context_length=engine.max_len,
-        )
-        await proxy.start()
-        started.append(proxy)
-        return proxy
-
-    yield start
-    for proxy in started:
-        await proxy.stop()
 
 
 def rollout_config(tmp_path, **kw) -> RolloutConfig:

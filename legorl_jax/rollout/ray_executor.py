@@ -1,0 +1,228 @@
+"""Trials on Ray nodes (`rollout.executor: ray`): one slot actor per trial a node may run at once.
+
+    executor = await RayExecutor.start(cfg.rollout)     # connects to rollout.ray.address, or starts Ray here
+    batch = await collect(tasks, ..., executor=executor)
+    await executor.close()
+
+What runs where. The orchestrator (this process) keeps the capture proxy, the sessions, the outcome rules,
+the retries and the archive: the proxy writes each session's record into the run folder, and the attempt's
+files (diff, harness log, verifier verdict) come back as the slot's return value and are written here.
+Each Ray node runs `trials_per_node` slot actors (`_TrialSlot`, each holding one `legorl_trial` resource
+and no CPU, pinned to its node); one attempt runs in one slot from start to end: the task's image on
+that node's Docker daemon (built from the offline base image, once per node: `images.py` checks the
+daemon and locks per tag), the agent sandbox and the harness (which reaches its session on the proxy's
+address: a proxy_only sandbox through the node's relay to `SandboxSpec.proxy_host`), then grading.
+
+A node that dies takes its slots with it: the call in flight raises `NodeLost`, the attempt is
+`node_failed` (an infrastructure failure, counted and retried in a slot of another node), the slot leaves
+the pool, and the run goes on with the others. With no slot left the run stops with an error.
+A local cluster (`rollout.ray.address` empty) is one node in this machine, started with the dashboard off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from legorl_jax.config import RolloutConfig, VerifierConfig
+from legorl_jax.harness.base import Harness
+from legorl_jax.proxy.base import SessionInfo
+from legorl_jax.rollout.executor import Attempt, NodeLost, Slot, work_in_sandbox
+from legorl_jax.sandbox.base import SandboxSpec
+from legorl_jax.tasks.report import VerifierError, VerifierReport
+from legorl_jax.tasks.schema import Task
+from legorl_jax.tasks.task_image import ImageError, ensure_task_image
+from legorl_jax.tasks.verifier import grade
+
+log = logging.getLogger(__name__)
+
+TRIAL_RESOURCE = "legorl_trial"
+"""The Ray resource a node declares per trial it may run (`ray start --resources='{"legorl_trial": 4}'`)."""
+
+
+class _TrialSlot:
+    """The actor behind one slot (made a Ray actor class in `RayExecutor.start`)."""
+
+    async def ensure_image(self, task: Task) -> None:
+        await asyncio.to_thread(ensure_task_image, task)
+
+    async def work(
+        self,
+        task: Task,
+        harness: Harness,
+        info: SessionInfo,
+        spec: SandboxSpec,
+        llm_options: dict[str, Any],
+        sandbox_factory: Callable | None,
+    ) -> Attempt:
+        return await work_in_sandbox(
+            task,
+            harness=harness,
+            info=info,
+            spec=spec,
+            llm_options=llm_options,
+            sandbox_factory=sandbox_factory,
+        )
+
+    async def grade(
+        self, task: Task, diff: str, verifier_config: VerifierConfig | None, sandbox_factory: Callable | None
+    ) -> VerifierReport:
+        return await grade(task, diff, sandbox_factory=sandbox_factory, config=verifier_config)
+
+
+class _RaySlot:
+    """A slot actor seen from the orchestrator: its calls, their cancellation, and its death."""
+
+    def __init__(self, actor: Any, where: str):
+        self.actor, self.where, self.dead = actor, where, False
+
+    async def _call(self, method: str, *args: Any) -> Any:
+        import ray
+
+        ref = getattr(self.actor, method).remote(*args)
+        try:
+            return await ref
+        except asyncio.CancelledError:  # the attempt timed out: stop its sandbox on the node too
+            ray.cancel(ref)
+            raise
+        except ray.exceptions.RayTaskError as exc:  # our code raised on the node: raise it here
+            if isinstance(exc.cause, (ImageError, VerifierError)):
+                raise exc.cause from None
+            raise
+        except ray.exceptions.RayError as exc:
+            self.dead = True
+            raise NodeLost(
+                f"the Ray node {self.where} was lost during {method}: {type(exc).__name__}"
+            ) from exc
+
+    async def ensure_image(self, task: Task) -> None:
+        await self._call("ensure_image", task)
+
+    async def work(
+        self,
+        task: Task,
+        *,
+        harness: Harness,
+        info: SessionInfo,
+        spec: SandboxSpec,
+        llm_options: dict[str, Any],
+        sandbox_factory: Callable | None,
+    ) -> Attempt:
+        attempt: Attempt = await self._call("work", task, harness, info, spec, llm_options, sandbox_factory)
+        return attempt
+
+    async def grade(
+        self,
+        task: Task,
+        diff: str,
+        *,
+        verifier_config: VerifierConfig | None,
+        sandbox_factory: Callable | None,
+    ) -> VerifierReport:
+        report: VerifierReport = await self._call("grade", task, diff, verifier_config, sandbox_factory)
+        return report
+
+
+def _check_reachable(address: str, timeout_s: float) -> None:
+    """A clear error now rather than Ray's retries when nothing listens at `address` (`auto` is Ray's)."""
+    if address == "auto":
+        return
+    hostport = address.removeprefix("ray://")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"rollout.ray.address must be host:port, ray://host:port or auto, got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"rollout.ray.address {address!r} is unreachable: {exc}") from exc
+
+
+class RayExecutor:
+    """Slots on the nodes of a Ray cluster (module docstring). Make one with `start`."""
+
+    def __init__(self, slots: list[_RaySlot], *, started_ray: bool):
+        self.slots = slots
+        self._free: asyncio.Queue[_RaySlot | None] = asyncio.Queue()
+        for slot in slots:
+            self._free.put_nowait(slot)
+        self._started_ray = started_ray
+
+    @classmethod
+    async def start(cls, config: RolloutConfig) -> RayExecutor:
+        """Connects to `config.ray.address` (or starts a one-node Ray here) and places the slot actors:
+        `config.trials_per_node` on every alive node that declares `legorl_trial` (at most what it
+        declares). Raises ConnectionError for an unreachable address and ValueError for a cluster whose
+        nodes declare no trial slot."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        address = config.ray.address
+        if address:
+            _check_reachable(address, config.ray.connect_timeout_s)
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(
+                num_cpus=config.ray.node_cpus,
+                resources={TRIAL_RESOURCE: config.trials_per_node},
+                include_dashboard=False,
+                log_to_driver=False,
+            )
+        try:
+            nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get(TRIAL_RESOURCE, 0) >= 1]
+            if not nodes:
+                raise ValueError(
+                    f"no alive node of the Ray cluster at {address or 'this machine'!r} declares the "
+                    f"{TRIAL_RESOURCE!r} resource (got {len(ray.nodes())} nodes): start each node with "
+                    f"ray start --resources='{{\"{TRIAL_RESOURCE}\": N}}'"
+                )
+            actor_class = ray.remote(_TrialSlot)
+            slots = []
+            for node in nodes:
+                per_node = min(config.trials_per_node, int(node["Resources"][TRIAL_RESOURCE]))
+                where = f"{node['NodeManagerAddress']}/{node['NodeID'][:8]}"
+                for _ in range(per_node):
+                    actor = actor_class.options(
+                        num_cpus=0,
+                        resources={TRIAL_RESOURCE: 1},
+                        max_restarts=0,
+                        scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+                    ).remote()
+                    slots.append(_RaySlot(actor, where))
+            log.info("Ray trial slots: %d on %d nodes", len(slots), len(nodes))
+        except BaseException:
+            ray.shutdown()
+            raise
+        return cls(slots, started_ray=not address)
+
+    @property
+    def live_slots(self) -> int:
+        return sum(not s.dead for s in self.slots)
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[Slot]:
+        slot = await self._free.get()
+        if slot is None:  # every slot is gone: pass the news on to the next waiter
+            self._free.put_nowait(None)
+            raise RuntimeError("every Ray node that ran trials is gone: no trial slot is left")
+        try:
+            yield slot
+        finally:
+            if not slot.dead:
+                self._free.put_nowait(slot)
+            elif self.live_slots == 0:
+                self._free.put_nowait(None)
+            else:
+                log.warning("trial slot on %s is gone; %d slots left", slot.where, self.live_slots)
+
+    async def close(self) -> None:
+        """Removes the slot actors and disconnects (stopping Ray when this executor started it)."""
+        import ray
+
+        for slot in self.slots:
+            with contextlib.suppress(Exception):
+                ray.kill(slot.actor)
+        ray.shutdown()
