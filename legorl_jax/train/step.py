@@ -34,7 +34,8 @@ Sharding: with a mesh, every program is jitted with declared in/out shardings: p
 logical axes (model/sharding.py), the optimiser state like the parameters, batch rows over the mesh
 axes of the logical `batch` axis, the layer and top-k axes of the routing replicated, scalars replicated.
 `train.micro_batch_rows` must be a multiple of the number of batch shards. Without a mesh the same
-programs run on one device.
+programs run on one device. On a mesh over several processes (train/distributed.py) every process holds the
+same host batch and builds only its own devices' shards; host copies of sharded results are gathered.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from legorl_jax.config import AlgoConfig, TrainConfig
 from legorl_jax.model.policy import Policy, TokenLogprobs
 from legorl_jax.model.sharding import DEFAULT_RULES, Rules, logical_to_spec, state_shardings, use_rules
 from legorl_jax.monitor.alignment import logprob_alignment, routing_alignment
+from legorl_jax.train import distributed
 from legorl_jax.train.batch import PackStats, RoutingSpec
 from legorl_jax.train.loss import loss_norm, policy_loss, rollout_correction
 from legorl_jax.train.state import (
@@ -170,7 +172,7 @@ class Trainer:
     def _place_params(self, params: Any) -> Any:
         if self.param_shardings is None:
             return params
-        return jax.device_put(params, self.param_shardings)
+        return distributed.put(params, self.param_shardings)
 
     def device_batch(self, batch: TrainBatch | dict[str, Any]) -> dict[str, jax.Array]:
         """The batch's arrays on the mesh (the recorded routing too: replayed only when train.routing_replay,
@@ -185,7 +187,7 @@ class Trainer:
         arrays = {k: v for k, v in host.items() if v is not None}
         if self.routing is None:
             arrays.pop("routed_experts", None)
-        return jax.device_put(arrays, self._shardings_of(arrays))
+        return distributed.put(arrays, self._shardings_of(arrays))
 
     def _shardings_of(self, arrays: dict[str, Any]) -> Any:
         if self.mesh is None:
@@ -492,7 +494,7 @@ class Trainer:
         return out
 
     def _put_rows(self, x: np.ndarray) -> jax.Array:
-        return jax.device_put(x, None if self.mesh is None else self._row_sharding("tokens"))
+        return distributed.put(x, None if self.mesh is None else self._row_sharding("tokens"))
 
 
 @dataclasses.dataclass
@@ -528,7 +530,7 @@ class Prepared:
         for j in range(minis):
             batch = self.trainer.device_batch(_rows_of(self.host, slice(j, None, minis)))
             old, ref = (
-                None if x is None else self.trainer._put_rows(np.asarray(x)[j::minis])
+                None if x is None else self.trainer._put_rows(distributed.to_host(x)[j::minis])
                 for x in (self.old, self.ref)
             )
             yield MiniBatch(self, batch, old, ref)
@@ -536,9 +538,7 @@ class Prepared:
 
 def _masked_diffs(train_lp: jax.Array, host: dict[str, Any]) -> np.ndarray:
     mask = np.asarray(host["loss_mask"]) > 0
-    return (np.asarray(jax.device_get(train_lp)) - np.asarray(host["behaviour_logprobs"]))[mask].astype(
-        np.float32
-    )
+    return (distributed.to_host(train_lp) - np.asarray(host["behaviour_logprobs"]))[mask].astype(np.float32)
 
 
 def _rows_of(host: dict[str, Any], rows: slice) -> dict[str, Any]:
