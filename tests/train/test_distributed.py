@@ -7,6 +7,7 @@ absolute (one AdamW step at lr 1e-3), AdamW first moments (= the gradients) to 1
 Measured: loss and gradient norm bitwise equal, metrics 3e-8, parameters 1.2e-10, moments 1.4e-7.
 """
 
+import asyncio
 import contextlib
 import filecmp
 import json
@@ -114,6 +115,15 @@ def test_a_disabled_mesh_distributed_is_one_process_and_leaves_jax_alone():
     assert processes.watchdog is None and jax.process_count() == 1
     with pytest.raises(TypeError, match="DistributedConfig, got MeshConfig"):
         distributed.initialize(MeshConfig())
+
+
+def test_train_refuses_a_multi_process_run_rather_than_run_one_loop_per_process(compose_config, tmp_path):
+    from legorl_jax.run import train
+
+    config = compose_config(["mesh.distributed.enabled=true", f"rollout.runs_dir={tmp_path}"])
+    with pytest.raises(ValueError, match="the RL loop does not run on several processes yet"):
+        asyncio.run(train(config))
+    assert list(tmp_path.iterdir()) == []  # refused before any folder, checkpoint or process group
 
 
 # ------------------------------------------------------------------------------------------------------
