@@ -58,6 +58,57 @@ LOGICAL_AXES = ("batch", "seq", "embed", "heads", "kv_heads", "head_dim", "mlp",
 
 
 @dataclasses.dataclass
+class DistributedConfig:
+    """One JAX program over several processes (`jax.distributed`; legorl_jax/train/distributed.py)."""
+
+    enabled: bool = False
+    """Join a multi-process run; every field left null is detected from the environment as
+    `jax.distributed.initialize()` does (SLURM, Open MPI, Kubernetes, Cloud TPU)."""
+    coordinator_address: str | None = None
+    """host:port of process 0's coordination service, reachable from every process."""
+    num_processes: int | None = None
+    """How many processes (usually hosts) the run spans."""
+    process_id: int | None = None
+    """This process's index, 0 .. num_processes - 1 (0 runs rollouts, the proxy and the tracker)."""
+    local_device_ids: list[int] | None = None
+    """The accelerators this process owns (null: all it sees)."""
+    cpu_devices: int | None = None
+    """CPU devices per process (tests, laptops: `jax_num_cpu_devices`); null leaves JAX's default."""
+    initialization_timeout_s: int = 300
+    """How long a process waits for the others to join before failing."""
+    peer_timeout_s: float = 60.0
+    """A peer silent this long is lost: every other process exits with an error naming it."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enabled, bool):
+            raise ValueError(f"mesh.distributed.enabled must be true or false, got {self.enabled!r}")
+        address = self.coordinator_address
+        if address is not None:
+            host, _, port = address.rpartition(":") if isinstance(address, str) else ("", "", "")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"mesh.distributed.coordinator_address must be host:port, got {address!r}")
+        if self.num_processes is not None:
+            positive_int("mesh.distributed.num_processes", self.num_processes)
+        if self.process_id is not None and (not is_int(self.process_id) or self.process_id < 0):
+            raise ValueError(f"mesh.distributed.process_id must be an int >= 0, got {self.process_id!r}")
+        if self.num_processes is not None and self.process_id is not None:
+            if self.process_id >= self.num_processes:
+                raise ValueError(
+                    f"mesh.distributed.process_id={self.process_id} is not below "
+                    f"num_processes={self.num_processes}"
+                )
+        for device in self.local_device_ids or ():
+            if not is_int(device) or device < 0:
+                raise ValueError(
+                    f"mesh.distributed.local_device_ids must be ints >= 0, got {self.local_device_ids!r}"
+                )
+        if self.cpu_devices is not None:
+            positive_int("mesh.distributed.cpu_devices", self.cpu_devices)
+        positive_int("mesh.distributed.initialization_timeout_s", self.initialization_timeout_s)
+        positive_number("mesh.distributed.peer_timeout_s", self.peer_timeout_s, unit="seconds")
+
+
+@dataclasses.dataclass
 class MeshConfig:
     """Device mesh shape and the logical-axis → mesh-axis rules table (docs/style.md rule 10)."""
 
@@ -71,6 +122,8 @@ class MeshConfig:
     """Expert parallelism over the MoE experts axis."""
     rules: list[Any] | None = None
     """Overrides of the logical axis rules: a list of [logical_axis, mesh_axis | [mesh_axes] | null]."""
+    distributed: DistributedConfig = dataclasses.field(default_factory=DistributedConfig)
+    """Several processes (hosts) in one mesh; off: this process's devices only."""
 
     def __post_init__(self) -> None:
         for name in MESH_AXES:

@@ -167,6 +167,13 @@ async def build_parts(config: Config, *, job: str = "") -> AsyncIterator[Built]:
     from legorl_jax.train.step import Trainer
     from legorl_jax.warm_start import warm_start
 
+    if config.mesh.distributed.enabled:
+        # Every process would run its own copy of the loop (rollouts, tracker, checkpoints) into one folder.
+        raise ValueError(
+            "mesh.distributed.enabled=true: the RL loop does not run on several processes yet (process 0 "
+            "leading rollouts while the others follow its trainer calls); the trainer itself does: "
+            "legorl_jax/train/distributed.py, tools/bench_train.py --processes N"
+        )
     folder = run_dir(config)
     checkpoint = config.train.checkpoint
     if checkpoint.directory is None:

@@ -3,6 +3,7 @@ run.
 
     python tools/bench_train.py                              # tiny MoE and ~100M MoE, replay on and off
     python tools/bench_train.py --models tiny --steps 5 --markdown out.md
+    python tools/bench_train.py --models tiny --processes 2     # the step on 2 processes × 4 vs 1 × 8
 
 For each model (random weights from `init_policy`) and each routing setting it times
 `Trainer.train_step` (one optimiser update: forward with `compute_logits=False`, the fused log-prob op,
@@ -20,6 +21,12 @@ in the same process once before each timed step of the row (median: the peer of 
 experts run as per-expert tiles of the routed rows (`moe.grouped_experts`, `tiles`; XLA:CPU would lower
 `jax.lax.ragged_dot` densely, E / K times the expert FLOPs), whose padding to whole tiles adds up to about
 the routed rows again; an accelerator keeps `ragged_dot`'s grouped matmul.
+
+`--processes N` times the sharded step instead (the cpu8 layout: fsdp 2 × tensor 2 × expert 2) on one
+process with 8 CPU devices and on N processes with 8 / N each (jax.distributed over 127.0.0.1, gloo),
+`--rounds` alternations of the two, median over all: the cost of crossing processes on one machine, not
+a scaling figure. "batch feed" is process 0's batch reaching every process (`distributed.share_batch`)
+and each placing its shards.
 """
 
 from __future__ import annotations
@@ -237,13 +244,177 @@ def table(rows: list[dict], matmul: int) -> str:
     return "\n".join(lines)
 
 
+# --processes: the 8 CPU devices of the test suite's cpu8 layout, as 1 process or split over several.
+PROCESS_MESH = {"fsdp": 2, "tensor": 2, "expert": 2}
+
+
+def process_worker(args: argparse.Namespace) -> None:
+    """One process of a `--processes` row: the sharded step on the cpu8 layout over every process's
+    devices; process 0 prints one JSON line of its timings."""
+    import json
+
+    import jax
+
+    from legorl_jax.config import AlgoConfig, DistributedConfig, MeshConfig, TrainConfig
+    from legorl_jax.train import distributed
+
+    n = args.worker_processes
+    if n == 1:
+        jax.config.update("jax_num_cpu_devices", 8)
+    else:
+        distributed.initialize(
+            DistributedConfig(
+                enabled=True,
+                coordinator_address=f"127.0.0.1:{args.port}",
+                num_processes=n,
+                process_id=args.process_id,
+                cpu_devices=8 // n,
+            )
+        )
+    from legorl_jax.model import init_policy
+    from legorl_jax.model.sharding import rules_from_config
+    from legorl_jax.train.step import Trainer
+
+    (name,) = args.models.split(",")
+    arch = arch_config(name)
+    rows, tokens = SHAPES[name]
+    mesh_config = MeshConfig(**PROCESS_MESH)
+    train = TrainConfig(
+        learning_rate=1e-6, max_tokens=tokens, micro_batch_rows=rows, routing_agreement_every=0
+    )
+    trainer = Trainer(
+        init_policy(arch, seed=0),
+        AlgoConfig(),
+        train,
+        mesh=distributed.global_mesh(mesh_config),
+        rules=rules_from_config(mesh_config),
+    )
+    host = full_batch(trainer, rows, tokens, arch.vocab_size) if jax.process_index() == 0 else None
+    setup = {"trainer": trainer, "state": trainer.init_state(seed=0)}
+    feeds = []
+
+    def feed() -> None:
+        setup["batch"] = trainer.device_batch(distributed.share_batch(host))
+        jax.block_until_ready(setup["batch"])
+
+    feeds.append(timed(feed))
+    first = timed(lambda: step(setup))
+    times = []
+    for _ in range(args.steps):
+        feeds.append(timed(feed))
+        times.append(timed(lambda: step(setup)))
+    if jax.process_index() == 0:
+        result = dict(first=first, step=statistics.median(times), feed=statistics.median(feeds))
+        print("RESULT " + json.dumps(result), flush=True)
+
+
+def bench_processes(name: str, processes: int, steps: int, rounds: int) -> list[dict]:
+    """1 process × 8 devices and `processes` × 8 / `processes`, the same step, taken in alternation."""
+    import json
+    import socket
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [root, *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "", "PYTHONPATH": os.pathsep.join(paths)}
+
+    def run(n: int) -> dict:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--models",
+                    name,
+                    "--steps",
+                    str(steps),
+                    "--worker-processes",
+                    str(n),
+                ]
+                + ["--process-id", str(i), "--port", str(port)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(n)
+        ]
+        outs = [p.communicate(timeout=1800) for p in procs]
+        for i, (p, (_, err)) in enumerate(zip(procs, outs, strict=True)):
+            if p.returncode != 0:
+                raise SystemExit(f"--processes {n}: process {i} failed ({p.returncode}):\n{err[-3000:]}")
+        (line,) = [x for x in outs[0][0].splitlines() if x.startswith("RESULT ")]
+        return json.loads(line.removeprefix("RESULT "))
+
+    results: dict[int, list[dict]] = {1: [], processes: []}
+    for _ in range(rounds):
+        for n in (1, processes):
+            results[n].append(run(n))
+    rows, tokens = SHAPES[name]
+    out = []
+    for n, runs in results.items():
+        step_s = statistics.median(r["step"] for r in runs)
+        out.append(
+            dict(
+                model=name,
+                layout=f"{n} × {8 // n}",
+                shape=f"{rows}×{tokens}",
+                first=statistics.median(r["first"] for r in runs),
+                step=step_s,
+                tok_s=rows * tokens / step_s,
+                feed=statistics.median(r["feed"] for r in runs),
+            )
+        )
+    return out
+
+
+def process_table(rows: list[dict]) -> str:
+    lines = [
+        "| model | processes × CPU devices | rows × tokens | compile + 1st step s | step s | tokens/s | "
+        "batch feed s |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['layout']} | {r['shape']} | {r['first']:.1f} | {r['step']:.3f} | "
+            f"{r['tok_s']:,.0f} | {r['feed']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="tiny,100m", help="comma-separated: " + ",".join(MODELS))
     parser.add_argument("--steps", type=int, default=3, help="timed steps per row (median)")
     parser.add_argument("--matmul", type=int, default=2048, help="side of the square peer matmul")
     parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="N > 1: the cpu8 step on N processes × 8/N devices vs 1 × 8"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="with --processes: alternations of 1 and N")
+    parser.add_argument("--worker-processes", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--process-id", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker_processes is not None:
+        process_worker(args)
+        return
+    if args.processes < 1 or 8 % args.processes:
+        raise SystemExit(f"--processes must divide the 8 CPU devices, got {args.processes}")
+    if args.processes > 1:
+        names = [n for n in args.models.split(",") if n]
+        load = os.getloadavg()[0]
+        rows = [r for n in names for r in bench_processes(n, args.processes, args.steps, args.rounds)]
+        text = process_table(rows)
+        print(f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after")
+        print(text)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(text + "\n")
+        return
     names = [n for n in args.models.split(",") if n]
     for n in names:
         if n not in MODELS:

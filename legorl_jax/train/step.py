@@ -38,7 +38,8 @@ Sharding: with a mesh, every program is jitted with declared in/out shardings: p
 logical axes (model/sharding.py), the optimiser state like the parameters, batch rows over the mesh
 axes of the logical `batch` axis, the layer and top-k axes of the routing replicated, scalars replicated.
 `train.micro_batch_rows` must be a multiple of the number of batch shards. Without a mesh the same
-programs run on one device.
+programs run on one device. On a mesh over several processes (train/distributed.py) every process holds the
+same host batch and builds only its own devices' shards; host copies of sharded results are gathered.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from legorl_jax.config import AlgoConfig, TrainConfig
 from legorl_jax.model.policy import Policy, TokenLogprobs
 from legorl_jax.model.sharding import DEFAULT_RULES, Rules, logical_to_spec, state_shardings, use_rules
 from legorl_jax.monitor.alignment import logprob_alignment, routing_alignment
+from legorl_jax.train import distributed
 from legorl_jax.train.batch import PackStats, RoutingSpec
 from legorl_jax.train.loss import loss_norm, policy_loss, rollout_correction
 from legorl_jax.train.state import (
@@ -167,7 +169,7 @@ class Trainer:
     def _place_params(self, params: Any) -> Any:
         if self.param_shardings is None:
             return params
-        return jax.device_put(params, self.param_shardings)
+        return distributed.put(params, self.param_shardings)
 
     def device_batch(self, batch: TrainBatch) -> TrainBatch:
         """The batch's arrays on the mesh (the recorded routing too: replayed only when train.routing_replay,
@@ -181,7 +183,7 @@ class Trainer:
             )
         if self.routing is None:
             batch = dataclasses.replace(batch, routed_experts=None)
-        return jax.device_put(batch, self._batch_shardings(batch))
+        return distributed.put(batch, self._batch_shardings(batch))
 
     def _batch_shardings(self, batch: TrainBatch) -> TrainBatch | None:
         """A TrainBatch of the fields' shardings (None without a mesh: one device)."""
@@ -478,7 +480,7 @@ class Trainer:
                     self.train.schedule,
                     self.train.total_steps,
                 )
-        lp = np.asarray(jax.device_get(train_lp))
+        lp = distributed.to_host(train_lp)
         sampled = np.asarray(host.loss_mask) > 0
         diffs = (lp - np.asarray(host.behaviour_logprobs))[sampled].astype(np.float32)
         nll = float(-lp[sampled].mean()) if sampled.any() else 0.0
@@ -497,7 +499,8 @@ class Trainer:
         for j in range(minis):
             batch = self.device_batch(host.select_rows(slice(j, None, minis)))
             old_j, ref_j = (
-                None if x is None else jax.device_put(np.asarray(x)[j::minis], rows) for x in (old, ref)
+                None if x is None else distributed.put(distributed.to_host(x)[j::minis], rows)
+                for x in (old, ref)
             )
             yield batch, old_j, ref_j
 

@@ -38,7 +38,9 @@ def test_dr_grpo_preset_values_drop_the_std_and_the_length_normalisation(compose
     assert float(loss) == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize("preset, devices", [("cpu8", 8), ("gpu1", 1), ("h200x8", 8)])
+@pytest.mark.parametrize(
+    "preset, devices", [("cpu8", 8), ("gpu1", 1), ("h200x8", 8), ("h200x8x2", 16), ("h200x8x8", 64)]
+)
 def test_every_mesh_preset_composes_and_spans_its_device_count(compose_config, preset, devices):
     mesh = compose_config([f"mesh={preset}"]).mesh
     assert isinstance(mesh, MeshConfig)
