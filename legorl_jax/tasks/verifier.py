@@ -15,13 +15,17 @@ than
 3. The hidden tests (`task.test_patch`) are applied with plain `git apply`, through a private empty git
    directory with no system or user config (no filter, hook or attribute of the repository's is used);
    Harbor tasks get their `tests/` uploaded to `/tests` only now. Failing here is infrastructure.
-4. The test command runs with the task's timeout, after a snapshot of the running processes:
+4. Everything the grader wrote into the sandbox (the agent's patch, the pristine hidden tests, the private git
+   folder, the stamp) is deleted before the tests run: the test process finds nothing of the grader's, and the
+   folder its report path names is empty. The test command then runs with the task's timeout, after a
+   snapshot of the running processes:
    - built-in tasks: pytest run as `python -P` with the repository root appended to `sys.path` (nothing of
      the agent's can shadow pytest, its imports or the standard library), `-rA`, and a JUnit report at a
-     random path outside the repository; the report, the `-rA` lines, the closing count line and the exit
-     code are cross-checked (`pytest_report.cross_check`). Two canaries (`canary`) are planted inside a hidden
-     test file: copies of real hidden tests, one with its expected value changed (must fail), one unchanged
-     (must come out as its original);
+     random path; the report, the `-rA` lines, the closing count line and the exit code are cross-checked
+     (`pytest_report.cross_check`). Every eligible hidden test gets must-fail canary twins whose values,
+     names and places do not single out the original (`canary`), and the watch plugin (`pytest_watch`,
+     passed inline, registered before any conftest or repository code) reports any change to pytest's
+     outcome-deciding functions, hooks and outcome classes;
    - SWE-bench tasks: the test script between random start/end markers, read by the task's log parser;
      a non-zero exit with no failing test, or a zero exit with one, is tampering;
    - Harbor tasks: `bash /tests/test.sh`, then `/logs/verifier/reward.txt` (a number) or `reward.json`.
@@ -47,11 +51,18 @@ every item's result: any exception in one grade becomes a `VerifierError` (reaso
 What is guaranteed against code that runs inside the test process (the agent's package, imported by the
 tests): it cannot change which tests run or how pytest is configured (protected paths, `-P`, plugin
 autoload off, `PYTEST_ADDOPTS` cleared), cannot outlive the run (survivors are killed before results are
-read), cannot make the grader hang or read anything but a capped regular file, and any inconsistent forgery of
-the three result sources is caught. What is not guaranteed: that process can forge all of pytest's results
-consistently; the canaries catch every forgery that cannot tell them from the real hidden tests. Code that
-reads the hidden test files at import, knows this scheme and finds the near-duplicate pair can still spare
-them; only a separate process that the tests do not share with the package would close that.
+read), cannot make the grader hang or read anything but a capped regular file, cannot read or write what the
+grader keeps (deleted before the run), any inconsistent forgery of the three result sources is caught, and so
+is any replaced or wrapped pytest run, report or hook function that the watch plugin records.
+Residual risk: a forger that reads the planted file and guesses which member of each FAIL_TO_PASS group is
+the original survives a grade with probability `VerifierReport.canary_survival`, the product of 1/group
+size; groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs pytest a
+traceback). On the 40 built-in tasks it is 1e-3 or less for 35 (median 9.8e-4), and at worst 1/64 = 1.6e-2
+(calcpy, semverkit: one eligible FAIL_TO_PASS test each). A forger with a prior over values (round
+numbers, real words) does better than guessing, and a FAIL_TO_PASS test with no eligible assert has no twin. Code written against this verifier specifically
+can still find the watch plugin in memory and silence it, or change outcomes without replacing a recorded
+function (see `pytest_watch`); only a separate process that the tests do not share with the package would
+close that.
 """
 
 from __future__ import annotations
