@@ -54,15 +54,15 @@ autoload off, `PYTEST_ADDOPTS` cleared), cannot outlive the run (survivors are k
 read), cannot make the grader hang or read anything but a capped regular file, cannot read or write what the
 grader keeps (deleted before the run), any inconsistent forgery of the three result sources is caught, and so
 is any replaced or wrapped pytest run, report or hook function that the watch plugin records.
-Residual risk: a forger that reads the planted file and guesses which member of each FAIL_TO_PASS group is
-the original survives a grade with probability `VerifierReport.canary_survival`, the product of 1/group
-size; groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs pytest a
-traceback). On the 40 built-in tasks it is 1e-3 or less for 35 (median 9.8e-4), and at worst 1/64 = 1.6e-2
-(calcpy, semverkit: one eligible FAIL_TO_PASS test each). A forger with a prior over values (round
-numbers, real words) does better than guessing, and a FAIL_TO_PASS test with no eligible assert has no twin. Code written against this verifier specifically
-can still find the watch plugin in memory and silence it, or change outcomes without replacing a recorded
-function (see `pytest_watch`); only a separate process that the tests do not share with the package would
-close that.
+Residual risk: a forger that reads the planted file and guesses which member of each FAIL_TO_PASS group is the
+original survives a grade with probability `VerifierReport.canary_survival`, the product of 1/group size;
+groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs pytest a traceback).
+On the 40 built-in tasks it is 1e-3 or less for 35 (median 9.8e-4), and at worst 1/64 = 1.6e-2 (calcpy,
+semverkit: one eligible FAIL_TO_PASS test each). A forger with a prior over values (round numbers, real words)
+does better than guessing, and a FAIL_TO_PASS test with no eligible assert has no twin. Code written against
+this verifier specifically can still find the watch plugin in memory and silence it, or change outcomes
+without replacing a recorded function (see `pytest_watch`); only a separate process that the tests do not
+share with the package would close that.
 """
 
 from __future__ import annotations
