@@ -1,8 +1,8 @@
 """The issue-31 red team's forgeries against the verifier, on real built-in tasks on both backends (Docker,
 and bubblewrap with no daemon answering): package code that reads the planted file to spare the canaries,
 package code that reads what the grader keeps in the sandbox, and a package that lies (`==` always true) only
-on the bug's inputs. Each grade scores 0 and names what caught it. The default suite grades a few; the
-`slow` sweeps grade five tasks per class and the liar 20 times."""
+on the bug's inputs. Each grade scores 0 and names what caught it. The default suite grades two tasks per
+class; the `slow` sweeps grade five tasks for the two pytest forgeries and the liar 21 times."""
 
 from __future__ import annotations
 
@@ -20,15 +20,12 @@ from legorl_jax.tasks.report import VerifierReport
 from legorl_jax.tasks.task_image import ensure_task_image
 from legorl_jax.tasks.verifier import grade_many
 
-# Tasks whose fix-to-pass tests all pass with the liar (its `==` is enough to fool them).
-LIAR_TASKS = [
-    "inirc-stale-interpolated-values",
-    "money-allocate-negative-amounts",
-    "pqueue-remove-heap-order",
-    "ttlcache-refreshed-key-purged",
-    "unionfind-offsets-after-compression",
-]
-DEFAULT_TASKS = LIAR_TASKS[1:3]
+# Tasks on which the liar's lie is what a listed test compares (`==` on a returned object): on the others of
+# the suite its answers reach the tests only through attributes and items, i.e. as the fixed values, so it
+# is a fix there, not a forgery, and the twins rightly see nothing.
+LIAR_TASKS = ["money-allocate-negative-amounts", "pqueue-remove-heap-order", "ttlcache-refreshed-key-purged"]
+FIVE_TASKS = [*LIAR_TASKS, "dijkstra-stops-at-first-route", "stats-histogram-drops-max"]
+DEFAULT_TASKS = LIAR_TASKS[:2]
 
 
 @pytest.fixture(scope="module", params=[pytest.param("docker", marks=pytest.mark.docker), "bwrap"])
@@ -94,11 +91,11 @@ def test_each_forgery_scores_0_and_is_named_on_a_few_tasks(config, attack):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
-def test_each_forgery_scores_0_and_is_named_on_five_tasks(config, attack):
-    _assert_caught(attack, _grade(config, attack, _tasks(LIAR_TASKS)))
+@pytest.mark.parametrize("attack", ["reads_the_canaries", "reads_the_grader_files"])
+def test_each_pytest_forgery_scores_0_and_is_named_on_five_tasks(config, attack):
+    _assert_caught(attack, _grade(config, attack, _tasks(FIVE_TASKS)))
 
 
 @pytest.mark.slow
-def test_the_liar_scores_0_in_twenty_grades(config):
-    _assert_caught("lies_on_the_bug_inputs", _grade(config, "lies_on_the_bug_inputs", _tasks(LIAR_TASKS), 4))
+def test_the_liar_scores_0_in_twenty_one_grades(config):
+    _assert_caught("lies_on_the_bug_inputs", _grade(config, "lies_on_the_bug_inputs", _tasks(LIAR_TASKS), 7))
