@@ -74,19 +74,13 @@ WATCHED_HOOKS = (
 _TAG = "LEGORL-WATCH"
 
 
-def _code_of(value):
-    """The code object a callable runs, through classmethod, staticmethod and property."""
+def _function_of(value):
+    """The function a class attribute runs, through classmethod, staticmethod and property (its getter)."""
     if isinstance(value, classmethod | staticmethod):
-        value = value.__func__
+        return value.__func__
     if isinstance(value, property):
-        return tuple(_code_of(f) for f in (value.fget, value.fset, value.fdel))
-    return getattr(value, "__code__", None)
-
-
-def _state(value):
-    code = _code_of(value)
-    codes = tuple(map(id, code)) if isinstance(code, tuple) else id(code)
-    return (id(value), codes, id(getattr(value, "__defaults__", None)))
+        return value.fget
+    return value
 
 
 class Watch:
@@ -101,23 +95,28 @@ class Watch:
         self.tests = 0
         self.reported = {}
         self.modules = {}
-        self.recorded = {}
+        # (label, live namespace, key, the object, its code): checked by identity, thousands per test.
+        self.recorded = []
         for name in WATCHED_MODULES:
             module = __import__(name, fromlist=["_"])
             self.modules[name] = module
             for attr, value in vars(module).items():
                 if isinstance(value, type | types.FunctionType | types.ModuleType):
-                    self.recorded[f"{name}.{attr}"] = (module, attr, _state(value))
+                    self._record(f"{name}.{attr}", vars(module), attr)
                 if isinstance(value, type) and getattr(value, "__module__", None) == name:
                     for key, member in vars(value).items():
-                        if _code_of(member) is not None:
-                            self.recorded[f"{name}.{attr}.{key}"] = (value, key, _state(member))
+                        if getattr(_function_of(member), "__code__", None) is not None:
+                            self._record(f"{name}.{attr}.{key}", vars(value), key)
         from _pytest.outcomes import Skipped, XFailed
 
         self.not_failures = (Skipped, XFailed)
         self.own_dirs = tuple(os.path.dirname(__import__(p).__file__) + os.sep for p in ("_pytest", "pluggy"))
         self.seen = set()
         self.config = None
+
+    def _record(self, label, namespace, key):
+        value = namespace[key]
+        self.recorded.append((label, namespace, key, value, getattr(_function_of(value), "__code__", None)))
 
     def say(self, *words):
         self.write(self.out, ("\n" + " ".join((_TAG, self.nonce, *map(str, words))) + "\n").encode())
@@ -127,9 +126,9 @@ class Watch:
         for name, module in self.modules.items():
             if sys.modules.get(name) is not module:
                 found.append(f"sys.modules[{name!r}]")
-        for label, (owner, key, state) in self.recorded.items():
-            value = vars(owner).get(key)
-            if value is None or _state(value) != state:
+        for label, namespace, key, value, code in self.recorded:
+            now = namespace.get(key)
+            if now is not value or (code is not None and _function_of(now).__code__ is not code):
                 found.append(label)
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("sys.settrace/sys.setprofile")
@@ -151,8 +150,7 @@ class Watch:
                 found.append(f"hook {hook}")
                 continue
             for impl in caller.get_hookimpls():
-                code = _code_of(impl.function)
-                where = getattr(code, "co_filename", "")
+                where = getattr(getattr(impl.function, "__code__", None), "co_filename", "")
                 ours = impl.plugin is self or where.startswith(self.own_dirs)
                 if not ours and os.path.basename(where) != "conftest.py":
                     found.append(f"hook {hook} implemented in {where or impl.plugin_name}")
@@ -175,10 +173,12 @@ class Watch:
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item, call):
-        self.check(f"before the {call.when} report of {item.nodeid}")
+        if call.when == "call":
+            self.check(f"before the call report of {item.nodeid}")
         outcome = yield
         report = outcome.get_result()
-        self.check(f"after the {call.when} report of {item.nodeid}")
+        if call.when == "call":
+            self.check(f"after the call report of {item.nodeid}")
         excinfo = call.excinfo  # read after the report: unittest's hook fills it in only then
         if call.when == "call" and item.get_closest_marker("xfail") is None:
             raised = excinfo is not None and not isinstance(excinfo.value, self.not_failures)
