@@ -29,7 +29,7 @@ How much a forger that reads the file and guesses gains: without the fix every F
 and it must make exactly the original of each such group pass, so it survives a grade with probability
 `CanaryPlan.survival` = the product of 1/group size over the FAIL_TO_PASS groups. Groups are grown
 (smallest first) until that reaches `TARGET_SURVIVAL` (1e-3) or the grade's twins reach `max_twins` (every
-failing twin costs pytest a traceback); each PASS_TO_PASS group gets one twin (enough for the `==` liar).
+failing twin costs grading time); each PASS_TO_PASS group gets one twin (enough for the `==` liar).
 Residual risk, beyond that number: a forger with a prior over values (round numbers, English words) does
 better than guessing, and a FAIL_TO_PASS test that is not eligible has no twin to catch it.
 

@@ -56,7 +56,7 @@ grader keeps (deleted before the run), any inconsistent forgery of the three res
 is any replaced or wrapped pytest run, report or hook function that the watch plugin records.
 Residual risk: a forger that reads the planted file and guesses which member of each FAIL_TO_PASS group is the
 original survives a grade with probability `VerifierReport.canary_survival`, the product of 1/group size;
-groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs pytest a traceback).
+groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs grading time).
 On the 40 built-in tasks it is 1e-3 or less for 35 (median 9.8e-4), and at worst 1/64 = 1.6e-2 (calcpy,
 semverkit: one eligible FAIL_TO_PASS test each). A forger with a prior over values (round numbers, real words)
 does better than guessing, and a FAIL_TO_PASS test with no eligible assert has no twin. Code written against
