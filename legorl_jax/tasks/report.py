@@ -98,6 +98,9 @@ class VerifierReport:
     output_truncated: bool = False
     durations: Mapping[str, float] = dataclasses.field(default_factory=dict)
     """Seconds per phase: start, apply, hidden_tests, tests, total."""
+    canary_survival: float | None = None
+    """For built-in tasks: the probability that a forger who reads the planted file and guesses which test
+    of each FAIL_TO_PASS group is the original survives this grade (`canary.CanaryPlan.survival`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -115,6 +118,7 @@ class VerifierReport:
             "output": self.output,
             "output_truncated": self.output_truncated,
             "durations": {k: round(v, 3) for k, v in self.durations.items()},
+            "canary_survival": self.canary_survival,
         }
 
 

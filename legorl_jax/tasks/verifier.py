@@ -15,13 +15,17 @@ than
 3. The hidden tests (`task.test_patch`) are applied with plain `git apply`, through a private empty git
    directory with no system or user config (no filter, hook or attribute of the repository's is used);
    Harbor tasks get their `tests/` uploaded to `/tests` only now. Failing here is infrastructure.
-4. The test command runs with the task's timeout, after a snapshot of the running processes:
+4. Everything the grader wrote into the sandbox (the agent's patch, the pristine hidden tests, the private git
+   folder, the stamp) is deleted before the tests run: the test process finds nothing of the grader's, and the
+   folder its report path names is empty. The test command then runs with the task's timeout, after a
+   snapshot of the running processes:
    - built-in tasks: pytest run as `python -P` with the repository root appended to `sys.path` (nothing of
      the agent's can shadow pytest, its imports or the standard library), `-rA`, and a JUnit report at a
-     random path outside the repository; the report, the `-rA` lines, the closing count line and the exit
-     code are cross-checked (`pytest_report.cross_check`). Two canaries (`canary`) are planted inside a hidden
-     test file: copies of real hidden tests, one with its expected value changed (must fail), one unchanged
-     (must come out as its original);
+     random path; the report, the `-rA` lines, the closing count line and the exit code are cross-checked
+     (`pytest_report.cross_check`). Every eligible hidden test gets must-fail canary twins whose values,
+     names and places do not single out the original (`canary`), and the watch plugin (`pytest_watch`,
+     passed inline, registered before any conftest or repository code) reports any change to pytest's
+     outcome-deciding functions, hooks and outcome classes;
    - SWE-bench tasks: the test script between random start/end markers, read by the task's log parser;
      a non-zero exit with no failing test, or a zero exit with one, is tampering;
    - Harbor tasks: `bash /tests/test.sh`, then `/logs/verifier/reward.txt` (a number) or `reward.json`.
@@ -47,11 +51,18 @@ every item's result: any exception in one grade becomes a `VerifierError` (reaso
 What is guaranteed against code that runs inside the test process (the agent's package, imported by the
 tests): it cannot change which tests run or how pytest is configured (protected paths, `-P`, plugin
 autoload off, `PYTEST_ADDOPTS` cleared), cannot outlive the run (survivors are killed before results are
-read), cannot make the grader hang or read anything but a capped regular file, and any inconsistent forgery of
-the three result sources is caught. What is not guaranteed: that process can forge all of pytest's results
-consistently; the canaries catch every forgery that cannot tell them from the real hidden tests. Code that
-reads the hidden test files at import, knows this scheme and finds the near-duplicate pair can still spare
-them; only a separate process that the tests do not share with the package would close that.
+read), cannot make the grader hang or read anything but a capped regular file, cannot read or write what the
+grader keeps (deleted before the run), any inconsistent forgery of the three result sources is caught, and so
+is any replaced or wrapped pytest run, report or hook function that the watch plugin records.
+Residual risk: a forger that reads the planted file and guesses which member of each FAIL_TO_PASS group is the
+original survives a grade with probability `VerifierReport.canary_survival`, the product of 1/group size;
+groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs grading time).
+On the 40 built-in tasks it is 1e-3 or less for 35 (median 9.8e-4), and at worst 1/64 = 1.6e-2 (calcpy,
+semverkit: one eligible FAIL_TO_PASS test each). A forger with a prior over values (round numbers, real words)
+does better than guessing, and a FAIL_TO_PASS test with no eligible assert has no twin. Code written against
+this verifier specifically can still find the watch plugin in memory and silence it, or change outcomes
+without replacing a recorded function (see `pytest_watch`); only a separate process that the tests do not
+share with the package would close that.
 """
 
 from __future__ import annotations
@@ -64,6 +75,7 @@ import hashlib
 import json
 import math
 import posixpath
+import re
 import secrets
 import shlex
 import time
@@ -99,6 +111,7 @@ REPORT_OUTPUT_CHARS = 65536
 EXEC_OUTPUT_BYTES = 16 << 20
 _MAX_JUNIT_BYTES = 8 << 20  # base64 of it stays under EXEC_OUTPUT_BYTES
 _MAX_REWARD_BYTES = 64 << 10
+_WATCH_TAG = "LEGORL-WATCH"  # pytest_watch's line tag
 READ_TIMEOUT_S = 60.0
 # Prints a file the test run could have replaced, base64-encoded, at most $2 bytes of it; refuses a symlink
 # (to /dev/zero, say) and anything that is not a regular file (a FIFO would block the reader forever).
@@ -167,6 +180,8 @@ class RunVerdict:
     """Every sign that the results were forged; non-empty means reward 0."""
     reward: float | None = None
     """The reward the task's own verifier wrote (Harbor); None when the listed tests decide."""
+    canary_survival: float | None = None
+    """The chance a forger guessing the canaries survives this grade (built-in tasks, `CanaryPlan`)."""
 
 
 @dataclasses.dataclass
@@ -365,6 +380,9 @@ async def _grade_in(
             "clearing /logs/verifier",
         )
     durations["hidden_tests"] = time.monotonic() - phase
+    # Nothing the grader keeps may be within the tests' reach: the agent's patch, the pristine hidden tests
+    # and the private git folder go before the run, and the folder the report goes to is left empty.
+    await _must(sandbox, ["find", scratch, "-mindepth", "1", "-delete"], "clearing the scratch directory")
     baseline = await _processes(sandbox)
     phase = time.monotonic()
     if task.kind == "builtin":
@@ -405,6 +423,7 @@ async def _grade_in(
         statuses=verdict.statuses,
         tampering=verdict.tampering,
         reward=verdict.reward,
+        canary_survival=verdict.canary_survival,
     )
 
 
@@ -421,6 +440,7 @@ def _report(
     statuses: Mapping[str, str] | None = None,
     tampering: list[str] | tuple[str, ...] = (),
     reward: float | None = None,
+    canary_survival: float | None = None,
 ) -> VerifierReport:
     statuses = dict(statuses or {})
     p2p_ok = _P2P_OK.get(task.kind, frozenset({"passed"}))
@@ -450,6 +470,7 @@ def _report(
         output=output,
         output_truncated=truncated,
         durations=dict(durations or {}),
+        canary_survival=canary_survival,
     )
 
 
@@ -606,54 +627,95 @@ async def _kill_leftovers(sandbox: Sandbox, baseline: dict[str, str]) -> tuple[s
     return tuple(f"{pid} {cmd}".strip() for pid, cmd in sorted(extra.items(), key=lambda kv: int(kv[0])))
 
 
-def pytest_argv(test_cmd: str, workdir: str) -> list[str]:
+def pytest_argv(test_cmd: str, workdir: str, watch_nonce_path: str | None = None) -> list[str]:
     """`test_cmd` as argv, with `python[3] -m pytest` run as `python -P` and the repository root appended to
     `sys.path` (after the standard library and site-packages), so no module of the agent's can shadow
-    pytest, its imports or the standard library; the package under test still imports."""
+    pytest, its imports or the standard library; the package under test still imports. With
+    `watch_nonce_path`, the watch plugin (`pytest_watch`, its text inline: no file to touch) is registered
+    before pytest reads a conftest or imports the repository."""
     argv = shlex.split(test_cmd)
     if (
         len(argv) >= 3
         and posixpath.basename(argv[0]) in ("python", "python3")
         and argv[1:3] == ["-m", "pytest"]
     ):
-        bootstrap = (
-            f"import sys; sys.path.append({workdir!r}); import pytest; "
-            "raise SystemExit(pytest.console_main())"
-        )
+        if watch_nonce_path is None:
+            start = "raise SystemExit(pytest.console_main())"
+        else:
+            start = (
+                f"_ns = {{'__name__': 'legorl_watch'}}; exec(compile({_watch_source()!r}, '<legorl-watch>', "
+                f"'exec'), _ns); _code = pytest.main(plugins=[_ns['Watch']({watch_nonce_path!r})]); "
+                "sys.stdout.flush(); raise SystemExit(int(_code))"
+            )
+        bootstrap = f"import sys; sys.path.append({workdir!r}); import pytest; {start}"
         return [argv[0], "-P", "-c", bootstrap, *argv[3:]]
     return argv
 
 
+@functools.cache
+def _watch_source() -> str:
+    return (Path(__file__).with_name("pytest_watch.py")).read_text(encoding="utf-8")
+
+
+def watch_problems(stdout: str, nonce: str, passed: int) -> list[str]:
+    """What the watch plugin's lines (`pytest_watch`) in `stdout` say: every change it saw, and whether it
+    spoke to the end of the session about at least the `passed` tests the JUnit report counts."""
+    problems, ok, end = [], 0, None
+    for kind, rest in re.findall(rf"{_WATCH_TAG} {re.escape(nonce)} (tampered|ok|end) ?([^\n]*)", stdout):
+        if kind == "tampered":
+            problems.append(f"watch: pytest's machinery was changed inside the test process: {rest.strip()}")
+        elif kind == "ok":
+            ok += 1
+        else:
+            end = rest.strip()
+    if end is None:
+        problems.append("watch: the watch plugin inside pytest fell silent before the end of the session")
+    elif end != str(ok) or ok < passed:
+        problems.append(
+            f"watch: the watch plugin saw {ok} tests end (its closing line says {end}), the JUnit report "
+            f"counts {passed} passed"
+        )
+    return problems
+
+
 class _BuiltinRun:
-    """pytest with a JUnit report at a random path and two canaries planted in a hidden test file; three
-    result sources cross-checked, the must-fail canary must fail and the must-pass one must match its
-    original."""
+    """pytest with a JUnit report at a random path in an empty folder, the watch plugin, and canary twins
+    of every eligible hidden test; three result sources cross-checked, every twin must fail where its
+    original passed, and the watch must have seen nothing change."""
 
     def __init__(self, task: Task, scratch: str, timeout: float) -> None:
         self.task, self.timeout = task, timeout
         self.junit = f"{scratch}/{secrets.token_hex(16)}.xml"
+        self.nonce = secrets.token_hex(16)
+        self.nonce_path = f"{scratch}/{secrets.token_hex(16)}"
         try:
             self.plan = plan_canaries(task)
         except CanaryError as err:
             raise VerifierError(str(err), "internal") from err
-        self.canaries = tuple(c.node_id for c in self.plan.canaries)
+        self.run_ids = self.plan.run_ids(self.task.tests)
+        secrets.SystemRandom().shuffle(self.run_ids)
+        self.watched = False
 
     async def execute(self, sandbox: Sandbox) -> ExecResult:
-        await sandbox.write_file(posixpath.join(self.task.workdir, self.plan.path), self.plan.source)
-        tests = list(self.task.tests)
-        for canary in self.canaries:
-            tests.insert(secrets.randbelow(len(tests) + 1), canary)
-        # --maxfail=0 (no limit) overrides a -x in the task's command, which would let the canary end the run.
+        for path, source in self.plan.files.items():
+            await sandbox.write_file(posixpath.join(self.task.workdir, path), source)
+        await sandbox.write_file(self.nonce_path, self.nonce)
+        command = pytest_argv(self.task.test_cmd, self.task.workdir, self.nonce_path)
+        self.watched = command[1:2] == ["-P"]
+        # --maxfail=0 (no limit) overrides a -x in the task's command, which would let a twin end the run.
         argv = [
-            *pytest_argv(self.task.test_cmd, self.task.workdir),
+            *command,
             "--rootdir",
             self.task.workdir,
             "-rA",
+            # One line per failure: formatting a full traceback for each of up to 64 failing twins doubled
+            # the grading time; the line keeps the assertion and its values.
+            "--tb=line",
             "-o",
             "junit_family=xunit2",
             "--maxfail=0",
             f"--junitxml={self.junit}",
-            *tests,
+            *self.run_ids,
         ]
         # Plugins come from the image only when asked for; none is needed and each one is code we would trust.
         env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -680,15 +742,24 @@ class _BuiltinRun:
             report = parse_junit(data)
         except ReportError as err:
             return RunVerdict(tampering=(str(err),))
-        ran = (*self.task.tests, *self.canaries)
         problems = cross_check(
-            report, parse_pytest_log(result.stdout, ran), parse_summary(result.stdout), result.exit_code, ran
+            report,
+            parse_pytest_log(result.stdout, self.run_ids),
+            parse_summary(result.stdout),
+            result.exit_code,
+            self.run_ids,
         )
-        seen = statuses_for(report, [*self.canaries, *(c.original for c in self.plan.canaries)])
-        problems.extend(canary_problems(self.plan.canaries, seen))
+        seen = statuses_for(report, self.run_ids)
+        problems.extend(canary_problems(self.plan, seen))
+        if self.watched:
+            problems.extend(watch_problems(result.stdout, self.nonce, report.passed))
         if problems and result.truncated:
             problems.append("the test output hit the capture limit, so its summary could not be checked")
-        return RunVerdict(statuses_for(report, self.task.tests), tuple(problems))
+        return RunVerdict(
+            self.plan.listed_statuses(seen, self.task.tests),
+            tuple(problems),
+            canary_survival=self.plan.survival,
+        )
 
 
 class _SwebenchRun:

@@ -1,11 +1,14 @@
-"""Canaries planted in real built-in tasks' hidden test files, run by the host's pytest on the task's repo
-with the gold patch: the must-fail copy fails, the must-pass copy passes, and neither looks like a generated
-test."""
+"""Canary twins planted in real built-in tasks' hidden test files, run by the host's pytest on the task's repo
+with the gold patch: every twin fails, every listed test passes under its run name; and, in pure Python, a
+forger who reads the planted file and guesses survives as often as the plan says, whatever it looks at."""
 
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
+import math
+import random
 import re
 import subprocess
 import sys
@@ -15,7 +18,7 @@ import pytest
 from scratch_git import git
 
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_suite, load_builtin_task
-from legorl_jax.tasks.canary import Canary, CanaryError, canary_problems, hidden_test_sources, plan_canaries
+from legorl_jax.tasks.canary import Canary, CanaryError, CanaryPlan, canary_problems, plan_canaries
 from legorl_jax.tasks.snapshot import write_snapshot_repo
 
 SUITE_TASKS = sorted(d.name for d in SUITE_DIR.iterdir() if d.is_dir())
@@ -26,19 +29,20 @@ FAST = [
     "money-allocate-negative-amounts",
     "geometry-collinear-overlap",
 ]
+_CONSTANT_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?|'[^']*'|\"[^\"]*\"")
 
 
-def _run_canaries(task_id: str, tmp_path: Path) -> tuple[dict[str, str], object, str]:
+def _run_canaries(task_id: str, tmp_path: Path) -> tuple[dict[str, str], CanaryPlan, str]:
     task = load_builtin_task(SUITE_DIR / task_id)
     repo = tmp_path / "repo"
     write_snapshot_repo(Path(task.image_context), repo)
     git(repo, "apply", "-", stdin=task.patch)
     git(repo, "apply", "-", stdin=task.test_patch)
     plan = plan_canaries(task)
-    (repo / plan.path).write_text(plan.source)
-    ids = [*task.tests, *(c.node_id for c in plan.canaries)]
+    for path, source in plan.files.items():
+        (repo / path).write_text(source)
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *ids],
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *plan.run_ids(task.tests)],
         cwd=repo,
         capture_output=True,
         text=True,
@@ -48,24 +52,27 @@ def _run_canaries(task_id: str, tmp_path: Path) -> tuple[dict[str, str], object,
     for line in run.stdout.splitlines():
         m = re.match(r"^(PASSED|FAILED|ERROR) (\S+)", line)
         if m:
-            statuses[m.group(2)] = m.group(1)
+            statuses[m.group(2)] = m.group(1).lower()
     return statuses, plan, run.stdout
 
 
 def _check(task_id, tmp_path):
     statuses, plan, out = _run_canaries(task_id, tmp_path)
-    must_fail, must_pass = plan.canaries
-    assert statuses[must_fail.node_id] == "FAILED", out[-3000:]
-    assert statuses[must_pass.node_id] == "PASSED", out[-3000:]
-    assert sum(s == "FAILED" for s in statuses.values()) == 1, out[-3000:]  # every real test passes with gold
-    names = [c.node_id.split("::")[1] for c in plan.canaries]
+    task = load_builtin_task(SUITE_DIR / task_id)
+    assert all(statuses.get(c.node_id) == "failed" for c in plan.canaries), out[-3000:]
+    assert plan.listed_statuses(statuses, task.tests) == {t: "passed" for t in task.tests}, out[-3000:]
+    assert canary_problems(plan, statuses) == []
+    names = [i.split("::")[1] for i in [*plan.renamed.values(), *(c.node_id for c in plan.canaries)]]
     assert not any(re.fullmatch(r"test_[0-9a-f]{10}", n) for n in names)
-    defined = {n.name for n in ast.parse(plan.source).body if isinstance(n, ast.FunctionDef)}
-    assert set(names) <= defined  # inside a hidden test file, beside the real tests
+    for path, source in plan.files.items():
+        defined = {n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
+        assert {
+            n for i, n in zip([*plan.renamed.values()], names, strict=False) if i.startswith(path)
+        } <= defined
 
 
 @pytest.mark.parametrize("task_id", FAST)
-def test_the_must_fail_canary_fails_and_the_must_pass_one_passes_with_the_gold_patch(task_id, tmp_path):
+def test_every_twin_fails_and_every_renamed_test_passes_with_the_gold_patch(task_id, tmp_path):
     _check(task_id, tmp_path)
 
 
@@ -75,24 +82,78 @@ def test_every_suite_task_gets_working_canaries(task_id, tmp_path):
     _check(task_id, tmp_path)
 
 
-def test_the_must_fail_canary_is_a_copy_of_a_hidden_test_with_one_expected_value_changed():
+def _groups(plan: CanaryPlan) -> list[list[tuple[str, str]]]:
+    """What a forger reading the planted files sees: functions that are the same text once constants are
+    masked, as (node id, source) per member."""
+    found: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
+    for path, source in plan.files.items():
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef):
+                text = ast.get_source_segment(source, node).split("\n", 1)[1]
+                found[path + _CONSTANT_RE.sub("K", text)].append((f"{path}::{node.name}", text))
+    return [g for g in found.values() if len(g) > 1]
+
+
+def test_every_group_holds_one_original_and_its_twins_and_nothing_else():
     task = load_builtin_task(SUITE_DIR / FAST[0])
     plan = plan_canaries(task)
-    original_source = hidden_test_sources(task.test_patch)[plan.path]
-    must_fail = plan.canaries[0]
-    bodies = {n.name: n for n in ast.parse(plan.source).body if isinstance(n, ast.FunctionDef)}
-    copy, original = bodies[must_fail.node_id.split("::")[1]], bodies[must_fail.original.split("::")[1]]
-    assert len(copy.body) == len(original.body)
-    differing = [(a, b) for a, b in zip(copy.body, original.body, strict=True) if ast.dump(a) != ast.dump(b)]
-    assert len(differing) == 1 and isinstance(differing[0][0], ast.Assert)  # only the expected value changed
-    assert all(
-        line in plan.source.splitlines() for line in original_source.splitlines()
-    )  # nothing else moved
+    originals = {c.original for c in plan.canaries}
+    groups = _groups(plan)
+    assert len(groups) == len(originals)
+    for group in groups:
+        ids = {i for i, _ in group}
+        owners = {c.original for c in plan.canaries if c.node_id in ids}
+        assert len(owners) == 1 and plan.renamed[owners.pop()] in ids
+        assert len({text for _, text in group}) == len(group)  # every twin differs from the others
+
+
+def test_a_guessing_forger_survives_as_often_as_the_plan_says():
+    task = load_builtin_task(SUITE_DIR / "money-allocate-negative-amounts")
+    rng = random.Random(31)
+    plan = plan_canaries(task, max_twins=8, rng=rng)
+    failing = {plan.renamed[t] for t in task.FAIL_TO_PASS if t in plan.renamed}
+    groups = [g for g in _groups(plan) if failing & {i for i, _ in g}]
+    assert plan.survival == pytest.approx(math.prod(1 / len(g) for g in groups))
+    draws = 4000
+    survived = sum(all(rng.choice(g)[0] in failing for g in groups) for _ in range(draws))
+    # Binomial: the count lies within 4 standard deviations of draws * survival (a miss means the plan's
+    # number and the file disagree, e.g. a group the plan counts but a forger would not see).
+    spread = 4 * math.sqrt(draws * plan.survival * (1 - plan.survival))
+    assert abs(survived - draws * plan.survival) <= spread, (survived, draws * plan.survival)
+
+
+def test_the_default_plan_reaches_one_in_a_thousand_for_tasks_with_two_or_more_eligible_fix_tests():
+    task = load_builtin_task(SUITE_DIR / "money-allocate-negative-amounts")
+    assert plan_canaries(task).survival <= 1e-3
+
+
+def test_neither_the_value_the_place_nor_the_name_singles_out_the_original():
+    # A forger's best rule from what it sees: the smallest (or largest) value of a group, its first (or
+    # last) member in the file, or the name that sorts first. Each must pick the original only about as
+    # often as a blind guess.
+    task = load_builtin_task(SUITE_DIR / "money-allocate-negative-amounts")
+    rng = random.Random(7)
+    hits = collections.Counter()
+    chance = 0.0
+    rounds = 300
+    for _ in range(rounds):
+        plan = plan_canaries(task, max_twins=4, rng=rng)
+        originals = set(plan.renamed.values())
+        group = _groups(plan)[0]
+        chance += 1 / len(group)
+        values = [(_CONSTANT_RE.findall(text), i) for i, text in group]
+        hits["smallest value"] += min(values)[1] in originals
+        hits["largest value"] += max(values)[1] in originals
+        hits["first in file"] += group[0][0] in originals
+        hits["last in file"] += group[-1][0] in originals
+        hits["first name"] += min(i for i, _ in group) in originals
+    for rule, count in hits.items():
+        assert abs(count - chance) <= 4 * math.sqrt(chance), (rule, count, chance)
 
 
 def test_two_plans_for_one_task_differ():
     task = load_builtin_task(SUITE_DIR / FAST[0])
-    plans = {plan_canaries(task).source for _ in range(5)}
+    plans = {tuple(plan_canaries(task).files.values()) for _ in range(5)}
     assert len(plans) > 1
 
 
@@ -109,41 +170,30 @@ def test_a_task_whose_hidden_tests_offer_no_candidate_is_an_error_naming_it():
         plan_canaries(task)
 
 
-_FAIL = Canary("t.py::test_copy_a", "must_fail", "t.py::test_a")
-_PASS = Canary("t.py::test_copy_b", "must_pass", "t.py::test_b")
+_PLAN = CanaryPlan({}, (Canary("t.py::test_b_a", "t.py::test_a"),), {"t.py::test_a": "t.py::test_a_b"}, 0.5)
 
 
-def test_a_must_fail_canary_reported_passed_while_its_original_passed_is_a_problem():
-    seen = {
-        "t.py::test_copy_a": "passed",
-        "t.py::test_a": "passed",
-        "t.py::test_copy_b": "passed",
-        "t.py::test_b": "passed",
-    }
-    problems = canary_problems((_FAIL, _PASS), seen)
-    assert len(problems) == 1 and "must_fail" in problems[0] and "reported passed" in problems[0]
+def test_a_twin_reported_passed_while_its_original_passed_is_a_problem():
+    problems = canary_problems(_PLAN, {"t.py::test_b_a": "passed", "t.py::test_a_b": "passed"})
+    assert len(problems) == 1 and "must-fail twin of t.py::test_a" in problems[0]
+    assert "reported passed" in problems[0]
 
 
-def test_a_must_fail_canary_whose_original_failed_is_not_judged():
-    # Code without the fix may return exactly the changed value (a wrong distance of 7 where 5 is right, and
-    # the copy expects 7): the copy then passes on an honest run.
+def test_a_twin_whose_original_failed_is_not_judged():
+    # Code without the fix may return exactly a twin's value (a wrong distance of 7 where 5 is right, and
+    # the twin expects 7): the twin then passes on an honest run.
     for got in ("passed", "failed"):
-        seen = {
-            "t.py::test_copy_a": got,
-            "t.py::test_a": "failed",
-            "t.py::test_copy_b": "passed",
-            "t.py::test_b": "passed",
-        }
-        assert canary_problems((_FAIL, _PASS), seen) == []
+        assert canary_problems(_PLAN, {"t.py::test_b_a": got, "t.py::test_a_b": "failed"}) == []
 
 
-def test_a_must_pass_canary_that_differs_from_its_original_is_a_problem_either_way():
-    for got, original in (("passed", "failed"), ("failed", "passed")):
-        seen = {
-            "t.py::test_copy_a": "failed",
-            "t.py::test_a": "passed",
-            "t.py::test_copy_b": got,
-            "t.py::test_b": original,
-        }
-        problems = canary_problems((_FAIL, _PASS), seen)
-        assert len(problems) == 1 and f"must_pass) was reported {got}, not {original}" in problems[0]
+def test_the_listed_statuses_come_back_under_the_listed_ids():
+    seen = {"t.py::test_a_b": "passed", "t.py::test_b_a": "failed", "t.py::test_c": "failed"}
+    assert _PLAN.listed_statuses(seen, ("t.py::test_a", "t.py::test_c")) == {
+        "t.py::test_a": "passed",
+        "t.py::test_c": "failed",
+    }
+    assert _PLAN.run_ids(("t.py::test_a", "t.py::test_c")) == [
+        "t.py::test_a_b",
+        "t.py::test_c",
+        "t.py::test_b_a",
+    ]

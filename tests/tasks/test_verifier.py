@@ -23,6 +23,7 @@ from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox import resolve_backend
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_suite, load_builtin_task
 from legorl_jax.tasks.protection import hidden_test_paths
+from legorl_jax.tasks.pytest_report import parse_summary
 from legorl_jax.tasks.report import VerifierError
 from legorl_jax.tasks.task_image import ensure_task_image
 from legorl_jax.tasks.verifier import grade, grade_many
@@ -309,10 +310,12 @@ def test_a_report_deleted_after_pytest_finished_is_tampering_not_an_infrastructu
     )
 
 
-def test_an_honest_run_reports_its_canary_failing_and_nothing_else(gold_and_empty):
+def test_an_honest_run_reports_its_canary_twins_failing_and_nothing_else(gold_and_empty, suite_tasks):
     report = gold_and_empty[(SAMPLE, "gold")]
     assert report.reward == 1.0 and report.tampering == () and report.exit_code == 1
-    assert "1 failed" in report.output and "canary" not in report.output
+    counts = parse_summary(report.output)
+    assert counts["failed"] >= 1 and counts["passed"] == len(suite_tasks[SAMPLE].tests), counts
+    assert "canary" not in report.output
 
 
 def test_a_task_command_that_stops_at_the_first_failure_still_runs_every_test(suite_tasks):

@@ -21,6 +21,7 @@ from suite_diffs import (
 from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox import daemon
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_task
+from legorl_jax.tasks.pytest_report import parse_summary
 from legorl_jax.tasks.report import VerifierError, VerifierReport, drop_rates
 from legorl_jax.tasks.schema import Timeouts
 from legorl_jax.tasks.task_image import ensure_task_image
@@ -76,15 +77,18 @@ def test_package_code_that_passes_failing_tests_is_caught_by_the_planted_canary(
     assert isinstance(report, VerifierReport), report
     assert all(report.tests[t] == "passed" for t in task.FAIL_TO_PASS), report.tests  # the hack did work
     assert report.reward == 0.0
-    assert any("canary" in t and "must_fail" in t and "reported passed" in t for t in report.tampering), (
-        report.tampering
-    )
+    assert any(
+        "canary" in t and "must-fail twin" in t and "reported passed" in t for t in report.tampering
+    ), report.tampering
 
 
-def test_the_gold_patch_passes_both_canaries(task, config):
+def test_the_gold_patch_fails_every_twin_and_nothing_else(task, config):
     report = asyncio.run(grade(task, task.patch, config=config))
     assert report.reward == 1.0 and report.tampering == (), report.to_dict()
-    assert "1 failed" in report.output  # the must-fail canary, and nothing else
+    counts = parse_summary(report.output)
+    assert counts["failed"] >= 1 and counts["passed"] == len(task.tests), (
+        counts
+    )  # the twins, and nothing else
 
 
 # Attack class 2: a report that blocks or never ends the reader.
