@@ -295,27 +295,18 @@ async def build_parts(config: Config, *, job: str = "") -> AsyncIterator[Built]:
 async def serving_proxies(
     config: Config, engine: Engine, model_dir: str, folder: pathlib.Path
 ) -> AsyncIterator[tuple[CaptureProxy, CaptureProxy]]:
-    """The training proxy and the validation proxy (`proxy.mode=eval`) over `engine`, both serving on
-    loopback and archiving to `<folder>/sessions`; stopped on exit."""
+    """The training proxy and the validation proxy (`proxy.mode=eval`) over `engine`, both archiving to
+    `<folder>/sessions` and serving on loopback (on `rollout.ray.proxy_host` when Ray nodes run the trials);
+    stopped on exit."""
     from legorl_jax.proxy import CaptureProxy
 
-    archive = str(folder / "sessions")
-    proxy = CaptureProxy.from_model_dir(
-        engine, model_dir, dataclasses.replace(config.proxy, archive_dir=archive)
-    )
-    eval_proxy = CaptureProxy.from_model_dir(
-        engine, model_dir, dataclasses.replace(config.proxy, mode="eval", archive_dir=archive)
-    )
     host = config.rollout.ray.proxy_host if config.rollout.executor == "ray" else "127.0.0.1"
-    await proxy.start(host, 0)
-    try:
-        await eval_proxy.start(host, 0)
-        try:
-            yield proxy, eval_proxy
-        finally:
-            await eval_proxy.stop()
-    finally:
-        await proxy.stop()
+    train = dataclasses.replace(config.proxy, archive_dir=str(folder / "sessions"))
+    async with (
+        CaptureProxy.serving(engine, model_dir, train, host) as proxy,
+        CaptureProxy.serving(engine, model_dir, dataclasses.replace(train, mode="eval"), host) as eval_proxy,
+    ):
+        yield proxy, eval_proxy
 
 
 @contextlib.asynccontextmanager

@@ -27,12 +27,14 @@ schemas, messages, metadata) is a 400 naming the field's path (nesting.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import pathlib
 import secrets
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -91,6 +93,20 @@ class CaptureProxy:
         self._claimed: set[pathlib.Path] = set()  # resolved archive folders of open and closed sessions
         self.base_url: str | None = None
         self._runner: web.AppRunner | None = None
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def serving(
+        cls, engine: Engine, model_dir: str | os.PathLike, config: ProxyConfig, host: str = "127.0.0.1"
+    ) -> AsyncIterator[CaptureProxy]:
+        """`from_model_dir`'s proxy serving on `host` (a free port) until exit: what training
+        (`run.serving_proxies`) and `python -m legorl_jax.rollout` both sample through."""
+        proxy = cls.from_model_dir(engine, model_dir, config)
+        await proxy.start(host, 0)
+        try:
+            yield proxy
+        finally:
+            await proxy.stop()
 
     @classmethod
     def from_model_dir(

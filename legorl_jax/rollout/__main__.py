@@ -136,21 +136,19 @@ async def evaluate(args: argparse.Namespace) -> list[Any]:
         tool_parser=args.tool_parser,
         archive_dir=str(pathlib.Path(args.runs_dir) / args.experiment / "sessions"),
     )
-    async with open_engine(engine_config(args), args.model) as engine:
-        proxy = CaptureProxy.from_model_dir(engine, args.model, proxy_config)
-        await proxy.start("127.0.0.1", 0)
-        try:
-            batch = await collect(
-                tasks,
-                group_size=args.group_size,
-                harness=harness,
-                proxy=proxy,
-                config=rollout,
-                step=0,
-                step_limit=args.step_limit,
-            )
-        finally:
-            await proxy.stop()
+    async with (
+        open_engine(engine_config(args), args.model) as engine,
+        CaptureProxy.serving(engine, args.model, proxy_config) as proxy,
+    ):
+        batch = await collect(
+            tasks,
+            group_size=args.group_size,
+            harness=harness,
+            proxy=proxy,
+            config=rollout,
+            step=0,
+            step_limit=args.step_limit,
+        )
     return list(batch.trajectories)
 
 
