@@ -71,17 +71,18 @@ def sglang_argv(
     ]  # fmt: skip
 
 
-def check_module(python: str, module: str) -> None:
-    """Raises SGLangNotInstalledError unless `python` can import the top-level package of `module`."""
+def check_module(python: str, module: str, hint: str = INSTALL_HINT) -> None:
+    """Raises SGLangNotInstalledError (with `hint`) unless `python` can import the top-level package of
+    `module`."""
     package = module.split(".")[0]
     probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
     try:
         done = subprocess.run([python, "-c", probe, package], capture_output=True, text=True, timeout=120)
     except FileNotFoundError:
-        raise SGLangNotInstalledError(f"the interpreter {python!r} does not exist; {INSTALL_HINT}") from None
+        raise SGLangNotInstalledError(f"the interpreter {python!r} does not exist; {hint}") from None
     if done.returncode == 3:
         raise SGLangNotInstalledError(
-            f"{package!r} is not installed for {python!r} (needed to run -m {module}); {INSTALL_HINT}"
+            f"{package!r} is not installed for {python!r} (needed to run -m {module}); {hint}"
         )
     if done.returncode != 0:
         raise SGLangNotInstalledError(

@@ -1,0 +1,184 @@
+"""An engine fleet: two real servers of ours (tiny dense model) behind the real sglang-router on
+127.0.0.1: session affinity, an engine killed mid-request, weights published to both, and bad config."""
+
+import asyncio
+import signal
+import socket
+import sys
+
+import numpy as np
+import pytest
+
+from legorl_jax.config import EngineConfig, RouterConfig
+from legorl_jax.engine import EngineError, EngineUnavailableError, SamplingParams, open_engine
+from legorl_jax.engine.fleet import EngineFleet, router_argv
+from legorl_jax.engine.jax_engine import JaxEngine
+from legorl_jax.engine.sglang_launcher import ServerProcess, SGLangNotInstalledError
+
+pytest.importorskip("sglang_router", reason="needs sglang-router (pip install 'legorl_jax[test]')")
+
+PROMPT = [5, 17, 230, 901, 44, 12, 9, 300]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def start_servers(model_dir, count, tmp_path):
+    servers = []
+    for i in range(count):
+        port = free_port()
+        argv = [sys.executable, "-m", "legorl_jax.engine.serve", "--model", str(model_dir), "--port",
+                str(port), "--max-running", "4", "--max-len", "256", "--min-bucket", "16"]  # fmt: skip
+        server = ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=tmp_path / f"engine-{i}.log")
+        server.start()
+        servers.append(server)
+    try:
+        await asyncio.gather(*(server.wait_healthy(300) for server in servers))
+    except BaseException:
+        for server in servers:
+            server.stop(5)
+        raise
+    return servers
+
+
+@pytest.fixture(scope="module")
+def servers(tiny_dense_dir, tmp_path_factory):
+    procs = asyncio.run(start_servers(tiny_dense_dir, 2, tmp_path_factory.mktemp("fleet")))
+    yield procs
+    for proc in procs:
+        proc.stop(5)
+
+
+def fleet_config(urls, **router):
+    router = dict(port=free_port(), prometheus_port=free_port(), health_check_interval_s=1, **router)
+    return EngineConfig(
+        backend="sglang", servers=list(urls), router=RouterConfig(python=sys.executable, **router)
+    )
+
+
+async def conversation(fleet, session, turns, *, tokens=6):
+    """`turns` turns of one session, each prompt the previous prompt plus its reply plus a user token."""
+    prompt, gens = [1000 + sum(map(ord, session))] + PROMPT, []  # no two sessions share a prefix
+    for turn in range(turns):
+        gen = await fleet.generate(
+            prompt, SamplingParams(max_new_tokens=tokens, seed=turn, ignore_eos=True), session_id=session
+        )
+        gens.append(gen)
+        prompt = prompt + gen.output_ids.tolist() + [40 + turn]
+    return prompt, gens
+
+
+async def test_one_sessions_turns_all_land_on_one_engine(servers):
+    async with open_engine(fleet_config([s.base_url for s in servers]), "unused") as fleet:
+        assert isinstance(fleet, EngineFleet)
+        for session in ("sess-a", "sess-b", "sess-c"):
+            prompt, gens = await conversation(fleet, session, 5)
+            # Every later turn finds the previous turn's whole prompt and reply in the prefix cache: it ran
+            # on the engine that served the turn before.
+            for before, gen in zip(gens, gens[1:], strict=False):
+                assert gen.cached_tokens >= before.prompt_tokens + len(before.output_ids) - 1
+            holders = []
+            for url, engine in fleet.engines.items():
+                probe = await engine.generate(prompt, SamplingParams(max_new_tokens=1))
+                holders += [url] if probe.cached_tokens > len(PROMPT) + 1 else []
+            assert len(holders) == 1, holders
+        info = await fleet.server_info()
+        assert set(info) == {s.base_url for s in servers}
+        assert all(body["healthy"] and "prefix_cache" in body for body in info.values())
+        metrics = await fleet.metrics()
+        assert metrics["engine/0/healthy"] == 1.0 and "engine/1/cache_tokens" in metrics
+
+
+async def test_an_engine_that_dies_fails_its_request_and_the_session_moves_to_the_other(
+    tiny_dense_dir, tmp_path
+):
+    procs = await start_servers(tiny_dense_dir, 2, tmp_path)
+    try:
+        async with open_engine(fleet_config([p.base_url for p in procs]), "unused") as fleet:
+            prompt, _ = await conversation(fleet, "sess-k", 2)
+            held = []
+            for proc in procs:
+                probe = await fleet.engines[proc.base_url].generate(prompt, SamplingParams(max_new_tokens=1))
+                held += [proc] if probe.cached_tokens > len(PROMPT) + 1 else []
+            (victim,) = held
+            survivor = next(p for p in procs if p is not victim)
+            # Paused, the engine holds the request in flight until it dies (no race with a fast decode).
+            await fleet.engines[victim.base_url].pause("in_place")
+            long = asyncio.ensure_future(
+                fleet.generate(
+                    prompt, SamplingParams(max_new_tokens=200, ignore_eos=True), session_id="sess-k"
+                )
+            )
+            for _ in range(100):
+                info = await fleet.engines[victim.base_url]._json("GET", "/get_server_info", idempotent=True)
+                if info["running"] + info["waiting"] == 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert not long.done()
+            victim._signal(signal.SIGKILL)
+            with pytest.raises(EngineError):
+                await long
+            for _ in range(50):  # the router's health check (every second) takes the engine out
+                if await fleet.healthy_engines() == [survivor.base_url]:
+                    break
+                await asyncio.sleep(0.2)
+            assert await fleet.healthy_engines() == [survivor.base_url]
+            retried, gens = await conversation(fleet, "sess-k", 2)
+            assert all(len(g.output_ids) == 6 for g in gens)
+            probe = await fleet.engines[survivor.base_url].generate(retried, SamplingParams(max_new_tokens=1))
+            assert probe.cached_tokens > len(PROMPT) + 1
+    finally:
+        for proc in procs:
+            proc.stop(5)
+
+
+async def test_publishing_reaches_every_engine_with_one_version(servers, tiny_model_tool, tmp_path):
+    new_dir = tiny_model_tool.make_tiny_model(
+        tmp_path / "v1", tiny_model_tool.TinyModelSpec(dense=True), seed=1
+    )
+    reference = JaxEngine.from_dir(new_dir, max_running=1, max_len=64, min_bucket=16)
+    try:
+        expected = await reference.prompt_logprobs(PROMPT, 1)
+    finally:
+        reference.close()
+    async with open_engine(fleet_config([s.base_url for s in servers]), "unused") as fleet:
+        old = {u: await e.prompt_logprobs(PROMPT, 1) for u, e in fleet.engines.items()}
+        try:
+            await fleet.update_weights(str(new_dir), "v1")
+            assert set(fleet.serving["v1"]) == set(fleet.engines)
+            for url, engine in fleet.engines.items():
+                got = await engine.prompt_logprobs(PROMPT, 1)
+                np.testing.assert_allclose(got, expected, atol=1e-5)
+                assert not np.allclose(got, old[url], atol=1e-3)
+                gen = await engine.generate(PROMPT, SamplingParams(max_new_tokens=2))
+                assert gen.weight_version == "v1"
+        finally:
+            original = (await fleet.engines[servers[0].base_url].model_info())["model_path"]
+            await fleet.update_weights(original, "default")
+
+
+async def test_bad_fleet_config_is_a_clear_error_naming_the_value(tmp_path):
+    with pytest.raises(EngineUnavailableError, match="127.0.0.1:9"):
+        async with open_engine(fleet_config(["http://127.0.0.1:9"]), "unused"):
+            pass
+    config = EngineConfig(backend="sglang", servers=["http://127.0.0.1:9"],
+                          router=RouterConfig(python=str(tmp_path / "no-python")))  # fmt: skip
+    from legorl_jax.engine.fleet import RouterLauncher
+
+    with pytest.raises(SGLangNotInstalledError, match="no-python"):
+        await RouterLauncher(config.router, config.servers).start()
+    with pytest.raises(ValueError, match=r"worker_urls=\[\]"):
+        router_argv(RouterConfig(), [])
+    with pytest.raises(ValueError, match="-1"):
+        EngineConfig(backend="sglang", launch=-1)
+    with pytest.raises(ValueError, match="ftp://x"):
+        EngineConfig(backend="sglang", servers=["ftp://x"])
+    with pytest.raises(ValueError, match="'jax'"):
+        EngineConfig(backend="jax", launch=2)
+    with pytest.raises(ValueError, match=r"\['servers', 'launch'\]"):
+        EngineConfig(backend="sglang", servers=["http://a:1"], launch=2)
+    with pytest.raises(ValueError, match="prometheus_port"):
+        RouterConfig(prometheus_port=0)
