@@ -164,6 +164,8 @@ class EngineFleet:
         self.engines = {u.rstrip("/"): SGLangEngine(u, **options) for u in worker_urls}
         self.serving: dict[str, dict[str, float]] = {}
         """version -> {engine url: wall time (time.time()) at which it began serving that version}."""
+        self.published: dict[str, float] = {}
+        """version -> wall time at which its update began (engines paused)."""
 
     async def __aenter__(self) -> EngineFleet:
         return self
@@ -229,6 +231,7 @@ class EngineFleet:
         if not urls:
             raise EngineUnavailableError(f"the router at {self.router_url} has no healthy engine to update")
         served: dict[str, float] = {}
+        self.published[version] = time.time()
 
         async def load(url: str) -> None:
             await self.engines[url].update_weights(source, version)
@@ -280,9 +283,13 @@ class EngineFleet:
         }  # fmt: skip
 
     async def metrics(self) -> dict[str, float]:
-        """Flat numbers for the run's metrics: `engine/<i>/{healthy, running, waiting, cache_tokens}`."""
+        """Flat numbers for the run's metrics: `engine/<i>/{healthy, running, waiting, router_load,
+        cache_tokens}`, and `engine/<i>/publish_s` (the latest update's start to that engine serving it)."""
         out: dict[str, float] = {}
-        for i, body in enumerate((await self.server_info()).values()):
+        latest = next(reversed(self.serving), None)
+        for i, (url, body) in enumerate((await self.server_info()).items()):
+            if latest is not None and url in self.serving[latest]:
+                out[f"engine/{i}/publish_s"] = self.serving[latest][url] - self.published[latest]
             out[f"engine/{i}/healthy"] = float(body["healthy"])
             for key in ("running", "waiting", "router_load"):
                 if isinstance(body.get(key), (int, float)):

@@ -149,6 +149,8 @@ async def test_publishing_reaches_every_engine_with_one_version(servers, tiny_mo
         try:
             await fleet.update_weights(str(new_dir), "v1")
             assert set(fleet.serving["v1"]) == set(fleet.engines)
+            metrics = await fleet.metrics()
+            assert all(0 <= metrics[f"engine/{i}/publish_s"] < 60 for i in range(2))
             for url, engine in fleet.engines.items():
                 got = await engine.prompt_logprobs(PROMPT, 1)
                 np.testing.assert_allclose(got, expected, atol=1e-5)
