@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from legorl_jax.config import EngineConfig, RouterConfig
-from legorl_jax.engine import EngineError, EngineUnavailableError, SamplingParams, open_engine
+from legorl_jax.engine import EngineUnavailableError, SamplingParams, open_engine
 from legorl_jax.engine.fleet import EngineFleet, router_argv
 from legorl_jax.engine.jax_engine import JaxEngine
 from legorl_jax.engine.sglang_launcher import ServerProcess, SGLangNotInstalledError
@@ -92,44 +92,82 @@ async def test_one_sessions_turns_all_land_on_one_engine(servers):
         assert metrics["engine/0/healthy"] == 1.0 and "engine/1/cache_tokens" in metrics
 
 
-async def test_an_engine_that_dies_fails_its_request_and_the_session_moves_to_the_other(
+async def test_an_engine_that_dies_fails_its_trial_as_an_engine_failure_and_the_retry_runs_on_the_other(
     tiny_dense_dir, tmp_path
 ):
+    import openai
+
+    from legorl_jax.config import ProxyConfig
+    from legorl_jax.model.tokenizer import load_tokenizer
+    from legorl_jax.proxy import CaptureProxy
+
     procs = await start_servers(tiny_dense_dir, 2, tmp_path)
+    config = ProxyConfig(
+        max_response_tokens=8, max_consecutive_no_tool=0, archive_dir=str(tmp_path / "archive")
+    )
+    messages = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix calc.py."}]
     try:
         async with open_engine(fleet_config([p.base_url for p in procs]), "unused") as fleet:
-            prompt, _ = await conversation(fleet, "sess-k", 2)
-            held = []
-            for proc in procs:
-                probe = await fleet.engines[proc.base_url].generate(prompt, SamplingParams(max_new_tokens=1))
-                held += [proc] if probe.cached_tokens > len(PROMPT) + 1 else []
-            (victim,) = held
-            survivor = next(p for p in procs if p is not victim)
-            # Paused, the engine holds the request in flight until it dies (no race with a fast decode).
-            await fleet.engines[victim.base_url].pause("in_place")
-            long = asyncio.ensure_future(
-                fleet.generate(
-                    prompt, SamplingParams(max_new_tokens=200, ignore_eos=True), session_id="sess-k"
-                )
+            proxy = CaptureProxy(
+                fleet, load_tokenizer(tiny_dense_dir), config, admin_token="test-admin", context_length=256
             )
-            for _ in range(100):
-                info = await fleet.engines[victim.base_url]._json("GET", "/get_server_info", idempotent=True)
-                if info["running"] + info["waiting"] == 1:
-                    break
-                await asyncio.sleep(0.05)
-            assert not long.done()
-            victim._signal(signal.SIGKILL)
-            with pytest.raises(EngineError):
-                await long
-            for _ in range(50):  # the router's health check (every second) takes the engine out
-                if await fleet.healthy_engines() == [survivor.base_url]:
-                    break
-                await asyncio.sleep(0.2)
-            assert await fleet.healthy_engines() == [survivor.base_url]
-            retried, gens = await conversation(fleet, "sess-k", 2)
-            assert all(len(g.output_ids) == 6 for g in gens)
-            probe = await fleet.engines[survivor.base_url].generate(retried, SamplingParams(max_new_tokens=1))
-            assert probe.cached_tokens > len(PROMPT) + 1
+            await proxy.start("127.0.0.1", 0)
+            try:
+                info = proxy.open_session()
+                async with openai.AsyncOpenAI(
+                    base_url=info.openai_base_url, api_key="x", max_retries=0
+                ) as client:
+                    first = await client.chat.completions.create(model="p", messages=messages)
+                    turn = proxy.sessions[info.session_id].turns[0]
+                    held = []
+                    for proc in procs:  # the engine that served the turn has its tokens cached
+                        probe = await fleet.engines[proc.base_url].generate(
+                            turn.prompt_ids.tolist() + turn.output_ids.tolist(),
+                            SamplingParams(max_new_tokens=1),
+                        )
+                        held += [proc] if probe.cached_tokens > 1 else []
+                    (victim,) = held
+                    survivor = next(p for p in procs if p is not victim)
+                    # Paused, the engine holds the session's next turn in flight until it dies (no race with a
+                    # fast decode).
+                    await fleet.engines[victim.base_url].pause("in_place")
+                    more = [*messages, {"role": "assistant", "content": first.choices[0].message.content},
+                            {"role": "user", "content": "go on"}]  # fmt: skip
+                    second = asyncio.ensure_future(client.chat.completions.create(model="p", messages=more))
+                    for _ in range(100):
+                        server = await fleet.engines[victim.base_url]._json(
+                            "GET", "/get_server_info", idempotent=True
+                        )
+                        if server["running"] + server["waiting"] == 1:
+                            break
+                        await asyncio.sleep(0.05)
+                    assert not second.done()
+                    victim._signal(signal.SIGKILL)
+                    with pytest.raises(openai.APIStatusError) as failed:
+                        await second
+                    assert failed.value.status_code == 502
+                    # What the orchestrator reads to drop the attempt as engine_failed and retry the trial
+                    # (tests/rollout/test_builtin_rollout.py: injected infrastructure failures).
+                    assert proxy.session_flags(info.session_id)["engine_failed"]
+                for _ in range(50):  # the router's health check (every second) takes the engine out
+                    if await fleet.healthy_engines() == [survivor.base_url]:
+                        break
+                    await asyncio.sleep(0.2)
+                assert await fleet.healthy_engines() == [survivor.base_url]
+                retry = proxy.open_session()
+                async with openai.AsyncOpenAI(
+                    base_url=retry.openai_base_url, api_key="x", max_retries=0
+                ) as client:
+                    reply = await client.chat.completions.create(model="p", messages=messages)
+                    answer = {"role": "assistant", "content": reply.choices[0].message.content}
+                    await client.chat.completions.create(
+                        model="p", messages=[*messages, answer, {"role": "user", "content": "go on"}]
+                    )
+                assert not proxy.session_flags(retry.session_id)["engine_failed"]
+                record = await proxy.close_session(retry.session_id)
+                assert len(record.turns) == 2
+            finally:
+                await proxy.stop()
     finally:
         for proc in procs:
             proc.stop(5)
