@@ -11,7 +11,8 @@ pass from flushed caches, (1) through the router with the `manual` policy and th
 `round_robin`, (3) against one server alone; `--rounds` rounds alternate the three and each keeps its
 fastest (a late compile or a busy neighbour costs one round, not the figure). Reported per pass: wall time
 and the prefix-cache hit rate (prompt tokens served from cache, `meta_info.cached_tokens`, over prompt
-tokens of turns 2+, whose previous turn is cacheable). Then publish to the fleet of 2: the time from the
+tokens of turns 2+, whose previous turn is cacheable; and over the tokens a turn repeats of the one before,
+the most any cache could serve). Then publish to the fleet of 2: the time from the
 update's start until both engines serve the new version (`EngineFleet.update_weights`, from a directory on
 disk).
 Untimed passes of each kind first compile the programs it meets (until one compiles nothing new).
@@ -54,9 +55,9 @@ async def workload(engine, args, tag: str) -> dict:
     """G sessions of T turns at once through `engine`; wall time and cache figures."""
     from legorl_jax.engine import SamplingParams
 
-    async def session(g: int) -> tuple[int, int, int]:
+    async def session(g: int) -> tuple[int, int, int, int]:
         prompt = ids(args.prompt_len, 7 + g)
-        cached = later_prompt = tokens = 0
+        cached = later_prompt = tokens = cacheable = shared = 0
         for turn in range(args.turns):
             gen = await engine.generate(
                 prompt,
@@ -67,17 +68,20 @@ async def workload(engine, args, tag: str) -> dict:
             if turn:
                 cached += gen.cached_tokens
                 later_prompt += gen.prompt_tokens
+                cacheable += shared
+            shared = len(prompt) + len(gen.output_ids)  # what the next turn repeats of this one
             prompt = prompt + gen.output_ids.tolist() + ids(args.tool_tokens, 1000 * g + turn)
             # The tool's run time (seeded, 0..tool_ms): sessions drift apart as real agents do, so no policy
             # is helped by requests arriving in lockstep.
             await asyncio.sleep(args.tool_ms / 1000 * ((g * 7919 + turn * 104729) % 97) / 96)
-        return cached, later_prompt, tokens
+        return cached, later_prompt, tokens, cacheable
 
     began = time.monotonic()
     results = await asyncio.gather(*(session(g) for g in range(args.sessions)))
     wall = time.monotonic() - began
-    cached, later, tokens = (sum(r[i] for r in results) for i in range(3))
-    return {"wall_s": wall, "hit_rate": cached / later if later else 0.0, "tokens": tokens}
+    cached, later, tokens, cacheable = (sum(r[i] for r in results) for i in range(4))
+    return {"wall_s": wall, "hit_rate": cached / later if later else 0.0, "tokens": tokens,
+            "of_cacheable": cached / cacheable if cacheable else 0.0}  # fmt: skip
 
 
 def uptime() -> str:
@@ -159,12 +163,13 @@ async def main(args: argparse.Namespace) -> str:
         f"{args.tool_tokens} tokens, tool runs up to {args.tool_ms:.0f} ms; fastest of {args.rounds} rounds; "
         f"load average before {load_before}, after {uptime()}",
         "",
-        "| pass | wall s | prefix-cache hits (turns 2+) | generated tokens |",
-        "|---|---|---|---|",
+        "| pass | wall s | prefix-cache hits (turns 2+) | hits / what a cache could serve | tokens out |",
+        "|---|---|---|---|---|",
     ]
     for name in ("affinity (manual)", "round_robin", "one engine"):
         r = rows[name]
-        lines.append(f"| {name} | {r['wall_s']:.2f} | {100 * r['hit_rate']:.1f} % | {r['tokens']} |")
+        lines.append(f"| {name} | {r['wall_s']:.2f} | {100 * r['hit_rate']:.1f} % | "
+                     f"{100 * r['of_cacheable']:.1f} % | {r['tokens']} |")  # fmt: skip
     p = rows["publish"]
     per = ", ".join(f"{t:.3f}" for t in p["per_engine_s"])
     lines += ["", f"Publish to the fleet of 2: {p['wall_s']:.3f} s until both serve it (per engine: {per} s)"]
