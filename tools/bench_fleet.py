@@ -119,7 +119,7 @@ async def main(args: argparse.Namespace) -> str:
             return RouterLauncher(cfg, urls)
 
         async def compiled(engines) -> list[int]:
-            infos = [await e._json("GET", "/get_server_info", idempotent=True) for e in engines]
+            infos = [await e.server_info() for e in engines]
             return [len(i["compiled_programs"]) for i in infos]
 
         async def flush(engines) -> None:

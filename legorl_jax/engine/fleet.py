@@ -217,7 +217,8 @@ class EngineFleet:
     async def healthy_engines(self) -> list[str]:
         """The engines the router currently routes to (healthy in its worker list)."""
         workers = await router_workers(self.router_url)
-        return [w["url"].rstrip("/") for w in workers if w.get("is_healthy") and w.get("url") in self.engines]
+        urls = [str(w.get("url", "")).rstrip("/") for w in workers if w.get("is_healthy")]
+        return [u for u in urls if u in self.engines]
 
     async def update_weights(self, source: WeightSource, version: str) -> None:
         if not isinstance(source, (str, os.PathLike)):
@@ -237,8 +238,16 @@ class EngineFleet:
             await self.engines[url].update_weights(source, version)
             served[url] = time.time()
 
-        await asyncio.gather(*(self.engines[u].pause("in_place") for u in urls))
+        paused = await asyncio.gather(
+            *(self.engines[u].pause("in_place") for u in urls), return_exceptions=True
+        )
         try:
+            refused = {u: r for u, r in zip(urls, paused, strict=True) if isinstance(r, BaseException)}
+            if refused:
+                raise EngineError(
+                    f"update to {version!r} not started: pausing failed on "
+                    + "; ".join(f"{u}: {r}" for u, r in refused.items())
+                )
             results = await asyncio.gather(*(load(u) for u in urls), return_exceptions=True)
         finally:
             await asyncio.gather(*(self.engines[u].resume() for u in urls), return_exceptions=True)

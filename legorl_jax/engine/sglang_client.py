@@ -398,6 +398,10 @@ class SGLangEngine:
     async def resume(self) -> None:
         await self._json("POST", "/continue_generation", {}, idempotent=False, timeout_s=60.0)
 
+    async def server_info(self) -> dict[str, Any]:
+        """`GET /get_server_info`: the server's load figures (ours: running, waiting, prefix_cache, ...)."""
+        return await self._json("GET", "/get_server_info", idempotent=True, timeout_s=30.0)
+
     async def flush_cache(self) -> bool:
         """True when the server flushed (SGLang refuses, with 400, while requests run)."""
         try:

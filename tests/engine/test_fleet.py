@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from legorl_jax.config import EngineConfig, RouterConfig
-from legorl_jax.engine import EngineUnavailableError, SamplingParams, open_engine
+from legorl_jax.engine import EngineError, EngineUnavailableError, SamplingParams, open_engine
 from legorl_jax.engine.fleet import EngineFleet, router_argv
 from legorl_jax.engine.jax_engine import JaxEngine
 from legorl_jax.engine.sglang_launcher import ServerProcess, SGLangNotInstalledError
@@ -135,9 +135,7 @@ async def test_an_engine_that_dies_fails_its_trial_as_an_engine_failure_and_the_
                             {"role": "user", "content": "go on"}]  # fmt: skip
                     second = asyncio.ensure_future(client.chat.completions.create(model="p", messages=more))
                     for _ in range(100):
-                        server = await fleet.engines[victim.base_url]._json(
-                            "GET", "/get_server_info", idempotent=True
-                        )
+                        server = await fleet.engines[victim.base_url].server_info()
                         if server["running"] + server["waiting"] == 1:
                             break
                         await asyncio.sleep(0.05)
@@ -195,6 +193,13 @@ async def test_publishing_reaches_every_engine_with_one_version(servers, tiny_mo
                 assert not np.allclose(got, old[url], atol=1e-3)
                 gen = await engine.generate(PROMPT, SamplingParams(max_new_tokens=2))
                 assert gen.weight_version == "v1"
+            # A directory no engine can load fails the publish naming it, and leaves every engine serving.
+            with pytest.raises(EngineError, match="no-such-dir"):
+                await fleet.update_weights(str(tmp_path / "no-such-dir"), "v2")
+            for engine in fleet.engines.values():
+                assert (
+                    await engine.generate(PROMPT, SamplingParams(max_new_tokens=2))
+                ).weight_version == "v1"
         finally:
             original = (await fleet.engines[servers[0].base_url].model_info())["model_path"]
             await fleet.update_weights(original, "default")
