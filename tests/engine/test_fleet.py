@@ -9,10 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from legorl_jax.config import EngineConfig, RouterConfig
+from legorl_jax.config import EngineConfig, RouterConfig, SGLangConfig
 from legorl_jax.engine import EngineError, EngineUnavailableError, SamplingParams, open_engine
 from legorl_jax.engine.fleet import EngineFleet, router_argv
 from legorl_jax.engine.jax_engine import JaxEngine
+from legorl_jax.engine.sglang_client import SGLangEngine
 from legorl_jax.engine.sglang_launcher import ServerProcess, SGLangNotInstalledError
 
 pytest.importorskip("sglang_router", reason="needs sglang-router (pip install 'legorl_jax[test]')")
@@ -171,7 +172,9 @@ async def test_an_engine_that_dies_fails_its_trial_as_an_engine_failure_and_the_
             proc.stop(5)
 
 
-async def test_publishing_reaches_every_engine_with_one_version(servers, tiny_model_tool, tmp_path):
+async def test_publishing_reaches_every_engine_of_a_launched_fleet_with_one_version(
+    tiny_dense_dir, tiny_model_tool, tmp_path
+):
     new_dir = tiny_model_tool.make_tiny_model(
         tmp_path / "v1", tiny_model_tool.TinyModelSpec(dense=True), seed=1
     )
@@ -180,29 +183,34 @@ async def test_publishing_reaches_every_engine_with_one_version(servers, tiny_mo
         expected = await reference.prompt_logprobs(PROMPT, 1)
     finally:
         reference.close()
-    async with open_engine(fleet_config([s.base_url for s in servers]), "unused") as fleet:
+    # engine.launch: 2 starts two of our servers (engine.sglang with our module) and the router itself.
+    sglang = SGLangConfig(python=sys.executable, module="legorl_jax.engine.serve", port=free_port(),
+                          extra_args=["--max-running", "4", "--max-len", "256", "--min-bucket", "16"],
+                          log_file=str(tmp_path / "engine.log"), startup_timeout_s=300)  # fmt: skip
+    config = fleet_config([])
+    config = EngineConfig(backend="sglang", launch=2, sglang=sglang, router=config.router)
+    async with open_engine(config, tiny_dense_dir) as fleet:
+        assert len(fleet.engines) == 2 and (tmp_path / "engine-1.log").is_file()
         old = {u: await e.prompt_logprobs(PROMPT, 1) for u, e in fleet.engines.items()}
-        try:
-            await fleet.update_weights(str(new_dir), "v1")
-            assert set(fleet.serving["v1"]) == set(fleet.engines)
-            metrics = await fleet.metrics()
-            assert all(0 <= metrics[f"engine/{i}/publish_s"] < 60 for i in range(2))
-            for url, engine in fleet.engines.items():
-                got = await engine.prompt_logprobs(PROMPT, 1)
-                np.testing.assert_allclose(got, expected, atol=1e-5)
-                assert not np.allclose(got, old[url], atol=1e-3)
-                gen = await engine.generate(PROMPT, SamplingParams(max_new_tokens=2))
-                assert gen.weight_version == "v1"
-            # A directory no engine can load fails the publish naming it, and leaves every engine serving.
-            with pytest.raises(EngineError, match="no-such-dir"):
-                await fleet.update_weights(str(tmp_path / "no-such-dir"), "v2")
-            for engine in fleet.engines.values():
-                assert (
-                    await engine.generate(PROMPT, SamplingParams(max_new_tokens=2))
-                ).weight_version == "v1"
-        finally:
-            original = (await fleet.engines[servers[0].base_url].model_info())["model_path"]
-            await fleet.update_weights(original, "default")
+        await fleet.update_weights(str(new_dir), "v1")
+        assert set(fleet.serving["v1"]) == set(fleet.engines)
+        metrics = await fleet.metrics()
+        assert all(0 <= metrics[f"engine/{i}/publish_s"] < 60 for i in range(2))
+        for url, engine in fleet.engines.items():
+            got = await engine.prompt_logprobs(PROMPT, 1)
+            np.testing.assert_allclose(got, expected, atol=1e-5)
+            assert not np.allclose(got, old[url], atol=1e-3)
+            gen = await engine.generate(PROMPT, SamplingParams(max_new_tokens=2))
+            assert gen.weight_version == "v1"
+        # A directory no engine can load fails the publish naming it, and leaves every engine serving.
+        with pytest.raises(EngineError, match="no-such-dir"):
+            await fleet.update_weights(str(tmp_path / "no-such-dir"), "v2")
+        for engine in fleet.engines.values():
+            assert (await engine.generate(PROMPT, SamplingParams(max_new_tokens=2))).weight_version == "v1"
+    # The launched servers and the router are gone with the fleet.
+    for url in fleet.engines:
+        async with SGLangEngine(url, retries=0) as gone:
+            assert not await gone.health()
 
 
 async def test_bad_fleet_config_is_a_clear_error_naming_the_value(tmp_path):
@@ -227,3 +235,13 @@ async def test_bad_fleet_config_is_a_clear_error_naming_the_value(tmp_path):
         EngineConfig(backend="sglang", servers=["http://a:1"], launch=2)
     with pytest.raises(ValueError, match="prometheus_port"):
         RouterConfig(prometheus_port=0)
+
+
+async def test_a_fleet_refuses_a_moe_model_whose_routed_experts_the_router_drops(tiny_moe_dir, tmp_path):
+    (server,) = await start_servers(tiny_moe_dir, 1, tmp_path)
+    try:
+        with pytest.raises(ValueError, match="return_routed_experts"):
+            async with open_engine(fleet_config([server.base_url]), tiny_moe_dir):
+                pass
+    finally:
+        server.stop(5)
