@@ -423,8 +423,9 @@ ENGINE_BACKENDS = ("jax", "sglang")
 class SGLangConfig:
     """How `legorl_jax.engine.sglang_launcher` starts an SGLang server (ignored when engine.url is set)."""
 
-    python: str = "python"
-    """Interpreter that has sglang installed (`pip install 'legorl_jax[sglang]'`, CUDA hosts)."""
+    python: str | None = "python"
+    """Interpreter that has sglang installed (`pip install 'legorl_jax[sglang]'`, CUDA hosts); null: the one
+    running this process (conf/engine/fleet.yaml, whose servers are ours)."""
     module: str = "sglang.launch_server"
     """Module run with `python -m`; its top-level package must be importable by `python`."""
     host: str = "127.0.0.1"
@@ -444,6 +445,8 @@ class SGLangConfig:
 
     def __post_init__(self) -> None:
         for name in ("python", "module", "host"):
+            if name == "python" and self.python is None:
+                continue
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(
                     f"engine.sglang.{name} must be a non-empty string, got {getattr(self, name)!r}"
@@ -465,8 +468,9 @@ ROUTER_POLICIES = ("manual", "cache_aware", "round_robin", "random", "power_of_t
 class RouterConfig:
     """The sglang-router in front of an engine fleet (`python -m sglang_router.launch_router`)."""
 
-    python: str = "python"
-    """Interpreter that has sglang-router installed (`pip install 'legorl_jax[fleet]'`)."""
+    python: str | None = None
+    """Interpreter that has sglang-router installed (`pip install 'legorl_jax[fleet]'`); null: the one
+    running this process."""
     host: str = "127.0.0.1"
     """Address the router binds (the proxy reaches the fleet there)."""
     port: int = 30100
@@ -488,11 +492,10 @@ class RouterConfig:
     """Where the router's output goes (None: a temporary file, reported on failure)."""
 
     def __post_init__(self) -> None:
-        for name in ("python", "host"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ValueError(
-                    f"engine.router.{name} must be a non-empty string, got {getattr(self, name)!r}"
-                )
+        if self.python is not None and (not isinstance(self.python, str) or not self.python):
+            raise ValueError(f"engine.router.python must be a non-empty string or null, got {self.python!r}")
+        if not isinstance(self.host, str) or not self.host:
+            raise ValueError(f"engine.router.host must be a non-empty string, got {self.host!r}")
         for name in ("port", "prometheus_port"):
             if not is_int(getattr(self, name)) or not 0 < getattr(self, name) < 65536:
                 raise ValueError(

@@ -38,6 +38,7 @@ import asyncio
 import logging
 import os
 import pathlib
+import sys
 import tempfile
 import time
 from typing import Any
@@ -68,7 +69,7 @@ def router_argv(config: RouterConfig, worker_urls: list[str]) -> list[str]:
     if not worker_urls:
         raise ValueError(f"a router needs at least one engine server, got worker_urls={worker_urls!r}")
     return [
-        config.python, "-m", ROUTER_MODULE,
+        config.python or sys.executable, "-m", ROUTER_MODULE,
         "--host", config.host,
         "--port", str(config.port),
         "--prometheus-port", str(config.prometheus_port),
@@ -114,7 +115,7 @@ class RouterLauncher:
         self.server = ServerProcess(self.argv, self.base_url, log_file=log_file)
 
     async def start(self) -> str:
-        await asyncio.to_thread(check_module, self.config.python, ROUTER_MODULE, ROUTER_HINT)
+        await asyncio.to_thread(check_module, self.argv[0], ROUTER_MODULE, ROUTER_HINT)
         self.server.start()
         try:
             await self.server.wait_healthy(self.config.startup_timeout_s)

@@ -28,6 +28,7 @@ import os
 import pathlib
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Any
@@ -60,7 +61,7 @@ def sglang_argv(
         raise ValueError(f"weight_version must be a non-empty string or None, got {weight_version!r}")
     version = [] if weight_version in (None, "default") else ["--weight-version", weight_version]
     return [
-        config.python, "-m", config.module,
+        config.python or sys.executable, "-m", config.module,
         "--model-path", path,
         "--host", config.host,
         "--port", str(config.port),
@@ -200,7 +201,7 @@ class SGLangLauncher:
 
     async def start(self) -> str:
         """Checks the module is installed, starts the server, waits for /health; returns its base URL."""
-        await asyncio.to_thread(check_module, self.config.python, self.config.module)
+        await asyncio.to_thread(check_module, self.argv[0], self.config.module)
         self.server.start()
         try:
             await self.server.wait_healthy(self.config.startup_timeout_s)
