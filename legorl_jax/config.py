@@ -480,6 +480,9 @@ class RouterConfig:
     policy: str = "manual"
     """manual: sticky by routing key (our session id, header x-smg-routing-key); cache_aware: by prompt
     prefix; round_robin, random, power_of_two: no affinity."""
+    assignment_mode: str = "min_group"
+    """manual: where a new session goes: min_group (the engine with the fewest sessions), min_load (the
+    fewest requests in flight) or random."""
     health_check_interval_s: int = 2
     """Seconds between the router's health checks of each engine."""
     health_failure_threshold: int = 1
@@ -503,6 +506,11 @@ class RouterConfig:
                 )
         if self.policy not in ROUTER_POLICIES:
             raise ValueError(f"engine.router.policy must be one of {ROUTER_POLICIES}, got {self.policy!r}")
+        if self.assignment_mode not in ("min_group", "min_load", "random"):
+            raise ValueError(
+                "engine.router.assignment_mode must be one of min_group, min_load, random, got "
+                f"{self.assignment_mode!r}"
+            )
         positive_int("engine.router.health_check_interval_s", self.health_check_interval_s)
         positive_int("engine.router.health_failure_threshold", self.health_failure_threshold)
         if not all(isinstance(a, str) for a in self.extra_args):

@@ -13,7 +13,8 @@ through the router; weight updates, pauses and load figures go to each engine di
 
 - Affinity: `generate(..., session_id=S)` sends S as the `x-smg-routing-key` header. With the router's
   `manual` policy (the default here) the first request of a key picks an engine and every later one
-  goes to the same engine while it is healthy, so a conversation's prefix stays in that engine's cache.
+  goes to the same engine while it is healthy, so a conversation's prefix stays in that engine's cache;
+  a new session goes to the engine with the fewest sessions (`assignment_mode: min_group`).
   `cache_aware` routes by prompt prefix instead; `round_robin` has no affinity (the benchmark's baseline).
 - Failures: the router is started with `--disable-retries`, so a request whose engine dies fails (the
   router answers 5xx, the client raises `EngineError`) and is never sampled a second time behind our
@@ -74,6 +75,7 @@ def router_argv(config: RouterConfig, worker_urls: list[str]) -> list[str]:
         "--port", str(config.port),
         "--prometheus-port", str(config.prometheus_port),
         "--policy", config.policy,
+        "--assignment-mode", config.assignment_mode,
         "--worker-urls", *worker_urls,
         "--health-check-interval-secs", str(config.health_check_interval_s),
         "--health-failure-threshold", str(config.health_failure_threshold),

@@ -75,6 +75,7 @@ async def conversation(fleet, session, turns, *, tokens=6):
 async def test_one_sessions_turns_all_land_on_one_engine(servers):
     async with open_engine(fleet_config([s.base_url for s in servers]), "unused") as fleet:
         assert isinstance(fleet, EngineFleet)
+        used: list[str] = []
         for session in ("sess-a", "sess-b", "sess-c"):
             prompt, gens = await conversation(fleet, session, 5)
             # Every later turn finds the previous turn's whole prompt and reply in the prefix cache: it ran
@@ -86,6 +87,8 @@ async def test_one_sessions_turns_all_land_on_one_engine(servers):
                 probe = await engine.generate(prompt, SamplingParams(max_new_tokens=1))
                 holders += [url] if probe.cached_tokens > len(PROMPT) + 1 else []
             assert len(holders) == 1, holders
+            used += holders
+        assert set(used) == set(fleet.engines)  # new sessions go to the engine with the fewest (min_group)
         info = await fleet.server_info()
         assert set(info) == {s.base_url for s in servers}
         assert all(body["healthy"] and "prefix_cache" in body for body in info.values())
