@@ -476,8 +476,9 @@ ENGINE_BACKENDS = ("jax", "sglang")
 class SGLangConfig:
     """How `legorl_jax.engine.sglang_launcher` starts an SGLang server (ignored when engine.url is set)."""
 
-    python: str = "python"
-    """Interpreter that has sglang installed (`pip install 'legorl_jax[sglang]'`, CUDA hosts)."""
+    python: str | None = "python"
+    """Interpreter that has sglang installed (`pip install 'legorl_jax[sglang]'`, CUDA hosts); null: the one
+    running this process (conf/engine/fleet.yaml, whose servers are ours)."""
     module: str = "sglang.launch_server"
     """Module run with `python -m`; its top-level package must be importable by `python`."""
     host: str = "127.0.0.1"
@@ -497,6 +498,8 @@ class SGLangConfig:
 
     def __post_init__(self) -> None:
         for name in ("python", "module", "host"):
+            if name == "python" and self.python is None:
+                continue
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(
                     f"engine.sglang.{name} must be a non-empty string, got {getattr(self, name)!r}"
@@ -509,6 +512,64 @@ class SGLangConfig:
         for name in ("startup_timeout_s", "stop_grace_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"engine.sglang.{name} must be > 0, got {getattr(self, name)!r}")
+
+
+ROUTER_POLICIES = ("manual", "cache_aware", "round_robin", "random", "power_of_two")
+
+
+@dataclasses.dataclass
+class RouterConfig:
+    """The sglang-router in front of an engine fleet (`python -m sglang_router.launch_router`)."""
+
+    python: str | None = None
+    """Interpreter that has sglang-router installed (`pip install 'legorl_jax[fleet]'`); null: the one
+    running this process."""
+    host: str = "127.0.0.1"
+    """Address the router binds (the proxy reaches the fleet there)."""
+    port: int = 30100
+    """Port the router listens on."""
+    prometheus_port: int = 30101
+    """Port of the router's Prometheus exporter (two routers on one host need different ones)."""
+    policy: str = "manual"
+    """manual: sticky by routing key (our session id, header x-smg-routing-key); cache_aware: by prompt
+    prefix; round_robin, random, power_of_two: no affinity."""
+    assignment_mode: str = "min_group"
+    """manual: where a new session goes: min_group (the engine with the fewest sessions), min_load (the
+    fewest requests in flight) or random."""
+    health_check_interval_s: int = 2
+    """Seconds between the router's health checks of each engine."""
+    health_failure_threshold: int = 1
+    """Failed checks after which the router takes an engine out."""
+    extra_args: list[str] = dataclasses.field(default_factory=list)
+    """Further launch_router flags, verbatim."""
+    startup_timeout_s: float = 120.0
+    """How long to wait for the router's /health and for every engine to be in its worker list."""
+    log_file: str | None = None
+    """Where the router's output goes (None: a temporary file, reported on failure)."""
+
+    def __post_init__(self) -> None:
+        if self.python is not None and (not isinstance(self.python, str) or not self.python):
+            raise ValueError(f"engine.router.python must be a non-empty string or null, got {self.python!r}")
+        if not isinstance(self.host, str) or not self.host:
+            raise ValueError(f"engine.router.host must be a non-empty string, got {self.host!r}")
+        for name in ("port", "prometheus_port"):
+            if not is_int(getattr(self, name)) or not 0 < getattr(self, name) < 65536:
+                raise ValueError(
+                    f"engine.router.{name} must be an int in [1, 65535], got {getattr(self, name)!r}"
+                )
+        if self.policy not in ROUTER_POLICIES:
+            raise ValueError(f"engine.router.policy must be one of {ROUTER_POLICIES}, got {self.policy!r}")
+        if self.assignment_mode not in ("min_group", "min_load", "random"):
+            raise ValueError(
+                "engine.router.assignment_mode must be one of min_group, min_load, random, got "
+                f"{self.assignment_mode!r}"
+            )
+        positive_int("engine.router.health_check_interval_s", self.health_check_interval_s)
+        positive_int("engine.router.health_failure_threshold", self.health_failure_threshold)
+        if not all(isinstance(a, str) for a in self.extra_args):
+            raise ValueError(f"engine.router.extra_args must be a list of strings, got {self.extra_args!r}")
+        if not self.startup_timeout_s > 0:
+            raise ValueError(f"engine.router.startup_timeout_s must be > 0, got {self.startup_timeout_s!r}")
 
 
 @dataclasses.dataclass
@@ -544,6 +605,20 @@ class EngineConfig:
     """sglang: first retry delay, doubled each time."""
     sglang: SGLangConfig = dataclasses.field(default_factory=SGLangConfig)
     """sglang: how the server is launched."""
+    servers: list[str] = dataclasses.field(default_factory=list)
+    """sglang fleet: base URLs of running engine servers (ours or SGLang) put behind the router."""
+    launch: int = 0
+    """sglang fleet: start this many servers with `sglang` on ports sglang.port, sglang.port + 1, ..."""
+    router_url: str | None = None
+    """sglang fleet: a router that already runs (its worker list is the fleet); None starts one with
+    `router` in front of `servers` or `launch`."""
+    router: RouterConfig = dataclasses.field(default_factory=RouterConfig)
+    """sglang fleet: how the router is started."""
+
+    @property
+    def fleet(self) -> bool:
+        """True when the engine is a fleet of servers behind sglang-router."""
+        return bool(self.servers) or self.launch > 0 or self.router_url is not None
 
     def __post_init__(self) -> None:
         if self.backend not in ENGINE_BACKENDS:
@@ -571,6 +646,21 @@ class EngineConfig:
             raise ValueError(f"engine.connect_retries must be an int >= 0, got {self.connect_retries!r}")
         if not self.retry_backoff_s >= 0:
             raise ValueError(f"engine.retry_backoff_s must be >= 0, got {self.retry_backoff_s!r}")
+        if not is_int(self.launch) or self.launch < 0:
+            raise ValueError(f"engine.launch must be an int >= 0 (servers to start), got {self.launch!r}")
+        if not isinstance(self.servers, list) or not all(
+            isinstance(u, str) and u.startswith(("http://", "https://")) for u in self.servers
+        ):
+            raise ValueError(f"engine.servers must be a list of http(s) URLs, got {self.servers!r}")
+        if self.router_url is not None and not str(self.router_url).startswith(("http://", "https://")):
+            raise ValueError(f"engine.router_url must be an http(s) URL or null, got {self.router_url!r}")
+        given = [n for n, v in (("servers", self.servers), ("launch", self.launch), ("router_url",
+                 self.router_url), ("url", self.url)) if v]  # fmt: skip
+        if len(given) > 1:
+            raise ValueError(f"engine: set only one of servers, launch, router_url and url, got {given}")
+        if self.fleet and self.backend != "sglang":
+            raise ValueError(f"engine.{given[0]} makes a fleet, which needs engine.backend=sglang, got "
+                             f"{self.backend!r}")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------

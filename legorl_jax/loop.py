@@ -23,6 +23,8 @@ import time
 from collections.abc import Sequence
 
 from legorl_jax.config import Config
+from legorl_jax.engine.base import EngineError
+from legorl_jax.engine.fleet import EngineFleet
 from legorl_jax.harness.base import Harness
 from legorl_jax.monitor.rollout_metrics import alerts, rollout_metrics, trial_text
 from legorl_jax.monitor.tracker import Tracker
@@ -120,6 +122,11 @@ async def run_loop(parts: Parts, state: TrainState, *, start_step: int = 0) -> l
             t = time.monotonic()
             await parts.publisher.publish(state.params, version_of(step + 1))
             timings["publish"] = time.monotonic() - t
+        if isinstance(parts.publisher.engine, EngineFleet):  # per-engine load, cache and publish figures
+            try:
+                metrics.update(await parts.publisher.engine.metrics())
+            except EngineError as exc:
+                log.warning("step %d: no engine fleet figures: %s", step, exc)
 
         if _validation_due(cfg, step):
             metrics.update(await validate(parts, step))

@@ -58,7 +58,8 @@ async def open_engine(
     server that `SGLangLauncher` starts from `config.sglang` on `model_path` (passing it
     `config.weight_version`) and stops afterwards; a server at `config.url` reports its own version. The
     client decodes routed experts with the layout of `model_path`'s config.json when there is one (else it
-    asks the server).
+    asks the server). With `config.servers`, `config.launch` or `config.router_url`: an `EngineFleet`
+    behind sglang-router (engine/fleet.py), its launched servers and router stopped on exit.
     """
     from legorl_jax.config import EngineConfig
 
@@ -86,6 +87,10 @@ async def open_engine(
         finally:
             engine.close()
         return
+    if config.fleet:
+        async with _open_fleet(config, model_path) as fleet:
+            yield fleet
+        return
     from legorl_jax.engine.sglang_client import SGLangEngine, routing_of
     from legorl_jax.engine.sglang_launcher import SGLangLauncher
 
@@ -104,3 +109,57 @@ async def open_engine(
             backoff_s=config.retry_backoff_s,
         )
         yield await stack.enter_async_context(client)
+
+
+@contextlib.asynccontextmanager
+async def _open_fleet(config: EngineConfig, model_path: str | os.PathLike) -> AsyncIterator[Engine]:
+    """engine.servers / launch / router_url: an `EngineFleet` behind sglang-router (engine/fleet.py)."""
+    import asyncio
+    import dataclasses
+
+    from legorl_jax.engine.fleet import EngineFleet, RouterLauncher, launched_log, router_workers
+    from legorl_jax.engine.sglang_client import SGLangEngine
+    from legorl_jax.engine.sglang_launcher import SGLangLauncher
+
+    async with contextlib.AsyncExitStack() as stack:
+        if config.router_url is not None:
+            router_url = config.router_url
+            urls = [w["url"] for w in await router_workers(router_url)]
+            if not urls:
+                raise ValueError(f"the router at engine.router_url={router_url!r} lists no engine server")
+        else:
+            urls = list(config.servers)
+            for url in urls:
+                async with SGLangEngine(url, retries=0, timeout_s=10.0) as probe:
+                    if not await probe.health():
+                        raise EngineUnavailableError(f"engine.servers: {url!r} does not answer GET /health")
+            launchers = [
+                SGLangLauncher(
+                    dataclasses.replace(config.sglang, port=config.sglang.port + i,
+                                        log_file=launched_log(config.sglang.log_file, i)),
+                    model_path,
+                    weight_version=config.weight_version,
+                )
+                for i in range(config.launch)
+            ]  # fmt: skip
+            started = await asyncio.gather(
+                *(launcher.start() for launcher in launchers), return_exceptions=True
+            )
+            for launcher, result in zip(launchers, started, strict=True):
+                if not isinstance(result, BaseException):
+                    stack.push_async_callback(launcher.stop)
+            for result in started:
+                if isinstance(result, BaseException):
+                    raise result
+            urls += [str(url) for url in started]
+            router_url = await stack.enter_async_context(RouterLauncher(config.router, urls))
+        fleet = EngineFleet(
+            router_url,
+            urls,
+            timeout_s=config.request_timeout_s,
+            retries=config.connect_retries,
+            backoff_s=config.retry_backoff_s,
+        )
+        stack.push_async_callback(fleet.close)
+        await fleet.check_dense()
+        yield fleet

@@ -27,6 +27,9 @@ Session hint: `generate(..., session_id=...)` sends `session_id` only to a serve
 says `"session_hint": true` (ours); real SGLang has no such field (its `/generate` would refuse the key, and
 its radix cache keeps shared prefixes without a hint), so there the hint is dropped.
 
+Behind a router (engine/fleet.py), `routing_key_header` names the header that carries `session_id` as
+the routing key, so one session's turns stay on one engine.
+
 Weight versions: `meta_info.weight_version` is SGLang's; `meta_info.token_weight_versions` (one per output
 token, sent only when an update landed mid-request) is our server's extension. Real SGLang does not send
 it, so there `token_weight_versions` stays None and every token is tagged with the final `weight_version`.
@@ -111,6 +114,7 @@ class SGLangEngine:
         retries: int = 3,
         backoff_s: float = 0.5,
         max_connections: int = 256,
+        routing_key_header: str | None = None,
     ):
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
@@ -134,6 +138,8 @@ class SGLangEngine:
         self.timeout_s, self.connect_timeout_s = float(timeout_s), float(connect_timeout_s)
         self.retries, self.backoff_s = retries, float(backoff_s)
         self.max_connections = max_connections
+        # A router in front (engine/fleet.py) keeps a session on one engine by this header's value.
+        self.routing_key_header = routing_key_header
         self._session: aiohttp.ClientSession | None = None
         self._model_info: dict[str, Any] | None = None
         self._background: set[asyncio.Task] = set()
@@ -167,6 +173,7 @@ class SGLangEngine:
         *,
         idempotent: bool,
         timeout_s: float | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, bytes]:
         """(status, body) of one call, retried as the module docstring says; raises on 4xx/5xx."""
         url = self.base_url + path
@@ -180,7 +187,7 @@ class SGLangEngine:
                     method,
                     url,
                     data=None if body is None else orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY),
-                    headers=_JSON_HEADERS if body is not None else None,
+                    headers={**(_JSON_HEADERS if body is not None else {}), **(headers or {})} or None,
                     timeout=timeout,
                 ) as resp:
                     raw = await resp.read()
@@ -224,8 +231,10 @@ class SGLangEngine:
         raise EngineError(f"{method} {url} answered HTTP {status}: {message}")
 
     async def _json(self, method: str, path: str, body: dict[str, Any] | None = None, *, idempotent: bool,
-                    timeout_s: float | None = None) -> Any:  # fmt: skip
-        _, raw = await self._request(method, path, body, idempotent=idempotent, timeout_s=timeout_s)
+                    timeout_s: float | None = None,
+                    headers: dict[str, str] | None = None) -> Any:  # fmt: skip
+        _, raw = await self._request(method, path, body, idempotent=idempotent, timeout_s=timeout_s,
+                                     headers=headers)  # fmt: skip
         if not raw.strip():
             return {}
         try:
@@ -290,6 +299,7 @@ class SGLangEngine:
         )
         start = routed_experts_start_len
         routing = await self._routing() if return_routed_experts else None
+        key = {self.routing_key_header: session_id} if session_id and self.routing_key_header else None
         if session_id is not None and (await self.model_info()).get("session_hint") is not True:
             session_id = None
         body = generate_request_json(
@@ -302,7 +312,7 @@ class SGLangEngine:
             session_id=session_id,
         )
         try:
-            reply = await self._json("POST", "/generate", body, idempotent=False)
+            reply = await self._json("POST", "/generate", body, idempotent=False, headers=key)
         except EngineTimeoutError:
             await self._abort_quietly(rid)
             raise
@@ -387,6 +397,10 @@ class SGLangEngine:
 
     async def resume(self) -> None:
         await self._json("POST", "/continue_generation", {}, idempotent=False, timeout_s=60.0)
+
+    async def server_info(self) -> dict[str, Any]:
+        """`GET /get_server_info`: the server's load figures (ours: running, waiting, prefix_cache, ...)."""
+        return await self._json("GET", "/get_server_info", idempotent=True, timeout_s=30.0)
 
     async def flush_cache(self) -> bool:
         """True when the server flushed (SGLang refuses, with 400, while requests run)."""

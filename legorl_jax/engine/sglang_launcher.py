@@ -28,6 +28,7 @@ import os
 import pathlib
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Any
@@ -60,7 +61,7 @@ def sglang_argv(
         raise ValueError(f"weight_version must be a non-empty string or None, got {weight_version!r}")
     version = [] if weight_version in (None, "default") else ["--weight-version", weight_version]
     return [
-        config.python, "-m", config.module,
+        config.python or sys.executable, "-m", config.module,
         "--model-path", path,
         "--host", config.host,
         "--port", str(config.port),
@@ -71,17 +72,18 @@ def sglang_argv(
     ]  # fmt: skip
 
 
-def check_module(python: str, module: str) -> None:
-    """Raises SGLangNotInstalledError unless `python` can import the top-level package of `module`."""
+def check_module(python: str, module: str, hint: str = INSTALL_HINT) -> None:
+    """Raises SGLangNotInstalledError (with `hint`) unless `python` can import the top-level package of
+    `module`."""
     package = module.split(".")[0]
     probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
     try:
         done = subprocess.run([python, "-c", probe, package], capture_output=True, text=True, timeout=120)
     except FileNotFoundError:
-        raise SGLangNotInstalledError(f"the interpreter {python!r} does not exist; {INSTALL_HINT}") from None
+        raise SGLangNotInstalledError(f"the interpreter {python!r} does not exist; {hint}") from None
     if done.returncode == 3:
         raise SGLangNotInstalledError(
-            f"{package!r} is not installed for {python!r} (needed to run -m {module}); {INSTALL_HINT}"
+            f"{package!r} is not installed for {python!r} (needed to run -m {module}); {hint}"
         )
     if done.returncode != 0:
         raise SGLangNotInstalledError(
@@ -199,7 +201,7 @@ class SGLangLauncher:
 
     async def start(self) -> str:
         """Checks the module is installed, starts the server, waits for /health; returns its base URL."""
-        await asyncio.to_thread(check_module, self.config.python, self.config.module)
+        await asyncio.to_thread(check_module, self.argv[0], self.config.module)
         self.server.start()
         try:
             await self.server.wait_healthy(self.config.startup_timeout_s)

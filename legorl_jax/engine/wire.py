@@ -76,8 +76,14 @@ _NEUTRAL_REQUEST = {
     "input_embeds": None,
     "custom_logit_processor": None,
     "return_sampling_mask": False,
+    # sglang-router (0.3.2) re-serializes every /generate body it forwards with these defaults.
+    "model": None,
+    "background": False,
+    "return_bytes": False,
 }
 _IGNORED_REQUEST = (
+    "log_metrics",  # the router's defaults again: they change nothing in the reply
+    "no_logs",
     "priority",
     "extra_key",
     "routed_dp_rank",

@@ -1,0 +1,320 @@
+"""An engine fleet: several SGLang-API servers (ours or SGLang) behind the real sglang-router.
+
+    async with open_engine(cfg.engine, model_path) as fleet:      # engine.servers / launch / router_url
+        gen = await fleet.generate(ids, sampling, session_id="trial-3")   # one session, one engine
+        await fleet.update_weights("weights/step-000010", "step-000010")  # every engine, one version
+        fleet.serving["step-000010"]                                      # {engine url: time it served it}
+
+What runs where: each engine is its own server process (`engine.launch: N` starts N of
+`engine.sglang`'s command on ports sglang.port + i; `engine.servers` names running ones); the router is
+`python -m sglang_router.launch_router` (its own process, started and stopped by `RouterLauncher`, or one
+that already runs at `engine.router_url`, whose worker list is then the fleet). Every /generate goes
+through the router; weight updates, pauses and load figures go to each engine directly.
+
+- Affinity: `generate(..., session_id=S)` sends S as the `x-smg-routing-key` header. With the router's
+  `manual` policy (the default here) the first request of a key picks an engine and every later one
+  goes to the same engine while it is healthy, so a conversation's prefix stays in that engine's cache;
+  a new session goes to the engine with the fewest sessions (`assignment_mode: min_group`).
+  `cache_aware` routes by prompt prefix instead; `round_robin` has no affinity (the benchmark's baseline).
+- Failures: the router is started with `--disable-retries`, so a request whose engine dies fails (the
+  router answers 5xx, the client raises `EngineError`) and is never sampled a second time behind our
+  back; the capture proxy marks the trial `engine_failed` and the orchestrator retries the trial. The
+  router's health checks (`health_check_interval_s`, `health_failure_threshold`) take the dead engine
+  out; the session's next request gets a healthy one.
+- Weights: `update_weights(source, version)` pauses every healthy engine (in place: requests in flight
+  keep their KV), loads the same HF directory on each (`/update_weights_from_disk`; in-process params
+  cannot cross HTTP: the publisher writes the directory), records in `serving[version]` when each engine
+  served it, and resumes all only once all serve it. While paused no engine decodes, so no token is
+  sampled on the old version after any engine serves the new one.
+- Limits of sglang-router 0.3.2: it re-serializes /generate bodies into its own request type, which has
+  no `return_routed_experts`, `routed_experts_start_len` or `session_id`: routed experts cannot pass
+  through it, so a fleet refuses a MoE model when it opens (a clear error, never records without
+  routing), and our engines' `session_id` cache hint is dropped (their prefix cache still serves the
+  session's next turn, kept by recency instead of by the hint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pathlib
+import sys
+import tempfile
+import time
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from legorl_jax.config import RouterConfig
+from legorl_jax.engine.base import EngineError, EngineUnavailableError, SamplingParams, WeightSource
+from legorl_jax.engine.sglang_client import SGLangEngine
+from legorl_jax.engine.sglang_launcher import ServerProcess, check_module
+from legorl_jax.types import Generation
+
+log = logging.getLogger(__name__)
+
+ROUTING_KEY_HEADER = "x-smg-routing-key"
+ROUTER_MODULE = "sglang_router.launch_router"
+ROUTER_HINT = (
+    "pip install 'legorl_jax[fleet]' (sglang-router), or set engine.router.python to an interpreter that "
+    "has it"
+)
+
+
+def router_argv(config: RouterConfig, worker_urls: list[str]) -> list[str]:
+    """The router's launch command for `worker_urls` (module docstring)."""
+    if not isinstance(config, RouterConfig):
+        raise TypeError(f"config must be a RouterConfig, got {type(config).__name__}")
+    if not worker_urls:
+        raise ValueError(f"a router needs at least one engine server, got worker_urls={worker_urls!r}")
+    return [
+        config.python or sys.executable, "-m", ROUTER_MODULE,
+        "--host", config.host,
+        "--port", str(config.port),
+        "--prometheus-port", str(config.prometheus_port),
+        "--policy", config.policy,
+        "--assignment-mode", config.assignment_mode,
+        "--worker-urls", *worker_urls,
+        "--health-check-interval-secs", str(config.health_check_interval_s),
+        "--health-failure-threshold", str(config.health_failure_threshold),
+        "--disable-retries",
+        "--log-level", "warn",
+        *config.extra_args,
+    ]  # fmt: skip
+
+
+async def _get_json(url: str, timeout_s: float = 10.0) -> Any:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                raise EngineError(f"GET {url} answered HTTP {resp.status}: {(await resp.text())[:300]}")
+            return await resp.json(content_type=None)
+
+
+async def router_workers(router_url: str) -> list[dict[str, Any]]:
+    """The router's worker list (`GET /workers`): dicts with `url`, `is_healthy`, `load`."""
+    try:
+        body = await _get_json(router_url.rstrip("/") + "/workers")
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise EngineUnavailableError(f"cannot reach the router at {router_url!r}: {exc!r}") from None
+    workers = body.get("workers") if isinstance(body, dict) else None
+    if not isinstance(workers, list):
+        raise EngineError(f"the router at {router_url!r} answered /workers without a worker list: {body!r}")
+    return workers
+
+
+class RouterLauncher:
+    """Starts sglang-router in front of `worker_urls`, waits until it lists all of them healthy, stops it."""
+
+    def __init__(self, config: RouterConfig, worker_urls: list[str]):
+        self.config = config
+        self.worker_urls = [u.rstrip("/") for u in worker_urls]
+        self.argv = router_argv(config, self.worker_urls)
+        self.base_url = f"http://{config.host}:{config.port}"
+        log_file = config.log_file or tempfile.mkstemp(prefix="router-", suffix=".log")[1]
+        self.server = ServerProcess(self.argv, self.base_url, log_file=log_file)
+
+    async def start(self) -> str:
+        await asyncio.to_thread(check_module, self.argv[0], ROUTER_MODULE, ROUTER_HINT)
+        self.server.start()
+        try:
+            await self.server.wait_healthy(self.config.startup_timeout_s)
+            deadline = time.monotonic() + self.config.startup_timeout_s
+            while True:
+                healthy = {w.get("url") for w in await router_workers(self.base_url) if w.get("is_healthy")}
+                if healthy >= set(self.worker_urls):
+                    return self.base_url
+                if time.monotonic() > deadline or not self.server.running:
+                    raise EngineError(
+                        f"the router at {self.base_url} lists healthy {sorted(healthy)} after "
+                        f"{self.config.startup_timeout_s:.0f} s, not all of {self.worker_urls}; its log: "
+                        f"{self.server.log_path}"
+                    )
+                await asyncio.sleep(0.2)
+        except BaseException:
+            await asyncio.to_thread(self.server.stop, 10.0)
+            raise
+
+    async def stop(self) -> int | None:
+        return await asyncio.to_thread(self.server.stop, 10.0)
+
+    async def __aenter__(self) -> str:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+
+class EngineFleet:
+    """The `Engine` protocol over a fleet behind sglang-router (module docstring)."""
+
+    def __init__(
+        self,
+        router_url: str,
+        worker_urls: list[str],
+        *,
+        timeout_s: float = 1800.0,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+    ):
+        if not worker_urls:
+            raise ValueError(f"an engine fleet needs at least one engine, got worker_urls={worker_urls!r}")
+        options: dict[str, Any] = dict(timeout_s=timeout_s, retries=retries, backoff_s=backoff_s)
+        self.router_url = router_url.rstrip("/")
+        self.router = SGLangEngine(self.router_url, routing_key_header=ROUTING_KEY_HEADER, **options)
+        self.engines = {u.rstrip("/"): SGLangEngine(u, **options) for u in worker_urls}
+        self.serving: dict[str, dict[str, float]] = {}
+        """version -> {engine url: wall time (time.time()) at which it began serving that version}."""
+        self.published: dict[str, float] = {}
+        """version -> wall time at which its update began (engines paused)."""
+
+    async def __aenter__(self) -> EngineFleet:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await asyncio.gather(self.router.close(), *(e.close() for e in self.engines.values()))
+
+    async def check_dense(self) -> None:
+        """Raises ValueError when the fleet serves a MoE model (the router drops routed experts)."""
+        routing = await self.router._routing()
+        if routing is not None:
+            raise ValueError(
+                f"the fleet at {self.router_url} serves a MoE model (routing layers, top-k, experts = "
+                f"{routing}); sglang-router 0.3.2 drops return_routed_experts from the requests it forwards, "
+                "so its routed experts cannot be recorded: use a dense model with engine.servers/launch, "
+                "or one engine (engine.url)"
+            )
+
+    # ------------------------------------------------------------------------------------------------
+    # the Engine protocol
+
+    async def generate(
+        self,
+        input_ids: Any,
+        sampling: SamplingParams,
+        *,
+        return_routed_experts: bool = False,
+        routed_experts_start_len: int = 0,
+        rid: str | None = None,
+        top_logprobs: int = 0,
+        session_id: str | None = None,
+    ) -> Generation:
+        return await self.router.generate(
+            input_ids,
+            sampling,
+            return_routed_experts=return_routed_experts,
+            routed_experts_start_len=routed_experts_start_len,
+            rid=rid,
+            top_logprobs=top_logprobs,
+            session_id=session_id,
+        )
+
+    async def prompt_logprobs(self, input_ids: Any, start: int, *, temperature: float = 1.0) -> np.ndarray:
+        return await self.router.prompt_logprobs(input_ids, start, temperature=temperature)
+
+    async def healthy_engines(self) -> list[str]:
+        """The engines the router currently routes to (healthy in its worker list)."""
+        workers = await router_workers(self.router_url)
+        urls = [str(w.get("url", "")).rstrip("/") for w in workers if w.get("is_healthy")]
+        return [u for u in urls if u in self.engines]
+
+    async def update_weights(self, source: WeightSource, version: str) -> None:
+        if not isinstance(source, (str, os.PathLike)):
+            raise TypeError(
+                f"a fleet loads weights from an HF directory every engine can read, got "
+                f"{type(source).__name__}; publish with loop.publish=disk"
+            )
+        if not isinstance(version, str) or not version:
+            raise ValueError(f"weight_version must be a non-empty string, got {version!r}")
+        urls = await self.healthy_engines()
+        if not urls:
+            raise EngineUnavailableError(f"the router at {self.router_url} has no healthy engine to update")
+        served: dict[str, float] = {}
+        self.published[version] = time.time()
+
+        async def load(url: str) -> None:
+            await self.engines[url].update_weights(source, version)
+            served[url] = time.time()
+
+        paused = await asyncio.gather(
+            *(self.engines[u].pause("in_place") for u in urls), return_exceptions=True
+        )
+        try:
+            refused = {u: r for u, r in zip(urls, paused, strict=True) if isinstance(r, BaseException)}
+            if refused:
+                raise EngineError(
+                    f"update to {version!r} not started: pausing failed on "
+                    + "; ".join(f"{u}: {r}" for u, r in refused.items())
+                )
+            results = await asyncio.gather(*(load(u) for u in urls), return_exceptions=True)
+        finally:
+            await asyncio.gather(*(self.engines[u].resume() for u in urls), return_exceptions=True)
+        self.serving[version] = served
+        failed = {u: r for u, r in zip(urls, results, strict=True) if isinstance(r, BaseException)}
+        if failed:
+            raise EngineError(
+                f"update to {version!r} from {os.fspath(source)!r} failed on {len(failed)} of {len(urls)} "
+                f"engines: " + "; ".join(f"{u}: {r}" for u, r in failed.items())
+            )
+
+    async def health(self) -> bool:
+        try:
+            return bool(await self.healthy_engines())
+        except EngineError:
+            return False
+
+    async def abort(self, rid: str) -> None:
+        # The router does not say which engine holds `rid`; an engine ignores ids it does not know.
+        await asyncio.gather(*(e.abort(rid) for e in self.engines.values()), return_exceptions=True)
+
+    # ------------------------------------------------------------------------------------------------
+    # figures
+
+    async def server_info(self) -> dict[str, dict[str, Any]]:
+        """Per engine: the router's view (healthy, load) and the engine's own `/get_server_info`."""
+        workers = {w["url"].rstrip("/"): w for w in await router_workers(self.router_url)}
+
+        async def info(url: str) -> dict[str, Any]:
+            try:
+                return await self.engines[url]._json(
+                    "GET", "/get_server_info", idempotent=True, timeout_s=10.0
+                )
+            except EngineError as exc:
+                return {"error": str(exc)}
+
+        infos = await asyncio.gather(*(info(u) for u in self.engines))
+        return {
+            url: {"healthy": bool(workers.get(url, {}).get("is_healthy")),
+                  "router_load": workers.get(url, {}).get("load"), **body}
+            for url, body in zip(self.engines, infos, strict=True)
+        }  # fmt: skip
+
+    async def metrics(self) -> dict[str, float]:
+        """Flat numbers for the run's metrics: `engine/<i>/{healthy, running, waiting, router_load,
+        cache_tokens}`, and `engine/<i>/publish_s` (the latest update's start to that engine serving it)."""
+        out: dict[str, float] = {}
+        latest = next(reversed(self.serving), None)
+        for i, (url, body) in enumerate((await self.server_info()).items()):
+            if latest is not None and url in self.serving[latest]:
+                out[f"engine/{i}/publish_s"] = self.serving[latest][url] - self.published[latest]
+            out[f"engine/{i}/healthy"] = float(body["healthy"])
+            for key in ("running", "waiting", "router_load"):
+                if isinstance(body.get(key), (int, float)):
+                    out[f"engine/{i}/{key}"] = float(body[key])
+            cache = body.get("prefix_cache")
+            if isinstance(cache, dict) and isinstance(cache.get("tokens"), (int, float)):
+                out[f"engine/{i}/cache_tokens"] = float(cache["tokens"])
+        return out
+
+
+def launched_log(config_log: str | None, index: int) -> str | None:
+    """Engine `index`'s log file when `engine.sglang.log_file` names one (`<stem>-<index><suffix>`)."""
+    if config_log is None:
+        return None
+    path = pathlib.Path(config_log)
+    return str(path.with_name(f"{path.stem}-{index}{path.suffix}"))

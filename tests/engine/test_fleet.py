@@ -1,0 +1,250 @@
+"""An engine fleet: two real servers of ours (tiny dense model) behind the real sglang-router on
+127.0.0.1: session affinity, an engine killed mid-request, weights published to both, and bad config."""
+
+import asyncio
+import signal
+import socket
+import sys
+
+import numpy as np
+import pytest
+
+from legorl_jax.config import EngineConfig, RouterConfig, SGLangConfig
+from legorl_jax.engine import EngineError, EngineUnavailableError, SamplingParams, open_engine
+from legorl_jax.engine.fleet import EngineFleet, router_argv
+from legorl_jax.engine.jax_engine import JaxEngine
+from legorl_jax.engine.sglang_client import SGLangEngine
+from legorl_jax.engine.sglang_launcher import ServerProcess, SGLangNotInstalledError
+
+pytest.importorskip("sglang_router", reason="needs sglang-router (pip install 'legorl_jax[test]')")
+
+PROMPT = [5, 17, 230, 901, 44, 12, 9, 300]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def start_servers(model_dir, count, tmp_path):
+    servers = []
+    for i in range(count):
+        port = free_port()
+        argv = [sys.executable, "-m", "legorl_jax.engine.serve", "--model", str(model_dir), "--port",
+                str(port), "--max-running", "4", "--max-len", "256", "--min-bucket", "16"]  # fmt: skip
+        server = ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=tmp_path / f"engine-{i}.log")
+        server.start()
+        servers.append(server)
+    try:
+        await asyncio.gather(*(server.wait_healthy(300) for server in servers))
+    except BaseException:
+        for server in servers:
+            server.stop(5)
+        raise
+    return servers
+
+
+@pytest.fixture(scope="module")
+def servers(tiny_dense_dir, tmp_path_factory):
+    procs = asyncio.run(start_servers(tiny_dense_dir, 2, tmp_path_factory.mktemp("fleet")))
+    yield procs
+    for proc in procs:
+        proc.stop(5)
+
+
+def fleet_config(urls, **router):
+    router = dict(port=free_port(), prometheus_port=free_port(), health_check_interval_s=1, **router)
+    return EngineConfig(
+        backend="sglang", servers=list(urls), router=RouterConfig(python=sys.executable, **router)
+    )
+
+
+async def conversation(fleet, session, turns, *, tokens=6):
+    """`turns` turns of one session, each prompt the previous prompt plus its reply plus a user token."""
+    prompt, gens = [1000 + sum(map(ord, session))] + PROMPT, []  # no two sessions share a prefix
+    for turn in range(turns):
+        gen = await fleet.generate(
+            prompt, SamplingParams(max_new_tokens=tokens, seed=turn, ignore_eos=True), session_id=session
+        )
+        gens.append(gen)
+        prompt = prompt + gen.output_ids.tolist() + [40 + turn]
+    return prompt, gens
+
+
+async def test_one_sessions_turns_all_land_on_one_engine(servers):
+    async with open_engine(fleet_config([s.base_url for s in servers]), "unused") as fleet:
+        assert isinstance(fleet, EngineFleet)
+        used: list[str] = []
+        for session in ("sess-a", "sess-b", "sess-c"):
+            prompt, gens = await conversation(fleet, session, 5)
+            # Every later turn finds the previous turn's whole prompt and reply in the prefix cache: it ran
+            # on the engine that served the turn before.
+            for before, gen in zip(gens, gens[1:], strict=False):
+                assert gen.cached_tokens >= before.prompt_tokens + len(before.output_ids) - 1
+            holders = []
+            for url, engine in fleet.engines.items():
+                probe = await engine.generate(prompt, SamplingParams(max_new_tokens=1))
+                holders += [url] if probe.cached_tokens > len(PROMPT) + 1 else []
+            assert len(holders) == 1, holders
+            used += holders
+        assert set(used) == set(fleet.engines)  # new sessions go to the engine with the fewest (min_group)
+        info = await fleet.server_info()
+        assert set(info) == {s.base_url for s in servers}
+        assert all(body["healthy"] and "prefix_cache" in body for body in info.values())
+        metrics = await fleet.metrics()
+        assert metrics["engine/0/healthy"] == 1.0 and "engine/1/cache_tokens" in metrics
+
+
+async def test_an_engine_that_dies_fails_its_trial_as_an_engine_failure_and_the_retry_runs_on_the_other(
+    tiny_dense_dir, tmp_path
+):
+    import openai
+
+    from legorl_jax.config import ProxyConfig
+    from legorl_jax.model.tokenizer import load_tokenizer
+    from legorl_jax.proxy import CaptureProxy
+
+    procs = await start_servers(tiny_dense_dir, 2, tmp_path)
+    config = ProxyConfig(
+        max_response_tokens=8, max_consecutive_no_tool=0, archive_dir=str(tmp_path / "archive")
+    )
+    messages = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix calc.py."}]
+    try:
+        async with open_engine(fleet_config([p.base_url for p in procs]), "unused") as fleet:
+            proxy = CaptureProxy(
+                fleet, load_tokenizer(tiny_dense_dir), config, admin_token="test-admin", context_length=256
+            )
+            await proxy.start("127.0.0.1", 0)
+            try:
+                info = proxy.open_session()
+                async with openai.AsyncOpenAI(
+                    base_url=info.openai_base_url, api_key="x", max_retries=0
+                ) as client:
+                    first = await client.chat.completions.create(model="p", messages=messages)
+                    turn = proxy.sessions[info.session_id].turns[0]
+                    held = []
+                    for proc in procs:  # the engine that served the turn has its tokens cached
+                        probe = await fleet.engines[proc.base_url].generate(
+                            turn.prompt_ids.tolist() + turn.output_ids.tolist(),
+                            SamplingParams(max_new_tokens=1),
+                        )
+                        held += [proc] if probe.cached_tokens > 1 else []
+                    (victim,) = held
+                    survivor = next(p for p in procs if p is not victim)
+                    # Paused, the engine holds the session's next turn in flight until it dies (no race with a
+                    # fast decode).
+                    await fleet.engines[victim.base_url].pause("in_place")
+                    more = [*messages, {"role": "assistant", "content": first.choices[0].message.content},
+                            {"role": "user", "content": "go on"}]  # fmt: skip
+                    second = asyncio.ensure_future(client.chat.completions.create(model="p", messages=more))
+                    for _ in range(100):
+                        server = await fleet.engines[victim.base_url].server_info()
+                        if server["running"] + server["waiting"] == 1:
+                            break
+                        await asyncio.sleep(0.05)
+                    assert not second.done()
+                    victim._signal(signal.SIGKILL)
+                    with pytest.raises(openai.APIStatusError) as failed:
+                        await second
+                    assert failed.value.status_code == 502
+                    # What the orchestrator reads to drop the attempt as engine_failed and retry the trial
+                    # (tests/rollout/test_builtin_rollout.py: injected infrastructure failures).
+                    assert proxy.session_flags(info.session_id)["engine_failed"]
+                for _ in range(50):  # the router's health check (every second) takes the engine out
+                    if await fleet.healthy_engines() == [survivor.base_url]:
+                        break
+                    await asyncio.sleep(0.2)
+                assert await fleet.healthy_engines() == [survivor.base_url]
+                retry = proxy.open_session()
+                async with openai.AsyncOpenAI(
+                    base_url=retry.openai_base_url, api_key="x", max_retries=0
+                ) as client:
+                    reply = await client.chat.completions.create(model="p", messages=messages)
+                    answer = {"role": "assistant", "content": reply.choices[0].message.content}
+                    await client.chat.completions.create(
+                        model="p", messages=[*messages, answer, {"role": "user", "content": "go on"}]
+                    )
+                assert not proxy.session_flags(retry.session_id)["engine_failed"]
+                record = await proxy.close_session(retry.session_id)
+                assert len(record.turns) == 2
+            finally:
+                await proxy.stop()
+    finally:
+        for proc in procs:
+            proc.stop(5)
+
+
+async def test_publishing_reaches_every_engine_of_a_launched_fleet_with_one_version(
+    tiny_dense_dir, tiny_model_tool, tmp_path
+):
+    new_dir = tiny_model_tool.make_tiny_model(
+        tmp_path / "v1", tiny_model_tool.TinyModelSpec(dense=True), seed=1
+    )
+    reference = JaxEngine.from_dir(new_dir, max_running=1, max_len=64, min_bucket=16)
+    try:
+        expected = await reference.prompt_logprobs(PROMPT, 1)
+    finally:
+        reference.close()
+    # engine.launch: 2 starts two of our servers (engine.sglang with our module) and the router itself.
+    sglang = SGLangConfig(python=sys.executable, module="legorl_jax.engine.serve", port=free_port(),
+                          extra_args=["--max-running", "4", "--max-len", "256", "--min-bucket", "16"],
+                          log_file=str(tmp_path / "engine.log"), startup_timeout_s=300)  # fmt: skip
+    config = fleet_config([])
+    config = EngineConfig(backend="sglang", launch=2, sglang=sglang, router=config.router)
+    async with open_engine(config, tiny_dense_dir) as fleet:
+        assert len(fleet.engines) == 2 and (tmp_path / "engine-1.log").is_file()
+        old = {u: await e.prompt_logprobs(PROMPT, 1) for u, e in fleet.engines.items()}
+        await fleet.update_weights(str(new_dir), "v1")
+        assert set(fleet.serving["v1"]) == set(fleet.engines)
+        metrics = await fleet.metrics()
+        assert all(0 <= metrics[f"engine/{i}/publish_s"] < 60 for i in range(2))
+        for url, engine in fleet.engines.items():
+            got = await engine.prompt_logprobs(PROMPT, 1)
+            np.testing.assert_allclose(got, expected, atol=1e-5)
+            assert not np.allclose(got, old[url], atol=1e-3)
+            gen = await engine.generate(PROMPT, SamplingParams(max_new_tokens=2))
+            assert gen.weight_version == "v1"
+        # A directory no engine can load fails the publish naming it, and leaves every engine serving.
+        with pytest.raises(EngineError, match="no-such-dir"):
+            await fleet.update_weights(str(tmp_path / "no-such-dir"), "v2")
+        for engine in fleet.engines.values():
+            assert (await engine.generate(PROMPT, SamplingParams(max_new_tokens=2))).weight_version == "v1"
+    # The launched servers and the router are gone with the fleet.
+    for url in fleet.engines:
+        async with SGLangEngine(url, retries=0) as gone:
+            assert not await gone.health()
+
+
+async def test_bad_fleet_config_is_a_clear_error_naming_the_value(tmp_path):
+    with pytest.raises(EngineUnavailableError, match="127.0.0.1:9"):
+        async with open_engine(fleet_config(["http://127.0.0.1:9"]), "unused"):
+            pass
+    config = EngineConfig(backend="sglang", servers=["http://127.0.0.1:9"],
+                          router=RouterConfig(python=str(tmp_path / "no-python")))  # fmt: skip
+    from legorl_jax.engine.fleet import RouterLauncher
+
+    with pytest.raises(SGLangNotInstalledError, match="no-python"):
+        await RouterLauncher(config.router, config.servers).start()
+    with pytest.raises(ValueError, match=r"worker_urls=\[\]"):
+        router_argv(RouterConfig(), [])
+    with pytest.raises(ValueError, match="-1"):
+        EngineConfig(backend="sglang", launch=-1)
+    with pytest.raises(ValueError, match="ftp://x"):
+        EngineConfig(backend="sglang", servers=["ftp://x"])
+    with pytest.raises(ValueError, match="'jax'"):
+        EngineConfig(backend="jax", launch=2)
+    with pytest.raises(ValueError, match=r"\['servers', 'launch'\]"):
+        EngineConfig(backend="sglang", servers=["http://a:1"], launch=2)
+    with pytest.raises(ValueError, match="prometheus_port"):
+        RouterConfig(prometheus_port=0)
+
+
+async def test_a_fleet_refuses_a_moe_model_whose_routed_experts_the_router_drops(tiny_moe_dir, tmp_path):
+    (server,) = await start_servers(tiny_moe_dir, 1, tmp_path)
+    try:
+        with pytest.raises(ValueError, match="return_routed_experts"):
+            async with open_engine(fleet_config([server.base_url]), tiny_moe_dir):
+                pass
+    finally:
+        server.stop(5)
