@@ -57,8 +57,9 @@ is any replaced or wrapped pytest run, report or hook function that the watch pl
 Residual risk: a forger that reads the planted file and guesses which member of each FAIL_TO_PASS group is the
 original survives a grade with probability `VerifierReport.canary_survival`, the product of 1/group size;
 groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs grading time).
-On the 40 built-in tasks it is 1e-3 or less for 35 (median 9.8e-4), and at worst 1/64 = 1.6e-2 (calcpy,
-semverkit: one eligible FAIL_TO_PASS test each). A forger with a prior over values (round numbers, real words)
+On the 40 built-in tasks it is 1e-3 or less for 38 (min 7.7e-4, median 9.8e-4), and at worst 1/64 = 1.6e-2
+(calcpy, semverkit: one eligible FAIL_TO_PASS test each); a grade above 1e-3 says why in
+`VerifierReport.canary_shortfall`. A forger with a prior over values (round numbers, real words)
 does better than guessing, and a FAIL_TO_PASS test with no eligible assert has no twin. Code written against
 this verifier specifically can still find the watch plugin in memory and silence it, or change outcomes
 without replacing a recorded function (see `pytest_watch`); only a separate process that the tests do not
@@ -182,6 +183,8 @@ class RunVerdict:
     """The reward the task's own verifier wrote (Harbor); None when the listed tests decide."""
     canary_survival: float | None = None
     """The chance a forger guessing the canaries survives this grade (built-in tasks, `CanaryPlan`)."""
+    canary_shortfall: str | None = None
+    """Why that chance is above the target, when it is (`CanaryPlan.shortfall`)."""
 
 
 @dataclasses.dataclass
@@ -424,6 +427,7 @@ async def _grade_in(
         tampering=verdict.tampering,
         reward=verdict.reward,
         canary_survival=verdict.canary_survival,
+        canary_shortfall=verdict.canary_shortfall,
     )
 
 
@@ -441,6 +445,7 @@ def _report(
     tampering: list[str] | tuple[str, ...] = (),
     reward: float | None = None,
     canary_survival: float | None = None,
+    canary_shortfall: str | None = None,
 ) -> VerifierReport:
     statuses = dict(statuses or {})
     p2p_ok = _P2P_OK.get(task.kind, frozenset({"passed"}))
@@ -471,6 +476,7 @@ def _report(
         output_truncated=truncated,
         durations=dict(durations or {}),
         canary_survival=canary_survival,
+        canary_shortfall=canary_shortfall,
     )
 
 
@@ -759,6 +765,7 @@ class _BuiltinRun:
             self.plan.listed_statuses(seen, self.task.tests),
             tuple(problems),
             canary_survival=self.plan.survival,
+            canary_shortfall=self.plan.shortfall,
         )
 
 

@@ -197,3 +197,37 @@ def test_the_listed_statuses_come_back_under_the_listed_ids():
         "t.py::test_c",
         "t.py::test_b_a",
     ]
+
+
+def test_a_short_string_constant_varies_its_letters_once_its_digits_run_out():
+    # unionfind's expected values are like 's7': its one digit has ten values, a group needs 32 and more.
+    task = load_builtin_task(SUITE_DIR / "unionfind-offsets-after-compression")
+    plan = plan_canaries(task, rng=random.Random(5))
+    per_original = collections.Counter(c.original for c in plan.canaries)
+    assert all(count > 9 for count in per_original.values()), per_original
+    assert plan.survival <= 1e-3 and plan.shortfall is None
+
+
+def test_a_group_whose_string_has_few_values_leaves_the_growing_to_the_others():
+    # linediff: '--- a' has 26 values (one letter), so its group stops at 26 and the other group grows.
+    task = load_builtin_task(SUITE_DIR / "linediff-zero-length-hunk-range")
+    plan = plan_canaries(task, rng=random.Random(5))
+    per_original = collections.Counter(c.original for c in plan.canaries)
+    assert per_original["tests/test_issue_empty_ranges.py::test_diff_from_empty_file_starts_at_zero"] == 25
+    assert plan.survival <= 1e-3 and plan.shortfall is None
+
+
+@pytest.mark.parametrize("task_id", ["calcpy-unary-minus-power", "semverkit-prerelease-range-match"])
+def test_a_task_with_one_eligible_fix_test_says_why_it_misses_the_target(task_id):
+    plan = plan_canaries(load_builtin_task(SUITE_DIR / task_id))
+    assert plan.survival > 1e-3 and len(plan.canaries) == 64
+    assert plan.shortfall is not None and "1 of the" in plan.shortfall and "64 twins" in plan.shortfall
+
+
+def test_every_suite_task_but_the_two_with_one_eligible_fix_test_reaches_one_in_a_thousand():
+    short = {
+        task_id
+        for task_id in SUITE_TASKS
+        if plan_canaries(load_builtin_task(SUITE_DIR / task_id), rng=random.Random(0)).survival > 1e-3
+    }
+    assert short == {"calcpy-unary-minus-power", "semverkit-prerelease-range-match"}
