@@ -76,7 +76,7 @@ _TAG = "LEGORL-WATCH"
 
 def _function_of(value):
     """The function a class attribute runs, through classmethod, staticmethod and property (its getter)."""
-    if isinstance(value, classmethod | staticmethod):
+    if isinstance(value, (classmethod, staticmethod)):  # tuples: SWE-bench images run Python 3.6+
         return value.__func__
     if isinstance(value, property):
         return value.fget
@@ -98,10 +98,15 @@ class Watch:
         # (label, live namespace, key, the object, its code): checked by identity, thousands per test.
         self.recorded = []
         for name in WATCHED_MODULES:
-            module = __import__(name, fromlist=["_"])
+            try:
+                module = __import__(name, fromlist=["_"])
+            except (
+                ImportError
+            ):  # an older pytest or pluggy (a SWE-bench image's) lays its modules out otherwise
+                continue
             self.modules[name] = module
             for attr, value in vars(module).items():
-                if isinstance(value, type | types.FunctionType | types.ModuleType):
+                if isinstance(value, (type, types.FunctionType, types.ModuleType)):
                     self._record(f"{name}.{attr}", vars(module), attr)
                 if isinstance(value, type) and getattr(value, "__module__", None) == name:
                     for key, member in vars(value).items():
@@ -132,7 +137,7 @@ class Watch:
                 found.append(label)
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("sys.settrace/sys.setprofile")
-        if threading.gettrace() is not None or threading.getprofile() is not None:
+        if getattr(threading, "gettrace", lambda: None)() or getattr(threading, "getprofile", lambda: None)():
             found.append("threading.settrace/threading.setprofile")
         monitoring = getattr(sys, "monitoring", None)
         if monitoring is not None and any(monitoring.get_tool(i) is not None for i in range(6)):

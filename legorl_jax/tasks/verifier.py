@@ -633,18 +633,18 @@ async def _kill_leftovers(sandbox: Sandbox, baseline: dict[str, str]) -> tuple[s
     return tuple(f"{pid} {cmd}".strip() for pid, cmd in sorted(extra.items(), key=lambda kv: int(kv[0])))
 
 
-def pytest_argv(test_cmd: str, workdir: str, watch_nonce_path: str | None = None) -> list[str]:
+def pytest_argv(
+    test_cmd: str, workdir: str, watch_nonce_path: str | None = None, *, isolate: bool = True
+) -> list[str]:
     """`test_cmd` as argv, with `python[3] -m pytest` run as `python -P` and the repository root appended to
     `sys.path` (after the standard library and site-packages), so no module of the agent's can shadow
     pytest, its imports or the standard library; the package under test still imports. With
     `watch_nonce_path`, the watch plugin (`pytest_watch`, its text inline: no file to touch) is registered
-    before pytest reads a conftest or imports the repository."""
+    before pytest reads a conftest or imports the repository. `isolate=False` (SWE-bench rows: their images
+    run Pythons older than `-P`, and their suites import as `python -m pytest` lets them) keeps the
+    interpreter's own path, the current directory first, and only adds the watch."""
     argv = shlex.split(test_cmd)
-    if (
-        len(argv) >= 3
-        and posixpath.basename(argv[0]) in ("python", "python3")
-        and argv[1:3] == ["-m", "pytest"]
-    ):
+    if is_python_pytest(argv):
         if watch_nonce_path is None:
             start = "raise SystemExit(pytest.console_main())"
         else:
@@ -653,9 +653,20 @@ def pytest_argv(test_cmd: str, workdir: str, watch_nonce_path: str | None = None
                 f"'exec'), _ns); _code = pytest.main(plugins=[_ns['Watch']({watch_nonce_path!r})]); "
                 "sys.stdout.flush(); raise SystemExit(int(_code))"
             )
+        if not isolate:
+            return [argv[0], "-c", f"import sys; import pytest; {start}", *argv[3:]]
         bootstrap = f"import sys; sys.path.append({workdir!r}); import pytest; {start}"
         return [argv[0], "-P", "-c", bootstrap, *argv[3:]]
     return argv
+
+
+def is_python_pytest(argv: list[str]) -> bool:
+    """Whether `argv` is `python[3] -m pytest ...` (a path to the interpreter allowed)."""
+    return (
+        len(argv) >= 3
+        and posixpath.basename(argv[0]) in ("python", "python3")
+        and argv[1:3] == ["-m", "pytest"]
+    )
 
 
 @functools.cache
@@ -770,22 +781,31 @@ class _BuiltinRun:
 
 
 class _SwebenchRun:
-    """The task's test script between random markers, read by its log parser."""
+    """The task's test script between random markers, read by its log parser. A test command that is one
+    plain `python[3] -m pytest ...` (no shell syntax) runs with the watch plugin, as built-in tasks do."""
 
     def __init__(self, task: Task, scratch: str, timeout: float) -> None:
         self.task, self.timeout = task, timeout
         nonce = secrets.token_hex(12)
         self.start, self.end = f">>>>> Start Test Output {nonce}", f">>>>> End Test Output {nonce}"
         self.script = f"{scratch}/eval.sh"
+        self.nonce = secrets.token_hex(16)
+        self.nonce_path = f"{scratch}/{secrets.token_hex(16)}"
+        plain = not set(task.test_cmd) & set(";&|<>$`()\n{}*?!#~")
+        self.watched = plain and is_python_pytest(shlex.split(task.test_cmd))
 
     async def execute(self, sandbox: Sandbox) -> ExecResult:
+        command = self.task.test_cmd
+        if self.watched:
+            await sandbox.write_file(self.nonce_path, self.nonce)
+            command = shlex.join(pytest_argv(command, self.task.workdir, self.nonce_path, isolate=False))
         body = "\n".join(
             [
                 "#!/bin/bash",
                 "set -uo pipefail",
                 f"cd {shlex.quote(self.task.workdir)}",
                 f"echo '{self.start}'",
-                self.task.test_cmd,
+                command,
                 "rc=$?",
                 f"echo '{self.end}'",
                 "exit $rc",
@@ -820,6 +840,8 @@ class _SwebenchRun:
             problems.append(f"the test command exited {result.exit_code} but its log shows no failing test")
         if result.exit_code == 0 and failing:
             problems.append(f"the test command exited 0 but its log shows failing tests {failing[:5]}")
+        if self.watched:
+            problems.extend(watch_problems(out, self.nonce, sum(s == "passed" for s in parsed.values())))
         return RunVerdict(statuses, tuple(problems))
 
 
