@@ -27,7 +27,11 @@ than
      passed inline, registered before any conftest or repository code) reports any change to pytest's
      outcome-deciding functions, hooks and outcome classes;
    - SWE-bench tasks: the test script between random start/end markers, read by the task's log parser;
-     a non-zero exit with no failing test, or a zero exit with one, is tampering;
+     a non-zero exit with no failing test, or a zero exit with one, is tampering. A command that is set-up
+     (`source`, `conda activate`, `cd`, `export`) then one plain `pytest ...` or `python -m pytest ...`, as
+     swebench writes it for its pytest repositories, runs with the watch plugin too (no `-P`: these images
+     run older Pythons). They get no canary twins: their hidden tests mostly edit existing test files, which
+     `canary` (new files only) does not rewrite, and the row's command, not the verifier, picks what runs;
    - Harbor tasks: `bash /tests/test.sh`, then `/logs/verifier/reward.txt` (a number) or `reward.json`.
 5. Processes the test run left behind are listed and killed before any result file is read. Result files
    are read with a timeout and a byte cap, only when they are regular files (a FIFO or a link to
@@ -53,7 +57,9 @@ tests): it cannot change which tests run or how pytest is configured (protected 
 autoload off, `PYTEST_ADDOPTS` cleared), cannot outlive the run (survivors are killed before results are
 read), cannot make the grader hang or read anything but a capped regular file, cannot read or write what the
 grader keeps (deleted before the run), any inconsistent forgery of the three result sources is caught, and so
-is any replaced or wrapped pytest run, report or hook function that the watch plugin records.
+is any replaced or wrapped pytest run, report or hook function that the watch plugin records (built-in tasks,
+and SWE-bench rows whose command is a plain pytest run; other SWE-bench commands, such as django's
+runtests.py and sympy's bin/test, have only the exit-code check against their log).
 Residual risk: a forger that reads the planted file and guesses which member of each FAIL_TO_PASS group is the
 original survives a grade with probability `VerifierReport.canary_survival`, the product of 1/group size;
 groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs grading time).
@@ -780,9 +786,44 @@ class _BuiltinRun:
         )
 
 
+# A test command's shell syntax: with any of it, the last command is not plainly `pytest ...`.
+_SHELL_SYNTAX = frozenset(";&|<>$`()\\\n{}*?!#~")
+# What swebench's set-up lines start with (as `swebench.command_from_eval_script` keeps them).
+_SETUP_PREFIXES = ("source ", "conda activate", "cd ", "export ", ". ")
+# Runs pytest's own interpreter (its script's `#!` line), as the `pytest` script would: the current directory
+# is not on sys.path (`del sys.path[0]` drops the '' that `-c` puts there).
+_PYTEST_SCRIPT_PYTHON = (
+    '_py=$(sed -n "1s/^#! *//p" "$(command -v pytest)"); '
+    'case "$_py" in *python*) ;; *) _py=python3;; esac; $_py'
+)
+
+
+def swebench_watched_command(test_cmd: str, nonce_path: str) -> str | None:
+    """`test_cmd` with the watch plugin, when it is set-up lines or `&&`-joined set-up commands (`source`,
+    `conda activate`, `cd`, `export`, as swebench writes them) ending in one plain `pytest ...` or
+    `python[3] -m pytest ...` with no shell syntax; None for any other command (django's runtests.py,
+    sympy's bin/test, tox, anything piped or redirected), which runs as it is. The pytest run keeps the
+    interpreter's own path (no `-P`: these images run Pythons older than 3.11)."""
+    lines = test_cmd.strip().split("\n")
+    segments = lines[-1].split(" && ")
+    setup, last = [*lines[:-1], *segments[:-1]], segments[-1].strip()
+    if not last or set(last) & _SHELL_SYNTAX or not all(s.strip().startswith(_SETUP_PREFIXES) for s in setup):
+        return None
+    argv = shlex.split(last)
+    if is_python_pytest(argv):
+        run = shlex.join(pytest_argv(last, "", nonce_path, isolate=False))
+    elif argv[0] == "pytest":
+        python = pytest_argv(shlex.join(["python3", "-m", *argv]), "", nonce_path, isolate=False)
+        python[2] = python[2].replace("import sys;", "import sys; del sys.path[0];", 1)
+        run = f"{{ {_PYTEST_SCRIPT_PYTHON} {shlex.join(python[1:])}; }}"
+    else:
+        return None
+    return "\n".join([*lines[:-1], " && ".join([*segments[:-1], run])])
+
+
 class _SwebenchRun:
-    """The task's test script between random markers, read by its log parser. A test command that is one
-    plain `python[3] -m pytest ...` (no shell syntax) runs with the watch plugin, as built-in tasks do."""
+    """The task's test script between random markers, read by its log parser. A test command that ends in
+    one plain pytest run (`swebench_watched_command`) runs with the watch plugin, as built-in tasks do."""
 
     def __init__(self, task: Task, scratch: str, timeout: float) -> None:
         self.task, self.timeout = task, timeout
@@ -791,21 +832,18 @@ class _SwebenchRun:
         self.script = f"{scratch}/eval.sh"
         self.nonce = secrets.token_hex(16)
         self.nonce_path = f"{scratch}/{secrets.token_hex(16)}"
-        plain = not set(task.test_cmd) & set(";&|<>$`()\n{}*?!#~")
-        self.watched = plain and is_python_pytest(shlex.split(task.test_cmd))
+        self.watched_cmd = swebench_watched_command(task.test_cmd, self.nonce_path)
 
     async def execute(self, sandbox: Sandbox) -> ExecResult:
-        command = self.task.test_cmd
-        if self.watched:
+        if self.watched_cmd is not None:
             await sandbox.write_file(self.nonce_path, self.nonce)
-            command = shlex.join(pytest_argv(command, self.task.workdir, self.nonce_path, isolate=False))
         body = "\n".join(
             [
                 "#!/bin/bash",
                 "set -uo pipefail",
                 f"cd {shlex.quote(self.task.workdir)}",
                 f"echo '{self.start}'",
-                command,
+                self.watched_cmd or self.task.test_cmd,
                 "rc=$?",
                 f"echo '{self.end}'",
                 "exit $rc",
@@ -840,7 +878,7 @@ class _SwebenchRun:
             problems.append(f"the test command exited {result.exit_code} but its log shows no failing test")
         if result.exit_code == 0 and failing:
             problems.append(f"the test command exited 0 but its log shows failing tests {failing[:5]}")
-        if self.watched:
+        if self.watched_cmd is not None:
             problems.extend(watch_problems(out, self.nonce, sum(s == "passed" for s in parsed.values())))
         return RunVerdict(statuses, tuple(problems))
 

@@ -116,9 +116,26 @@ def test_a_swebench_row_is_graded_through_its_log_parser(swebench_task):
     assert "2 passed" in gold.output and "1 failed, 1 passed" in empty.output
 
 
+# The row's command as the fixture writes it, and as swebench writes its pytest repositories' (set-up
+# commands, then the `pytest` script, whose interpreter the watched run must use; the image has not installed
+# the package, so the set-up puts it on the path).
+COMMANDS = {
+    "python -m pytest": None,
+    "set-up && pytest": "cd /testbed && export PYTHONPATH=/testbed && pytest -rA -p no:cacheprovider "
+    "tests/test_add.py tests/test_sub.py",
+}
+
+
+def _with_command(task, shape):
+    return task if COMMANDS[shape] is None else dataclasses.replace(task, test_cmd=COMMANDS[shape])
+
+
+@pytest.mark.parametrize("shape", sorted(COMMANDS))
 @pytest.mark.parametrize("attack", sorted(SWEBENCH_FORGERIES))
-def test_a_pytest_forgery_on_a_swebench_row_scores_0_and_is_named_by_the_watch(swebench_task, attack):
-    report = asyncio.run(grade(swebench_task, _in_calc_package(SWEBENCH_FORGERIES[attack])))
+def test_a_pytest_forgery_on_a_swebench_row_scores_0_and_is_named_by_the_watch(swebench_task, attack, shape):
+    report = asyncio.run(
+        grade(_with_command(swebench_task, shape), _in_calc_package(SWEBENCH_FORGERIES[attack]))
+    )
     assert report.reward == 0.0, report.to_dict()
     # The forgery works: pytest itself reports the unfixed test passed, and only the watch says why not.
     assert report.tests["tests/test_add.py::test_add"] == "passed", report.output[-3000:]
@@ -129,15 +146,13 @@ def test_a_pytest_forgery_on_a_swebench_row_scores_0_and_is_named_by_the_watch(s
         assert re.findall(r"GRADER-FILES-READ (\[.*?\])", report.output) == ["[]"], report.output[-2000:]
 
 
-def test_a_swebench_row_with_a_plain_pytest_command_grades_gold_1_and_empty_0_under_the_watch(swebench_task):
+@pytest.mark.parametrize("shape", sorted(COMMANDS))
+def test_a_swebench_row_with_a_plain_pytest_command_grades_gold_1_and_empty_0_under_the_watch(
+    swebench_task, shape
+):
+    task = _with_command(swebench_task, shape)
     gold, empty, imports = asyncio.run(
-        grade_many(
-            [
-                (swebench_task, GOLD),
-                (swebench_task, ""),
-                (swebench_task, _in_calc_package("import _pytest.runner")),
-            ]
-        )
+        grade_many([(task, GOLD), (task, ""), (task, _in_calc_package("import _pytest.runner"))])
     )
     assert (gold.reward, empty.reward, imports.reward) == (1.0, 0.0, 0.0)
     assert gold.tampering == empty.tampering == imports.tampering == ()
