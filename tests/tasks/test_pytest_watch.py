@@ -54,7 +54,7 @@ WRAPS = {
 }
 
 
-def _run(tmp_path: Path, module_code: str) -> tuple[str, str]:
+def _run(tmp_path: Path, module_code: str, autoload: bool = False) -> tuple[str, str]:
     (tmp_path / "test_watched.py").write_text(module_code + TESTS)
     nonce = "0123456789abcdef"
     (tmp_path / "nonce").write_text(nonce)
@@ -65,7 +65,9 @@ def _run(tmp_path: Path, module_code: str) -> tuple[str, str]:
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PATH": "/usr/bin:/bin"},
+        env={"PATH": "/usr/bin:/bin"}
+        if autoload
+        else {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PATH": "/usr/bin:/bin"},
     )
     assert not (tmp_path / "nonce").exists()  # read and deleted before any code of the repository ran
     return run.stdout, nonce
@@ -82,6 +84,20 @@ def test_a_package_that_only_imports_pytest_is_not_tampering(tmp_path):
     out, nonce = _run(tmp_path, "import pytest\nimport _pytest.runner\nimport pluggy\n")
     assert "1 failed, 1 passed" in out, out[-3000:]
     assert watch_problems(out, nonce, passed=1) == []
+
+
+def test_plugins_pytest_loads_from_installed_entry_points_are_not_tampering(tmp_path):
+    # As in a SWE-bench image, where autoload stays on: this environment's anyio and pytest-asyncio plugins
+    # implement pytest_pyfunc_call, pytest-timeout pytest_runtest_protocol.
+    out, nonce = _run(tmp_path, "", autoload=True)
+    assert "1 failed, 1 passed" in out, out[-3000:]
+    assert watch_problems(out, nonce, passed=1) == []
+
+
+def test_a_hook_registered_by_package_code_is_tampering_with_autoload_on_too(tmp_path):
+    name = "hook pytest_runtest_makereport implemented in"
+    out, nonce = _run(tmp_path, WRAPS[name], autoload=True)
+    assert any(name in p for p in watch_problems(out, nonce, passed=0)), out[-3000:]
 
 
 def test_a_watch_that_fell_silent_is_tampering(tmp_path):
