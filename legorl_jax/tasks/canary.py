@@ -33,9 +33,12 @@ reaches `TARGET_SURVIVAL` (1e-3) or the grade's twins reach `max_twins` (every f
 time); each PASS_TO_PASS group gets one twin (enough for the `==` liar). A task whose eligible FAIL_TO_PASS
 tests cannot reach the target within that budget says so in `CanaryPlan.shortfall` (and the verifier's
 report): of the 40 built-in tasks, calcpy and semverkit, with one eligible FAIL_TO_PASS test each (the
-others are parametrized or assert no literal), stop at 1/64 and 1/65; the other 38 are at 1e-3 or less.
-Residual risk, beyond that number: a forger with a prior over values (round numbers, English words) does
-better than guessing, and a FAIL_TO_PASS test that is not eligible has no twin to catch it.
+others are parametrized or assert no literal), stop at 1/64 and 1/65, and unionfind, whose two expected
+values are dict keys of ten values each (`TRUE["s7"]`: a key's letters are kept, since a twin naming no key
+of the file's dict would give itself away), at 1/100; the other 37 are at 1e-3 or less.
+Residual risk, beyond that number: a forger with a prior over values (round numbers, English words, a value
+that echoes an input of the same test) does better than guessing, and a FAIL_TO_PASS test that is not
+eligible has no twin to catch it.
 
 `plan_canaries(task)` returns the rewritten files and the mapping; `CanaryError` (a `ValueError`) says why a
 task has no eligible test. Plans are random per grade (`secrets`, or the `rng` a test passes).
@@ -101,6 +104,7 @@ class _Candidate:
     function: ast.FunctionDef
     constant: ast.Constant  # the constant twins change
     negated: bool  # written as `-<constant>`: a twin must not come out as `-0`
+    key: bool = False  # a subscript's key (`TRUE["s7"]`): its string twins change only its digits
 
 
 def hidden_test_sources(test_patch: str) -> dict[str, str]:
@@ -223,7 +227,7 @@ def _capacity(candidate: _Candidate) -> float:
     if not isinstance(value, str):
         return math.inf
     digits = _positions(value)
-    varying = digits + [i for i in _letters(value) if i not in digits]
+    varying = digits if candidate.key else digits + [i for i in _letters(value) if i not in digits]
     return math.prod(len(next(c for c in _CLASSES if value[i] in c)) for i in varying)
 
 
@@ -257,9 +261,10 @@ def _candidates(tree: ast.Module, source: str) -> list[_Candidate]:
     return out
 
 
-def _first_constant(expr: ast.expr, source: str) -> tuple[ast.Constant, bool] | None:
-    """The first number (else string) literal in `expr` that twins can be drawn for, and whether a unary
-    minus is written before it."""
+def _first_constant(expr: ast.expr, source: str) -> tuple[ast.Constant, bool, bool] | None:
+    """The first number (else string) literal in `expr` that twins can be drawn for, whether a unary
+    minus is written before it, and whether it is a subscript's key."""
+    keys = {id(n.slice) for n in ast.walk(expr) if isinstance(n, ast.Subscript)}
     negated = {
         id(n.operand)
         for n in ast.walk(expr)
@@ -282,7 +287,7 @@ def _first_constant(expr: ast.expr, source: str) -> tuple[ast.Constant, bool] | 
     if not found:
         return None
     first = min(found, key=lambda n: (n.lineno, n.col_offset))
-    return first, id(first) in negated
+    return first, id(first) in negated, id(first) in keys
 
 
 def _plain_string(text: str, value: str) -> bool:
@@ -307,7 +312,7 @@ def _group_values(candidate: _Candidate, lines: list[str], size: int, rng: rando
     """`size` members in random order: None for the original, the literal text of each twin otherwise."""
     value = candidate.constant.value
     if isinstance(value, str):
-        twins = _string_twins(value, size - 1, rng)
+        twins = _string_twins(value, size - 1, rng, letters=not candidate.key)
         texts = [_requote(ast.get_source_segment("".join(lines), candidate.constant) or "", t) for t in twins]
     else:
         decimals = 0
@@ -334,15 +339,16 @@ def _window_draws(value: int, lowest: int, count: int, rng: random.Random) -> li
     return rng.sample(pool, min(count, len(pool)))
 
 
-def _string_twins(value: str, count: int, rng: random.Random) -> list[str]:
+def _string_twins(value: str, count: int, rng: random.Random, *, letters: bool = True) -> list[str]:
     """`count` distinct strings that differ from `value` only at random positions of `_positions`, each
     character redrawn from its class (digit, lower, upper): the same window for every member of the group,
     placed without regard to which member is `value`. Positions are added until the window holds four
     values per member; when the digits run out first (`'s7'` has ten values) the letters follow, so a
-    short string still gets a group as large as a number's."""
+    short string still gets a group as large as a number's. A subscript's key keeps its letters
+    (`letters=False`): `TRUE["k3"]` names nothing the file defines, which tells the twin from `TRUE["s7"]`."""
     digits = _positions(value)
-    letters = [i for i in _letters(value) if i not in digits]
-    positions = rng.sample(digits, len(digits)) + rng.sample(letters, len(letters))
+    more = [i for i in _letters(value) if i not in digits] if letters else []
+    positions = rng.sample(digits, len(digits)) + rng.sample(more, len(more))
     classes = {i: next(c for c in _CLASSES if value[i] in c) for i in positions}
     chosen: list[int] = []
     room = 1
