@@ -13,7 +13,7 @@ tell them from the tests that decide the reward, even with the planted file in f
   uniformly from a window of the type's usual range that holds the original value and is the same whichever
   member was the original (the block of a fixed grid of W consecutive integers, W at least `_INT_WINDOW`
   and four per member; for a float the same in steps of its literal's last decimal; for a string the same
-  character class at one or two random positions).
+  character class at random positions, as many as the window needs: digits first, then letters).
   Given the values it sees, every member of a group is the original with the same likelihood: not the
   smallest, not the median, not the one nearest the others (the old scheme added 1 to 9, so the larger
   value was always the twin);
@@ -28,10 +28,17 @@ the twin says nothing (the unfixed code's wrong answer may be exactly a twin's v
 How much a forger that reads the file and guesses gains: without the fix every FAIL_TO_PASS original fails,
 and it must make exactly the original of each such group pass, so it survives a grade with probability
 `CanaryPlan.survival` = the product of 1/group size over the FAIL_TO_PASS groups. Groups are grown
-(smallest first) until that reaches `TARGET_SURVIVAL` (1e-3) or the grade's twins reach `max_twins` (every
-failing twin costs grading time); each PASS_TO_PASS group gets one twin (enough for the `==` liar).
-Residual risk, beyond that number: a forger with a prior over values (round numbers, English words) does
-better than guessing, and a FAIL_TO_PASS test that is not eligible has no twin to catch it.
+(smallest first, each only while its constant has values left: a string's digits and letters) until that
+reaches `TARGET_SURVIVAL` (1e-3) or the grade's twins reach `max_twins` (every failing twin costs grading
+time); each PASS_TO_PASS group gets one twin (enough for the `==` liar). A task whose eligible FAIL_TO_PASS
+tests cannot reach the target within that budget says so in `CanaryPlan.shortfall` (and the verifier's
+report): of the 40 built-in tasks, calcpy and semverkit, with one eligible FAIL_TO_PASS test each (the
+others are parametrized or assert no literal), stop at 1/64 and 1/65, and unionfind, whose two expected
+values are dict keys of ten values each (`TRUE["s7"]`: a key's letters are kept, since a twin naming no key
+of the file's dict would give itself away), at 1/100; the other 37 are at 1e-3 or less.
+Residual risk, beyond that number: a forger with a prior over values (round numbers, English words, a value
+that echoes an input of the same test) does better than guessing, and a FAIL_TO_PASS test that is not
+eligible has no twin to catch it.
 
 `plan_canaries(task)` returns the rewritten files and the mapping; `CanaryError` (a `ValueError`) says why a
 task has no eligible test. Plans are random per grade (`secrets`, or the `rng` a test passes).
@@ -80,6 +87,8 @@ class CanaryPlan:
     renamed: Mapping[str, str]
     survival: float
     """The probability that a forger who guesses the original of each FAIL_TO_PASS group survives a grade."""
+    shortfall: str | None = None
+    """Why `survival` is above `TARGET_SURVIVAL`, when it is; None when the target is met."""
 
     def run_ids(self, tests: tuple[str, ...]) -> list[str]:
         """The node ids to run: `tests` under their run names, and every twin."""
@@ -95,6 +104,7 @@ class _Candidate:
     function: ast.FunctionDef
     constant: ast.Constant  # the constant twins change
     negated: bool  # written as `-<constant>`: a twin must not come out as `-0`
+    key: bool = False  # a subscript's key (`TRUE["s7"]`): its string twins change only its digits
 
 
 def hidden_test_sources(test_patch: str) -> dict[str, str]:
@@ -136,7 +146,11 @@ def plan_canaries(task: Task, *, max_twins: int = MAX_TWINS, rng: random.Random 
             "canary can be made from its hidden tests"
         )
     groups = [(path, c) for path, _, _, cands in found for c in cands]
-    sizes = _group_sizes([f"{p}::{c.function.name}" in failing for p, c in groups], max_twins)
+    sizes = _group_sizes(
+        [f"{p}::{c.function.name}" in failing for p, c in groups],
+        [_capacity(c) for _, c in groups],
+        max_twins,
+    )
     files: dict[str, str] = {}
     canaries: list[Canary] = []
     renamed: dict[str, str] = {}
@@ -160,7 +174,15 @@ def plan_canaries(task: Task, *, max_twins: int = MAX_TWINS, rng: random.Random 
             if original in failing:
                 survival /= len(values)
         files[path] = _rewrite(lines, tree, [c.function for c in candidates], blocks, rng)
-    return CanaryPlan(files, tuple(canaries), renamed, survival)
+    shortfall = None
+    if survival > TARGET_SURVIVAL:
+        eligible = sum(f"{p}::{c.function.name}" in failing for p, c in groups)
+        shortfall = (
+            f"canary survival {survival:.1e} is above the {TARGET_SURVIVAL:.0e} target: {eligible} of the "
+            f"{len(failing)} FAIL_TO_PASS tests can have twins, and the grade holds {len(canaries)} twins "
+            f"(at most {max_twins}, or as many values as their constants have)"
+        )
+    return CanaryPlan(files, tuple(canaries), renamed, survival, shortfall)
 
 
 def canary_problems(plan: CanaryPlan, seen: Mapping[str, str]) -> list[str]:
@@ -178,9 +200,10 @@ def canary_problems(plan: CanaryPlan, seen: Mapping[str, str]) -> list[str]:
     return problems
 
 
-def _group_sizes(is_failing: list[bool], max_twins: int) -> list[int]:
-    """Members per group: 2 for PASS_TO_PASS groups; FAIL_TO_PASS groups grown smallest first until their
-    survival product reaches TARGET_SURVIVAL or the twins reach `max_twins`."""
+def _group_sizes(is_failing: list[bool], capacity: list[float], max_twins: int) -> list[int]:
+    """Members per group: 2 for PASS_TO_PASS groups; FAIL_TO_PASS groups grown smallest first (among those
+    whose constant still has values to draw, `capacity` members at most) until their survival product
+    reaches TARGET_SURVIVAL or the twins reach `max_twins`."""
     sizes = [2] * len(is_failing)
     failing = [i for i, f in enumerate(is_failing) if f]
 
@@ -188,10 +211,24 @@ def _group_sizes(is_failing: list[bool], max_twins: int) -> list[int]:
         return math.prod(1 / sizes[i] for i in failing)
 
     twins = len(sizes)
-    while failing and survival() > TARGET_SURVIVAL and twins < max_twins:
-        sizes[min(failing, key=lambda i: sizes[i])] += 1
+    while survival() > TARGET_SURVIVAL and twins < max_twins:
+        room = [i for i in failing if sizes[i] < capacity[i]]
+        if not room:
+            break
+        sizes[min(room, key=lambda i: sizes[i])] += 1
         twins += 1
     return sizes
+
+
+def _capacity(candidate: _Candidate) -> float:
+    """How many members a group of `candidate` can have: a number's window widens with the group; a
+    string has the values of its digits and letters."""
+    value = candidate.constant.value
+    if not isinstance(value, str):
+        return math.inf
+    digits = _positions(value)
+    varying = digits if candidate.key else digits + [i for i in _letters(value) if i not in digits]
+    return math.prod(len(next(c for c in _CLASSES if value[i] in c)) for i in varying)
 
 
 def _candidates(tree: ast.Module, source: str) -> list[_Candidate]:
@@ -224,9 +261,10 @@ def _candidates(tree: ast.Module, source: str) -> list[_Candidate]:
     return out
 
 
-def _first_constant(expr: ast.expr, source: str) -> tuple[ast.Constant, bool] | None:
-    """The first number (else string) literal in `expr` that twins can be drawn for, and whether a unary
-    minus is written before it."""
+def _first_constant(expr: ast.expr, source: str) -> tuple[ast.Constant, bool, bool] | None:
+    """The first number (else string) literal in `expr` that twins can be drawn for, whether a unary
+    minus is written before it, and whether it is a subscript's key."""
+    keys = {id(n.slice) for n in ast.walk(expr) if isinstance(n, ast.Subscript)}
     negated = {
         id(n.operand)
         for n in ast.walk(expr)
@@ -249,7 +287,7 @@ def _first_constant(expr: ast.expr, source: str) -> tuple[ast.Constant, bool] | 
     if not found:
         return None
     first = min(found, key=lambda n: (n.lineno, n.col_offset))
-    return first, id(first) in negated
+    return first, id(first) in negated, id(first) in keys
 
 
 def _plain_string(text: str, value: str) -> bool:
@@ -263,14 +301,18 @@ def _plain_string(text: str, value: str) -> bool:
 def _positions(value: str) -> list[int]:
     """Where a string twin may differ: its digits when it has some, else its ASCII letters."""
     digits = [i for i, ch in enumerate(value) if ch in _CLASSES[0]]
-    return digits or [i for i, ch in enumerate(value) if ch in _CLASSES[1] or ch in _CLASSES[2]]
+    return digits or _letters(value)
+
+
+def _letters(value: str) -> list[int]:
+    return [i for i, ch in enumerate(value) if ch in _CLASSES[1] or ch in _CLASSES[2]]
 
 
 def _group_values(candidate: _Candidate, lines: list[str], size: int, rng: random.Random) -> list[str | None]:
     """`size` members in random order: None for the original, the literal text of each twin otherwise."""
     value = candidate.constant.value
     if isinstance(value, str):
-        twins = _string_twins(value, size - 1, rng)
+        twins = _string_twins(value, size - 1, rng, letters=not candidate.key)
         texts = [_requote(ast.get_source_segment("".join(lines), candidate.constant) or "", t) for t in twins]
     else:
         decimals = 0
@@ -297,16 +339,21 @@ def _window_draws(value: int, lowest: int, count: int, rng: random.Random) -> li
     return rng.sample(pool, min(count, len(pool)))
 
 
-def _string_twins(value: str, count: int, rng: random.Random) -> list[str]:
-    """`count` distinct strings that differ from `value` only at one or two random positions of
-    `_positions`, each character redrawn from its class (digit, lower, upper): the same window for every
-    member of the group, placed without regard to which member is `value`."""
-    positions = _positions(value)
+def _string_twins(value: str, count: int, rng: random.Random, *, letters: bool = True) -> list[str]:
+    """`count` distinct strings that differ from `value` only at random positions of `_positions`, each
+    character redrawn from its class (digit, lower, upper): the same window for every member of the group,
+    placed without regard to which member is `value`. Positions are added until the window holds four
+    values per member; when the digits run out first (`'s7'` has ten values) the letters follow, so a
+    short string still gets a group as large as a number's. A subscript's key keeps its letters
+    (`letters=False`): `TRUE["k3"]` names nothing the file defines, which tells the twin from `TRUE["s7"]`."""
+    digits = _positions(value)
+    more = [i for i in _letters(value) if i not in digits] if letters else []
+    positions = rng.sample(digits, len(digits)) + rng.sample(more, len(more))
     classes = {i: next(c for c in _CLASSES if value[i] in c) for i in positions}
     chosen: list[int] = []
     room = 1
-    for i in rng.sample(positions, len(positions)):
-        if room >= 4 * (count + 1) or len(chosen) == 2:
+    for i in positions:
+        if room >= 4 * (count + 1):
             break
         chosen.append(i)
         room *= len(classes[i])

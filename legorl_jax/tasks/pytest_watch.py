@@ -12,8 +12,9 @@ classes with their code objects, and the modules themselves in `sys.modules`. Ar
 at the end of the session it checks that:
 
 - none of them was replaced, wrapped or had its code swapped;
-- no hook implementation of a result-deciding hook was registered except by pytest, pluggy or a
-  `conftest.py` (the verifier never takes a conftest from the agent);
+- no hook implementation of a result-deciding hook was registered except by pytest, pluggy, a
+  `conftest.py` (the verifier never takes a conftest from the agent) or a plugin pytest loaded from an
+  installed entry point (built-in tasks run with autoload off, so none; a SWE-bench image's own plugins);
 - no trace or profile function is installed (one could rewrite a report as it is returned);
 - a call phase that raised anything but a skip or xfail outcome, on a test without an xfail mark, made a
   `failed` report, one that raised nothing a `passed` report, and that report reached the log unchanged.
@@ -76,7 +77,7 @@ _TAG = "LEGORL-WATCH"
 
 def _function_of(value):
     """The function a class attribute runs, through classmethod, staticmethod and property (its getter)."""
-    if isinstance(value, classmethod | staticmethod):
+    if isinstance(value, (classmethod, staticmethod)):  # tuples: SWE-bench images run Python 3.6+
         return value.__func__
     if isinstance(value, property):
         return value.fget
@@ -98,10 +99,15 @@ class Watch:
         # (label, live namespace, key, the object, its code): checked by identity, thousands per test.
         self.recorded = []
         for name in WATCHED_MODULES:
-            module = __import__(name, fromlist=["_"])
+            try:
+                module = __import__(name, fromlist=["_"])
+            except (
+                ImportError
+            ):  # an older pytest or pluggy (a SWE-bench image's) lays its modules out otherwise
+                continue
             self.modules[name] = module
             for attr, value in vars(module).items():
-                if isinstance(value, type | types.FunctionType | types.ModuleType):
+                if isinstance(value, (type, types.FunctionType, types.ModuleType)):
                     self._record(f"{name}.{attr}", vars(module), attr)
                 if isinstance(value, type) and getattr(value, "__module__", None) == name:
                     for key, member in vars(value).items():
@@ -132,7 +138,7 @@ class Watch:
                 found.append(label)
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("sys.settrace/sys.setprofile")
-        if threading.gettrace() is not None or threading.getprofile() is not None:
+        if getattr(threading, "gettrace", lambda: None)() or getattr(threading, "getprofile", lambda: None)():
             found.append("threading.settrace/threading.setprofile")
         monitoring = getattr(sys, "monitoring", None)
         if monitoring is not None and any(monitoring.get_tool(i) is not None for i in range(6)):
@@ -144,6 +150,9 @@ class Watch:
     def _foreign_hooks(self):
         found = []
         manager = self.config.pluginmanager
+        # Plugins pytest itself loaded from installed entry points (only where autoload is on: a SWE-bench
+        # image's pytest-timeout or pytest-rerunfailures), which the diff cannot install.
+        installed = {id(plugin) for plugin, _ in getattr(manager, "list_plugin_distinfo", list)()}
         for hook in WATCHED_HOOKS:
             caller = getattr(self.config.hook, hook, None)
             if caller is None or caller is not getattr(manager.hook, hook, None):
@@ -151,7 +160,7 @@ class Watch:
                 continue
             for impl in caller.get_hookimpls():
                 where = getattr(getattr(impl.function, "__code__", None), "co_filename", "")
-                ours = impl.plugin is self or where.startswith(self.own_dirs)
+                ours = impl.plugin is self or id(impl.plugin) in installed or where.startswith(self.own_dirs)
                 if not ours and os.path.basename(where) != "conftest.py":
                     found.append(f"hook {hook} implemented in {where or impl.plugin_name}")
         return found

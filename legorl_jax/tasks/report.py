@@ -101,6 +101,8 @@ class VerifierReport:
     canary_survival: float | None = None
     """For built-in tasks: the probability that a forger who reads the planted file and guesses which test
     of each FAIL_TO_PASS group is the original survives this grade (`canary.CanaryPlan.survival`)."""
+    canary_shortfall: str | None = None
+    """Why `canary_survival` is above the 1e-3 target, when it is (`canary.CanaryPlan.shortfall`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -119,6 +121,7 @@ class VerifierReport:
             "output_truncated": self.output_truncated,
             "durations": {k: round(v, 3) for k, v in self.durations.items()},
             "canary_survival": self.canary_survival,
+            "canary_shortfall": self.canary_shortfall,
         }
 
 

@@ -27,7 +27,11 @@ than
      passed inline, registered before any conftest or repository code) reports any change to pytest's
      outcome-deciding functions, hooks and outcome classes;
    - SWE-bench tasks: the test script between random start/end markers, read by the task's log parser;
-     a non-zero exit with no failing test, or a zero exit with one, is tampering;
+     a non-zero exit with no failing test, or a zero exit with one, is tampering. A command that is set-up
+     (`source`, `conda activate`, `cd`, `export`) then one plain `pytest ...` or `python -m pytest ...`, as
+     swebench writes it for its pytest repositories, runs with the watch plugin too (no `-P`: these images
+     run older Pythons). They get no canary twins: their hidden tests mostly edit existing test files, which
+     `canary` (new files only) does not rewrite, and the row's command, not the verifier, picks what runs;
    - Harbor tasks: `bash /tests/test.sh`, then `/logs/verifier/reward.txt` (a number) or `reward.json`.
 5. Processes the test run left behind are listed and killed before any result file is read. Result files
    are read with a timeout and a byte cap, only when they are regular files (a FIFO or a link to
@@ -53,16 +57,20 @@ tests): it cannot change which tests run or how pytest is configured (protected 
 autoload off, `PYTEST_ADDOPTS` cleared), cannot outlive the run (survivors are killed before results are
 read), cannot make the grader hang or read anything but a capped regular file, cannot read or write what the
 grader keeps (deleted before the run), any inconsistent forgery of the three result sources is caught, and so
-is any replaced or wrapped pytest run, report or hook function that the watch plugin records.
+is any replaced or wrapped pytest run, report or hook function that the watch plugin records (built-in tasks,
+and SWE-bench rows whose command is a plain pytest run; other SWE-bench commands, such as django's
+runtests.py and sympy's bin/test, have only the exit-code check against their log).
 Residual risk: a forger that reads the planted file and guesses which member of each FAIL_TO_PASS group is the
 original survives a grade with probability `VerifierReport.canary_survival`, the product of 1/group size;
 groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs grading time).
-On the 40 built-in tasks it is 1e-3 or less for 35 (median 9.8e-4), and at worst 1/64 = 1.6e-2 (calcpy,
-semverkit: one eligible FAIL_TO_PASS test each). A forger with a prior over values (round numbers, real words)
-does better than guessing, and a FAIL_TO_PASS test with no eligible assert has no twin. Code written against
-this verifier specifically can still find the watch plugin in memory and silence it, or change outcomes
-without replacing a recorded function (see `pytest_watch`); only a separate process that the tests do not
-share with the package would close that.
+On the 40 built-in tasks it is 1e-3 or less for 37 (min 7.7e-4, median 9.8e-4), and at worst 1/64 = 1.6e-2
+(calcpy, semverkit: one eligible FAIL_TO_PASS test each; unionfind 1e-2: its expected values are dict keys
+of ten values each); a grade above 1e-3 says why in `VerifierReport.canary_shortfall`. A forger with a
+prior over values (round numbers, real words, an input echoed in the expected value) does better than
+guessing, and a FAIL_TO_PASS test with no eligible assert has no twin. Code written against this verifier
+specifically can still find the watch plugin in memory and silence it, or change outcomes without replacing
+a recorded function (see `pytest_watch`); only a separate process that the tests do not share with the
+package would close that.
 """
 
 from __future__ import annotations
@@ -182,6 +190,8 @@ class RunVerdict:
     """The reward the task's own verifier wrote (Harbor); None when the listed tests decide."""
     canary_survival: float | None = None
     """The chance a forger guessing the canaries survives this grade (built-in tasks, `CanaryPlan`)."""
+    canary_shortfall: str | None = None
+    """Why that chance is above the target, when it is (`CanaryPlan.shortfall`)."""
 
 
 @dataclasses.dataclass
@@ -424,6 +434,7 @@ async def _grade_in(
         tampering=verdict.tampering,
         reward=verdict.reward,
         canary_survival=verdict.canary_survival,
+        canary_shortfall=verdict.canary_shortfall,
     )
 
 
@@ -441,6 +452,7 @@ def _report(
     tampering: list[str] | tuple[str, ...] = (),
     reward: float | None = None,
     canary_survival: float | None = None,
+    canary_shortfall: str | None = None,
 ) -> VerifierReport:
     statuses = dict(statuses or {})
     p2p_ok = _P2P_OK.get(task.kind, frozenset({"passed"}))
@@ -471,6 +483,7 @@ def _report(
         output_truncated=truncated,
         durations=dict(durations or {}),
         canary_survival=canary_survival,
+        canary_shortfall=canary_shortfall,
     )
 
 
@@ -627,18 +640,18 @@ async def _kill_leftovers(sandbox: Sandbox, baseline: dict[str, str]) -> tuple[s
     return tuple(f"{pid} {cmd}".strip() for pid, cmd in sorted(extra.items(), key=lambda kv: int(kv[0])))
 
 
-def pytest_argv(test_cmd: str, workdir: str, watch_nonce_path: str | None = None) -> list[str]:
+def pytest_argv(
+    test_cmd: str, workdir: str, watch_nonce_path: str | None = None, *, isolate: bool = True
+) -> list[str]:
     """`test_cmd` as argv, with `python[3] -m pytest` run as `python -P` and the repository root appended to
     `sys.path` (after the standard library and site-packages), so no module of the agent's can shadow
     pytest, its imports or the standard library; the package under test still imports. With
     `watch_nonce_path`, the watch plugin (`pytest_watch`, its text inline: no file to touch) is registered
-    before pytest reads a conftest or imports the repository."""
+    before pytest reads a conftest or imports the repository. `isolate=False` (SWE-bench rows: their images
+    run Pythons older than `-P`, and their suites import as `python -m pytest` lets them) keeps the
+    interpreter's own path, the current directory first, and only adds the watch."""
     argv = shlex.split(test_cmd)
-    if (
-        len(argv) >= 3
-        and posixpath.basename(argv[0]) in ("python", "python3")
-        and argv[1:3] == ["-m", "pytest"]
-    ):
+    if is_python_pytest(argv):
         if watch_nonce_path is None:
             start = "raise SystemExit(pytest.console_main())"
         else:
@@ -647,9 +660,20 @@ def pytest_argv(test_cmd: str, workdir: str, watch_nonce_path: str | None = None
                 f"'exec'), _ns); _code = pytest.main(plugins=[_ns['Watch']({watch_nonce_path!r})]); "
                 "sys.stdout.flush(); raise SystemExit(int(_code))"
             )
+        if not isolate:
+            return [argv[0], "-c", f"import sys; import pytest; {start}", *argv[3:]]
         bootstrap = f"import sys; sys.path.append({workdir!r}); import pytest; {start}"
         return [argv[0], "-P", "-c", bootstrap, *argv[3:]]
     return argv
+
+
+def is_python_pytest(argv: list[str]) -> bool:
+    """Whether `argv` is `python[3] -m pytest ...` (a path to the interpreter allowed)."""
+    return (
+        len(argv) >= 3
+        and posixpath.basename(argv[0]) in ("python", "python3")
+        and argv[1:3] == ["-m", "pytest"]
+    )
 
 
 @functools.cache
@@ -759,26 +783,68 @@ class _BuiltinRun:
             self.plan.listed_statuses(seen, self.task.tests),
             tuple(problems),
             canary_survival=self.plan.survival,
+            canary_shortfall=self.plan.shortfall,
         )
 
 
+# A test command's shell syntax: with any of it, the last command is not plainly `pytest ...`.
+_SHELL_SYNTAX = frozenset(";&|<>$`()\\\n{}*?!#~")
+# What swebench's set-up lines start with (as `swebench.command_from_eval_script` keeps them).
+_SETUP_PREFIXES = ("source ", "conda activate", "cd ", "export ", ". ")
+# Runs pytest's own interpreter (its script's `#!` line), as the `pytest` script would: the current directory
+# is not on sys.path (`del sys.path[0]` drops the '' that `-c` puts there).
+_PYTEST_SCRIPT_PYTHON = (
+    '_py=$(sed -n "1s/^#! *//p" "$(command -v pytest)"); '
+    'case "$_py" in *python*) ;; *) _py=python3;; esac; $_py'
+)
+
+
+def swebench_watched_command(test_cmd: str, nonce_path: str) -> str | None:
+    """`test_cmd` with the watch plugin, when it is set-up lines or `&&`-joined set-up commands (`source`,
+    `conda activate`, `cd`, `export`, as swebench writes them) ending in one plain `pytest ...` or
+    `python[3] -m pytest ...` with no shell syntax; None for any other command (django's runtests.py,
+    sympy's bin/test, tox, anything piped or redirected), which runs as it is. The pytest run keeps the
+    interpreter's own path (no `-P`: these images run Pythons older than 3.11)."""
+    lines = test_cmd.strip().split("\n")
+    segments = lines[-1].split(" && ")
+    setup, last = [*lines[:-1], *segments[:-1]], segments[-1].strip()
+    if not last or set(last) & _SHELL_SYNTAX or not all(s.strip().startswith(_SETUP_PREFIXES) for s in setup):
+        return None
+    argv = shlex.split(last)
+    if is_python_pytest(argv):
+        run = shlex.join(pytest_argv(last, "", nonce_path, isolate=False))
+    elif argv[0] == "pytest":
+        python = pytest_argv(shlex.join(["python3", "-m", *argv]), "", nonce_path, isolate=False)
+        python[2] = python[2].replace("import sys;", "import sys; del sys.path[0];", 1)
+        run = f"{{ {_PYTEST_SCRIPT_PYTHON} {shlex.join(python[1:])}; }}"
+    else:
+        return None
+    return "\n".join([*lines[:-1], " && ".join([*segments[:-1], run])])
+
+
 class _SwebenchRun:
-    """The task's test script between random markers, read by its log parser."""
+    """The task's test script between random markers, read by its log parser. A test command that ends in
+    one plain pytest run (`swebench_watched_command`) runs with the watch plugin, as built-in tasks do."""
 
     def __init__(self, task: Task, scratch: str, timeout: float) -> None:
         self.task, self.timeout = task, timeout
         nonce = secrets.token_hex(12)
         self.start, self.end = f">>>>> Start Test Output {nonce}", f">>>>> End Test Output {nonce}"
         self.script = f"{scratch}/eval.sh"
+        self.nonce = secrets.token_hex(16)
+        self.nonce_path = f"{scratch}/{secrets.token_hex(16)}"
+        self.watched_cmd = swebench_watched_command(task.test_cmd, self.nonce_path)
 
     async def execute(self, sandbox: Sandbox) -> ExecResult:
+        if self.watched_cmd is not None:
+            await sandbox.write_file(self.nonce_path, self.nonce)
         body = "\n".join(
             [
                 "#!/bin/bash",
                 "set -uo pipefail",
                 f"cd {shlex.quote(self.task.workdir)}",
                 f"echo '{self.start}'",
-                self.task.test_cmd,
+                self.watched_cmd or self.task.test_cmd,
                 "rc=$?",
                 f"echo '{self.end}'",
                 "exit $rc",
@@ -813,6 +879,8 @@ class _SwebenchRun:
             problems.append(f"the test command exited {result.exit_code} but its log shows no failing test")
         if result.exit_code == 0 and failing:
             problems.append(f"the test command exited 0 but its log shows failing tests {failing[:5]}")
+        if self.watched_cmd is not None:
+            problems.extend(watch_problems(out, self.nonce, sum(s == "passed" for s in parsed.values())))
         return RunVerdict(statuses, tuple(problems))
 
 

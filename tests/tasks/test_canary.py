@@ -197,3 +197,52 @@ def test_the_listed_statuses_come_back_under_the_listed_ids():
         "t.py::test_c",
         "t.py::test_b_a",
     ]
+
+
+def test_a_short_string_constant_varies_its_letters_once_its_digits_run_out():
+    # flagparse expects 'image=web:2': its one digit has ten values, a group needs 32 and more.
+    task = load_builtin_task(SUITE_DIR / "flagparse-equals-in-value")
+    plan = plan_canaries(task, rng=random.Random(5))
+    twin = "tests/test_issue_equals_value.py::test_value_containing_equals_after_inline_equals"
+    per_original = collections.Counter(c.original for c in plan.canaries)
+    assert per_original[twin] > 9, per_original
+    assert plan.survival <= 1e-3 and plan.shortfall is None
+
+
+def test_a_string_used_as_a_key_changes_only_its_digits_and_the_shortfall_is_reported():
+    # unionfind's expected values read TRUE["s7"]: a twin reading TRUE["k3"] would name no key of the file's
+    # dict, which tells it from the original; with ten values per group the target is out of reach.
+    task = load_builtin_task(SUITE_DIR / "unionfind-offsets-after-compression")
+    plan = plan_canaries(task, rng=random.Random(5))
+    keys = {k for source in plan.files.values() for k in re.findall(r'TRUE\["([a-z]+)[0-9]"\]', source)}
+    assert keys == {"s"}
+    assert plan.survival == pytest.approx(1e-2) and "2 of the 3 FAIL_TO_PASS tests" in (plan.shortfall or "")
+
+
+def test_a_group_whose_string_has_few_values_leaves_the_growing_to_the_others():
+    # linediff: '--- a' has 26 values (one letter), so its group stops at 26 and the other group grows.
+    task = load_builtin_task(SUITE_DIR / "linediff-zero-length-hunk-range")
+    plan = plan_canaries(task, rng=random.Random(5))
+    per_original = collections.Counter(c.original for c in plan.canaries)
+    assert per_original["tests/test_issue_empty_ranges.py::test_diff_from_empty_file_starts_at_zero"] == 25
+    assert plan.survival <= 1e-3 and plan.shortfall is None
+
+
+@pytest.mark.parametrize("task_id", ["calcpy-unary-minus-power", "semverkit-prerelease-range-match"])
+def test_a_task_with_one_eligible_fix_test_says_why_it_misses_the_target(task_id):
+    plan = plan_canaries(load_builtin_task(SUITE_DIR / task_id))
+    assert plan.survival > 1e-3 and len(plan.canaries) == 64
+    assert plan.shortfall is not None and "1 of the" in plan.shortfall and "64 twins" in plan.shortfall
+
+
+def test_every_suite_task_but_three_reaches_one_in_a_thousand():
+    short = {
+        task_id
+        for task_id in SUITE_TASKS
+        if plan_canaries(load_builtin_task(SUITE_DIR / task_id), rng=random.Random(0)).survival > 1e-3
+    }
+    assert short == {
+        "calcpy-unary-minus-power",
+        "semverkit-prerelease-range-match",
+        "unionfind-offsets-after-compression",
+    }

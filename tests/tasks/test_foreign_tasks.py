@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import shutil
 
 import pytest
 from harbor_fixture import GOLD_DIFF, TASK_TOML, write_harbor_task
-from swebench_fixture import GOLD, build_swebench_image, write_jsonl
+from suite_diffs import PATCH_PYTEST_REPORTS, READS_THE_CANARIES, READS_THE_GRADER_FILES
+from swebench_fixture import GOLD, REPO, build_swebench_image, write_jsonl
 
 from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox import images
@@ -66,6 +68,25 @@ OUTSIDE_REWARD = (
 )
 
 
+def _in_calc_package(code: str) -> str:
+    """A diff appending `code` to the SWE-bench row's package `calc/__init__.py` (its tests import it)."""
+    lines = code.splitlines()
+    return (
+        "diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n+++ b/calc/__init__.py\n"
+        f"@@ -1 +1,{len(lines) + 1} @@\n {REPO['calc/__init__.py'].rstrip()}\n"
+        + "".join(f"+{line}\n" for line in lines)
+    )
+
+
+# The issue-31 forgeries that work on pytest's machinery from inside the package, on a SWE-bench row whose
+# test command is `python -m pytest`: each makes the failing FAIL_TO_PASS test pass in pytest's own output.
+SWEBENCH_FORGERIES = {
+    "rewrites_the_reports": PATCH_PYTEST_REPORTS,
+    "reads_the_canaries": READS_THE_CANARIES,
+    "reads_the_grader_files": READS_THE_GRADER_FILES,
+}
+
+
 @pytest.fixture(scope="module")
 def swebench_task(tmp_path_factory):
     image, base = build_swebench_image()
@@ -93,6 +114,49 @@ def test_a_swebench_row_is_graded_through_its_log_parser(swebench_task):
     assert empty.reward == 0.0 and empty.failed_tests == ("tests/test_add.py::test_add",)
     assert hack.reward == 0.0 and [c.reason for c in hack.removed_changes] == ["test file"]
     assert "2 passed" in gold.output and "1 failed, 1 passed" in empty.output
+
+
+# The row's command as the fixture writes it, and as swebench writes its pytest repositories' (set-up
+# commands, then the `pytest` script, whose interpreter the watched run must use; the image has not installed
+# the package, so the set-up puts it on the path).
+COMMANDS = {
+    "python -m pytest": None,
+    "set-up && pytest": "cd /testbed && export PYTHONPATH=/testbed && pytest -rA -p no:cacheprovider "
+    "tests/test_add.py tests/test_sub.py",
+}
+
+
+def _with_command(task, shape):
+    return task if COMMANDS[shape] is None else dataclasses.replace(task, test_cmd=COMMANDS[shape])
+
+
+@pytest.mark.parametrize("shape", sorted(COMMANDS))
+@pytest.mark.parametrize("attack", sorted(SWEBENCH_FORGERIES))
+def test_a_pytest_forgery_on_a_swebench_row_scores_0_and_is_named_by_the_watch(swebench_task, attack, shape):
+    report = asyncio.run(
+        grade(_with_command(swebench_task, shape), _in_calc_package(SWEBENCH_FORGERIES[attack]))
+    )
+    assert report.reward == 0.0, report.to_dict()
+    # The forgery works: pytest itself reports the unfixed test passed, and only the watch says why not.
+    assert report.tests["tests/test_add.py::test_add"] == "passed", report.output[-3000:]
+    assert any(t.startswith("watch: pytest's machinery was changed") for t in report.tampering), (
+        report.tampering
+    )
+    if attack == "reads_the_grader_files":
+        assert re.findall(r"GRADER-FILES-READ (\[.*?\])", report.output) == ["[]"], report.output[-2000:]
+
+
+@pytest.mark.parametrize("shape", sorted(COMMANDS))
+def test_a_swebench_row_with_a_plain_pytest_command_grades_gold_1_and_empty_0_under_the_watch(
+    swebench_task, shape
+):
+    task = _with_command(swebench_task, shape)
+    gold, empty, imports = asyncio.run(
+        grade_many([(task, GOLD), (task, ""), (task, _in_calc_package("import _pytest.runner"))])
+    )
+    assert (gold.reward, empty.reward, imports.reward) == (1.0, 0.0, 0.0)
+    assert gold.tampering == empty.tampering == imports.tampering == ()
+    assert "LEGORL-WATCH" in gold.output  # the watch ran
 
 
 def test_a_swebench_row_naming_swebenchs_pytest_parser_grades_gold_1_and_empty_0(swebench_task):

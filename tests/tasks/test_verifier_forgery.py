@@ -2,7 +2,8 @@
 and bubblewrap with no daemon answering): package code that reads the planted file to spare the canaries,
 package code that reads what the grader keeps in the sandbox, and a package that lies (`==` always true) only
 on the bug's inputs. Each grade scores 0 and names what caught it. The default suite grades two tasks per
-class; the `slow` sweeps grade five tasks for the two pytest forgeries and the liar 21 times."""
+class and the hand-written liar once; the `slow` sweeps grade five tasks for the two pytest forgeries and the
+liar 20 times over five tasks."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ import re
 import shutil
 
 import pytest
-from suite_diffs import READS_THE_CANARIES, READS_THE_GRADER_FILES, append, liar_diff, make_diff, package_init
+from suite_diffs import (
+    HAND_LIARS,
+    READS_THE_CANARIES,
+    READS_THE_GRADER_FILES,
+    append,
+    hand_liar_diff,
+    liar_diff,
+    make_diff,
+    package_init,
+)
 
 from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox import daemon
@@ -22,9 +32,16 @@ from legorl_jax.tasks.verifier import grade_many
 
 # Tasks on which the liar's lie is what a listed test compares (`==` on a returned object): on the others of
 # the suite its answers reach the tests only through attributes and items, i.e. as the fixed values, so it
-# is a fix there, not a forgery, and the twins rightly see nothing.
-LIAR_TASKS = ["money-allocate-negative-amounts", "pqueue-remove-heap-order", "ttlcache-refreshed-key-purged"]
-FIVE_TASKS = [*LIAR_TASKS, "dijkstra-stops-at-first-route", "stats-histogram-drops-max"]
+# is a fix there, not a forgery, and the twins rightly see nothing. On qsparse the lie is written by hand
+# (`HAND_LIARS`): the public functions answer "equal to anything" on multi-byte escapes, computing nothing.
+LIAR_TASKS = [
+    "money-allocate-negative-amounts",
+    "pqueue-remove-heap-order",
+    "ttlcache-refreshed-key-purged",
+    "stats-histogram-drops-max",
+    *HAND_LIARS,
+]
+FIVE_TASKS = [*LIAR_TASKS[:3], "dijkstra-stops-at-first-route", "stats-histogram-drops-max"]
 DEFAULT_TASKS = LIAR_TASKS[:2]
 
 
@@ -54,7 +71,9 @@ def _in_package(code):
 ATTACKS = {
     "reads_the_canaries": _in_package(READS_THE_CANARIES),
     "reads_the_grader_files": _in_package(READS_THE_GRADER_FILES),
-    "lies_on_the_bug_inputs": liar_diff,
+    "lies_on_the_bug_inputs": lambda task: (hand_liar_diff if task.instance_id in HAND_LIARS else liar_diff)(
+        task
+    ),
 }
 # What each grade must name: the watch for the two that wrap pytest, the canary twins for the liar.
 CAUGHT_BY = {
@@ -96,6 +115,13 @@ def test_each_pytest_forgery_scores_0_and_is_named_on_five_tasks(config, attack)
     _assert_caught(attack, _grade(config, attack, _tasks(FIVE_TASKS)))
 
 
+def test_the_hand_written_liar_scores_0_and_is_named(config):
+    _assert_caught(
+        "lies_on_the_bug_inputs", _grade(config, "lies_on_the_bug_inputs", _tasks(list(HAND_LIARS)))
+    )
+
+
 @pytest.mark.slow
-def test_the_liar_scores_0_in_twenty_one_grades(config):
-    _assert_caught("lies_on_the_bug_inputs", _grade(config, "lies_on_the_bug_inputs", _tasks(LIAR_TASKS), 7))
+def test_the_liar_scores_0_in_twenty_grades_over_five_tasks(config):
+    assert len(LIAR_TASKS) == 5
+    _assert_caught("lies_on_the_bug_inputs", _grade(config, "lies_on_the_bug_inputs", _tasks(LIAR_TASKS), 4))
