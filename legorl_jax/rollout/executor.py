@@ -142,7 +142,9 @@ class TrialExecutor(Protocol):
     async def close(self) -> None: ...
 
 
-class _LocalSlot:
+class LocalSlot:
+    """A slot in this process; on a Ray node the same class is the slot actor (`ray_executor`)."""
+
     where = "local"
 
     async def ensure_image(self, task: Task) -> None:
@@ -183,7 +185,7 @@ class LocalExecutor:
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[Slot]:
-        yield _LocalSlot()
+        yield LocalSlot()
 
     async def close(self) -> None:
         return None

@@ -7,11 +7,12 @@
 What runs where. The orchestrator (this process) keeps the capture proxy, the sessions, the outcome rules,
 the retries and the archive: the proxy writes each session's record into the run folder, and the attempt's
 files (diff, harness log, verifier verdict) come back as the slot's return value and are written here.
-Each Ray node runs `trials_per_node` slot actors (`_TrialSlot`, each holding one `legorl_trial` resource
-and no CPU, pinned to its node); one attempt runs in one slot from start to end: the task's image on
-that node's Docker daemon (built from the offline base image, once per node: `images.py` checks the
-daemon and locks per tag), the agent sandbox and the harness (which reaches its session on the proxy's
-address: a proxy_only sandbox through the node's relay to `SandboxSpec.proxy_host`), then grading.
+Each Ray node runs `trials_per_node` slot actors (`executor.LocalSlot` made a Ray actor, each holding one
+`legorl_trial` resource and no CPU, pinned to its node); one attempt runs in one slot from start to end:
+the task's image on that node's Docker daemon (built from the offline base image, once per node:
+`images.py` checks the daemon and locks per tag), the agent sandbox and the harness (which reaches its
+session on the proxy's address: a proxy_only sandbox through the node's relay to
+`SandboxSpec.proxy_host`), then grading.
 
 A node that dies takes its slots with it: the call in flight raises `NodeLost`, the attempt is
 `node_failed` (an infrastructure failure, counted and retried in a slot of another node), the slot leaves
@@ -31,47 +32,16 @@ from typing import Any
 from legorl_jax.config import RolloutConfig, VerifierConfig
 from legorl_jax.harness.base import Harness
 from legorl_jax.proxy.base import SessionInfo
-from legorl_jax.rollout.executor import Attempt, NodeLost, Slot, work_in_sandbox
+from legorl_jax.rollout.executor import Attempt, LocalSlot, NodeLost, Slot
 from legorl_jax.sandbox.base import SandboxSpec
 from legorl_jax.tasks.report import VerifierError, VerifierReport
 from legorl_jax.tasks.schema import Task
-from legorl_jax.tasks.task_image import ImageError, ensure_task_image
-from legorl_jax.tasks.verifier import grade
+from legorl_jax.tasks.task_image import ImageError
 
 log = logging.getLogger(__name__)
 
 TRIAL_RESOURCE = "legorl_trial"
 """The Ray resource a node declares per trial it may run (`ray start --resources='{"legorl_trial": 4}'`)."""
-
-
-class _TrialSlot:
-    """The actor behind one slot (made a Ray actor class in `RayExecutor.start`)."""
-
-    async def ensure_image(self, task: Task) -> None:
-        await asyncio.to_thread(ensure_task_image, task)
-
-    async def work(
-        self,
-        task: Task,
-        harness: Harness,
-        info: SessionInfo,
-        spec: SandboxSpec,
-        llm_options: dict[str, Any],
-        sandbox_factory: Callable | None,
-    ) -> Attempt:
-        return await work_in_sandbox(
-            task,
-            harness=harness,
-            info=info,
-            spec=spec,
-            llm_options=llm_options,
-            sandbox_factory=sandbox_factory,
-        )
-
-    async def grade(
-        self, task: Task, diff: str, verifier_config: VerifierConfig | None, sandbox_factory: Callable | None
-    ) -> VerifierReport:
-        return await grade(task, diff, sandbox_factory=sandbox_factory, config=verifier_config)
 
 
 class _RaySlot:
@@ -80,10 +50,10 @@ class _RaySlot:
     def __init__(self, actor: Any, where: str):
         self.actor, self.where, self.dead = actor, where, False
 
-    async def _call(self, method: str, *args: Any) -> Any:
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         import ray
 
-        ref = getattr(self.actor, method).remote(*args)
+        ref = getattr(self.actor, method).remote(*args, **kwargs)
         try:
             return await ref
         except asyncio.CancelledError:  # the attempt timed out: stop its sandbox on the node too
@@ -112,7 +82,15 @@ class _RaySlot:
         llm_options: dict[str, Any],
         sandbox_factory: Callable | None,
     ) -> Attempt:
-        attempt: Attempt = await self._call("work", task, harness, info, spec, llm_options, sandbox_factory)
+        attempt: Attempt = await self._call(
+            "work",
+            task,
+            harness=harness,
+            info=info,
+            spec=spec,
+            llm_options=llm_options,
+            sandbox_factory=sandbox_factory,
+        )
         return attempt
 
     async def grade(
@@ -123,7 +101,9 @@ class _RaySlot:
         verifier_config: VerifierConfig | None,
         sandbox_factory: Callable | None,
     ) -> VerifierReport:
-        report: VerifierReport = await self._call("grade", task, diff, verifier_config, sandbox_factory)
+        report: VerifierReport = await self._call(
+            "grade", task, diff, verifier_config=verifier_config, sandbox_factory=sandbox_factory
+        )
         return report
 
 
@@ -179,7 +159,7 @@ class RayExecutor:
                     f"{TRIAL_RESOURCE!r} resource (got {len(ray.nodes())} nodes): start each node with "
                     f"ray start --resources='{{\"{TRIAL_RESOURCE}\": N}}'"
                 )
-            actor_class = ray.remote(_TrialSlot)
+            actor_class = ray.remote(LocalSlot)
             slots = []
             for node in nodes:
                 per_node = min(config.trials_per_node, int(node["Resources"][TRIAL_RESOURCE]))
