@@ -470,6 +470,7 @@ class SandboxConfig:
 # ----------------------------------------------------------------------------------------------------
 
 ENGINE_BACKENDS = ("jax", "sglang")
+UPDATE_POLICIES = ("drain", "abort_resume", "in_place")
 
 
 @dataclasses.dataclass
@@ -614,6 +615,13 @@ class EngineConfig:
     `router` in front of `servers` or `launch`."""
     router: RouterConfig = dataclasses.field(default_factory=RouterConfig)
     """sglang fleet: how the router is started."""
+    update_policy: str = "in_place"
+    """What a weight update does to requests decoding when it lands (async training; a sync loop publishes
+    with none in flight): `drain` (they finish on the old weights, new ones wait), `abort_resume` (they are
+    aborted and re-issued by the proxy with their tokens so far appended to the prompt), `in_place` (they
+    continue on the new weights with their KV cache kept)."""
+    max_resumes: int = 8
+    """abort_resume: how many times one request may be aborted by weight updates and resumed."""
 
     @property
     def fleet(self) -> bool:
@@ -638,6 +646,12 @@ class EngineConfig:
             raise ValueError(f"engine.dtype must be one of {_DTYPES} or null, got {self.dtype!r}")
         if not isinstance(self.weight_version, str) or not self.weight_version:
             raise ValueError(f"engine.weight_version must be a non-empty string, got {self.weight_version!r}")
+        if self.update_policy not in UPDATE_POLICIES:
+            raise ValueError(
+                f"engine.update_policy must be one of {UPDATE_POLICIES}, got {self.update_policy!r}"
+            )
+        if not is_int(self.max_resumes) or self.max_resumes < 0:
+            raise ValueError(f"engine.max_resumes must be an int >= 0, got {self.max_resumes!r}")
         if self.url is not None and not str(self.url).startswith(("http://", "https://")):
             raise ValueError(f"engine.url must be an http(s) URL or null, got {self.url!r}")
         if not self.request_timeout_s > 0:
@@ -853,6 +867,7 @@ class RolloutConfig:
 # ----------------------------------------------------------------------------------------------------
 
 PUBLISH_ROUTES = ("auto", "in_process", "disk")
+LOOP_MODES = ("sync", "async")
 TRACKING_BACKENDS = ("aim", "none")
 
 
@@ -891,11 +906,22 @@ class WarmStartConfig:
 
 @dataclasses.dataclass
 class LoopConfig:
-    """The synchronous RL loop (legorl_jax/loop.py): how many steps, which tasks per step, validation,
-    publishing."""
+    """The RL loop (legorl_jax/loop.py, synchronous; legorl_jax/async_loop.py, fully asynchronous): how many
+    steps, which tasks per step, staleness, validation, publishing."""
 
+    mode: str = "sync"
+    """sync: collect a step's trials, then train, then publish. async: trials run continuously (up to
+    rollout.concurrency at once) while the trainer takes each `groups_per_step` groups as they end."""
     steps: int = 100
-    """Loop steps (collect → update → checkpoint → publish → monitor)."""
+    """Loop steps (sync: collect → update → checkpoint → publish → monitor; async: trainer updates)."""
+    groups_per_step: int | None = None
+    """async: GRPO groups (one task's `rollout.group_size` trials) per trainer update; null: as many as a
+    sync step has (`tasks_per_step`, or every train task)."""
+    max_staleness: int = 1
+    """async: most weight versions a trained token may lag the trainer by. No trial starts that could not
+    finish within it (admission), and a group whose oldest token is older is dropped and counted (`stale`)."""
+    stall_timeout_s: float = 1800.0
+    """async: the watchdog reports a loop where no trial ended and no update ran for this many seconds."""
     tasks_per_step: int | None = None
     """Tasks drawn per step (seeded by step, so a resumed run draws the same); null: every train task."""
     validate_every: int = 10
@@ -925,6 +951,13 @@ class LoopConfig:
             raise ValueError(f"loop.publish must be one of {PUBLISH_ROUTES}, got {self.publish!r}")
         if not isinstance(self.trial_texts, bool):
             raise ValueError(f"loop.trial_texts must be true or false, got {self.trial_texts!r}")
+        if self.mode not in LOOP_MODES:
+            raise ValueError(f"loop.mode must be one of {LOOP_MODES}, got {self.mode!r}")
+        if self.groups_per_step is not None:
+            positive_int("loop.groups_per_step", self.groups_per_step)
+        if not is_int(self.max_staleness) or self.max_staleness < 0:
+            raise ValueError(f"loop.max_staleness must be an int >= 0, got {self.max_staleness!r}")
+        positive_number("loop.stall_timeout_s", self.stall_timeout_s, unit="seconds")
 
 
 @dataclasses.dataclass

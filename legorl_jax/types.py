@@ -136,13 +136,18 @@ class Sequence:
     routed_experts: (
         np.ndarray | None
     )  # int16[T, L, K]; row i = experts at input position i, -1 = not recorded
-    weight_versions: tuple[str, ...] = ()
+    weight_versions: tuple[str, ...] = ()  # the distinct versions its sampled tokens came from, in order
+    # int32[T]: the weights version (optimiser step, `train.publish.version_number`) each sampled token was
+    # sampled under; -1 where loss_mask is 0. None: not recorded (every sampled token of `weight_versions[0]`).
+    token_versions: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         t = len(self.token_ids)
         for name in ("loss_mask", "behaviour_logprobs"):
             if len(getattr(self, name)) != t:
                 raise ValueError(f"{name} has length {len(getattr(self, name))}, token_ids has {t}")
+        if self.token_versions is not None and len(self.token_versions) != t:
+            raise ValueError(f"token_versions has length {len(self.token_versions)}, token_ids has {t}")
         if self.routed_experts is not None and self.routed_experts.shape[0] != t:
             raise ValueError(f"routed_experts has {self.routed_experts.shape[0]} rows, token_ids has {t}")
 
