@@ -124,8 +124,20 @@ class MeshConfig:
     """Overrides of the logical axis rules: a list of [logical_axis, mesh_axis | [mesh_axes] | null]."""
     distributed: DistributedConfig = dataclasses.field(default_factory=DistributedConfig)
     """Several processes (hosts) in one mesh; off: this process's devices only."""
+    devices: list[int] | None = None
+    """Indices (into `jax.devices()`) of the devices the trainer's mesh takes; null: every device. Async
+    training on one host gives the others to the rollout engine (`engine.device`, `engine.sglang.gpus`)."""
 
     def __post_init__(self) -> None:
+        if self.devices is not None and (
+            not isinstance(self.devices, list | tuple)
+            or not self.devices
+            or not all(is_int(d) and d >= 0 for d in self.devices)
+            or len(set(self.devices)) != len(self.devices)
+        ):
+            raise ValueError(
+                f"mesh.devices must be distinct device indices >= 0 or null, got {self.devices!r}"
+            )
         for name in MESH_AXES:
             value = getattr(self, name)
             if not is_int(value) or (value < 1 and not (name == "fsdp" and value == -1)):
@@ -488,6 +500,9 @@ class SGLangConfig:
     """Port the server listens on."""
     tp: int = 1
     """Tensor-parallel degree (`--tp`)."""
+    gpus: list[int] | None = None
+    """GPUs the launched server may use (its CUDA_VISIBLE_DEVICES); null: what this process sees. Async
+    training on one host keeps them apart from the trainer's (`mesh.devices`)."""
     extra_args: list[str] = dataclasses.field(default_factory=list)
     """Further launch_server flags, verbatim (e.g. ["--mem-fraction-static", "0.8"])."""
     startup_timeout_s: float = 900.0
@@ -508,6 +523,14 @@ class SGLangConfig:
         if not is_int(self.port) or not 0 < self.port < 65536:
             raise ValueError(f"engine.sglang.port must be an int in [1, 65535], got {self.port!r}")
         positive_int("engine.sglang.tp", self.tp)
+        if self.gpus is not None and (
+            not isinstance(self.gpus, list | tuple)
+            or not self.gpus
+            or not all(is_int(g) and g >= 0 for g in self.gpus)
+        ):
+            raise ValueError(
+                f"engine.sglang.gpus must be a list of GPU indices >= 0 or null, got {self.gpus!r}"
+            )
         if not all(isinstance(a, str) for a in self.extra_args):
             raise ValueError(f"engine.sglang.extra_args must be a list of strings, got {self.extra_args!r}")
         for name in ("startup_timeout_s", "stop_grace_s"):
@@ -594,6 +617,9 @@ class EngineConfig:
     dtype: str | None = None
     """jax: weight and KV dtype of the engine (None: the given policy's, or float32 when loading a
     directory)."""
+    device: int | None = None
+    """jax: index (into `jax.devices()`) of the device the engine runs on; null: the first. Async training
+    on one host puts it outside the trainer's `mesh.devices`."""
     weight_version: str = "default"
     """Version reported until the first update (as SGLang: "default"); a launched server gets it too."""
     url: str | None = None
@@ -646,6 +672,8 @@ class EngineConfig:
             raise ValueError(f"engine.dtype must be one of {_DTYPES} or null, got {self.dtype!r}")
         if not isinstance(self.weight_version, str) or not self.weight_version:
             raise ValueError(f"engine.weight_version must be a non-empty string, got {self.weight_version!r}")
+        if self.device is not None and (not is_int(self.device) or self.device < 0):
+            raise ValueError(f"engine.device must be a device index >= 0 or null, got {self.device!r}")
         if self.update_policy not in UPDATE_POLICIES:
             raise ValueError(
                 f"engine.update_policy must be one of {UPDATE_POLICIES}, got {self.update_policy!r}"

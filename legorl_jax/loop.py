@@ -21,6 +21,7 @@ import logging
 import random
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from legorl_jax.config import Config
 from legorl_jax.engine.base import EngineError
@@ -37,7 +38,8 @@ from legorl_jax.train.batch import pack_trajectories
 from legorl_jax.train.checkpoint import Checkpointer
 from legorl_jax.train.publish import Publisher, version_of
 from legorl_jax.train.state import TrainState
-from legorl_jax.train.step import Trainer
+from legorl_jax.train.step import Trainer, UpdateResult
+from legorl_jax.types import Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,8 @@ class StepRecord:
     metrics: dict[str, float]
     trained: bool
     skipped_because: str = ""
+    groups: tuple[str, ...] = ()  # async: the group ids the step trained on
+    train_window: tuple[float, float] | None = None  # async: unix seconds the update began and ended
 
 
 def tasks_for_step(tasks: Sequence[Task], step: int, per_step: int | None, seed: int) -> list[Task]:
@@ -78,9 +82,18 @@ def tasks_for_step(tasks: Sequence[Task], step: int, per_step: int | None, seed:
     return random.Random(f"{seed}:{step}").sample(list(tasks), per_step)
 
 
-async def run_loop(parts: Parts, state: TrainState, *, start_step: int = 0) -> list[StepRecord]:
-    """Runs loop steps `start_step .. loop.steps - 1` (module docstring); returns one record per step run."""
+async def run_loop(
+    parts: Parts, state: TrainState, *, start_step: int = 0, cursor: dict[str, Any] | None = None
+) -> list[StepRecord]:
+    """Runs loop steps `start_step .. loop.steps - 1` (module docstring); returns one record per step run.
+
+    With `loop.mode=async` the fully-asynchronous loop runs them instead (legorl_jax/async_loop.py),
+    continuing a resumed run from the checkpoint's `cursor`."""
     cfg = parts.config
+    if cfg.loop.mode == "async":
+        from legorl_jax.async_loop import run_async_loop
+
+        return await run_async_loop(parts, state, start_step=start_step, cursor=cursor)
     records = []
     for step in range(start_step, cfg.loop.steps):
         started = time.monotonic()
@@ -93,24 +106,10 @@ async def run_loop(parts: Parts, state: TrainState, *, start_step: int = 0) -> l
         if reason:
             log.warning("step %d: update skipped: %s", step, reason)
         else:
-            t = time.monotonic()
-            advantages = trajectory_advantages(
-                batch.trajectories, std=cfg.algo.advantage_std, negative_weight=cfg.algo.negative_weight
-            )
-            packed, stats = pack_trajectories(
-                batch.trajectories,
-                advantages,
-                max_tokens=cfg.train.max_tokens,
-                row_multiple=parts.trainer.row_multiple,
-                overflow=cfg.train.overflow,
-                routing=parts.trainer.routing,
-            )
-            timings["packing"] = time.monotonic() - t
-            t = time.monotonic()
-            state, update = parts.trainer.update(state, packed, stats)
+            state, update, train_timings = train_on(parts, state, batch.trajectories)
             metrics.update(update.metrics)
             parts.tracker.log_distribution("align/logprob_diff", update.logprob_diffs, step=step)
-            timings["train_step"] = time.monotonic() - t
+            timings.update(train_timings)
 
         t = time.monotonic()
         cursor = {"next_step": step + 1, "run_id": parts.run_id, "optimiser_step": int(state.step)}
@@ -137,6 +136,31 @@ async def run_loop(parts: Parts, state: TrainState, *, start_step: int = 0) -> l
         records.append(StepRecord(step, metrics, not reason, reason))
     parts.checkpointer.wait()
     return records
+
+
+def train_on(
+    parts: Parts, state: TrainState, trajectories: Sequence[Trajectory]
+) -> tuple[TrainState, UpdateResult, dict[str, float]]:
+    """advantages → pack → `Trainer.update` on `trajectories`; returns the new state, the update's result and
+    the seconds of `packing` and `train_step`."""
+    cfg = parts.config
+    t = time.monotonic()
+    advantages = trajectory_advantages(
+        trajectories, std=cfg.algo.advantage_std, negative_weight=cfg.algo.negative_weight
+    )
+    packed, stats = pack_trajectories(
+        trajectories,
+        advantages,
+        max_tokens=cfg.train.max_tokens,
+        row_multiple=parts.trainer.row_multiple,
+        overflow=cfg.train.overflow,
+        routing=parts.trainer.routing,
+    )
+    timings = {"packing": time.monotonic() - t}
+    t = time.monotonic()
+    state, update = parts.trainer.update(state, packed, stats)
+    timings["train_step"] = time.monotonic() - t
+    return state, update, timings
 
 
 async def validate(parts: Parts, step: int) -> dict[str, float]:

@@ -144,12 +144,14 @@ def run_config_of(config: Config) -> dict[str, Any]:
 
 @dataclasses.dataclass
 class Built:
-    """A run's parts and where it starts: the state and loop step (a resume's), the warm start's account."""
+    """A run's parts and where it starts: the state and loop step (a resume's), the warm start's account, and
+    the checkpoint's loop cursor (None on a fresh run; the async loop continues from it)."""
 
     parts: Parts
     state: TrainState
     start_step: int
     warm_start: str
+    cursor: dict[str, Any] | None = None
 
 
 @contextlib.asynccontextmanager
@@ -236,12 +238,16 @@ async def build_parts(config: Config, *, job: str = "") -> AsyncIterator[Built]:
         mesh=mesh,
         rules=rules_from_config(config.mesh),
     )
-    state, start_step, run_id = trainer.init_state(seed=config.seed), 0, ""
+    state, start_step, run_id, cursor = trainer.init_state(seed=config.seed), 0, "", None
     if config.resume:
         restored = checkpointer.restore(trainer.abstract_state())
-        state, start_step = restored.state, int(restored.cursor["next_step"])
+        state, start_step, cursor = restored.state, int(restored.cursor["next_step"]), restored.cursor
         run_id = str(restored.cursor.get("run_id", ""))
         moved = set_aside_uncommitted_trials(folder, start_step)
+        if config.loop.mode == "async":
+            from legorl_jax.async_loop import set_aside_unfinished_groups
+
+            moved += set_aside_unfinished_groups(folder, cursor)
         log.info(
             "resumed %s at loop step %d (optimiser step %d); set aside %s",
             folder,
@@ -284,7 +290,7 @@ async def build_parts(config: Config, *, job: str = "") -> AsyncIterator[Built]:
                 run_id=run_id,
                 executor=executor,
             )
-            yield Built(parts, state, start_step, warm)
+            yield Built(parts, state, start_step, warm, cursor)
     finally:
         checkpointer.wait()
         checkpointer.close()
@@ -328,6 +334,8 @@ async def train(config: Config, *, job: str = "") -> RunSummary:
     """Runs one job (module docstring): `build_parts`, then `run_loop` from where the run starts."""
     aim_repo = config.tracking.repo if config.tracking.backend == "aim" else None
     async with build_parts(config, job=job) as built:
-        records = await run_loop(built.parts, built.state, start_step=built.start_step)
+        records = await run_loop(
+            built.parts, built.state, start_step=built.start_step, cursor=built.cursor
+        )
     parts = built.parts
     return RunSummary(run_dir(config), records, built.warm_start, aim_repo, parts.run_id, built.start_step)

@@ -137,8 +137,8 @@ class Sequence:
         np.ndarray | None
     )  # int16[T, L, K]; row i = experts at input position i, -1 = not recorded
     weight_versions: tuple[str, ...] = ()  # the distinct versions its sampled tokens came from, in order
-    # int32[T]: the weights version (optimiser step, `train.publish.version_number`) each sampled token was
-    # sampled under; -1 where loss_mask is 0. None: not recorded (every sampled token of `weight_versions[0]`).
+    # int32[T]: the weights version (optimiser step, `train.publish.version_number`) each sampled token
+    # was sampled under; -1 where loss_mask is 0. None: not recorded (all of `weight_versions[0]`).
     token_versions: np.ndarray | None = None
 
     def __post_init__(self) -> None:

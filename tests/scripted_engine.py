@@ -9,11 +9,12 @@ texts (one per call, the last repeated) or `script(prompt_ids, rid) -> text`.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 import numpy as np
 
-from legorl_jax.engine.base import EngineError, SamplingParams, check_generate_args, check_input_ids
+from legorl_jax.engine.base import SamplingParams, check_generate_args, check_input_ids
 from legorl_jax.types import Generation
 
 MAX_LEN = 512
@@ -36,11 +37,18 @@ class ScriptedEngine:
     max_len = MAX_LEN
 
     def __init__(
-        self, tokenizer, script: Callable[[list[int], str], str] | list[str], *, delay_s: float = 0.0
+        self,
+        tokenizer,
+        script: Callable[[list[int], str], str] | list[str],
+        *,
+        delay_s: float | Callable[[str], float] = 0.0,  # per call, or a function of the request id
+        weight_version: str = "scripted",
     ):
         self.tokenizer = tokenizer
         self.script = script
         self.delay_s = delay_s
+        self.weight_version = weight_version
+        self.updates: list[str] = []  # versions published to it, in order
         self.calls: list[dict] = []
         self.fail_with: Exception | None = None
         self.eos = tokenizer.token_to_id("<|im_end|>")
@@ -67,10 +75,12 @@ class ScriptedEngine:
                 "start": routed_experts_start_len,
                 "rid": rid,
                 "session_id": session_id,
+                "at": time.time(),
             }
         )
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
+        delay = self.delay_s(rid) if callable(self.delay_s) else self.delay_s
+        if delay:
+            await asyncio.sleep(delay)
         if self.fail_with is not None:
             raise self.fail_with
         out = self.tokenizer.encode(self.text_for(prompt, rid))
@@ -81,15 +91,17 @@ class ScriptedEngine:
             out = [*out, self.eos]
         logprobs = np.asarray([-0.01 * (1 + (t % 97)) for t in out], np.float32)
         routed = routing_rows(prompt + out, routed_experts_start_len) if return_routed_experts else None
-        return Generation(np.asarray(out, np.int32), logprobs, routed, finish, "scripted", len(prompt),
-                          routed_experts_start=routed_experts_start_len)  # fmt: skip
+        return Generation(np.asarray(out, np.int32), logprobs, routed, finish, self.weight_version,
+                          len(prompt), routed_experts_start=routed_experts_start_len)  # fmt: skip
 
     async def prompt_logprobs(self, input_ids, start, *, temperature=1.0):
         ids = list(input_ids)
         return np.asarray([-0.01 * (1 + (t % 97)) for t in ids[start:]], np.float32)
 
-    async def update_weights(self, source, version):  # pragma: no cover - not used by the proxy
-        raise EngineError("scripted engine has no weights")
+    async def update_weights(self, source, version):
+        """Takes the version label only (the replies stay scripted): what the loop's publisher sees."""
+        self.weight_version = version
+        self.updates.append(version)
 
     async def health(self):
         return True

@@ -197,6 +197,8 @@ class SGLangLauncher:
         self.config = config
         self.argv = sglang_argv(config, model_path, weight_version)
         self.base_url = f"http://{config.host}:{config.port}"
+        if config.gpus is not None:  # the server's GPUs, apart from the trainer's (`mesh.devices`)
+            env = {**(env or {}), "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in config.gpus)}
         self.server = ServerProcess(self.argv, self.base_url, log_file=config.log_file, env=env)
 
     async def start(self) -> str:

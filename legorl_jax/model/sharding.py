@@ -108,7 +108,18 @@ def active_rules() -> Rules:
 
 
 def make_mesh(mesh_config: MeshConfig, devices: Sequence[jax.Device] | None = None) -> Mesh:
-    """A mesh with axes MESH_AXES sized by `mesh_config`; fsdp = -1 takes the devices the others leave."""
+    """A mesh with axes MESH_AXES sized by `mesh_config`; fsdp = -1 takes the devices the others leave.
+
+    The devices: `devices`, else those `mesh_config.devices` names (indices into `jax.devices()`), else all.
+    """
+    if devices is None and mesh_config.devices is not None:
+        every = jax.devices()
+        outside = [i for i in mesh_config.devices if i >= len(every)]
+        if outside:
+            raise ValueError(
+                f"mesh.devices {mesh_config.devices} names {outside}, but there are {len(every)} devices"
+            )
+        devices = [every[i] for i in mesh_config.devices]
     devices = list(jax.devices() if devices is None else devices)
     sizes = {axis: getattr(mesh_config, axis) for axis in MESH_AXES}
     fixed = math.prod(size for axis, size in sizes.items() if size != -1)

@@ -41,9 +41,13 @@ def _atomic_write(path: pathlib.Path, write: Any) -> None:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Writes `text` to `path` (its folder created if missing) through a temporary file and a rename."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Writes `data` to `path` (its folder created if missing) through a temporary file and a rename."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = text.encode("utf-8")
     _atomic_write(path, lambda f: f.write(data))
 
 

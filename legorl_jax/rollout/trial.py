@@ -209,6 +209,7 @@ async def run_trial(
     `executor` (this process when None)."""
     config = config or RolloutConfig()
     trial_dir = pathlib.Path(trial_dir)
+    started_at = time.time()
     llm_options = {"model": model, "step_limit": step_limit}
     attempts: list[Attempt] = []
     executor = executor or LocalExecutor()
@@ -254,6 +255,8 @@ async def run_trial(
         "dropped_attempts": [a.ended.value for a in attempts[:-1]],
         "features": trajectory.features,
         "timings": trajectory.timings,
+        "started_at": started_at,  # unix seconds: when the trial began and ended (every attempt)
+        "ended_at": time.time(),
     }
     atomic_write_text(trial_dir / "trial.json", json.dumps(summary, indent=1))
     return trajectory

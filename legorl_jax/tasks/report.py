@@ -124,6 +124,31 @@ class VerifierReport:
             "canary_shortfall": self.canary_shortfall,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VerifierReport:
+        """The report `to_dict` wrote (the durations as rounded there); a missing field is a ValueError."""
+        try:
+            return cls(
+                task_id=str(data["task_id"]),
+                kind=str(data["kind"]),
+                reward=float(data["reward"]),
+                resolved=bool(data["resolved"]),
+                apply=ApplyResult(**data["apply"]),
+                tests=dict(data.get("tests", {})),
+                failed_tests=tuple(data.get("failed_tests", ())),
+                removed_changes=tuple(RemovedChange(**c) for c in data.get("removed_changes", ())),
+                tampering=tuple(data.get("tampering", ())),
+                leftover_processes=tuple(data.get("leftover_processes", ())),
+                exit_code=data.get("exit_code"),
+                output=str(data.get("output", "")),
+                output_truncated=bool(data.get("output_truncated", False)),
+                durations=dict(data.get("durations", {})),
+                canary_survival=data.get("canary_survival"),
+                canary_shortfall=data.get("canary_shortfall"),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a verifier report ({exc!r}): {dict(data)!r:.300}") from None
+
 
 def cap_text(text: str, limit: int) -> tuple[str, bool]:
     """`text` cut to about `limit` characters, keeping its head and (mostly) its tail, where pytest's

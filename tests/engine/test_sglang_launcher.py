@@ -140,3 +140,19 @@ def alive(pid):
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
+
+
+async def test_engine_sglang_gpus_become_the_servers_cuda_visible_devices(tmp_path):
+    launcher = SGLangLauncher(SGLangConfig(python=sys.executable, port=free_port(), gpus=[4, 5]), tmp_path)
+    assert launcher.server.env == {"CUDA_VISIBLE_DEVICES": "4,5"}
+    probe = [
+        sys.executable,
+        "-c",
+        "import os, sys; print('sees', os.environ['CUDA_VISIBLE_DEVICES']); sys.exit(3)",
+    ]
+    server = ServerProcess(probe, launcher.base_url, log_file=tmp_path / "log", env=launcher.server.env)
+    server.start()
+    with pytest.raises(EngineError, match=r"(?s)exited with code 3.*sees 4,5"):
+        await server.wait_healthy(60, poll_s=0.05)
+    with pytest.raises(ValueError, match=r"engine.sglang.gpus must be .* got \[\]"):
+        SGLangConfig(gpus=[])

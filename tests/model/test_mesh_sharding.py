@@ -35,6 +35,18 @@ def test_make_mesh_rejects_sizes_that_do_not_match_the_devices(config, message):
         sharding.make_mesh(config)
 
 
+def test_mesh_devices_keep_the_trainer_off_the_devices_left_to_the_engine():
+    mesh = sharding.make_mesh(MeshConfig(devices=[2, 3, 4, 5]))
+    assert [d.id for d in mesh.devices.flat] == [jax.devices()[i].id for i in (2, 3, 4, 5)]
+    assert dict(mesh.shape)["fsdp"] == 4
+    with pytest.raises(ValueError, match=r"mesh.devices \[7, 9\] names \[9\], but there are 8 devices"):
+        sharding.make_mesh(MeshConfig(devices=[7, 9]))
+    with pytest.raises(
+        ValueError, match=r"mesh.devices must be distinct device indices >= 0 or null, got \[1, 1\]"
+    ):
+        MeshConfig(devices=[1, 1])
+
+
 def test_mesh_config_rules_override_the_defaults():
     rules = dict(
         sharding.rules_from_config(MeshConfig(rules=[["vocab", None], ["mlp", ["tensor", "expert"]]]))

@@ -1,0 +1,508 @@
+"""The fully-asynchronous RL loop (`loop.mode=async`; docs/architecture.md §9): trials never wait for the
+trainer, and the trainer waits only for groups to end.
+
+    records = await run_loop(parts, state, start_step=0)        # legorl_jax.loop dispatches here on the mode
+
+Rollout side. Groups (one task's `rollout.group_size` trials, group id `<task>@g<n>`) are admitted one after
+another, group n's task drawn from a seeded permutation of the train tasks per pass over them; their trials
+run `rollout.concurrency` at a time, archived under `trials/group_<n>/`. A new group is admitted when a trial
+slot is free and, AReaL's admission control, while fewer than `(loop.max_staleness + 1) × groups_per_step`
+groups are outstanding (admitted and not yet trained-and-published-over: running, ended and waiting, or in the
+update being computed), so that, taken in order, a group is trained at most `max_staleness` versions after
+the one it started with.
+
+Group buffer. A group is ready when each of its trials ended (kept or dropped); one whose trials were all
+dropped (infrastructure failures) is discarded and counted (`loop/empty_groups`).
+
+Trainer side. Loop step k (trainer version k: the weights it updates were published as `version_of(k)`) takes
+the first `groups_per_step` ready groups in the order they ended, dropping and counting (`loop/stale_groups`)
+any whose staleness, k − the oldest version among its sampled tokens, exceeds `max_staleness` (never silently
+trained); then advantages → pack → `Trainer.update` in a worker thread (the event loop keeps serving the
+proxy, so trials run on) → checkpoint → publish `version_of(k + 1)` under `engine.update_policy`. Every step
+publishes, even one whose update was skipped (no advantage): versions count trainer steps. Validation
+(`loop.validate_every`) runs as its own task on the validation proxy; its figures join the step that started
+it when it ends, and training never waits for it.
+
+Figures per step, beside the sync loop's rollout figures over the trained groups: `loop/trainer_idle_share`
+(time the trainer waited for groups over the step's wall time), `loop/rollout_idle_share` (1 − trial-seconds
+running over `rollout.concurrency` × the step's wall time), `loop/trajectories_trained` (cumulative),
+`loop/trajectories_per_hour` (since the loop started), `loop/stale_groups`, `loop/empty_groups`,
+`loop/in_flight_trials`, `loop/ready_groups`, `loop/version`, `loop/stalls` and `time/*_s`.
+
+Watchdog. A loop in which no trial ended and no step finished for `loop.stall_timeout_s` is reported: an error
+naming what runs and what the trainer waits for, once per period it stays so (`loop/stalls`); the fully-async
+validation deadlock of the original (a closed wait cycle, no error) cannot go unnoticed.
+
+Checkpoint and resume. The cursor holds the next step, the next group index and the groups in flight; the
+groups that ended but were not trained are written beside the checkpoint (`<checkpoints>/pending/<step>/`,
+rollout/store.py). A resumed run trains those first, re-runs the groups that were in flight (their archives
+set aside as `group_<n>.abandoned-<time>`, as the sync loop sets aside uncommitted steps), then admits new
+ones: nothing trained twice, nothing lost that had ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+import pathlib
+import random
+import shutil
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from legorl_jax.loop import (
+    Parts,
+    StepRecord,
+    _monitor,
+    _nothing_to_learn,
+    _validation_due,
+    train_on,
+    validate,
+)
+from legorl_jax.monitor.rollout_metrics import rollout_metrics
+from legorl_jax.rollout.collect import Batch
+from legorl_jax.rollout.store import load_trajectories, save_trajectories
+from legorl_jax.rollout.trial import run_trial
+from legorl_jax.tasks.schema import Task
+from legorl_jax.train.publish import version_of
+from legorl_jax.train.state import TrainState
+from legorl_jax.types import Trajectory
+
+log = logging.getLogger(__name__)
+
+PENDING_DIR = "pending"
+
+
+def task_for_group(tasks: Sequence[Task], index: int, seed: int) -> Task:
+    """Group `index`'s task: pass `index // len(tasks)` over the tasks in a seeded order (a resume redraws
+    the same)."""
+    order = list(tasks)
+    random.Random(f"{seed}:pass:{index // len(order)}").shuffle(order)
+    return order[index % len(order)]
+
+
+def groups_per_step(parts: Parts) -> int:
+    """`loop.groups_per_step`, or the groups a sync step has (`tasks_per_step`, or every train task)."""
+    loop = parts.config.loop
+    if loop.groups_per_step is not None:
+        return loop.groups_per_step
+    return loop.tasks_per_step or len(parts.train_tasks)
+
+
+def oldest_version(trajectory: Trajectory) -> int | None:
+    """The oldest weights version among the trajectory's sampled tokens (None: it sampled none)."""
+    found = [
+        int(np.asarray(s.token_versions)[np.asarray(s.loss_mask) == 1].min())
+        for s in trajectory.sequences
+        if s.token_versions is not None and s.num_sampled
+    ]
+    found += [
+        min(_number(v) for v in s.weight_versions)
+        for s in trajectory.sequences
+        if s.token_versions is None and s.weight_versions
+    ]
+    return min(found) if found else None
+
+
+def _number(version: str) -> int:
+    return 0 if version == "default" else int(version.removeprefix("step-"))
+
+
+@dataclasses.dataclass
+class Group:
+    """One task's trials, admitted together, trained together."""
+
+    index: int
+    task: Task
+    size: int
+    started_version: int
+    trajectories: dict[int, Trajectory] = dataclasses.field(default_factory=dict)
+
+    @property
+    def group_id(self) -> str:
+        return f"{self.task.instance_id}@g{self.index}"
+
+    @property
+    def ended(self) -> bool:
+        return len(self.trajectories) == self.size
+
+    def all_trajectories(self) -> list[Trajectory]:
+        return [self.trajectories[g] for g in sorted(self.trajectories)]
+
+    def staleness(self, version: int) -> int:
+        """Trainer `version` − the oldest version its kept trials sampled under (the version it started
+        with when none sampled anything)."""
+        found = [oldest_version(t) for t in self.trajectories.values() if t.valid]
+        known = [v for v in found if v is not None]
+        return version - (min(known) if known else self.started_version)
+
+
+class AsyncLoop:
+    """The state of one fully-asynchronous run (module docstring)."""
+
+    def __init__(self, parts: Parts, state: TrainState, *, start_step: int, cursor: dict[str, Any] | None):
+        cfg = parts.config
+        self.parts, self.state, self.cfg = parts, state, cfg
+        self.per_step = groups_per_step(parts)
+        self.max_outstanding = (cfg.loop.max_staleness + 1) * self.per_step
+        self.version = start_step
+        self.folder = pathlib.Path(cfg.rollout.runs_dir) / cfg.rollout.experiment
+        cursor = cursor or {}
+        self.next_group = int(cursor.get("next_group", 0))
+        self.rerun: collections.deque[int] = collections.deque(sorted(cursor.get("in_flight", ())))
+        self.ready: collections.deque[Group] = collections.deque()
+        self.running: dict[int, Group] = {}
+        self.outstanding: set[int] = set()
+        self.trials_live = 0  # admitted trials that have not ended (running or waiting for a slot)
+        self.trials_running = 0
+        self.slots = asyncio.Semaphore(cfg.rollout.concurrency)
+        self.changed = asyncio.Condition()
+        self.failure: BaseException | None = None
+        self.tasks: set[asyncio.Task] = set()
+        self.validations: list[asyncio.Task] = []
+        # accounting
+        self.started = time.monotonic()
+        self.last_progress = self.started
+        self.busy_s = 0.0  # trial-seconds running
+        self._busy_mark = self.started
+        self.trained_trajectories = 0
+        self.stale_total = 0
+        self.empty_total = 0
+        self.stalls = 0
+        pending = cursor.get("pending_dir")
+        if pending:
+            self._restore_pending(pathlib.Path(pending))
+
+    # ------------------------------------------------------------------------------------------------
+    # rollout side
+
+    async def admit_forever(self) -> None:
+        """Admits groups while a slot is free and the staleness bound allows (module docstring)."""
+        while True:
+            async with self.changed:
+                await self.changed.wait_for(self._may_admit)
+                index = self.rerun.popleft() if self.rerun else self._new_index()
+                group = Group(
+                    index,
+                    task_for_group(self.parts.train_tasks, index, self.cfg.seed),
+                    self.cfg.rollout.group_size,
+                    self.version,
+                )
+                self.running[index] = group
+                self.outstanding.add(index)
+                self.trials_live += group.size
+            for g in range(group.size):
+                self._spawn(self._trial(group, g))
+
+    def _may_admit(self) -> bool:
+        slot_free = self.trials_live < self.cfg.rollout.concurrency
+        return slot_free and len(self.outstanding) < self.max_outstanding
+
+    def _new_index(self) -> int:
+        index = self.next_group
+        self.next_group += 1
+        return index
+
+    async def _trial(self, group: Group, g: int) -> None:
+        cfg = self.cfg
+        trial_id = f"{group.task.instance_id}-{g}"
+        async with self.slots:
+            self._count_running(+1)
+            try:
+                trajectory = await run_trial(
+                    group.task,
+                    harness=self.parts.harness,
+                    proxy=self.parts.proxy,
+                    trial_id=trial_id,
+                    group_id=group.group_id,
+                    trial_dir=group_dir(self.folder, group.index) / trial_id,
+                    config=cfg.rollout,
+                    step_limit=cfg.harness.step_limit,
+                    model=cfg.harness.model,
+                    sandbox_config=cfg.sandbox,
+                    verifier_config=cfg.verifier,
+                    executor=self.parts.executor,
+                )
+            finally:
+                self._count_running(-1)
+        async with self.changed:
+            group.trajectories[g] = trajectory
+            self.trials_live -= 1
+            self.last_progress = time.monotonic()
+            if group.ended:
+                del self.running[group.index]
+                if any(t.valid for t in group.trajectories.values()):
+                    self.ready.append(group)
+                else:
+                    self.empty_total += 1
+                    self.outstanding.discard(group.index)
+                    log.warning("group %s: every trial was dropped; discarded", group.group_id)
+            self.changed.notify_all()
+
+    def _count_running(self, delta: int) -> None:
+        now = time.monotonic()
+        self.busy_s += self.trials_running * (now - self._busy_mark)
+        self._busy_mark = now
+        self.trials_running += delta
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self.failure is None:
+            self.failure = task.exception()
+            asyncio.get_running_loop().create_task(self._wake())
+
+    async def _wake(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
+
+    # ------------------------------------------------------------------------------------------------
+    # trainer side
+
+    async def take(self) -> tuple[list[Group], int]:
+        """The next `groups_per_step` ready groups at the current version, and how many stale ones were
+        dropped on the way."""
+        taken: list[Group] = []
+        stale = 0
+        async with self.changed:
+            while len(taken) < self.per_step:
+                await self.changed.wait_for(lambda: bool(self.ready) or self.failure is not None)
+                if self.failure is not None:
+                    raise RuntimeError(f"a trial task failed: {self.failure!r}") from self.failure
+                group = self.ready.popleft()
+                lag = group.staleness(self.version)
+                if lag > self.cfg.loop.max_staleness:
+                    stale += 1
+                    self.outstanding.discard(group.index)
+                    log.warning(
+                        "group %s dropped as stale: %d versions behind the trainer (loop.max_staleness=%d)",
+                        group.group_id,
+                        lag,
+                        self.cfg.loop.max_staleness,
+                    )
+                    self.changed.notify_all()
+                    continue
+                taken.append(group)
+        self.stale_total += stale
+        return taken, stale
+
+    async def run(self, start_step: int) -> list[StepRecord]:
+        parts, cfg = self.parts, self.cfg
+        records: list[StepRecord] = []
+        self._spawn(self.admit_forever())
+        self._spawn(self.watchdog())
+        last_end = time.monotonic()
+        busy_at_last = self._busy_now()
+        try:
+            for step in range(start_step, cfg.loop.steps):
+                began = time.monotonic()
+                groups, stale = await self.take()
+                waited = time.monotonic() - began
+                trajectories = [t for g in groups for t in g.all_trajectories()]
+                batch = Batch(tuple(trajectories), time.monotonic() - last_end)
+                metrics = rollout_metrics(batch)
+                timings = {"wait_for_groups": waited}
+                reason = _nothing_to_learn(batch)
+                window = None
+                if reason:
+                    log.warning("step %d: update skipped: %s", step, reason)
+                else:
+                    window_start = time.time()
+                    self.state, update, train_timings = await asyncio.to_thread(
+                        train_on, parts, self.state, batch.kept
+                    )
+                    window = (window_start, time.time())
+                    metrics.update(update.metrics)
+                    parts.tracker.log_distribution("align/logprob_diff", update.logprob_diffs, step=step)
+                    timings.update(train_timings)
+                    self.trained_trajectories += len(batch.kept)
+                t = time.monotonic()
+                await self._checkpoint(step + 1)
+                timings["checkpoint"] = time.monotonic() - t
+                t = time.monotonic()
+                await parts.publisher.publish(self.state.params, version_of(step + 1))
+                timings["publish"] = time.monotonic() - t
+                async with self.changed:
+                    self.version = step + 1
+                    self.outstanding.difference_update(g.index for g in groups)
+                    self.last_progress = time.monotonic()
+                    self.changed.notify_all()
+                now = time.monotonic()
+                wall = now - last_end
+                busy = self._busy_now()
+                rollout_idle = 1.0 - (busy - busy_at_last) / (cfg.rollout.concurrency * wall) if wall else 0.0
+                per_hour = self.trained_trajectories / ((now - self.started) / 3600)
+                metrics.update(
+                    {
+                        "loop/trainer_idle_share": waited / wall if wall > 0 else 0.0,
+                        "loop/rollout_idle_share": rollout_idle,
+                        "loop/trajectories_trained": float(self.trained_trajectories),
+                        "loop/trajectories_per_hour": per_hour,
+                        "loop/stale_groups": float(stale),
+                        "loop/stale_groups_total": float(self.stale_total),
+                        "loop/empty_groups_total": float(self.empty_total),
+                        "loop/in_flight_trials": float(self.trials_live),
+                        "loop/ready_groups": float(len(self.ready)),
+                        "loop/version": float(step + 1),
+                        "loop/stalls": float(self.stalls),
+                        "loop/skipped_update": float(bool(reason)),
+                    }
+                )
+                timings["total"] = wall
+                metrics.update({f"time/{name}_s": seconds for name, seconds in timings.items()})
+                last_end, busy_at_last = now, busy
+                record = StepRecord(
+                    step, metrics, not reason, reason, tuple(g.group_id for g in groups), window
+                )
+                records.append(record)
+                _monitor(parts, step, batch, metrics)
+                if _validation_due(cfg, step):
+                    self.validations.append(asyncio.create_task(self._validate(step, record)))
+            if self.validations:
+                await asyncio.gather(*self.validations)
+        finally:
+            await self._stop()
+        parts.checkpointer.wait()
+        return records
+
+    def _busy_now(self) -> float:
+        return self.busy_s + self.trials_running * (time.monotonic() - self._busy_mark)
+
+    async def _validate(self, step: int, record: StepRecord) -> None:
+        """Validation on its own trials; its figures join step `step`'s record and row when it ends."""
+        figures = await validate(self.parts, step)
+        record.metrics.update(figures)
+        self.parts.tracker.log(record.metrics, step=step)
+        log.info("step %d: validation solve rate %.3f", step, figures["val/solve_rate"])
+
+    async def _stop(self) -> None:
+        """Cancels what still runs: the admission, the watchdog, trials in flight, validations."""
+        leftover = [*self.tasks, *(v for v in self.validations if not v.done())]
+        for task in leftover:
+            task.cancel()
+        await asyncio.gather(*leftover, return_exceptions=True)
+        if self.running:
+            log.info(
+                "loop ended with %d groups in flight (cancelled, not trained): %s",
+                len(self.running),
+                sorted(self.running),
+            )
+
+    # ------------------------------------------------------------------------------------------------
+    # checkpoints
+
+    async def _checkpoint(self, next_step: int) -> None:
+        ckpt = self.parts.checkpointer
+        if not ckpt.should_save(next_step):
+            return
+        pending_dir = ckpt.directory / PENDING_DIR / str(next_step)
+        ready = [t for g in self.ready for t in g.all_trajectories()]
+        await asyncio.to_thread(save_trajectories, pending_dir, ready)
+        cursor = {
+            "next_step": next_step,
+            "run_id": self.parts.run_id,
+            "optimiser_step": int(self.state.step),
+            "mode": "async",
+            "next_group": self.next_group,
+            "in_flight": sorted([*self.running, *self.rerun]),
+            "pending": [g.index for g in self.ready],
+            "pending_dir": str(pending_dir),
+        }
+        await asyncio.to_thread(
+            ckpt.maybe_save,
+            self.state,
+            cursor=cursor,
+            weights_version=version_of(next_step),
+            step=next_step,
+        )
+        kept = set(ckpt.all_steps()) | {next_step}
+        for old in (ckpt.directory / PENDING_DIR).iterdir():
+            if old.name.isdigit() and int(old.name) not in kept and int(old.name) < min(kept):
+                shutil.rmtree(old, ignore_errors=True)
+
+    def _restore_pending(self, folder: pathlib.Path) -> None:
+        """The groups a checkpoint saved as ended but untrained, ready again (in the order they ended)."""
+        by_group: dict[str, list[Trajectory]] = {}
+        for t in load_trajectories(folder):
+            by_group.setdefault(t.group_id, []).append(t)
+        for group_id, trajectories in by_group.items():
+            task_id, _, index = group_id.rpartition("@g")
+            task = next(t for t in self.parts.train_tasks if t.instance_id == task_id)
+            group = Group(int(index), task, len(trajectories), self.version)
+            group.trajectories = dict(enumerate(trajectories))
+            self.ready.append(group)
+            self.outstanding.add(group.index)
+        log.info("resumed %d ended, untrained groups from %s", len(self.ready), folder)
+
+    # ------------------------------------------------------------------------------------------------
+    # watchdog
+
+    async def watchdog(self) -> None:
+        """Reports a loop that made no progress for `loop.stall_timeout_s` (module docstring)."""
+        timeout = self.cfg.loop.stall_timeout_s
+        reported_at = 0.0
+        while True:
+            await asyncio.sleep(min(timeout / 4, 30.0))
+            idle = time.monotonic() - self.last_progress
+            if idle >= timeout and self.last_progress != reported_at:
+                reported_at = self.last_progress
+                self.stalls += 1
+                log.error("%s", self.stall_report(idle))
+
+    def stall_report(self, idle: float) -> str:
+        return (
+            f"the async loop made no progress for {idle:.0f} s (loop.stall_timeout_s="
+            f"{self.cfg.loop.stall_timeout_s:g}): no trial ended and no update finished. Trainer at version "
+            f"{self.version} waits for {self.per_step} ready groups and has {len(self.ready)}; "
+            f"{self.trials_running} trials running, {self.trials_live - self.trials_running} waiting for a "
+            f"slot; groups in flight {sorted(self.running)}; outstanding {len(self.outstanding)} of "
+            f"{self.max_outstanding} allowed"
+        )
+
+
+def group_dir(folder: pathlib.Path, index: int) -> pathlib.Path:
+    """Where group `index`'s trials are archived."""
+    return folder / "trials" / f"group_{index}"
+
+
+def set_aside_unfinished_groups(folder: pathlib.Path, cursor: dict[str, Any]) -> list[pathlib.Path]:
+    """Moves the archives of groups that were in flight at the checkpoint, or admitted after it, aside
+    (`group_<n>.abandoned-<time>`): they are re-run or never trained. Returns the new paths."""
+    moved = []
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    in_flight = set(cursor.get("in_flight", ()))
+    next_group = int(cursor.get("next_group", 0))
+    root = folder / "trials"
+    if root.is_dir():
+        for path in sorted(root.glob("group_*")):
+            suffix = path.name.removeprefix("group_")
+            if suffix.isdigit() and (int(suffix) in in_flight or int(suffix) >= next_group):
+                target = path.with_name(f"{path.name}.abandoned-{stamp}")
+                path.rename(target)
+                moved.append(target)
+    return moved
+
+
+async def run_async_loop(
+    parts: Parts, state: TrainState, *, start_step: int = 0, cursor: dict[str, Any] | None = None
+) -> list[StepRecord]:
+    """Runs trainer steps `start_step .. loop.steps - 1` fully asynchronously (module docstring), continuing
+    from a checkpoint's `cursor` when resumed; returns one record per step."""
+    if cursor is not None and cursor.get("mode", "sync") != "async":
+        raise ValueError(
+            f"the checkpoint was written by a loop.mode={cursor.get('mode', 'sync')!r} run: resume it in "
+            "that mode (its cursor holds no async group state)"
+        )
+    if not parts.train_tasks:
+        raise ValueError("loop.mode=async needs at least one train task, got none")
+    loop = AsyncLoop(parts, state, start_step=start_step, cursor=cursor)
+    return await loop.run(start_step)

@@ -1,0 +1,156 @@
+"""The fully-asynchronous loop on the tiny MoE with the built-in harness, the rollouts' replies scripted.
+
+As loop_run.py, but trials run concurrently, so the script picks each reply by the trial the proxy session
+belongs to (trial `<task>-0` of every group applies the gold edit and submits, the others submit at once),
+and the scripted engine is also what the publisher updates: the versions it stamps on sampled tokens are
+the ones the loop published, as a real engine's would be. Everything else is real: the built-in harness,
+Docker sandboxes, the verifier, the trainer on the tiny MoE, the orbax checkpoint and the tracker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from scripted_engine import ScriptedEngine  # noqa: E402
+
+from legorl_jax.config import (  # noqa: E402
+    CheckpointConfig,
+    Config,
+    EngineConfig,
+    LoopConfig,
+    RolloutConfig,
+    TasksConfig,
+    TrackingConfig,
+    TrainConfig,
+)
+from legorl_jax.warm_start import gold_edits, qwen3_tool_call  # noqa: E402
+
+MAX_LEN = 2048
+TASK = "ratelimit-slow-rates-never-refill"
+
+
+def config_for(run_dir: pathlib.Path, *, validation: bool = False, **loop: object) -> Config:
+    return Config(
+        tasks=TasksConfig(ids=[TASK], eval_split="train" if validation else None),
+        rollout=RolloutConfig(
+            group_size=2,
+            concurrency=4,
+            retries=0,
+            runs_dir=str(run_dir.parent),
+            experiment=run_dir.name,
+            trial_timeout_s=300,
+        ),
+        train=TrainConfig(
+            learning_rate=1e-3, max_tokens=MAX_LEN, checkpoint=CheckpointConfig(every=1, keep=3)
+        ),
+        engine=EngineConfig(max_running=2, max_len=MAX_LEN, min_prefill_bucket=64),
+        tracking=TrackingConfig(backend="none"),
+        loop=LoopConfig(**{"mode": "async", "steps": 2, "validate_every": 0, **loop}),
+    )
+
+
+class TrialScript:
+    """The reply of each call, chosen by the trial of its proxy session (module docstring)."""
+
+    def __init__(self, tokenizer, task):
+        self.tokenizer = tokenizer
+        self.fix = [qwen3_tool_call("str_replace", e) for e in gold_edits(task)] + [
+            qwen3_tool_call("submit", {})
+        ]
+        self.proxies: list = []  # [training proxy, validation proxy]
+        self.log: list[tuple[float, str]] = []  # (unix time, "train" | "eval") per call
+
+    def kind(self, rid: str) -> str:
+        sid = rid.rpartition("-")[0]
+        return "eval" if sid in self.proxies[1].sessions else "train"
+
+    def __call__(self, prompt, rid):
+        sid, _, turn = rid.rpartition("-")
+        self.log.append((time.time(), self.kind(rid)))
+        trial_id = next(p.sessions[sid].trial_id for p in self.proxies if sid in p.sessions)
+        if trial_id.endswith("-0"):
+            return self.fix[min(int(turn), len(self.fix) - 1)]
+        return qwen3_tool_call("submit", {})
+
+
+@dataclasses.dataclass
+class AsyncRun:
+    records: list
+    engine: ScriptedEngine
+    script: TrialScript
+    cursor: dict | None  # the last checkpoint's
+    steps_saved: list[int]
+
+
+async def run(
+    model_dir: str,
+    run_dir: pathlib.Path,
+    *,
+    resume: bool = False,
+    validation: bool = False,
+    delay_s: float = 0.0,
+    eval_delay_s: float = 0.0,
+    **loop: object,
+) -> AsyncRun:
+    """Runs (or, with `resume`, continues from its last checkpoint) the async loop of `run_dir`; every call
+    takes `delay_s` (a validation trial's `eval_delay_s`)."""
+    from legorl_jax.async_loop import set_aside_unfinished_groups
+    from legorl_jax.harness import get_harness
+    from legorl_jax.loop import Parts, run_loop
+    from legorl_jax.model import load_hf
+    from legorl_jax.model.tokenizer import load_tokenizer
+    from legorl_jax.run import load_tasks, make_tracker, serving_proxies
+    from legorl_jax.train.checkpoint import Checkpointer
+    from legorl_jax.train.publish import Publisher
+    from legorl_jax.train.step import Trainer
+
+    config = config_for(run_dir, validation=validation, **loop)
+    config = dataclasses.replace(config, proxy=dataclasses.replace(config.proxy, context_length=MAX_LEN))
+    tasks, _ = load_tasks(config)
+    tokenizer = load_tokenizer(model_dir)
+    trainer = Trainer(load_hf(model_dir, "float32"), config.algo, config.train)
+    tracker = make_tracker(config, run_dir, job="", resume_hash=None)
+    checkpoint = CheckpointConfig(directory=str(run_dir / "checkpoints"), every=1, keep=3, async_save=False)
+    script = TrialScript(tokenizer, tasks[0])
+    try:
+        with Checkpointer(checkpoint, run_config={"test": "async-loop"}) as ckpt:
+            state, start, cursor = trainer.init_state(seed=0), 0, None
+            if resume:
+                restored = ckpt.restore(trainer.abstract_state())
+                state, cursor = restored.state, restored.cursor
+                start = int(cursor["next_step"])
+                set_aside_unfinished_groups(run_dir, cursor)
+            version = f"step-{start:06d}" if resume else "default"
+            engine = ScriptedEngine(
+                tokenizer,
+                script,
+                delay_s=lambda rid: eval_delay_s if script.kind(rid) == "eval" else delay_s,
+                weight_version=version,
+            )
+            engine.max_len = MAX_LEN
+            async with serving_proxies(config, engine, model_dir, run_dir) as (proxy, eval_proxy):
+                script.proxies = [proxy, eval_proxy]
+                parts = Parts(
+                    config,
+                    trainer,
+                    proxy,
+                    get_harness(config.harness.name, **config.harness.options),
+                    tasks,
+                    tasks[:1] if validation else [],
+                    ckpt,
+                    Publisher(engine, mode="in_process"),
+                    tracker,
+                    validation_proxy=eval_proxy,
+                )
+                records = await run_loop(parts, state, start_step=start, cursor=cursor)
+            saved = ckpt.all_steps()
+            last = ckpt.read_meta(saved[-1])["cursor"] if saved else None
+    finally:
+        tracker.close()
+    return AsyncRun(records, engine, script, last, saved)
