@@ -82,21 +82,29 @@ class Workload:
     group_size: int = 4
     concurrency: int = 8
     trajectories: int = 48
-    engine_s: float = 0.5
-    tool_mean_s: float = 20.0
+    engine_s: float = 0.3
+    tool_mean_s: float | None = None
+    """None: `balance` x the trainer's step time less a trial's own time, both measured in the warm-up."""
     tool_sigma: float = 1.0
     tool_calls: int = 2
+    balance: float = 0.8
+    hidden_size: int = 384
+    layers: int = 6
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("group_size", "concurrency", "trajectories", "tool_calls"):
+        for name in ("group_size", "concurrency", "trajectories", "tool_calls", "hidden_size", "layers"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
-        for name in ("engine_s", "tool_mean_s", "tool_sigma"):
+        for name in ("engine_s", "tool_mean_s", "tool_sigma", "balance"):
             value = getattr(self, name)
+            if value is None and name == "tool_mean_s":
+                continue
             if not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        if self.hidden_size % 4:
+            raise ValueError(f"hidden_size must be a multiple of 4 (4 heads), got {self.hidden_size!r}")
         if not self.tasks:
             raise ValueError("tasks must name at least one built-in task, got none")
         if self.trajectories % self.per_step:
@@ -114,12 +122,22 @@ class Workload:
     def steps(self) -> int:
         return self.trajectories // self.per_step
 
+    def model_spec(self) -> Any:
+        """The trainer's tiny MoE (`legorl_jax.model.tiny`) at this width and depth: 4 heads, 8 experts."""
+        from legorl_jax.model.tiny import TinyModelSpec
+
+        h = self.hidden_size
+        return TinyModelSpec(hidden_size=h, num_layers=self.layers, head_dim=h // 4, moe_intermediate_size=h,
+                             intermediate_size=2 * h, max_positions=MAX_TOKENS)  # fmt: skip
+
     def describe(self) -> str:
+        mean = "auto" if self.tool_mean_s is None else f"{self.tool_mean_s:.1f} s"
         return (
+            f"trainer: tiny MoE hidden {self.hidden_size}, {self.layers} layers, 8 experts top-2; "
             f"tasks {','.join(self.tasks)}; group size {self.group_size}; {self.per_step} trajectories per "
             f"step ({len(self.tasks)} groups); {self.steps} steps = {self.trajectories} trained trajectories "
             f"per mode; concurrency {self.concurrency}; engine {self.engine_s:.2f} s per call; tool time per "
-            f"trial lognormal mean {self.tool_mean_s:.1f} s sigma {self.tool_sigma:.2f} over "
+            f"trial lognormal mean {mean} sigma {self.tool_sigma:.2f} over "
             f"{self.tool_calls} `bash sleep` calls; seed {self.seed}"
         )
 
@@ -131,9 +149,10 @@ def tool_seconds(workload: Workload, task_id: str, group: int, index: int) -> li
 
     key = f"{workload.seed}:{task_id}:{group}:{index}".encode()
     rng = np.random.default_rng(int.from_bytes(hashlib.sha256(key).digest()[:8], "little"))
-    sigma = workload.tool_sigma
-    mu = math.log(workload.tool_mean_s) - sigma**2 / 2 if workload.tool_mean_s > 0 else -math.inf
-    total = float(rng.lognormal(mu, sigma)) if workload.tool_mean_s > 0 else 0.0
+    sigma, mean = workload.tool_sigma, workload.tool_mean_s
+    if mean is None:
+        raise ValueError("the workload's tool_mean_s is still 'auto': calibrate it before drawing tool times")
+    total = float(rng.lognormal(math.log(mean) - sigma**2 / 2, sigma)) if mean > 0 else 0.0
     return [total / workload.tool_calls] * workload.tool_calls
 
 
@@ -160,9 +179,9 @@ def tool_call(name: str, arguments: dict[str, Any]) -> str:
 
 
 class ScriptedLoopEngine:
-    """An `Engine` at the outside boundary whose every call takes `call_s` seconds and answers the trial's
-    next scripted tool call (module docstring): its `bash sleep`s, then the gold edit (even trial index) or
-    nothing, then `submit`.
+    """An `Engine` at the outside boundary whose every call takes `workload.engine_s` seconds and answers
+    the trial's next scripted tool call (module docstring): its `bash sleep`s, then the gold edit (even trial
+    index) or nothing, then `submit`.
 
     It learns which trial a call belongs to from the proxy's session table (`sessions`, set once the proxy
     exists; the rid is `<session>-<turn>`). Its log-probs and routing rows are deterministic functions of the
@@ -177,14 +196,13 @@ class ScriptedLoopEngine:
         self.calls = 0
         self.publishes: list[tuple[float, str]] = []
 
-    def script(self, session: Any, turn: int) -> str:
-        group, index = trial_identity(
-            str(session.trial_dir), session.trial_id, session.task_id, len(self.workload.tasks)
-        )
-        sleeps = tool_seconds(self.workload, session.task_id, group, index)
+    def script(self, task_id: str, trial_id: str, trial_dir: str, turn: int) -> str:
+        """The reply to model call `turn` (from 0) of the trial archived at `trial_dir`."""
+        group, index = trial_identity(trial_dir, trial_id, task_id, len(self.workload.tasks))
+        sleeps = tool_seconds(self.workload, task_id, group, index)
         steps = [tool_call("bash", {"command": f"sleep {s:.3f}"}) for s in sleeps]
         if index % 2 == 0:
-            steps += self.fixes[session.task_id]
+            steps += self.fixes[task_id]
         steps.append(tool_call("submit", {}))
         return steps[min(turn, len(steps) - 1)]
 
@@ -204,7 +222,10 @@ class ScriptedLoopEngine:
         session = self.sessions.get(session_id or "")
         if session is None:
             raise ValueError(f"session_id {session_id!r} is no open session of the proxy")
-        out = self.tokenizer.encode(self.script(session, int(rid.rsplit("-", 1)[1])))
+        turn = int(rid.rsplit("-", 1)[1])
+        out = self.tokenizer.encode(
+            self.script(session.task_id, session.trial_id, str(session.trial_dir), turn)
+        )
         out = out[: sampling.max_new_tokens] if len(out) >= sampling.max_new_tokens else [*out, self.eos]
         finish = "length" if out[-1] != self.eos else "stop"
         logprobs = np.asarray([-0.01 * (1 + (t % 97)) for t in out], np.float32)
@@ -252,13 +273,15 @@ class ModeResult:
     mode: str
     wall_s: float
     trained: int
-    steps_trained: int
     train_step_s: list[float]
+    """Every update's train step (the trainer's busy time)."""
     trial_s: list[float]
-    trainer_idle: float
-    rollout_idle: float
+    """Every trial that ended, trained or not (the slots' busy time)."""
+    steady_s: tuple[float, float]
+    """(train-step seconds, wall seconds) of the steps after the first: the first update of the async loop
+    waits for its pipeline to fill (its first groups to end), once per run."""
     loop_trainer_idle: float | None
-    loop_rollout_idle: float | None
+    stale_groups: int
     solve_rate: float
     foreign_cores: float
 
@@ -285,7 +308,7 @@ def scripted_config(workload: Workload, mode: str, runs: pathlib.Path, experimen
 
     loop_mode, staleness = MODES[mode]
     turns = workload.tool_calls + 8  # the sleeps, the gold edit's hunks, submit, and room to spare
-    longest_trial = 30 * workload.tool_mean_s * math.exp(workload.tool_sigma**2) + 300
+    longest_trial = 30 * (workload.tool_mean_s or 0.0) * math.exp(workload.tool_sigma**2) + 300
     return Config(
         tasks=TasksConfig(ids=list(workload.tasks), eval_split=None),
         rollout=RolloutConfig(
@@ -376,20 +399,38 @@ def summarise(
     trials = [json.loads(p.read_text()) for p in sorted((folder / "trials").glob("*/*/trial.json"))]
     trial_s = [t["timings"]["trial_s"] for t in trials if "trial_s" in t.get("timings", {})]
     scored = [t["reward"] for t in trials if not Outcome(t["outcome"]).is_infra_failure]
+    later = records[1:]
     return ModeResult(
         mode=mode,
         wall_s=wall,
         trained=trained,
-        steps_trained=len(trained_records),
         train_step_s=train_s,
         trial_s=trial_s,
-        trainer_idle=max(0.0, 1.0 - sum(train_s) / wall) if wall > 0 else 0.0,
-        rollout_idle=max(0.0, 1.0 - sum(trial_s) / (workload.concurrency * wall)) if wall > 0 else 0.0,
+        steady_s=(
+            sum(r.metrics.get("time/train_step_s", 0.0) for r in later),
+            sum(r.metrics["time/total_s"] for r in later),
+        ),
         loop_trainer_idle=_mean_metric(records, "loop/trainer_idle_share"),
-        loop_rollout_idle=_mean_metric(records, "loop/rollout_idle_share"),
+        stale_groups=int(last.get("loop/stale_groups_total", 0)),
         solve_rate=statistics.mean(float(r == 1.0) for r in scored) if scored else 0.0,
         foreign_cores=foreign,
     )
+
+
+def trainer_idle(results: Sequence[ModeResult]) -> float:
+    """1 - train-step seconds / wall seconds over `results`."""
+    return 1.0 - sum(sum(r.train_step_s) for r in results) / sum(r.wall_s for r in results)
+
+
+def steady_trainer_idle(results: Sequence[ModeResult]) -> float:
+    """`trainer_idle` over the steps after each run's first (`ModeResult.steady_s`); nan with one step."""
+    wall = sum(r.steady_s[1] for r in results)
+    return 1.0 - sum(r.steady_s[0] for r in results) / wall if wall > 0 else float("nan")
+
+
+def rollout_idle(results: Sequence[ModeResult], concurrency: int) -> float:
+    """1 - trial seconds / (concurrency x wall seconds): the share of slot time no trial ran in."""
+    return 1.0 - sum(sum(r.trial_s) for r in results) / (concurrency * sum(r.wall_s for r in results))
 
 
 def _mean_metric(records: Sequence[Any], name: str) -> float | None:
@@ -403,23 +444,39 @@ def _mean_metric(records: Sequence[Any], name: str) -> float | None:
 
 async def bench_scripted(args: argparse.Namespace) -> list[ModeResult]:
     from legorl_jax.model import load_hf
-    from legorl_jax.model.tiny import TinyModelSpec, make_tiny_model
+    from legorl_jax.model.tiny import make_tiny_model
     from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_task
     from legorl_jax.train.step import Trainer
 
     workload = workload_of(args)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-loop-"))
-    model_dir = make_tiny_model(tmp / "model", TinyModelSpec(max_positions=MAX_TOKENS), seed=0)
+    model_dir = make_tiny_model(tmp / "model", workload.model_spec(), seed=0)
     tasks = [load_builtin_task(SUITE_DIR / t) for t in workload.tasks]
     config = scripted_config(workload, "sync", tmp / "runs", "config")
     trainer = Trainer(load_hf(str(model_dir), "float32"), config.algo, config.train)
     load_before = os.getloadavg()[0]
     # Warm-up, not measured: task images and their root filesystems, imports, and the train step's compile
-    # (the trainer is shared, so no measured run pays for a compile the others skip).
+    # (the trainer is shared, so no measured run pays for a compile the others skip). Its second step times
+    # the trainer and its trials (tool time ~0) a trial's own cost: the `auto` tool time is set from them.
     warm = dataclasses.replace(
-        workload, trajectories=workload.per_step, tool_mean_s=0.1, concurrency=workload.per_step
+        workload, trajectories=2 * workload.per_step, tool_mean_s=0.05, concurrency=workload.per_step
     )
-    await run_mode("sync", warm, model_dir, trainer, tasks, tmp / "warmup")
+    warmed = await run_mode("sync", warm, model_dir, trainer, tasks, tmp / "warmup")
+    train_s, own_s = warmed.train_step_s[-1], statistics.mean(warmed.trial_s)
+    calibration = f"warm-up: train step {train_s:.1f} s, a trial's own time (tool time ~0) {own_s:.1f} s"
+    if workload.tool_mean_s is None:
+        mean = workload.balance * train_s - own_s
+        if mean < 0.5:
+            log.warning(
+                "%s: too short a train step to balance %.1f x it; tool time 0.5 s",
+                calibration,
+                workload.balance,
+            )
+        workload = dataclasses.replace(workload, tool_mean_s=max(mean, 0.5))
+        calibration += (
+            f"; tool time mean = {workload.balance} x train step - trial's own = {workload.tool_mean_s:.1f} s"
+        )
+    log.info("%s", calibration)
     results: dict[str, list[ModeResult]] = {m: [] for m in args.modes}
     for r in range(args.rounds):
         order = args.modes[r % len(args.modes) :] + args.modes[: r % len(args.modes)]
@@ -427,7 +484,7 @@ async def bench_scripted(args: argparse.Namespace) -> list[ModeResult]:
             result = await run_mode(mode, workload, model_dir, trainer, tasks, tmp / "runs")
             log.info("round %d %s: %.0f trajectories/h over %.0f s", r, mode, result.per_hour, result.wall_s)
             results[mode].append(result)
-    print_scripted(workload, results, load_before, os.getloadavg()[0], args.rounds)
+    print_scripted(workload, calibration, results, load_before, os.getloadavg()[0], args.rounds)
     return [r for rs in results.values() for r in rs]
 
 
@@ -441,12 +498,16 @@ def workload_of(args: argparse.Namespace) -> Workload:
         tool_mean_s=args.tool_mean_s,
         tool_sigma=args.tool_sigma,
         tool_calls=args.tool_calls,
+        balance=args.balance,
+        hidden_size=args.hidden_size,
+        layers=args.layers,
         seed=args.seed,
     )
 
 
 def print_scripted(
     workload: Workload,
+    calibration: str,
     results: dict[str, list[ModeResult]],
     load_before: float,
     load_after: float,
@@ -458,14 +519,16 @@ def print_scripted(
     sync_rate = rate(results["sync"]) if results.get("sync") else None
     print()
     print(f"workload: {workload.describe()}")
+    print(calibration)
     print(f"load average before {load_before:.2f}, after {load_after:.2f}; rounds {rounds}")
     print()
     print(
-        "| mode | loop | trained | wall s | trajectories / h | ratio to sync | trainer idle | rollout idle "
-        "| solve rate | mean trial s | mean train step s | ideal: slots never idle, trials / h "
-        "| ideal: trainer-bound, trajectories / h | other processes' CPU, cores |"
+        "| mode | loop | trained | wall s | trajectories / h | ratio to sync | trainer idle (after step 0) "
+        "| rollout idle | stale groups | solve rate | mean trial s | mean train step s "
+        "| ideal: slots never idle, trials / h | ideal: trainer-bound, trajectories / h "
+        "| other processes' CPU, cores |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode, rs in results.items():
         if not rs:
             continue
@@ -474,34 +537,34 @@ def print_scripted(
         step = [s for r in rs for s in r.train_step_s]
         step_s = statistics.mean(step) if step else float("nan")
         ratio = f"{rate(rs) / sync_rate:.2f}" if sync_rate else "-"
-        wall = sum(r.wall_s for r in rs)
-        trainer_idle = 1.0 - sum(sum(r.train_step_s) for r in rs) / wall
-        rollout_idle = 1.0 - sum(sum(r.trial_s) for r in rs) / (workload.concurrency * wall)
         loop_idle = [r.loop_trainer_idle for r in rs if r.loop_trainer_idle is not None]
-        loop_note = f" (loop: {statistics.mean(loop_idle):.0%})" if loop_idle else ""
+        loop_note = f"; loop's {statistics.mean(loop_idle):.0%}" if loop_idle else ""
         print(
             f"| {mode} | {loop_mode}" + (f", max_staleness {staleness}" if loop_mode == "async" else "")
-            + f" | {sum(r.trained for r in rs)} | {wall:.0f} | {rate(rs):.0f} | {ratio} "
-            f"| {trainer_idle:.0%}{loop_note} | {rollout_idle:.0%} "
+            + f" | {sum(r.trained for r in rs)} | {sum(r.wall_s for r in rs):.0f} | {rate(rs):.0f} | {ratio} "
+            f"| {trainer_idle(rs):.0%} ({steady_trainer_idle(rs):.0%}{loop_note}) "
+            f"| {rollout_idle(rs, workload.concurrency):.0%} | {sum(r.stale_groups for r in rs)} "
             f"| {statistics.mean(r.solve_rate for r in rs):.2f} | {trial:.1f} | {step_s:.1f} "
             f"| {3600 * workload.concurrency / trial:.0f} | {3600 * workload.per_step / step_s:.0f} "
             f"| {max(r.foreign_cores for r in rs):.2f} |"
         )  # fmt: skip
     print()
     print(
-        "trainer idle = 1 - train-step seconds / wall; rollout idle = 1 - trial seconds / (concurrency x "
-        "wall); ideal trials / h = concurrency / mean trial s; trainer-bound = trajectories per step / mean "
-        "train-step s"
+        "trainer idle = 1 - train-step seconds / wall, over the whole run (and over the steps after the "
+        "first, whose wait is the async pipeline filling once; the loop's own figure is the mean of its "
+        "per-step shares); rollout idle = 1 - trial seconds / (concurrency x wall); ideal trials / h = "
+        "concurrency / mean trial s; trainer-bound = trajectories per step / mean train-step s; solve rate "
+        "over every trial that ended"
     )
-    target = results.get("async") and sync_rate
-    if target:
+    if results.get("async") and sync_rate:
         a = results["async"]
         ratio = rate(a) / sync_rate
-        idle = 1.0 - sum(sum(r.train_step_s) for r in a) / sum(r.wall_s for r in a)
-        met = ratio >= 2.0 and idle <= 0.25
+        idle, steady = trainer_idle(a), steady_trainer_idle(a)
         print(
             f"target (async at max_staleness 1 >= 2x sync trajectories / h, trainer idle <= 25 %): ratio "
-            f"{ratio:.2f}, trainer idle {idle:.0%}: {'met' if met else 'NOT met'}"
+            f"{ratio:.2f} ({'met' if ratio >= 2.0 else 'NOT met'}), trainer idle {idle:.0%} over the run "
+            f"({'met' if idle <= 0.25 else 'NOT met'}), {steady:.0%} after the first step "
+            f"({'met' if steady <= 0.25 else 'NOT met'})"
         )
     quiet = load_before < hostload.QUIET_LOAD and all(
         r.foreign_cores < hostload.QUIET_CORES for rs in results.values() for r in rs
@@ -613,7 +676,7 @@ def bench_demo(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 # ----------------------------------------------------------------------------------------------------
 # Command line
 
-QUICK = {"trajectories": 8, "concurrency": 8, "tool_mean_s": 2.0, "engine_s": 0.1, "rounds": 1}
+QUICK = {"trajectories": 8, "tool_mean_s": 2.0, "engine_s": 0.1, "hidden_size": 64, "layers": 2, "rounds": 1}
 """`--quick`: one step of each mode with short trials (a smoke run, < 3 minutes)."""
 
 
@@ -627,7 +690,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--concurrency", type=int, default=Workload.concurrency)
     s.add_argument("--trajectories", type=int, default=Workload.trajectories, help="trained per mode")
     s.add_argument("--engine-s", type=float, default=Workload.engine_s, help="seconds per engine call")
-    s.add_argument("--tool-mean-s", type=float, default=Workload.tool_mean_s)
+    s.add_argument(
+        "--tool-mean-s",
+        type=float,
+        default=None,
+        help="mean tool seconds per trial (default: auto, see --balance)",
+    )
+    s.add_argument(
+        "--balance",
+        type=float,
+        default=Workload.balance,
+        help="auto tool time: mean trial = this x train step",
+    )
+    s.add_argument(
+        "--hidden-size", type=int, default=Workload.hidden_size, help="the trainer's tiny MoE width"
+    )
+    s.add_argument("--layers", type=int, default=Workload.layers, help="the trainer's tiny MoE depth")
     s.add_argument("--tool-sigma", type=float, default=Workload.tool_sigma)
     s.add_argument("--tool-calls", type=int, default=Workload.tool_calls)
     s.add_argument("--seed", type=int, default=Workload.seed)

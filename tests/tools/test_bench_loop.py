@@ -1,0 +1,96 @@
+"""tools/bench_loop.py's workload: tool times keyed by a trial's identity (the same on the sync and the async
+side), lognormal as asked, and the scripted engine's replies as the loop's proxy receives them."""
+
+import asyncio
+import importlib.util
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+TOOL = pathlib.Path(__file__).parents[2] / "tools" / "bench_loop.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_loop", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_loop"] = module  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_trial_sleeps_the_same_whether_the_sync_or_the_async_loop_archives_it(bench):
+    workload = bench.Workload(tasks=("a", "b"), tool_mean_s=10.0)
+    # Sync step 3 holds the 4th group of every task; async group 7 is the 4th pass's second group (2 tasks).
+    sync = bench.trial_identity("/r/x/trials/step_3/b-2/attempt_0", "b-2", "b", tasks=2)
+    later = bench.trial_identity("/r/x/trials/group_7/b-2/attempt_0", "b-2", "b", tasks=2)
+    assert sync == later == (3, 2)
+    assert bench.tool_seconds(workload, "b", *sync) == bench.tool_seconds(workload, "b", *later)
+    # Another trial of the group, the same trial of another task or another group: other draws.
+    others = [("b", 3, 3), ("a", 3, 2), ("b", 4, 2)]
+    assert all(bench.tool_seconds(workload, *o) != bench.tool_seconds(workload, "b", 3, 2) for o in others)
+
+
+def test_an_archive_path_without_a_step_or_group_folder_is_refused_naming_it(bench):
+    with pytest.raises(ValueError, match="runs/x/t-0"):
+        bench.trial_identity("runs/x/t-0", "t-0", "t", tasks=1)
+
+
+def test_tool_times_are_lognormal_with_the_asked_mean_split_over_the_calls(bench):
+    workload = bench.Workload(tasks=("a",), tool_mean_s=10.0, tool_sigma=1.0, tool_calls=2)
+    draws = [bench.tool_seconds(workload, "a", group, index) for group in range(500) for index in range(8)]
+    assert all(len(d) == 2 and d[0] == d[1] for d in draws)
+    totals = np.array([sum(d) for d in draws])
+    assert abs(totals.mean() - 10.0) < 0.6  # 4000 draws: the mean's standard error is 0.2 s
+    logs = np.log(totals)
+    assert abs(logs.std() - 1.0) < 0.05 and abs(np.median(totals) - 10.0 * np.exp(-0.5)) < 0.4
+    assert np.percentile(totals, 99) / np.median(totals) > 7  # exp(2.33 sigma) = 10: the heavy tail
+
+
+def test_the_workload_refuses_a_trajectory_count_that_is_not_whole_steps(bench):
+    with pytest.raises(ValueError, match=r"trajectories \(10\).*2 tasks x group size 4 = 8"):
+        bench.Workload(tasks=("a", "b"), group_size=4, trajectories=10)
+
+
+def test_the_scripted_engine_sleeps_then_fixes_only_even_trials_then_submits_under_the_published_version(
+    bench, tiny_moe_dir, tmp_path
+):
+    from legorl_jax.config import ProxyConfig
+    from legorl_jax.engine.base import SamplingParams
+    from legorl_jax.model.tokenizer import load_tokenizer
+    from legorl_jax.proxy import CaptureProxy
+    from legorl_jax.train.batch import RoutingSpec
+
+    workload = bench.Workload(tasks=("t",), tool_mean_s=4.0, engine_s=0.0, tool_calls=2)
+    fix = bench.tool_call("str_replace", {"path": "f.py", "old": "a", "new": "b"})
+    engine = bench.ScriptedLoopEngine(
+        load_tokenizer(tiny_moe_dir), workload, {"t": [fix]}, RoutingSpec(2, 2, 8)
+    )
+    proxy = CaptureProxy.from_model_dir(engine, tiny_moe_dir, ProxyConfig(archive_dir=str(tmp_path)))
+    engine.sessions = proxy.sessions
+
+    def replies(trial: int) -> list[dict]:
+        folder = tmp_path / "trials" / "step_1" / f"t-{trial}" / "attempt_0"
+        sid = proxy.open_session("t", f"t-{trial}", trial_dir=folder).session_id
+        out = []
+        for turn in range(5):
+            gen = asyncio.run(
+                engine.generate([5, 6, 7], SamplingParams(max_new_tokens=512), return_routed_experts=True,
+                                routed_experts_start_len=1, rid=f"{sid}-{turn}", session_id=sid)
+            )  # fmt: skip
+            assert gen.routed_experts.shape == (3 + len(gen.output_ids) - 1 - 1, 2, 2)
+            assert all(len(set(row)) == 2 for row in gen.routed_experts.reshape(-1, 2).tolist())
+            text = engine.tokenizer.decode(gen.output_ids.tolist())
+            out.append({"call": json.loads(text.split("<tool_call>")[1].split("</tool_call>")[0]), "v": gen})
+        return out
+
+    sleeps = bench.tool_seconds(workload, "t", 1, 0)
+    even = replies(0)
+    assert [r["call"]["name"] for r in even] == ["bash", "bash", "str_replace", "submit", "submit"]
+    assert [r["call"]["arguments"]["command"] for r in even[:2]] == [f"sleep {s:.3f}" for s in sleeps]
+    assert [r["call"]["name"] for r in replies(1)] == ["bash", "bash", "submit", "submit", "submit"]
+    asyncio.run(engine.update_weights(None, "step-000002"))
+    assert replies(2)[0]["v"].weight_version == "step-000002" and even[0]["v"].weight_version == "step-000000"
