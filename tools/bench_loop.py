@@ -6,34 +6,45 @@ trainer and rollout idle shares, and the ideal beside them.
     python tools/bench_loop.py scripted --modes sync        # one side only
     python tools/bench_loop.py demo --steps 3               # experiment=demo, sync vs async
 
-Workload `scripted` (the target): the real loop (`legorl_jax.loop.run_loop`), the real trainer on the tiny
-MoE of `legorl_jax.model.tiny`, the real capture proxy (`CaptureProxy.serving`), the built-in harness, the
-bubblewrap sandbox backend for the agents and the graders, and the real verifier. Only the engine is scripted
-(`ScriptedLoopEngine`, the outside boundary): every call takes `--engine-s` seconds (asyncio.sleep) and
-answers a tool call. A trial's tool time is drawn from a lognormal of mean `--tool-mean-s` and log-space
-sigma `--tool-sigma`, seeded and keyed by (task, group ordinal, trial index in the group), never by the order
-trials happen to run in, so sync and async trials with the same identity sleep the same; it is spent in
-`--tool-calls` `bash sleep` commands that the real harness runs in the real sandbox. Trial g of every group
-then applies the task's gold edit when g is even and submits without one when g is odd, so every group has
-rewards 1 and 0 and every step has an advantage to learn from. Why this path: a bubblewrap sandbox starts in
-tens of milliseconds of CPU where Docker costs a daemon round trip of hundreds (BENCHMARKS.md, Sandboxes), the
-built-in harness is a few HTTP calls in this process, and `sleep` in the sandbox costs no CPU, so on a 2-core
-machine the trials' CPU is a small share beside the trainer's and waiting is what the loops differ in.
+Workload `scripted` (the target): the real loop (`legorl_jax.loop.run_loop`), the real trainer on a tiny MoE
+of `legorl_jax.model.tiny` (`--hidden-size`, `--layers`), the real capture proxy (`CaptureProxy.serving`),
+the built-in harness, the bubblewrap sandbox backend for the agents and the graders, and the real verifier.
+Only the engine is scripted (`ScriptedLoopEngine`, the outside boundary): every call takes `--engine-s`
+seconds (asyncio.sleep) and answers a tool call. A trial's tool time is drawn from a lognormal of mean
+`--tool-mean-s` and log-space sigma `--tool-sigma`, seeded and keyed by (task, group ordinal, trial index in
+the group), never by the order trials happen to run in, so sync and async trials with the same identity sleep
+the same; it is spent in `--tool-calls` `bash sleep` commands that the real harness runs in the real sandbox.
+Trial g of every group then applies the task's gold edit when g is even and submits without one when g is
+odd, so every group has rewards 1 and 0 and every step has an advantage to learn from.
+
+Why this path: a bubblewrap sandbox starts in tens of milliseconds of CPU where Docker costs a daemon round
+trip of hundreds (BENCHMARKS.md, Sandboxes), the built-in harness is a few HTTP calls in this process and
+`sleep` in the sandbox costs no CPU, so the real harness sleeps on demand and no stand-in harness is needed.
+What is left of a trial's CPU (sandbox set-up, the proxy, grading: a few tenths of a second) must stay small
+beside the trainer's for the two cores not to be the limit, hence a trainer wider than the default tiny MoE
+(384 wide, 6 layers: a train step of seconds per trajectory, as on real models the train step outweighs a
+trial's orchestration). Balance: with the concurrency equal to the trajectories per step (what the sync loop
+can use), the trainer can only stay busy if a trial lasts about a train step; by default (`--tool-mean-s`
+unset) the mean tool time is `--balance` (0.8) x the train step less a trial's own time (tool time ~0), both
+measured in the warm-up, and printed. The sync loop then waits for the slowest of its trials every step.
 
 Modes, each the same loop with only `loop.mode` / `loop.max_staleness` changed and the same number of trained
 trajectories (`--trajectories`): `sync`; `async` at max_staleness 1 (the target); `async-s0` at
-max_staleness 0 (the reference: no trial outlives the weights it started under). Printed per mode:
-trajectories trained per hour (from the loop's own start to its end, measured here), the ratio to sync, the
-trainer's idle share (wall time outside train steps over wall time) and the rollout idle share (slot-seconds
-without a trial: 1 - sum of trial seconds / (concurrency x wall)), the load of other processes
-(`tools/hostload.py`) and the rounds. The ideal beside it: trials per hour if no slot ever waited
-(concurrency / mean trial seconds, the trials' own measured wall time) and the trainer-bound rate
-(trajectories per step / mean train-step seconds). Targets (issue 28): async at max_staleness 1 >= 2x sync
-trajectories per hour, with the trainer idle <= 25 %.
+max_staleness 0 (the reference: no trial outlives the weights it started under). `--rounds` repeats them in
+rotating order. Printed per mode: trajectories trained per hour (from the loop's start to its end, measured
+here), the ratio to sync, the trainer's idle share (1 - train-step seconds / wall seconds, over the whole
+run and over the steps after the first: the async loop's first update waits once for its pipeline to fill),
+the rollout idle share (1 - trial seconds / (concurrency x wall seconds)), stale groups dropped, the trials'
+solve rate, and the CPU other processes took (`tools/hostload.py`). The ideal beside it: trials per hour if
+no slot ever waited (concurrency / mean trial seconds, the trials' own measured wall time) and the
+trainer-bound rate (trajectories per step / mean train-step seconds). Targets (issue 28): async at
+max_staleness 1 >= 2x sync trajectories per hour, with the trainer idle <= 25 %.
 
-Workload `demo`: `python train.py experiment=demo` as `make demo` runs it (Hydra compose of conf/, tiny model,
-embedded engine, Docker, built-in harness, the warm start made once into a shared cache folder), with
-`loop.steps=--steps`, once per mode: wall time of each job and the solve rate of every step.
+Workload `demo`: `python train.py experiment=demo` as `make demo` runs it (tiny model, embedded engine,
+Docker, built-in harness), one job per mode in its own process, with `loop.steps=--steps`, Aim off and the
+warm start from a shared cache folder (`--warm-start-cache`; the first job makes it when absent): per mode
+the trained trials, the job's wall time, the loop's (the steps' `time/total_s`), trials per hour, and the
+solve rate of every step with the least-squares rise over the run.
 """
 
 from __future__ import annotations
