@@ -94,3 +94,30 @@ def test_the_scripted_engine_sleeps_then_fixes_only_even_trials_then_submits_und
     assert [r["call"]["name"] for r in replies(1)] == ["bash", "bash", "submit", "submit", "submit"]
     asyncio.run(engine.update_weights(None, "step-000002"))
     assert replies(2)[0]["v"].weight_version == "step-000002" and even[0]["v"].weight_version == "step-000000"
+
+
+def test_a_runs_figures_count_trained_trajectories_and_leave_the_first_steps_wait_out_of_the_steady_idle(
+    bench, tmp_path
+):
+    from legorl_jax.loop import StepRecord
+
+    for group, trial, seconds, outcome, reward in [
+        (0, "t-0", 6.0, "submitted", 1.0),
+        (0, "t-1", 8.0, "submitted", 0.0),
+        (1, "t-0", 5.0, "sandbox_failed", 0.0),  # an infrastructure failure: in the slots' time, not the rate
+    ]:
+        folder = tmp_path / "trials" / f"group_{group}" / trial
+        folder.mkdir(parents=True)
+        record = {"outcome": outcome, "reward": reward, "timings": {"trial_s": seconds}}
+        (folder / "trial.json").write_text(json.dumps(record))
+    first = {"time/train_step_s": 2.0, "time/total_s": 12.0, "loop/trajectories_trained": 2.0}
+    second = {"time/train_step_s": 3.0, "time/total_s": 4.0, "loop/trajectories_trained": 4.0,
+              "loop/trainer_idle_share": 0.25, "loop/stale_groups_total": 1.0}  # fmt: skip
+    records = [StepRecord(0, first, True), StepRecord(1, second, True)]
+    workload = bench.Workload(tasks=("t",), group_size=2, concurrency=2, trajectories=4)
+    result = bench.summarise("async", workload, records, tmp_path, wall=16.0, foreign=0.0)
+    assert result.trained == 4 and result.per_hour == 900.0  # the loop's cumulative count, per hour of wall
+    assert result.stale_groups == 1 and result.solve_rate == 0.5
+    assert bench.trainer_idle([result]) == pytest.approx(1 - 5 / 16)
+    assert bench.steady_trainer_idle([result]) == pytest.approx(1 - 3 / 4)  # step 1 only: the fill left out
+    assert bench.rollout_idle([result], concurrency=2) == pytest.approx(1 - 19 / 32)
