@@ -92,7 +92,7 @@ class Workload:
     tasks: tuple[str, ...] = TASKS
     group_size: int = 4
     concurrency: int = 8
-    trajectories: int = 48
+    trajectories: int = 80
     engine_s: float = 0.3
     tool_mean_s: float | None = None
     """None: `balance` x the trainer's step time less a trial's own time, both measured in the warm-up."""
