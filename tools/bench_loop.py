@@ -77,7 +77,12 @@ log = logging.getLogger("bench_loop")
 
 MODES = {"sync": ("sync", 1), "async": ("async", 1), "async-s0": ("async", 0)}
 """Mode name -> (loop.mode, loop.max_staleness)."""
-TASKS = ("ratelimit-slow-rates-never-refill", "varintkit-ten-byte-varint")
+TASKS = (  # the demo's four: each gold patch is a str_replace the built-in harness can apply
+    "ratelimit-slow-rates-never-refill",
+    "varintkit-ten-byte-varint",
+    "wrapwell-exact-width-line",
+    "autocomplete-casefold-prefix",
+)
 MAX_TOKENS = 2048
 
 
@@ -92,10 +97,12 @@ class Workload:
     tasks: tuple[str, ...] = TASKS
     group_size: int = 4
     concurrency: int = 8
-    trajectories: int = 80
+    trajectories: int = 128
     engine_s: float = 0.3
     tool_mean_s: float | None = None
-    """None: `balance` x the trainer's step time less a trial's own time, both measured in the warm-up."""
+    """None: a mean trial of `balance` x the train step x concurrency / trajectories per step (the slots then
+    end `1 / balance` times the trajectories the trainer takes), less a trial's own time; both measured in the
+    warm-up."""
     tool_sigma: float = 1.0
     tool_calls: int = 2
     balance: float = 0.8
@@ -472,23 +479,18 @@ async def bench_scripted(args: argparse.Namespace) -> list[ModeResult]:
     # Warm-up, not measured: task images and their root filesystems, imports, and the train step's compile
     # (the trainer is shared, so no measured run pays for a compile the others skip). Its second step times
     # the trainer and its trials (tool time ~0) a trial's own cost: the `auto` tool time is set from them.
-    warm = dataclasses.replace(
-        workload, trajectories=2 * workload.per_step, tool_mean_s=0.05, concurrency=workload.per_step
-    )
+    warm = dataclasses.replace(workload, trajectories=2 * workload.per_step, tool_mean_s=0.05)
     warmed = await run_mode("sync", warm, model_dir, trainer, tasks, tmp / "warmup")
     train_s, own_s = warmed.train_step_s[-1], statistics.mean(warmed.trial_s)
     calibration = f"warm-up: train step {train_s:.1f} s, a trial's own time (tool time ~0) {own_s:.1f} s"
     if workload.tool_mean_s is None:
-        mean = workload.balance * train_s - own_s
-        if mean < 0.5:
-            log.warning(
-                "%s: too short a train step to balance %.1f x it; tool time 0.5 s",
-                calibration,
-                workload.balance,
-            )
-        workload = dataclasses.replace(workload, tool_mean_s=max(mean, 0.5))
+        trial = workload.balance * train_s * workload.concurrency / workload.per_step
+        if trial - own_s < 0.5:
+            log.warning("%s: too short a train step for a %.1f s trial; tool time 0.5 s", calibration, trial)
+        workload = dataclasses.replace(workload, tool_mean_s=max(trial - own_s, 0.5))
         calibration += (
-            f"; tool time mean = {workload.balance} x train step - trial's own = {workload.tool_mean_s:.1f} s"
+            f"; mean trial = {workload.balance} x train step x concurrency {workload.concurrency} / "
+            f"{workload.per_step} per step = {trial:.1f} s, so tool time mean {workload.tool_mean_s:.1f} s"
         )
     log.info("%s", calibration)
     results: dict[str, list[ModeResult]] = {m: [] for m in args.modes}
@@ -714,7 +716,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--balance",
         type=float,
         default=Workload.balance,
-        help="auto tool time: mean trial = this x train step",
+        help="auto tool time: mean trial = this x train step x concurrency / trajectories per step",
     )
     s.add_argument(
         "--hidden-size", type=int, default=Workload.hidden_size, help="the trainer's tiny MoE width"
