@@ -23,10 +23,18 @@ trip of hundreds (BENCHMARKS.md, Sandboxes), the built-in harness is a few HTTP 
 What is left of a trial's CPU (sandbox set-up, the proxy, grading: a few tenths of a second) must stay small
 beside the trainer's for the two cores not to be the limit, hence a trainer wider than the default tiny MoE
 (384 wide, 6 layers: a train step of seconds per trajectory, as on real models the train step outweighs a
-trial's orchestration). Balance: with the concurrency equal to the trajectories per step (what the sync loop
-can use), the trainer can only stay busy if a trial lasts about a train step; by default (`--tool-mean-s`
-unset) the mean tool time is `--balance` (0.8) x the train step less a trial's own time (tool time ~0), both
-measured in the warm-up, and printed. The sync loop then waits for the slowest of its trials every step.
+trial's orchestration).
+
+Batch and slots: 16 trajectories per step (4 tasks x 4) over 8 trial slots, the same for every mode. At
+max_staleness 1 the async loop admits a group only while fewer than 2 steps' worth are outstanding (AReaL's
+bound), so during a train step only the next step's groups run; with as many slots as a step has trials
+that is rollout overlapped with training and nothing more, at best 2x sync (step = max(train, rollout)
+against train + rollout), less as soon as the slowest trial varies. With a batch larger than the slots (the
+usual case: hundreds of trajectories per step, tens of sandboxes), the sync loop runs its batch in waves and
+waits for the slowest trial of the last, while the async loop keeps every slot busy. Balance: by default
+(`--tool-mean-s` unset) the mean trial lasts `--balance` (0.8) x the train step x slots / batch, so the slots
+end 1.25x the trajectories the trainer takes and the trainer need not wait; the mean tool time is that less a
+trial's own time (tool time ~0), both measured in the warm-up and printed.
 
 Modes, each the same loop with only `loop.mode` / `loop.max_staleness` changed and the same number of trained
 trajectories (`--trajectories`): `sync`; `async` at max_staleness 1 (the target); `async-s0` at
