@@ -117,6 +117,7 @@ def test_a_runs_figures_count_trained_trajectories_and_leave_the_first_steps_wai
     workload = bench.Workload(tasks=("t",), group_size=2, concurrency=2, trajectories=4)
     result = bench.summarise("async", workload, records, tmp_path, wall=16.0, foreign=0.0)
     assert result.trained == 4 and result.per_hour == 900.0  # the loop's cumulative count, per hour of wall
+    assert result.steady_trained == 2 and result.steady_s == (3.0, 4.0)  # what steps after the first did
     assert result.stale_groups == 1 and result.solve_rate == 0.5
     assert bench.trainer_idle([result]) == pytest.approx(1 - 5 / 16)
     assert bench.steady_trainer_idle([result]) == pytest.approx(1 - 3 / 4)  # step 1 only: the fill left out
