@@ -718,8 +718,9 @@ def bench_demo(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 # ----------------------------------------------------------------------------------------------------
 # Command line
 
-QUICK = {"trajectories": 8, "tool_mean_s": 2.0, "engine_s": 0.1, "hidden_size": 64, "layers": 2, "rounds": 1}
-"""`--quick`: one step of each mode with short trials (a smoke run, < 3 minutes)."""
+QUICK = {"tasks": list(TASKS[:2]), "trajectories": 8, "tool_mean_s": 2.0, "hidden_size": 64, "layers": 2,
+         "rounds": 1}  # fmt: skip
+"""`--quick`: one step of 8 trajectories per mode, the default tiny MoE, short trials (smoke run, < 3 min)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
