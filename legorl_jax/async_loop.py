@@ -230,6 +230,16 @@ class AsyncLoop:
                 )
             finally:
                 self._count_running(-1)
+        log.info(
+            "trial %s of group %d: %s reward %.2f (version %d, %d trials running, %d groups ready)",
+            trial_id,
+            group.index,
+            trajectory.outcome.value,
+            trajectory.reward,
+            self.version,
+            self.trials_running,
+            len(self.ready),
+        )
         async with self.changed:
             group.trajectories[g] = trajectory
             self.trials_live -= 1
