@@ -302,14 +302,13 @@ class Branch:
             return None
         return np.asarray(self.token_versions, np.int32)
 
-    def _sampled_under(self, versions: Sequence[str], *, initial: str) -> list[int]:
+    def number_versions(self, versions: Sequence[str], *, initial: str) -> list[int]:
         """The numbers of newly sampled tokens' versions (noting the versions and any without a number)."""
-        for v in versions:
-            if v not in self.versions:
-                self.versions.append(v)
+        distinct = list(dict.fromkeys(versions))
+        self.versions.extend(v for v in distinct if v not in self.versions)
         numbers = version_numbers(versions, initial=initial)
         if numbers is None:
-            self.unnumbered.extend(v for v in dict.fromkeys(versions) if v not in self.unnumbered)
+            self.unnumbered.extend(v for v in distinct if v not in self.unnumbered)
             return [-1] * len(versions)
         return numbers.tolist()
 
@@ -429,6 +428,12 @@ class Recorder:
         branch (required with shared_tokens="recompute" when the plan has re-rendered positions).
         """
         prompt = plan.prompt_ids
+        per_token = generation.token_weight_versions
+        if per_token is not None and len(per_token) != len(generation.output_ids):
+            raise ValueError(
+                f"token_weight_versions has {len(per_token)} entries for {len(generation.output_ids)} "
+                "output tokens"
+            )
         if plan.branch is None:
             opened_by = "first" if not self.branches else ("side" if plan.kind == "side" else "rewrite")
             branch = Branch(len(self.branches), plan.kind, plan.tools_key, [], opened_by, parent=plan.parent)
@@ -446,7 +451,7 @@ class Recorder:
                             f"recomputed must hold {len(plan.rerendered)} log-probs for the re-rendered "
                             f"tokens, got {None if recomputed is None else len(recomputed)}"
                         )
-                    scored = branch._sampled_under(
+                    scored = branch.number_versions(
                         [generation.weight_version] * len(plan.rerendered), initial=self.initial_version
                     )
                     for pos, lp, v in zip(plan.rerendered, recomputed, scored, strict=True):
@@ -465,14 +470,9 @@ class Recorder:
         branch.ids = np.concatenate([prompt, out])
         branch.mask += [1] * len(out)
         branch.logprobs += np.asarray(generation.output_logprobs, np.float32).tolist()
-        per_token = generation.token_weight_versions
-        if per_token is not None and len(per_token) != len(out):
-            raise ValueError(
-                f"token_weight_versions has {len(per_token)} entries for {len(out)} output tokens"
-            )
         if per_token is not None and len(set(per_token)) > 1:
             self.turn_versions[turn] = tuple(per_token)
-        branch.token_versions += branch._sampled_under(
+        branch.token_versions += branch.number_versions(
             per_token or (generation.weight_version,) * len(out), initial=self.initial_version
         )
         branch.messages = [*plan.messages, reply]

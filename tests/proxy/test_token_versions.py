@@ -13,8 +13,9 @@ from scripted_engine import BASH_TOOL, EXPERTS, LAYERS, TOP_K, tool_call_text
 
 from legorl_jax.config import ProxyConfig
 from legorl_jax.proxy.archive import ARRAYS, read_archive
+from legorl_jax.proxy.recorder import Recorder, Renderer
 from legorl_jax.train.batch import RoutingSpec, pack_trajectories
-from legorl_jax.types import Outcome, Trajectory
+from legorl_jax.types import Generation, Outcome, Trajectory
 
 SYSTEM = {"role": "system", "content": "You fix bugs."}
 USER = {"role": "user", "content": "Fix calc.py."}
@@ -167,3 +168,22 @@ async def test_versions_that_are_not_numbers_of_the_run_keep_their_names_and_no_
         _ = trajectory.oldest_version
     batch, _ = pack_trajectories([trajectory], [0.0], max_tokens=256, routing=ROUTING)
     assert (batch.token_versions == -1).all()  # packed, its versions unknown
+
+
+def test_an_engine_reporting_a_version_per_token_for_the_wrong_token_count_is_refused_before_recording(
+    tokenizer,
+):
+    rec = Recorder(Renderer(tokenizer))
+    plan = rec.plan([SYSTEM, USER], None, kind="main")
+    gen = Generation(
+        np.asarray([5, 6, 7], np.int32),
+        np.full(3, -0.1, np.float32),
+        None,
+        "stop",
+        "step-000001",
+        len(plan.prompt_ids),
+        token_weight_versions=("default", "step-000001"),
+    )
+    with pytest.raises(ValueError, match="token_weight_versions has 2 entries for 3 output tokens"):
+        rec.commit(plan, gen, {"role": "assistant", "content": "x"}, turn=0)
+    assert rec.branches == [] and rec.turn_versions == {}
