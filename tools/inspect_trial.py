@@ -4,12 +4,12 @@
 
 TRIAL_DIR holds `trajectory.json` and `sequences.npz` (legorl_jax/proxy/archive.py). Spans are decoded with
 the tokenizer the session recorded (or `--model`, an HF directory); when neither is there the token ids are
-shown. A sampled span is printed as `[sampled n=.. mean_lp=..]` (with `--logprobs`, every token's log-prob), a
-context span as `[context n=..]`. Each branch ends with its routing coverage (the fraction of (token, layer)
-rows recorded), its counts and its sampled tokens per weights version number. A `turns` section lists each
-model call's weights version(s) with their token counts, marking the calls a weight update landed in; a
-trial whose sampled tokens span several versions says so under its header. The session's flags and counters
-close the report.
+shown. A sampled span is printed as `[sampled n=.. mean_lp=.. v<version> x<tokens>]` (with `--logprobs`,
+every token's log-prob), a context span as `[context n=..]`. Each branch ends with its routing coverage (the
+fraction of (token, layer) rows recorded), its counts and its sampled tokens per weights version number. A
+`turns` section lists each model call's weights version(s) with their token counts, marking the calls a
+weight update landed in; a trial whose sampled tokens span several versions says so under its header. The
+session's flags and counters close the report.
 """
 
 from __future__ import annotations
@@ -98,11 +98,15 @@ def render(trial_dir: str, model: str | None = None, show_logprobs: bool = False
             lines.append("   (no arrays)")
             continue
         ids, mask, lps = data["token_ids"], data["loss_mask"], data["behaviour_logprobs"]
+        versions = data.get("token_versions")
         for a, b, value in _spans(mask):
             piece = ids[a:b].tolist()
             text = tok.decode(piece) if tok is not None else " ".join(map(str, piece))
             if value:
-                label = f"[sampled n={b - a} mean_lp={float(lps[a:b].mean()):.4f}]"
+                label = f"[sampled n={b - a} mean_lp={float(lps[a:b].mean()):.4f}"
+                if versions is not None:
+                    label += " " + _tokens_per_version(versions[a:b], mask[a:b])
+                label += "]"
                 if show_logprobs:
                     label += " " + " ".join(f"{x:.3f}" for x in lps[a:b])
             else:
@@ -117,7 +121,7 @@ def render(trial_dir: str, model: str | None = None, show_logprobs: bool = False
         lines.append(f"-- routing coverage {coverage}; tokens {len(ids)}, sampled {int(mask.sum())}, "
                      f"shared_masked {branch['shared_masked']}, recomputed {branch['recomputed']}, "
                      f"rerendered_masked {branch['rerendered_masked']}")  # fmt: skip
-        per_version = _tokens_per_version(data.get("token_versions"), mask)
+        per_version = _tokens_per_version(versions, mask)
         names = ", ".join(branch.get("weight_versions", []))
         lines.append(f"-- sampled tokens per weights version {per_version} ({names})")
     lines.extend(turns)

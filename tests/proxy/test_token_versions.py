@@ -97,6 +97,7 @@ async def test_an_update_mid_request_tags_each_token_with_its_version_through_ar
     assert f"turn 1 branch 0: default x3, step-000001 x{n[1] - 3}  (weights updated mid-call)" in out
     assert f"turn 0 branch 0: default x{n[0]}\n" in out and f"turn 2 branch 0: step-000001 x{n[2]}" in out
     assert f"sampled tokens per weights version v0 x{n[0] + 3}, v1 x{n[1] - 3 + n[2]}" in out
+    assert f"v0 x3, v1 x{n[1] - 3}]" in out  # the second call's sampled span, split by version
 
 
 async def test_an_archive_without_token_versions_still_reads_and_inspects(scripted, serve, tmp_path):
