@@ -70,9 +70,14 @@ class CaptureProxy:
         *,
         context_length: int | None = None,
         admin_token: str | None = None,
+        initial_version: str | None = None,
     ):
         self.config = config or ProxyConfig()
         self.engine = engine
+        # Recorded token versions are numbered from the engine's starting weights (version 0). A proxy is
+        # built before the loop's first publish (run.serving_proxies), so the version the engine reports
+        # now is that one; an engine reporting none (an SGLang client) started as "default".
+        self.initial_version = initial_version or getattr(engine, "weight_version", None) or "default"
         self.tokenizer = tokenizer
         self.parser = get_parser(self.config.tool_parser)
         check_template(self.parser, tokenizer, **self.config.chat_template_kwargs)
@@ -166,6 +171,7 @@ class CaptureProxy:
             trial_id=trial_id,
             metadata=metadata,
             trial_dir=str(folder),
+            initial_version=self.initial_version,
         )
         base = self.base_url or "http://127.0.0.1"
         if host is not None:

@@ -74,6 +74,7 @@ class Session:
         trial_id: str = "",
         metadata: dict[str, Any] | None = None,
         trial_dir: str = "",  # the archive folder; the proxy always names one
+        initial_version: str = "default",  # the engine's starting weights version: version number 0
     ):
         self.id = session_id
         self.engine = engine
@@ -84,7 +85,9 @@ class Session:
         self.task_id, self.trial_id = task_id, trial_id
         self.metadata = dict(metadata or {})
         self.trial_dir = trial_dir
-        self.recorder = Recorder(renderer, shared_tokens=config.shared_tokens)
+        self.recorder = Recorder(
+            renderer, shared_tokens=config.shared_tokens, initial_version=initial_version
+        )
         self.turns: list[Turn] = []
         self.turn_info: list[dict[str, Any]] = []
         self.flags: dict[str, bool] = dict.fromkeys(FLAGS, False)
@@ -381,6 +384,8 @@ class Session:
                 "routed_experts_start": t.routed_experts_start,
                 "routed_experts_rows": 0 if t.routed_experts is None else len(t.routed_experts),
             }
+            if i in self.recorder.turn_versions:  # an update landed mid-turn: each output token's version
+                entry["token_weight_versions"] = list(self.recorder.turn_versions[i])
             if arrays:
                 entry.update(
                     prompt_ids=t.prompt_ids.tolist(),

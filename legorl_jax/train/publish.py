@@ -16,24 +16,35 @@ Two routes, one call: `await Publisher(engine, ...).publish(params, version)`.
   by the time `update_weights` returns (`JaxEngine` does: it copies into its own dtype and placement,
   then blocks until the copy is done). It decides how it swaps them in between its decode steps.
 
-`version_of(step)` is the version string the loop uses: `step-000042`.
+`version_of(step)` is the version string the loop uses: `step-000042`; `version_number(version)` reads it
+back (42), and gives the engine's initial version (`engine.weight_version`, "default") the number 0: the
+number is what staleness is counted in (trainer version − the version a token was sampled under).
+Importing this module loads no jax (the model is imported when a checkpoint is written), so the capture
+proxy numbers the versions it records with it.
 """
 
 from __future__ import annotations
 
 import os
 import pathlib
+import re
 import shutil
 import uuid
 from collections.abc import Callable
-from typing import Any
+from collections.abc import Sequence as SequenceABC
+from typing import TYPE_CHECKING, Any
 
-from legorl_jax.model import Policy, save_hf
+import numpy as np
+
 from legorl_jax.validate import is_int, positive_int
+
+if TYPE_CHECKING:  # annotations only: the proxy imports this module for version_number, without jax
+    from legorl_jax.model import Policy
 
 PUBLISH_MODES = ("disk", "in_process")
 PUBLISH_DTYPES = ("bfloat16", "float32")
 _TEMP_PREFIX = ".publishing-"
+_VERSION = re.compile(r"step-(\d{6,})")
 
 
 def version_of(step: int) -> str:
@@ -41,6 +52,38 @@ def version_of(step: int) -> str:
     if not is_int(step) or step < 0:
         raise ValueError(f"step must be a non-negative int, got {step!r}")
     return f"step-{step:06d}"
+
+
+def version_number(version: str, *, initial: str = "default") -> int:
+    """The optimiser-step count of a weights version: `version_of(n)` gives n, the engine's `initial`
+    version (the weights it started with, `engine.weight_version`) gives 0; anything else is a ValueError
+    naming it."""
+    if not isinstance(version, str):
+        raise ValueError(f"weights version must be a string, got {version!r}")
+    found = _VERSION.fullmatch(version)
+    if found is not None:
+        return int(found.group(1))
+    if version == initial:
+        return 0
+    raise ValueError(
+        f"weights version {version!r} is neither a published version (step-NNNNNN, train.publish.version_of) "
+        f"nor the engine's initial version {initial!r}"
+    )
+
+
+def version_numbers(per_token: SequenceABC[str | None], *, initial: str = "default") -> np.ndarray | None:
+    """int32[T]: `version_number` of each token's version, -1 where it is None (a token nobody sampled); None
+    when some version is not a number of this run (a server started under another name): the record then
+    keeps the version strings only, and staleness cannot be counted for it."""
+    table: dict[str | None, int] = {None: -1}
+    for version in dict.fromkeys(per_token):
+        if version in table:
+            continue
+        try:
+            table[version] = version_number(version, initial=initial)
+        except ValueError:
+            return None
+    return np.fromiter((table[v] for v in per_token), np.int32, count=len(per_token))
 
 
 def export_hf(
@@ -52,6 +95,8 @@ def export_hf(
     source_dir: str | os.PathLike | None = None,
 ) -> pathlib.Path:
     """Writes `policy` to `<directory>/<version>` atomically (temporary directory, then rename)."""
+    from legorl_jax.model import save_hf
+
     if dtype not in PUBLISH_DTYPES:
         raise ValueError(f"publish dtype must be one of {PUBLISH_DTYPES}, got {dtype!r}")
     if not version or "/" in version or version.startswith("."):
