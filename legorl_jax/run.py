@@ -334,8 +334,6 @@ async def train(config: Config, *, job: str = "") -> RunSummary:
     """Runs one job (module docstring): `build_parts`, then `run_loop` from where the run starts."""
     aim_repo = config.tracking.repo if config.tracking.backend == "aim" else None
     async with build_parts(config, job=job) as built:
-        records = await run_loop(
-            built.parts, built.state, start_step=built.start_step, cursor=built.cursor
-        )
+        records = await run_loop(built.parts, built.state, start_step=built.start_step, cursor=built.cursor)
     parts = built.parts
     return RunSummary(run_dir(config), records, built.warm_start, aim_repo, parts.run_id, built.start_step)
