@@ -16,6 +16,10 @@ Two routes, one call: `await Publisher(engine, ...).publish(params, version)`.
   by the time `update_weights` returns (`JaxEngine` does: it copies into its own dtype and placement,
   then blocks until the copy is done). It decides how it swaps them in between its decode steps.
 
+Requests in flight when the weights land follow `update_policy` (`engine.update_policy`: drain,
+abort_resume or in_place; legorl_jax/engine/weight_update.py applies it around the engine's
+`update_weights`). A synchronous loop publishes with nothing in flight, where the three are the same.
+
 `version_of(step)` is the version string the loop uses: `step-000042`.
 """
 
@@ -28,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from legorl_jax.engine.weight_update import check_update_policy, update_weights
 from legorl_jax.model import Policy, save_hf
 from legorl_jax.validate import is_int, positive_int
 
@@ -90,6 +95,7 @@ class Publisher:
         dtype: str = "bfloat16",
         keep: int = 2,
         source_dir: str | os.PathLike | None = None,
+        update_policy: str = "in_place",
     ) -> None:
         if mode not in PUBLISH_MODES:
             raise ValueError(f"publish mode must be one of {PUBLISH_MODES}, got {mode!r}")
@@ -100,6 +106,7 @@ class Publisher:
         positive_int("publish keep", keep)
         if not callable(getattr(engine, "update_weights", None)):
             raise TypeError(f"engine {type(engine).__name__} has no update_weights(source, version)")
+        self.update_policy = check_update_policy(update_policy, engine)
         self.engine, self.mode, self.to_policy = engine, mode, to_policy
         self.directory = None if directory is None else pathlib.Path(directory)
         self.dtype, self.keep, self.source_dir = dtype, keep, source_dir
@@ -109,13 +116,13 @@ class Publisher:
         """Makes the engine serve `params` as `version`; returns the directory written (disk) or the
         version."""
         if self.mode == "in_process":
-            await self.engine.update_weights(params, version)
+            await update_weights(self.engine, params, version, self.update_policy)
             self.published.append(version)
             return version
         path = export_hf(
             self.to_policy(params), self.directory, version, dtype=self.dtype, source_dir=self.source_dir
         )
-        await self.engine.update_weights(str(path), version)
+        await update_weights(self.engine, str(path), version, self.update_policy)
         self.published.append(version)
         self._prune(keep_path=path)
         return path
