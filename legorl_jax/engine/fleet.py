@@ -242,11 +242,17 @@ class EngineFleet:
         if self._paused is not None:
             raise EngineError("the fleet is already paused: resume() it first")
         began = time.time()
-        urls = await self.healthy_engines()
-        if not urls:
-            raise EngineUnavailableError(f"the router at {self.router_url} has no healthy engine to pause")
-        if mode == "drain":
-            await self.router.drain()
+        try:
+            if mode == "drain":  # first: from here on no new request of the fleet is sent
+                await self.router.drain()
+            urls = await self.healthy_engines()
+            if not urls:
+                raise EngineUnavailableError(
+                    f"the router at {self.router_url} has no healthy engine to pause"
+                )
+        except BaseException:
+            self.router.end_drain()
+            raise
         results = await asyncio.gather(
             *(self.engines[u].pause("in_place" if mode == "drain" else mode) for u in urls),
             return_exceptions=True,
