@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from legorl_jax.engine.base import SamplingParams, check_input_ids
+from legorl_jax.engine.base import Engine, SamplingParams, check_input_ids
 from legorl_jax.types import Generation
 
 
@@ -55,7 +55,7 @@ class Resumed:
 
 
 async def generate_resuming(
-    engine: Any,
+    engine: Engine,
     input_ids: Any,
     sampling: SamplingParams,
     *,
