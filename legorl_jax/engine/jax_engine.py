@@ -27,10 +27,10 @@ also finishes every request in flight with reason "abort", `pause("drain")` (our
 such mode) stops admitting but keeps decoding the running requests, and returns once none runs (so
 they end on the weights they started with, while new ones queue); `resume()` continues. A pause or resume
 that arrives during a drain supersedes it (the drain returns then). These are the engine halves of the
-update policies of weight_update.py. A cancelled `generate`
-aborts its request; `close()` finishes requests in flight with reason "abort". If the engine thread
-fails (a device error), every request in flight and every queued call gets an `EngineError`, later
-calls raise it at once, and `health()` turns False.
+update policies of weight_update.py. A cancelled `generate` aborts its request; `close()` finishes
+requests in flight with reason "abort". If the engine thread fails (a device error), every request in
+flight and every queued call gets an `EngineError`, later calls raise it at once, and `health()` turns
+False.
 
 Prefix cache (prefix_cache.py, off unless `cache_slots` > 0): a finished request's K/V stays resident in
 a spare slot, keyed by its token ids; a request whose prompt starts with a cached prefix prefills only the
