@@ -85,6 +85,10 @@ class Generation:
     # log_softmax(logits / temperature) as output_logprobs), most likely first; None when not asked.
     output_top_ids: np.ndarray | None = None  # int32[N, k]
     output_top_logprobs: np.ndarray | None = None  # float32[N, k]
+    # Output tokens sampled over K/V computed, in part, under older weights than the ones sampling them: an
+    # update landed mid-request and the request kept its KV cache (update policy `in_place`). 0: every token
+    # attended only to K/V of its own weights.
+    stale_kv_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.finish_reason not in FINISH_REASONS:

@@ -7,6 +7,9 @@ SGLang client and launcher (docs/architecture.md §5).
             prompt_ids, SamplingParams(max_new_tokens=256), return_routed_experts=True
         )
 
+Weight updates with requests in flight follow an update policy (drain | abort_resume | in_place,
+weight_update.py); a request cut by one is re-issued and merged by resume.py.
+
 Importing this package loads the protocol only (no jax, no device); `open_engine` imports the backend
 it needs when called.
 """

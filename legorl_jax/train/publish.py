@@ -16,6 +16,10 @@ Two routes, one call: `await Publisher(engine, ...).publish(params, version)`.
   by the time `update_weights` returns (`JaxEngine` does: it copies into its own dtype and placement,
   then blocks until the copy is done). It decides how it swaps them in between its decode steps.
 
+Requests in flight when the weights land follow `update_policy` (`engine.update_policy`: drain,
+abort_resume or in_place; legorl_jax/engine/weight_update.py applies it around the engine's
+`update_weights`). A synchronous loop publishes with nothing in flight, where the three are the same.
+
 `version_of(step)` is the version string the loop uses: `step-000042`; `version_number(version)` reads it
 back (42), and gives the engine's initial version (`engine.weight_version`, "default") the number 0: the
 number is what staleness is counted in (trainer version − the version a token was sampled under).
@@ -25,6 +29,7 @@ proxy numbers the versions it records with it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
 import re
@@ -36,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from legorl_jax.engine.weight_update import check_update_policy, update_weights
 from legorl_jax.validate import is_int, positive_int
 
 if TYPE_CHECKING:  # annotations only: the proxy imports this module for version_number, without jax
@@ -135,6 +141,7 @@ class Publisher:
         dtype: str = "bfloat16",
         keep: int = 2,
         source_dir: str | os.PathLike | None = None,
+        update_policy: str = "in_place",
     ) -> None:
         if mode not in PUBLISH_MODES:
             raise ValueError(f"publish mode must be one of {PUBLISH_MODES}, got {mode!r}")
@@ -145,6 +152,7 @@ class Publisher:
         positive_int("publish keep", keep)
         if not callable(getattr(engine, "update_weights", None)):
             raise TypeError(f"engine {type(engine).__name__} has no update_weights(source, version)")
+        self.update_policy = check_update_policy(update_policy, engine)
         self.engine, self.mode, self.to_policy = engine, mode, to_policy
         self.directory = None if directory is None else pathlib.Path(directory)
         self.dtype, self.keep, self.source_dir = dtype, keep, source_dir
@@ -154,13 +162,15 @@ class Publisher:
         """Makes the engine serve `params` as `version`; returns the directory written (disk) or the
         version."""
         if self.mode == "in_process":
-            await self.engine.update_weights(params, version)
+            await update_weights(self.engine, params, version, self.update_policy)
             self.published.append(version)
             return version
-        path = export_hf(
-            self.to_policy(params), self.directory, version, dtype=self.dtype, source_dir=self.source_dir
+        path = await asyncio.to_thread(  # seconds of writing: the event loop keeps serving the trials
+            lambda: export_hf(
+                self.to_policy(params), self.directory, version, dtype=self.dtype, source_dir=self.source_dir
+            )
         )
-        await self.engine.update_weights(str(path), version)
+        await update_weights(self.engine, str(path), version, self.update_policy)
         self.published.append(version)
         self._prune(keep_path=path)
         return path
