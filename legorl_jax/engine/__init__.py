@@ -75,6 +75,13 @@ async def open_engine(
                        min_bucket=config.min_prefill_bucket, prefill_chunk=config.chunked_prefill_size,
                        weight_version=config.weight_version, cache_slots=config.prefix_cache_slots,
                        cache_tokens=config.prefix_cache_tokens)  # fmt: skip
+        if config.device is not None:  # apart from the trainer's mesh.devices (async training on one host)
+            import jax
+
+            devices = jax.devices()
+            if config.device >= len(devices):
+                raise ValueError(f"engine.device={config.device}, but there are {len(devices)} devices")
+            options["device"] = devices[config.device]
         if policy is None:
             engine = JaxEngine.from_dir(model_path, dtype=config.dtype, **options)
         else:

@@ -123,9 +123,11 @@ class JaxEngine:
         cache_tokens: int | None = None,
         min_context: int = 128,
         compile_in_background: bool = True,
+        device: Any = None,
     ):
-        """`cache_slots` spare KV slots hold finished requests' prefixes (0: no prefix cache), together at
-        most `cache_tokens` tokens (None: no limit but the slots). With `compile_in_background` a call
+        """`device` (a `jax.Device`, default the first) holds the weights and the KV cache. `cache_slots`
+        spare KV slots hold finished requests' prefixes (0: no prefix cache), together at most
+        `cache_tokens` tokens (None: no limit but the slots). With `compile_in_background` a call
         whose bucket has no compiled program yet runs on a compiled larger bucket, its own compiling on a
         background thread once it has come up often enough (programs.py); False compiles every new bucket in
         the engine thread."""
@@ -134,7 +136,7 @@ class JaxEngine:
         self.runner = ModelRunner(
             policy, max_running + cache_slots, max_len, min_bucket=min_bucket, prefill_chunk=prefill_chunk,
             dtype=dtype, max_batch=max_running, min_context=min_context,
-            compile_in_background=compile_in_background,
+            compile_in_background=compile_in_background, device=device,
         )  # fmt: skip
         self.config = policy.config
         self.tokenizer = tokenizer
