@@ -35,6 +35,7 @@ by the twins (`canary`); only a separate process that the tests do not share wit
 outside the sandbox's Python) would close the gap.
 """
 
+import operator
 import os
 import sys
 import threading
@@ -98,6 +99,10 @@ class Watch:
         self.modules = {}
         # (label, live namespace, key, the object, its code): checked by identity, thousands per test.
         self.recorded = []
+        # The same, laid out for `unchanged`: builtins of C taken now (rebinding the names later changes
+        # nothing here), and per namespace its keys and objects, so that a check is a few C-level passes.
+        self._all, self._map, self._is = all, map, operator.is_
+        self._code_of = operator.attrgetter("__code__")
         for name in WATCHED_MODULES:
             try:
                 module = __import__(name, fromlist=["_"])
@@ -110,13 +115,25 @@ class Watch:
                 if isinstance(value, (type, types.FunctionType, types.ModuleType)):
                     self._record(f"{name}.{attr}", vars(module), attr)
                 if isinstance(value, type) and getattr(value, "__module__", None) == name:
-                    for key, member in vars(value).items():
+                    members = vars(value)  # one view per class: `spaces` groups the keys by it
+                    for key, member in members.items():
                         if getattr(_function_of(member), "__code__", None) is not None:
-                            self._record(f"{name}.{attr}.{key}", vars(value), key)
+                            self._record(f"{name}.{attr}.{key}", members, key)
         from _pytest.outcomes import Skipped, XFailed
 
         self.not_failures = (Skipped, XFailed)
         self.own_dirs = tuple(os.path.dirname(__import__(p).__file__) + os.sep for p in ("_pytest", "pluggy"))
+        self.module_names = tuple(self.modules)
+        self.module_objects = tuple(self.modules.values())
+        spaces = {}
+        for _, namespace, key, value, _ in self.recorded:
+            spaces.setdefault(id(namespace), (namespace, [], []))
+            spaces[id(namespace)][1].append(key)
+            spaces[id(namespace)][2].append(value)
+        self.spaces = tuple((ns.get, tuple(keys), tuple(values)) for ns, keys, values in spaces.values())
+        coded = [(_function_of(value), code) for _, _, _, value, code in self.recorded if code is not None]
+        self.functions = tuple(f for f, _ in coded)
+        self.codes = tuple(c for _, c in coded)
         self.seen = set()
         self.config = None
 
@@ -127,8 +144,23 @@ class Watch:
     def say(self, *words):
         self.write(self.out, ("\n" + " ".join((_TAG, self.nonce, *map(str, words))) + "\n").encode())
 
+    def unchanged(self):
+        """Whether every recorded module, object and code is still in place: the same test as `changes`,
+        by identity, done in C; `changes` names what moved once this says something did. An object found
+        in place has the function recorded with it (a classmethod's or property's function cannot be
+        swapped), so comparing those functions' code covers `changes`'s code test."""
+        same, is_ = self._all, self._is
+        if not same(self._map(is_, self._map(sys.modules.get, self.module_names), self.module_objects)):
+            return False
+        for get, keys, values in self.spaces:
+            if not same(self._map(is_, self._map(get, keys), values)):
+                return False
+        return same(self._map(is_, self._map(self._code_of, self.functions), self.codes))
+
     def changes(self):
         found = []
+        if self.unchanged():
+            return self._process_changes()
         for name, module in self.modules.items():
             if sys.modules.get(name) is not module:
                 found.append(f"sys.modules[{name!r}]")
@@ -136,6 +168,11 @@ class Watch:
             now = namespace.get(key)
             if now is not value or (code is not None and _function_of(now).__code__ is not code):
                 found.append(label)
+        return found + self._process_changes()
+
+    def _process_changes(self):
+        """Trace, profile and monitoring hooks, and hook implementations registered by others."""
+        found = []
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("sys.settrace/sys.setprofile")
         if getattr(threading, "gettrace", lambda: None)() or getattr(threading, "getprofile", lambda: None)():
@@ -178,7 +215,12 @@ class Watch:
         self.check("at configure")
 
     def pytest_runtest_logstart(self, nodeid, location):
-        self.check(f"before {nodeid}")
+        # Before the first test: collection imported the repository. Before any later one this would repeat
+        # the check after the previous test: pytest runs nothing between the two but its own loop (and the
+        # protocol hooks, whose foreign implementations are themselves a change); a check costs a pass over
+        # every recorded object, and a grade runs up to 64 twins besides its tests.
+        if self.tests == 0:
+            self.check(f"before {nodeid}")
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item, call):
