@@ -62,7 +62,18 @@ MAX_TWINS = 64
 _INT_WINDOW = 24  # the window spans at least this many values, and four per group member
 _WORD_RE = re.compile(r"[a-z][a-z0-9]*")
 _FLOAT_RE = re.compile(r"^[0-9]+\.([0-9]+)$")
-_CLASSES = ("0123456789", "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# Digits, then the letters of each alphabet and case a twin may redraw a character from. Greek and Cyrillic
+# too: an expected value written only in them (`["ΟΔΟΣ ΣΤΑΔΙΟΥ"]`) would otherwise have no twin. The final
+# sigma is left out: it stands only at a word's end, so a twin with one anywhere else would give itself away.
+_CLASSES = (
+    "0123456789",
+    "abcdefghijklmnopqrstuvwxyz",
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+    "αβγδεζηθικλμνξοπρστυφχψω",
+    "ΑΒΓΔΕΖΗΘΙΚΛΜΝΞΟΠΡΣΤΥΦΧΨΩ",
+    "абвгдежзийклмнопрстуфхцчшщъыьэюя",
+    "АБВГДЕЖЗИЙКЛМНОПРСТУФХЦЧШЩЪЫЬЭЮЯ",
+)
 
 
 class CanaryError(ValueError):
@@ -299,13 +310,13 @@ def _plain_string(text: str, value: str) -> bool:
 
 
 def _positions(value: str) -> list[int]:
-    """Where a string twin may differ: its digits when it has some, else its ASCII letters."""
+    """Where a string twin may differ: its digits when it has some, else its letters (`_CLASSES`)."""
     digits = [i for i, ch in enumerate(value) if ch in _CLASSES[0]]
     return digits or _letters(value)
 
 
 def _letters(value: str) -> list[int]:
-    return [i for i, ch in enumerate(value) if ch in _CLASSES[1] or ch in _CLASSES[2]]
+    return [i for i, ch in enumerate(value) if any(ch in letters for letters in _CLASSES[1:])]
 
 
 def _group_values(candidate: _Candidate, lines: list[str], size: int, rng: random.Random) -> list[str | None]:
@@ -341,10 +352,10 @@ def _window_draws(value: int, lowest: int, count: int, rng: random.Random) -> li
 
 def _string_twins(value: str, count: int, rng: random.Random, *, letters: bool = True) -> list[str]:
     """`count` distinct strings that differ from `value` only at random positions of `_positions`, each
-    character redrawn from its class (digit, lower, upper): the same window for every member of the group,
-    placed without regard to which member is `value`. Positions are added until the window holds four
-    values per member; when the digits run out first (`'s7'` has ten values) the letters follow, so a
-    short string still gets a group as large as a number's. A subscript's key keeps its letters
+    character redrawn from its class (digits, or one alphabet in one case): the same window for every member
+    of the group, placed without regard to which member is `value`. Positions are added until the window
+    holds four values per member; when the digits run out first (`'s7'` has ten values) the letters
+    follow, so a short string still gets a group as large as a number's. A subscript's key keeps its letters
     (`letters=False`): `TRUE["k3"]` names nothing the file defines, which tells the twin from `TRUE["s7"]`."""
     digits = _positions(value)
     more = [i for i in _letters(value) if i not in digits] if letters else []
