@@ -31,11 +31,14 @@ and it must make exactly the original of each such group pass, so it survives a 
 (smallest first, each only while its constant has values left: a string's digits and letters) until that
 reaches `TARGET_SURVIVAL` (1e-3) or the grade's twins reach `max_twins` (every failing twin costs grading
 time); each PASS_TO_PASS group gets one twin (enough for the `==` liar). A task whose eligible FAIL_TO_PASS
-tests cannot reach the target within that budget says so in `CanaryPlan.shortfall` (and the verifier's
-report): of the 40 built-in tasks, calcpy and semverkit, with one eligible FAIL_TO_PASS test each (the
-others are parametrized or assert no literal), stop at 1/64 and 1/65, and unionfind, whose two expected
-values are dict keys of ten values each (`TRUE["s7"]`: a key's letters are kept, since a twin naming no key
-of the file's dict would give itself away), at 1/100; the other 37 are at 1e-3 or less.
+tests cannot reach the target within that budget says why in `CanaryPlan.shortfall` (and the verifier's
+report): each FAIL_TO_PASS test without twins and what rules it out, and what stopped the groups of the
+others (the cap on twins, and how many the target would take; a constant out of values). Of the 40
+built-in tasks, calcpy and semverkit, with one eligible FAIL_TO_PASS test each (their others are
+parametrized, assert with `math.isclose` or `not`, or assert inside a loop), stop at 1/64 and 1/65 (the
+target would take 999 twins a grade), and unionfind, whose two expected values are dict keys of ten values
+each (`TRUE["s7"]`: a key's letters are kept, since a twin naming no key of the file's dict would give
+itself away; its third test asserts inside a loop), at 1/100; the other 37 are at 1e-3 or less.
 Residual risk, beyond that number: a forger with a prior over values (round numbers, English words, a value
 that echoes an input of the same test) does better than guessing, and a FAIL_TO_PASS test that is not
 eligible has no twin to catch it.
@@ -140,6 +143,7 @@ def plan_canaries(task: Task, *, max_twins: int = MAX_TWINS, rng: random.Random 
     rng = rng or secrets.SystemRandom()
     listed, failing = set(task.tests), set(task.FAIL_TO_PASS)
     found: list[tuple[str, str, ast.Module, list[_Candidate]]] = []
+    parsed: dict[str, tuple[str, ast.Module]] = {}
     for path, source in sorted(hidden_test_sources(task.test_patch).items()):
         try:
             tree = ast.parse(source)
@@ -147,6 +151,7 @@ def plan_canaries(task: Task, *, max_twins: int = MAX_TWINS, rng: random.Random 
             raise CanaryError(
                 f"task {task.instance_id!r}: hidden test {path!r} does not parse: {err}"
             ) from None
+        parsed[path] = source, tree
         candidates = [c for c in _candidates(tree, source) if f"{path}::{c.function.name}" in listed]
         if candidates:
             found.append((path, source, tree, candidates))
@@ -187,13 +192,86 @@ def plan_canaries(task: Task, *, max_twins: int = MAX_TWINS, rng: random.Random 
         files[path] = _rewrite(lines, tree, [c.function for c in candidates], blocks, rng)
     shortfall = None
     if survival > TARGET_SURVIVAL:
-        eligible = sum(f"{p}::{c.function.name}" in failing for p, c in groups)
-        shortfall = (
-            f"canary survival {survival:.1e} is above the {TARGET_SURVIVAL:.0e} target: {eligible} of the "
-            f"{len(failing)} FAIL_TO_PASS tests can have twins, and the grade holds {len(canaries)} twins "
-            f"(at most {max_twins}, or as many values as their constants have)"
-        )
+        shortfall = _shortfall(task, parsed, groups, sizes, survival, len(canaries), max_twins)
     return CanaryPlan(files, tuple(canaries), renamed, survival, shortfall)
+
+
+def _shortfall(
+    task: Task,
+    parsed: Mapping[str, tuple[str, ast.Module]],
+    groups: list[tuple[str, _Candidate]],
+    sizes: list[int],
+    survival: float,
+    twins: int,
+    max_twins: int,
+) -> str:
+    """Why `survival` stays above the target: which FAIL_TO_PASS tests have no twins and why not, and what
+    stopped the groups of those that have (the cap on twins, or a constant with few values)."""
+    failing = set(task.FAIL_TO_PASS)
+    eligible = [(f"{p}::{c.function.name}", c, n) for (p, c), n in zip(groups, sizes, strict=True)]
+    eligible = [(i, c, n) for i, c, n in eligible if i in failing]
+    text = (
+        f"canary survival {survival:.1e} is above the {TARGET_SURVIVAL:.0e} target: {len(eligible)} of the "
+        f"{len(failing)} FAIL_TO_PASS tests can have twins, and the grade holds {twins} twins"
+    )
+    full = [(i, c, n) for i, c, n in eligible if n >= _capacity(c)]
+    if full:
+        text += "; " + "; ".join(
+            f"{i.split('::')[1]} has {n} members, every value its constant can take"
+            + (" (a dict key: only its digits vary)" if c.key else "")
+            for i, c, n in full
+        )
+    if twins >= max_twins:
+        needed = _group_sizes([True] * len(eligible), [_capacity(c) for _, c, _ in eligible], 10**6)
+        if math.prod(1 / n for n in needed) <= TARGET_SURVIVAL:
+            text += (
+                f"; the grade's twins reached the cap of {max_twins} (each failing twin costs grading time): "
+                f"{TARGET_SURVIVAL:.0e} would take {sum(needed) - len(needed)} twins of these tests"
+            )
+        else:
+            text += f"; the grade's twins reached the cap of {max_twins}"
+    without: dict[str, list[str]] = {}
+    for node_id in task.FAIL_TO_PASS:
+        if node_id not in {i for i, _, _ in eligible}:
+            without.setdefault(node_id.split("[", 1)[0], []).append(node_id)
+    if without:
+        text += ". No twins for " + "; ".join(
+            f"{base.split('::')[1]}{f' ({len(ids)} cases)' if len(ids) > 1 else ''}: "
+            + _why_no_twins(base, parsed)
+            for base, ids in without.items()
+        )
+    return text
+
+
+def _why_no_twins(node_id: str, parsed: Mapping[str, tuple[str, ast.Module]]) -> str:
+    """Why the test `node_id` (without parameters) is not eligible for twins (see the module docstring)."""
+    path, _, name = node_id.partition("::")
+    if path not in parsed:
+        return "its file is not one the hidden tests create, and twins are planted only in those"
+    source, tree = parsed[path]
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if function is None:
+        return "it is not a module-level test function"
+    if function.decorator_list:
+        return "it is decorated (parametrized): a copy would copy every case, and the mark with it"
+    if function.name in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}:
+        return "the file uses its name elsewhere, so it cannot be renamed"
+    equal = [
+        n
+        for n in ast.walk(function)
+        if isinstance(n, ast.Assert)
+        and isinstance(n.test, ast.Compare)
+        and len(n.test.ops) == 1
+        and isinstance(n.test.ops[0], ast.Eq)
+    ]
+    if not equal:
+        return "it asserts no `actual == expected` (another comparison, or a call such as math.isclose)"
+    if not any(n in function.body for n in equal):
+        return "its `==` asserts sit inside a loop or a block, which may never run them"
+    return (
+        "the expected side of its top-level `==` asserts holds no number or string literal a twin can "
+        "change (a computed value: changing an input may not change the outcome)"
+    )
 
 
 def canary_problems(plan: CanaryPlan, seen: Mapping[str, str]) -> list[str]:
