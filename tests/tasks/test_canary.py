@@ -233,6 +233,38 @@ def test_a_task_with_one_eligible_fix_test_says_why_it_misses_the_target(task_id
     plan = plan_canaries(load_builtin_task(SUITE_DIR / task_id))
     assert plan.survival > 1e-3 and len(plan.canaries) == 64
     assert plan.shortfall is not None and "1 of the" in plan.shortfall and "64 twins" in plan.shortfall
+    assert "cap of 64" in plan.shortfall and "1e-03 would take 999 twins" in plan.shortfall
+
+
+def test_the_shortfall_names_every_fix_test_without_twins_and_what_rules_it_out():
+    shortfall = plan_canaries(load_builtin_task(SUITE_DIR / "calcpy-unary-minus-power")).shortfall or ""
+    assert "test_unary_minus_binds_looser_than_power_like_python (8 cases): it is decorated" in shortfall
+    assert "test_gaussian_with_variable: it asserts no `actual == expected`" in shortfall  # math.isclose
+    assert "test_printed_source_round_trips: its `==` asserts sit inside a loop" in shortfall
+    assert "test_negated_power_tree_shape" not in shortfall  # the one that has twins
+    shortfall = plan_canaries(load_builtin_task(SUITE_DIR / "unionfind-offsets-after-compression")).shortfall
+    assert shortfall is not None
+    assert (
+        "test_positions_relative_to_an_anchor has 10 members, every value its constant can take" in shortfall
+    )
+    assert "(a dict key: only its digits vary)" in shortfall
+    assert (
+        "test_differences_are_right_after_merging_groups_of_groups: its `==` asserts sit inside" in shortfall
+    )
+
+
+def test_an_expected_value_written_in_greek_gets_twins_in_greek_letters_of_the_same_case():
+    # autocomplete expects ["ΟΔΟΣ ΣΤΑΔΙΟΥ"]: no ASCII letter or digit, so it had no twins and the other two
+    # fix tests carried the whole 1e-3 (63 twins a grade instead of 29).
+    task = load_builtin_task(SUITE_DIR / "autocomplete-casefold-prefix")
+    plan = plan_canaries(task, rng=random.Random(3))
+    greek = "tests/test_issue_unicode_case.py::test_greek_final_sigma_in_prefix_matches"
+    twins = [c for c in plan.canaries if c.original == greek]
+    assert len(twins) >= 9 and plan.survival <= 1e-3 and len(plan.canaries) < 40
+    values = set(re.findall(r'== \["([^"]*)"\]', "".join(plan.files.values())))
+    drawn = {v for v in values if len(v) == len("ΟΔΟΣ ΣΤΑΔΙΟΥ") and v != "ΟΔΟΣ ΣΤΑΔΙΟΥ" and v[4] == " "}
+    assert len(drawn) == len(twins)  # each twin's changed first assert; the second ones are all unchanged
+    assert all(ch in "ΑΒΓΔΕΖΗΘΙΚΛΜΝΞΟΠΡΣΤΥΦΧΨΩ " for v in drawn for ch in v), drawn
 
 
 def test_every_suite_task_but_three_reaches_one_in_a_thousand():
