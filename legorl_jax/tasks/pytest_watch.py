@@ -8,13 +8,15 @@ per-test run protocol and report construction (`_pytest.runner`: `runtestprotoco
 (`pytest_runtest_makereport`, `pytest_pyfunc_call`, `Function.runtest`, skipping's xfail handling, the JUnit
 and terminal reporters), the outcome exceptions (`_pytest.outcomes`: `Skipped`, `Failed`, `XFailed`, ...) and
 pluggy's hook calling; that is, every module-level function and class of those modules, the methods of their
-classes with their code objects, and the modules themselves in `sys.modules`. Around and after each test and
-at the end of the session it checks that:
+classes with their code objects, and the modules themselves in `sys.modules`. Before the first test (after
+collection imported the repository), around each call report, after each test and at the end of the session
+it checks that (a check is a few C-level identity passes over the ~900 recorded objects; what changed is
+named only once one fails):
 
 - none of them was replaced, wrapped or had its code swapped;
-- no hook implementation of a result-deciding hook was registered except by pytest, pluggy, a
-  `conftest.py` (the verifier never takes a conftest from the agent) or a plugin pytest loaded from an
-  installed entry point (built-in tasks run with autoload off, so none; a SWE-bench image's own plugins);
+- no hook implementation of a result-deciding hook (or of the two that run between tests) was registered
+  except by pytest, pluggy, a `conftest.py` (the verifier never takes a conftest from the agent) or a
+  plugin pytest loaded from an installed entry point (built-in tasks run with autoload off, so none; a SWE-bench image's own plugins);
 - no trace or profile function is installed (one could rewrite a report as it is returned);
 - a call phase that raised anything but a skip or xfail outcome, on a test without an xfail mark, made a
   `failed` report, one that raised nothing a `passed` report, and that report reached the log unchanged.
@@ -29,7 +31,9 @@ What a deeper attacker could still do, and what it costs: code in the same proce
 plugin can. Knowing this scheme, it can find the plugin and its nonce in memory (`gc.get_objects()`) and
 silence or forge its lines, or change results without replacing any recorded object: rewrite the tests' own
 code objects or source before they are imported, poke memory with `ctypes`, or rewrite frames' locals
-(`f_locals` is writable on Python 3.13). Each of these must be written against this verifier specifically,
+(`f_locals` is writable on Python 3.13), or, from a hook the watch does not list (fixture set-up, say),
+wrap a recorded function for the next call only and have the wrap put the original back as it starts (it
+is in place at no check). Each of these must be written against this verifier specifically,
 and any of them that changes outcomes without telling the canary twins from the originals is still caught
 by the twins (`canary`); only a separate process that the tests do not share with the package (a runner
 outside the sandbox's Python) would close the gap.
@@ -62,6 +66,10 @@ WATCHED_MODULES = (
 WATCHED_HOOKS = (
     "pytest_runtestloop",
     "pytest_runtest_protocol",
+    # Not result-deciding, but run between two tests: an implementation of the package's there could put
+    # back a change after the check at the end of one test, for the next (see `pytest_runtest_logstart`).
+    "pytest_runtest_logstart",
+    "pytest_runtest_logfinish",
     "pytest_runtest_setup",
     "pytest_runtest_call",
     "pytest_runtest_teardown",
