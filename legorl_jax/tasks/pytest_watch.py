@@ -16,7 +16,8 @@ named only once one fails):
 - none of them was replaced, wrapped or had its code swapped;
 - no hook implementation of a result-deciding hook (or of the two that run between tests) was registered
   except by pytest, pluggy, a `conftest.py` (the verifier never takes a conftest from the agent) or a
-  plugin pytest loaded from an installed entry point (built-in tasks run with autoload off, so none; a SWE-bench image's own plugins);
+  plugin pytest loaded from an installed entry point (built-in tasks run with autoload off, so none; a
+  SWE-bench image's own plugins);
 - no trace or profile function is installed (one could rewrite a report as it is returned);
 - a call phase that raised anything but a skip or xfail outcome, on a test without an xfail mark, made a
   `failed` report, one that raised nothing a `passed` report, and that report reached the log unchanged.
