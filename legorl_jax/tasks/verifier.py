@@ -183,6 +183,8 @@ _SCRIPT_STEP_FAILED = 125
 _SETUP_SCRIPT = (
     'mkdir -p -m 700 "$1" && touch "$1/before-apply" || exit 125\ngit rev-parse --is-inside-work-tree\n'
 )
+# Makes the private git directory ($1, under $GIT_DIR) and applies the hidden tests ($2) through it.
+_INIT_AND_APPLY_SCRIPT = 'git init -q "$1" && exec git apply --verbose --whitespace=nowarn "$2"'
 # Empties the scratch directory ($1) and, when $2 is set, writes the nonce $3 there (only this user can read
 # it); `_PS_SCRIPT` follows.
 _CLEAR_SCRIPT = (
@@ -381,8 +383,8 @@ async def _grade_in(
     phase = time.monotonic()
     if task.test_patch.strip():
         # Plain `git apply` only: the filtered diff cannot touch these paths, so a fuzzy fallback would only
-        # hide a broken task (and restoring the tree for it would undo the agent's changes).
-        await _must(sandbox, ["git", "init", "-q", f"{scratch}/git"], "creating a private git directory")
+        # hide a broken task (and restoring the tree for it would undo the agent's changes). The private git
+        # directory is made by the same command, under the same empty config.
         private = {
             **_PRIVATE_GIT_ENV,
             "GIT_DIR": f"{scratch}/git/.git",
@@ -390,8 +392,14 @@ async def _grade_in(
             "HOME": scratch,
             "XDG_CONFIG_HOME": scratch,
         }
+        init_and_apply = ["sh", "-c", _INIT_AND_APPLY_SCRIPT, "sh", f"{scratch}/git"]
         hidden = await _apply(
-            sandbox, task, task.test_patch, f"{scratch}/hidden.patch", _APPLY_METHODS[:1], env=private
+            sandbox,
+            task,
+            task.test_patch,
+            f"{scratch}/hidden.patch",
+            (("git apply", init_and_apply),),
+            private,
         )
         if hidden.status != "applied":
             raise VerifierError(

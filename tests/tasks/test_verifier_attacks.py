@@ -117,14 +117,15 @@ class _CountingSandbox:
         return getattr(self.inner, name)
 
 
-def test_a_builtin_grade_starts_fourteen_sandbox_commands(task, backend):
-    # Set-up + stamp + work-tree check and clearing + nonce + process list are one command each; before
-    # round 3 a grade started 16, after it 18 (so a bubblewrap grade took 1.4x as long).
+def test_a_builtin_grade_starts_thirteen_sandbox_commands(task, backend):
+    # Set-up + stamp + work-tree check, private git folder + hidden tests, and clearing + nonce + process
+    # list are one command each; before round 3 a grade started 16, after it 18 (so a bubblewrap grade took
+    # 1.4x as long).
     commands: list[str] = []
     factory = lambda spec: _CountingSandbox(default_sandbox_factory(spec, backend), commands)  # noqa: E731
     report = asyncio.run(grade(task, task.patch, sandbox_factory=factory))
     assert report.reward == 1.0, report.to_dict()
-    assert len(commands) == 14, commands
+    assert len(commands) == 13, commands
     assert {"start", "apply", "hidden_tests", "plan", "clear", "tests", "total"} <= set(report.durations)
 
 
