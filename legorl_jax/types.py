@@ -224,7 +224,8 @@ class Trajectory:
             elif len(seq.weight_versions) == 1:
                 from legorl_jax.train.publish import version_number  # numpy only: no jax
 
-                numbers, tokens = [version_number(seq.weight_versions[0])], [int(mask.sum())]
+                numbers = np.asarray([version_number(seq.weight_versions[0])], np.int64)
+                tokens = np.asarray([int(mask.sum())], np.int64)
             else:
                 raise ValueError(
                     f"trajectory {self.trial_id!r} sequence {j} records no per-token versions and "
