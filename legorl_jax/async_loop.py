@@ -53,8 +53,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from legorl_jax.loop import (
     Parts,
     StepRecord,
@@ -64,6 +62,7 @@ from legorl_jax.loop import (
     train_on,
     validate,
 )
+from legorl_jax.monitor.offpolicy import staleness_metrics
 from legorl_jax.monitor.rollout_metrics import rollout_metrics
 from legorl_jax.rollout.collect import Batch
 from legorl_jax.rollout.store import load_trajectories, save_trajectories
@@ -94,25 +93,6 @@ def groups_per_step(parts: Parts) -> int:
     return loop.tasks_per_step or len(parts.train_tasks)
 
 
-def oldest_version(trajectory: Trajectory) -> int | None:
-    """The oldest weights version among the trajectory's sampled tokens (None: it sampled none)."""
-    found = [
-        int(np.asarray(s.token_versions)[np.asarray(s.loss_mask) == 1].min())
-        for s in trajectory.sequences
-        if s.token_versions is not None and s.num_sampled
-    ]
-    found += [
-        min(_number(v) for v in s.weight_versions)
-        for s in trajectory.sequences
-        if s.token_versions is None and s.weight_versions
-    ]
-    return min(found) if found else None
-
-
-def _number(version: str) -> int:
-    return 0 if version == "default" else int(version.removeprefix("step-"))
-
-
 @dataclasses.dataclass
 class Group:
     """One task's trials, admitted together, trained together."""
@@ -137,7 +117,7 @@ class Group:
     def staleness(self, version: int) -> int:
         """Trainer `version` − the oldest version its kept trials sampled under (the version it started
         with when none sampled anything)."""
-        found = [oldest_version(t) for t in self.trajectories.values() if t.valid]
+        found = [t.oldest_version for t in self.trajectories.values() if t.valid]
         known = [v for v in found if v is not None]
         return version - (min(known) if known else self.started_version)
 
@@ -230,6 +210,16 @@ class AsyncLoop:
                 )
             finally:
                 self._count_running(-1)
+        log.info(
+            "trial %s of group %d: %s reward %.2f (version %d, %d trials running, %d groups ready)",
+            trial_id,
+            group.index,
+            trajectory.outcome.value,
+            trajectory.reward,
+            self.version,
+            self.trials_running,
+            len(self.ready),
+        )
         async with self.changed:
             group.trajectories[g] = trajectory
             self.trials_live -= 1
@@ -310,6 +300,7 @@ class AsyncLoop:
                 trajectories = [t for g in groups for t in g.all_trajectories()]
                 batch = Batch(tuple(trajectories), time.monotonic() - last_end)
                 metrics = rollout_metrics(batch)
+                metrics.update(staleness_metrics(batch.kept, step))
                 timings = {"wait_for_groups": waited}
                 reason = _nothing_to_learn(batch)
                 window = None
@@ -318,7 +309,7 @@ class AsyncLoop:
                 else:
                     window_start = time.time()
                     self.state, update, train_timings = await asyncio.to_thread(
-                        train_on, parts, self.state, batch.kept
+                        train_on, parts, self.state, batch.kept, trainer_version=step
                     )
                     window = (window_start, time.time())
                     metrics.update(update.metrics)

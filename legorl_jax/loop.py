@@ -139,10 +139,11 @@ async def run_loop(
 
 
 def train_on(
-    parts: Parts, state: TrainState, trajectories: Sequence[Trajectory]
+    parts: Parts, state: TrainState, trajectories: Sequence[Trajectory], *, trainer_version: int | None = None
 ) -> tuple[TrainState, UpdateResult, dict[str, float]]:
     """advantages → pack → `Trainer.update` on `trajectories`; returns the new state, the update's result and
-    the seconds of `packing` and `train_step`."""
+    the seconds of `packing` and `train_step`. `trainer_version` (async): the version `state` holds, for the
+    update's per-version-gap figures."""
     cfg = parts.config
     t = time.monotonic()
     advantages = trajectory_advantages(
@@ -158,7 +159,7 @@ def train_on(
     )
     timings = {"packing": time.monotonic() - t}
     t = time.monotonic()
-    state, update = parts.trainer.update(state, packed, stats)
+    state, update = parts.trainer.update(state, packed, stats, trainer_version=trainer_version)
     timings["train_step"] = time.monotonic() - t
     return state, update, timings
 

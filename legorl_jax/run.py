@@ -273,6 +273,7 @@ async def build_parts(config: Config, *, job: str = "") -> AsyncIterator[Built]:
                 to_policy=trainer.policy_of,
                 directory=config.loop.publish_dir or folder / "weights",
                 source_dir=model_dir,
+                update_policy=config.engine.update_policy,
             )
             if config.resume:
                 await publisher.publish(state.params, version_of(start_step))
@@ -308,9 +309,12 @@ async def serving_proxies(
 
     host = config.rollout.ray.proxy_host if config.rollout.executor == "ray" else "127.0.0.1"
     train = dataclasses.replace(config.proxy, archive_dir=str(folder / "sessions"))
+    resumes = config.engine.max_resumes  # replies cut by a weight update (engine.update_policy=abort_resume)
     async with (
-        CaptureProxy.serving(engine, model_dir, train, host) as proxy,
-        CaptureProxy.serving(engine, model_dir, dataclasses.replace(train, mode="eval"), host) as eval_proxy,
+        CaptureProxy.serving(engine, model_dir, train, host, max_resumes=resumes) as proxy,
+        CaptureProxy.serving(
+            engine, model_dir, dataclasses.replace(train, mode="eval"), host, max_resumes=resumes
+        ) as eval_proxy,
     ):
         yield proxy, eval_proxy
 
@@ -334,8 +338,6 @@ async def train(config: Config, *, job: str = "") -> RunSummary:
     """Runs one job (module docstring): `build_parts`, then `run_loop` from where the run starts."""
     aim_repo = config.tracking.repo if config.tracking.backend == "aim" else None
     async with build_parts(config, job=job) as built:
-        records = await run_loop(
-            built.parts, built.state, start_step=built.start_step, cursor=built.cursor
-        )
+        records = await run_loop(built.parts, built.state, start_step=built.start_step, cursor=built.cursor)
     parts = built.parts
     return RunSummary(run_dir(config), records, built.warm_start, aim_repo, parts.run_id, built.start_step)

@@ -85,6 +85,10 @@ class Generation:
     # log_softmax(logits / temperature) as output_logprobs), most likely first; None when not asked.
     output_top_ids: np.ndarray | None = None  # int32[N, k]
     output_top_logprobs: np.ndarray | None = None  # float32[N, k]
+    # Output tokens sampled over K/V computed, in part, under older weights than the ones sampling them: an
+    # update landed mid-request and the request kept its KV cache (update policy `in_place`). 0: every token
+    # attended only to K/V of its own weights.
+    stale_kv_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.finish_reason not in FINISH_REASONS:
@@ -203,6 +207,47 @@ class Trajectory:
         """False for infrastructure failures: they contribute nothing to the loss or group statistics."""
         return not self.outcome.is_infra_failure
 
+    @property
+    def version_tokens(self) -> dict[int, int]:
+        """Sampled tokens per weights version number (`train.publish.version_number`), oldest first.
+
+        A sequence without `token_versions` counts every sampled token under its one `weight_versions`
+        entry, numbered from the engine's default initial version "default"; with several versions, or a
+        version without a number, it is a ValueError naming the trial (its tokens cannot be attributed)."""
+        counts: dict[int, int] = {}
+        for j, seq in enumerate(self.sequences):
+            mask = np.asarray(seq.loss_mask) == 1
+            if not mask.any():
+                continue
+            if seq.token_versions is not None:
+                numbers, tokens = np.unique(np.asarray(seq.token_versions)[mask], return_counts=True)
+            elif len(seq.weight_versions) == 1:
+                from legorl_jax.train.publish import version_number  # numpy only: no jax
+
+                numbers = np.asarray([version_number(seq.weight_versions[0])], np.int64)
+                tokens = np.asarray([int(mask.sum())], np.int64)
+            else:
+                raise ValueError(
+                    f"trajectory {self.trial_id!r} sequence {j} records no per-token versions and "
+                    f"weight_versions {seq.weight_versions!r}: its sampled tokens have no one version"
+                )
+            for number, n in zip(numbers, tokens, strict=True):
+                counts[int(number)] = counts.get(int(number), 0) + int(n)
+        if -1 in counts:
+            raise ValueError(f"trajectory {self.trial_id!r} has {counts[-1]} sampled tokens of version -1")
+        return dict(sorted(counts.items()))
+
+    @property
+    def sampled_versions(self) -> frozenset[int]:
+        """The weights version numbers its sampled tokens came from (empty when it sampled nothing)."""
+        return frozenset(self.version_tokens)
+
+    @property
+    def oldest_version(self) -> int | None:
+        """The oldest version among its sampled tokens (staleness = trainer version − this); None when it
+        sampled nothing."""
+        return min(self.version_tokens, default=None)
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainBatch:
@@ -213,8 +258,9 @@ class TrainBatch:
     log-prob, advantage) are stored at the position whose logits predict them, so `targets[b, t]` is the
     next token of the same segment and every per-token field lines up with it without shifting.
 
-    A pytree (every field a leaf, `routed_experts` an empty subtree when None) once `legorl_jax.train` is
-    imported: `legorl_jax/train/batch.py` registers it, so that importing this module needs no jax.
+    A pytree (every field a leaf, `routed_experts` and `token_versions` empty subtrees when None) once
+    `legorl_jax.train` is imported: `legorl_jax/train/batch.py` registers it, so that importing this module
+    needs no jax.
     """
 
     tokens: Int[np.ndarray | jax.Array, "B T"]
@@ -226,6 +272,9 @@ class TrainBatch:
     advantages: Float[np.ndarray | jax.Array, "B T"]
     behaviour_logprobs: Float[np.ndarray | jax.Array, "B T"]  # aligned with the target at t
     routed_experts: Int[np.ndarray | jax.Array, "L B T K"] | None  # -1 = route natively
+    # The weights version number the target at t was sampled under, -1 where no sampled target; the
+    # packer fills it, `Trainer.device_batch` drops it (the loss does not read it, the metrics do on host).
+    token_versions: Int[np.ndarray | jax.Array, "B T"] | None = None
 
     @property
     def rows(self) -> int:
@@ -244,4 +293,5 @@ class TrainBatch:
             advantages=self.advantages[rows],
             behaviour_logprobs=self.behaviour_logprobs[rows],
             routed_experts=routing,
+            token_versions=None if self.token_versions is None else self.token_versions[rows],
         )

@@ -1,13 +1,15 @@
 """The stage records: a TrainBatch is a pytree the trainer takes as it is, a harness run ends in a policy
 Outcome (the one encoding of how a run ended)."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
 
 import legorl_jax.train.batch  # noqa: F401  (registers TrainBatch as a pytree)
 from legorl_jax.harness.base import HarnessResult
-from legorl_jax.types import Outcome, TrainBatch
+from legorl_jax.types import Outcome, Sequence, TrainBatch, Trajectory
 
 
 def batch(rows: int = 4, t: int = 3, routing: bool = True) -> TrainBatch:
@@ -45,3 +47,48 @@ def test_a_harness_result_takes_only_a_policy_outcome_and_names_what_it_got(bad)
     with pytest.raises(ValueError, match=f"exit_status must be a policy Outcome .* got {bad!r}"):
         HarnessResult(bad, 1)
     assert HarnessResult(Outcome.STEP_LIMIT, 1).exit_status is Outcome.STEP_LIMIT
+
+
+def _sequence(mask, versions=None, weight_versions=()):
+    n = len(mask)
+    return Sequence(
+        np.arange(n, dtype=np.int32),
+        np.asarray(mask, np.int8),
+        np.where(np.asarray(mask) == 1, -0.5, 0.0).astype(np.float32),
+        None,
+        weight_versions=weight_versions,
+        token_versions=None if versions is None else np.asarray(versions, np.int32),
+    )
+
+
+def _trajectory(*sequences):
+    return Trajectory("t-0", "t", "g", tuple(sequences), 1.0, Outcome.SUBMITTED)
+
+
+def test_a_trajectory_counts_its_sampled_tokens_per_version_and_names_the_oldest():
+    main = _sequence([0, 1, 1, 0, 1, 1, 1], [-1, 3, 3, -1, 4, 4, 4], ("step-000003", "step-000004"))
+    side = _sequence([0, 1, 1], None, ("step-000002",))  # no per-token record: all of its one version
+    t = _trajectory(main, side)
+    assert t.version_tokens == {2: 2, 3: 2, 4: 3}
+    assert t.sampled_versions == {2, 3, 4} and t.oldest_version == 2
+    nothing = _trajectory(_sequence([0, 0], [-1, -1]))
+    assert (
+        nothing.version_tokens == {} and nothing.oldest_version is None and nothing.sampled_versions == set()
+    )
+
+
+def test_a_trajectory_whose_tokens_cannot_be_attributed_to_one_version_says_which():
+    mixed = _trajectory(_sequence([0, 1, 1], None, ("step-000001", "step-000002")))
+    with pytest.raises(ValueError, match="'t-0' sequence 0 records no per-token versions"):
+        _ = mixed.oldest_version
+    unknown = _trajectory(_sequence([0, 1], [-1, -1]))  # a sampled token without a version
+    with pytest.raises(ValueError, match="'t-0' has 1 sampled tokens of version -1"):
+        _ = unknown.version_tokens
+
+
+def test_select_rows_takes_the_token_versions_rows_too():
+    full = dataclasses.replace(batch(), token_versions=np.arange(12, dtype=np.int32).reshape(4, 3))
+    assert len(jax.tree.leaves(full)) == 9
+    np.testing.assert_array_equal(
+        full.select_rows(slice(1, None, 2)).token_versions, [[3, 4, 5], [9, 10, 11]]
+    )

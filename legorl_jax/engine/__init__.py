@@ -7,6 +7,9 @@ SGLang client and launcher (docs/architecture.md §5).
             prompt_ids, SamplingParams(max_new_tokens=256), return_routed_experts=True
         )
 
+Weight updates with requests in flight follow an update policy (drain | abort_resume | in_place,
+weight_update.py); a request cut by one is re-issued and merged by resume.py.
+
 Importing this package loads the protocol only (no jax, no device); `open_engine` imports the backend
 it needs when called.
 """
@@ -72,6 +75,13 @@ async def open_engine(
                        min_bucket=config.min_prefill_bucket, prefill_chunk=config.chunked_prefill_size,
                        weight_version=config.weight_version, cache_slots=config.prefix_cache_slots,
                        cache_tokens=config.prefix_cache_tokens)  # fmt: skip
+        if config.device is not None:  # apart from the trainer's mesh.devices (async training on one host)
+            import jax
+
+            devices = jax.devices()
+            if config.device >= len(devices):
+                raise ValueError(f"engine.device={config.device}, but there are {len(devices)} devices")
+            options["device"] = devices[config.device]
         if policy is None:
             engine = JaxEngine.from_dir(model_path, dtype=config.dtype, **options)
         else:

@@ -46,6 +46,9 @@ from legorl_jax.types import Generation
 MAX_SEED = 2**64
 # The most alternatives `top_logprobs` may ask for per position (OpenAI's limit too).
 MAX_TOP_LOGPROBS = 20
+# What `pause(mode)` of an engine with one accepts: SGLang's in_place and abort, and our drain
+# (engine/weight_update.py); SGLang's retract is not supported.
+PAUSE_MODES = ("in_place", "abort", "drain")
 
 
 class EngineError(RuntimeError):

@@ -26,6 +26,11 @@ through the router; weight updates, pauses and load figures go to each engine di
   cannot cross HTTP: the publisher writes the directory), records in `serving[version]` when each engine
   served it, and resumes all only once all serve it. While paused no engine decodes, so no token is
   sampled on the old version after any engine serves the new one.
+- Update policies (engine/weight_update.py): `pause(mode)` pauses every healthy engine with that mode,
+  `resume()` resumes them; `update_weights` between the two loads on the engines paused and leaves
+  resuming to `resume()`. Drain is client side, on the router's client (the fleet's requests all go
+  through it): new requests are held back until `resume()` and the pause returns once none is in flight;
+  the engines are then paused in place.
 - Limits of sglang-router 0.3.2: it re-serializes /generate bodies into its own request type, which has
   no `return_routed_experts`, `routed_experts_start_len` or `session_id`: routed experts cannot pass
   through it, so a fleet refuses a MoE model when it opens (a clear error, never records without
@@ -48,7 +53,13 @@ import aiohttp
 import numpy as np
 
 from legorl_jax.config import RouterConfig
-from legorl_jax.engine.base import EngineError, EngineUnavailableError, SamplingParams, WeightSource
+from legorl_jax.engine.base import (
+    PAUSE_MODES,
+    EngineError,
+    EngineUnavailableError,
+    SamplingParams,
+    WeightSource,
+)
 from legorl_jax.engine.sglang_client import SGLangEngine
 from legorl_jax.engine.sglang_launcher import ServerProcess, check_module
 from legorl_jax.types import Generation
@@ -169,6 +180,7 @@ class EngineFleet:
         """version -> {engine url: wall time (time.time()) at which it began serving that version}."""
         self.published: dict[str, float] = {}
         """version -> wall time at which its update began (engines paused)."""
+        self._paused: tuple[list[str], float] | None = None  # engines `pause` paused, and when it began
 
     async def __aenter__(self) -> EngineFleet:
         return self
@@ -223,6 +235,45 @@ class EngineFleet:
         urls = [str(w.get("url", "")).rstrip("/") for w in workers if w.get("is_healthy")]
         return [u for u in urls if u in self.engines]
 
+    async def pause(self, mode: str = "in_place") -> None:
+        """Pauses every healthy engine with `mode` (drain: module docstring); undone by `resume()`."""
+        if mode not in PAUSE_MODES:
+            raise ValueError(f"mode must be one of {PAUSE_MODES} (retract is not supported), got {mode!r}")
+        if self._paused is not None:
+            raise EngineError("the fleet is already paused: resume() it first")
+        began = time.time()
+        try:
+            if mode == "drain":  # first: from here on no new request of the fleet is sent
+                await self.router.drain()
+            urls = await self.healthy_engines()
+            if not urls:
+                raise EngineUnavailableError(
+                    f"the router at {self.router_url} has no healthy engine to pause"
+                )
+        except BaseException:
+            self.router.end_drain()
+            raise
+        results = await asyncio.gather(
+            *(self.engines[u].pause("in_place" if mode == "drain" else mode) for u in urls),
+            return_exceptions=True,
+        )
+        self._paused = (urls, began)
+        refused = {u: r for u, r in zip(urls, results, strict=True) if isinstance(r, BaseException)}
+        if refused:
+            await self.resume()
+            raise EngineError(
+                f"pausing ({mode}) failed on " + "; ".join(f"{u}: {r}" for u, r in refused.items())
+            )
+
+    async def resume(self) -> None:
+        """Resumes the engines `pause` paused and lets the requests held by a drain go."""
+        urls = self._paused[0] if self._paused is not None else list(self.engines)
+        self._paused = None
+        try:
+            await asyncio.gather(*(self.engines[u].resume() for u in urls), return_exceptions=True)
+        finally:
+            self.router.end_drain()
+
     async def update_weights(self, source: WeightSource, version: str) -> None:
         if not isinstance(source, (str, os.PathLike)):
             raise TypeError(
@@ -231,29 +282,25 @@ class EngineFleet:
             )
         if not isinstance(version, str) or not version:
             raise ValueError(f"weight_version must be a non-empty string, got {version!r}")
-        urls = await self.healthy_engines()
-        if not urls:
-            raise EngineUnavailableError(f"the router at {self.router_url} has no healthy engine to update")
+        own = self._paused is None  # nobody paused the fleet: pause it in place around the update
+        if own:
+            try:
+                await self.pause("in_place")
+            except EngineError as exc:
+                raise type(exc)(f"update to {version!r} not started: {exc}") from None
+        urls, began = self._paused
         served: dict[str, float] = {}
-        self.published[version] = time.time()
+        self.published[version] = began
 
         async def load(url: str) -> None:
             await self.engines[url].update_weights(source, version)
             served[url] = time.time()
 
-        paused = await asyncio.gather(
-            *(self.engines[u].pause("in_place") for u in urls), return_exceptions=True
-        )
         try:
-            refused = {u: r for u, r in zip(urls, paused, strict=True) if isinstance(r, BaseException)}
-            if refused:
-                raise EngineError(
-                    f"update to {version!r} not started: pausing failed on "
-                    + "; ".join(f"{u}: {r}" for u, r in refused.items())
-                )
             results = await asyncio.gather(*(load(u) for u in urls), return_exceptions=True)
         finally:
-            await asyncio.gather(*(self.engines[u].resume() for u in urls), return_exceptions=True)
+            if own:
+                await self.resume()
         self.serving[version] = served
         failed = {u: r for u, r in zip(urls, results, strict=True) if isinstance(r, BaseException)}
         if failed:

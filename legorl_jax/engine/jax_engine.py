@@ -23,10 +23,14 @@ version it was sampled under (`Generation.token_weight_versions`, None when all 
 thread (`load_hf`), then swapped in like an in-process state, so decoding continues while it loads.
 
 Pausing: `pause("in_place")` stops scheduling (requests keep their slots; new ones queue), `pause("abort")`
-also finishes every request in flight with reason "abort"; `resume()` continues. A cancelled `generate`
-aborts its request; `close()` finishes requests in flight with reason "abort". If the engine thread
-fails (a device error), every request in flight and every queued call gets an `EngineError`, later
-calls raise it at once, and `health()` turns False.
+also finishes every request in flight with reason "abort", `pause("drain")` (our extension; SGLang has no
+such mode) stops admitting but keeps decoding the running requests, and returns once none runs (so
+they end on the weights they started with, while new ones queue); `resume()` continues. A pause or resume
+that arrives during a drain supersedes it (the drain returns then). These are the engine halves of the
+update policies of weight_update.py. A cancelled `generate` aborts its request; `close()` finishes
+requests in flight with reason "abort". If the engine thread fails (a device error), every request in
+flight and every queued call gets an `EngineError`, later calls raise it at once, and `health()` turns
+False.
 
 Prefix cache (prefix_cache.py, off unless `cache_slots` > 0): a finished request's K/V stays resident in
 a spare slot, keyed by its token ids; a request whose prompt starts with a cached prefix prefills only the
@@ -52,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from legorl_jax.engine.base import (
+    PAUSE_MODES,
     ContextOverflowError,
     EngineError,
     SamplingParams,
@@ -69,8 +74,6 @@ from legorl_jax.model.tokenizer import Tokenizer
 from legorl_jax.types import Generation
 
 log = logging.getLogger(__name__)
-
-PAUSE_MODES = ("in_place", "abort")
 
 
 class _Reply:
@@ -99,6 +102,10 @@ _STOP = object()
 class JaxEngine:
     """The `Engine` on the in-process policy (module docstring)."""
 
+    updates_between_steps = True
+    """An update lands between two decode steps on its own (a directory loads while decoding goes on), so
+    the in_place policy needs no pause around it (engine/weight_update.py)."""
+
     def __init__(
         self,
         policy: Policy,
@@ -116,9 +123,11 @@ class JaxEngine:
         cache_tokens: int | None = None,
         min_context: int = 128,
         compile_in_background: bool = True,
+        device: Any = None,
     ):
-        """`cache_slots` spare KV slots hold finished requests' prefixes (0: no prefix cache), together at
-        most `cache_tokens` tokens (None: no limit but the slots). With `compile_in_background` a call
+        """`device` (a `jax.Device`, default the first) holds the weights and the KV cache. `cache_slots`
+        spare KV slots hold finished requests' prefixes (0: no prefix cache), together at most
+        `cache_tokens` tokens (None: no limit but the slots). With `compile_in_background` a call
         whose bucket has no compiled program yet runs on a compiled larger bucket, its own compiling on a
         background thread once it has come up often enough (programs.py); False compiles every new bucket in
         the engine thread."""
@@ -127,7 +136,7 @@ class JaxEngine:
         self.runner = ModelRunner(
             policy, max_running + cache_slots, max_len, min_bucket=min_bucket, prefill_chunk=prefill_chunk,
             dtype=dtype, max_batch=max_running, min_context=min_context,
-            compile_in_background=compile_in_background,
+            compile_in_background=compile_in_background, device=device,
         )  # fmt: skip
         self.config = policy.config
         self.tokenizer = tokenizer
@@ -150,6 +159,7 @@ class JaxEngine:
         )
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
         self._paused = False
+        self._drains: list[tuple[_Reply, int]] = []  # pause("drain") calls waiting for the running to end
         self._error: BaseException | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="legorl-jax-engine", daemon=True)
@@ -190,6 +200,7 @@ class JaxEngine:
             "max_running": self.max_running,
             "max_len": self.max_len,
             "paused": self._paused,
+            "draining": bool(self._drains),
             "weight_version": self.weight_version,
             "prefill_buckets": list(self.runner.buckets),
             "batch_buckets": list(self.runner.batch_buckets),
@@ -279,8 +290,8 @@ class JaxEngine:
     # control (the server's /pause_generation, /continue_generation, /flush_cache, /abort_request)
 
     async def pause(self, mode: str = "in_place") -> int:
-        """Stops scheduling; with mode "abort" finishes every request in flight. Returns the requests
-        affected."""
+        """Stops scheduling; with mode "abort" finishes every request in flight, with mode "drain" returns
+        once the running requests have finished (module docstring). Returns the requests affected."""
         if mode not in PAUSE_MODES:
             raise ValueError(f"mode must be one of {PAUSE_MODES} (retract is not supported), got {mode!r}")
         return await self._call("pause", mode)
@@ -347,17 +358,35 @@ class JaxEngine:
                 for kind, payload, reply in self._take(block):
                     if kind is _STOP:
                         self.scheduler.abort_all()
+                        self._end_drains(EngineError("the engine is closed"))
                         self._fail_queued(EngineError("the engine is closed"))
                         return
                     self._handle(kind, payload, reply)
+                self._check_drained()
                 if not self._paused:
-                    self._step()
+                    self._step(admit=not self._drains)
+                    self._check_drained()
         except BaseException as exc:  # noqa: BLE001 - every caller must hear about it
             log.exception("the engine thread failed")
             self._error = exc
             error = EngineError(f"the engine thread failed: {exc!r}")
             self.scheduler.fail_all(error)
+            self._end_drains(error)
             self._fail_queued(error)
+
+    def _check_drained(self) -> None:
+        """A drain is complete once no request runs: the engine is paused and the drains return."""
+        if self._drains and not self.scheduler.running:
+            self._paused = True
+            self._end_drains()
+
+    def _end_drains(self, error: EngineError | None = None) -> None:
+        drains, self._drains = self._drains, []
+        for reply, drained in drains:
+            if error is None:
+                reply.set(drained)
+            else:
+                reply.fail(error)
 
     def _take(self, block: bool) -> list[tuple]:
         commands = [self._commands.get()] if block else []
@@ -383,10 +412,16 @@ class JaxEngine:
                 params, version = payload
                 self.runner.set_params(params)
                 self.scheduler.on_weights(version)
+            elif kind == "pause" and payload == "drain":
+                self._drains.append((reply, len(self.scheduler.running)))
+                self._paused = False  # the running requests decode on (even after a pause in place)
+                return  # the reply comes when no request runs (_check_drained)
             elif kind == "pause":
+                self._end_drains()
                 result = self.scheduler.abort_all() if payload == "abort" else len(self.scheduler.by_rid)
                 self._paused = True
             elif kind == "resume":
+                self._end_drains()
                 self._paused = False
             elif kind == "flush":
                 result = self.scheduler.flush_cache()
@@ -399,8 +434,8 @@ class JaxEngine:
         if reply is not None:
             reply.set(result)
 
-    def _step(self) -> None:
-        admitted, copies = self.scheduler.admit()
+    def _step(self, admit: bool = True) -> None:
+        admitted, copies = self.scheduler.admit() if admit else ([], [])
         for src, dst in copies:
             self.runner.copy_slot(src, dst)
         if admitted:

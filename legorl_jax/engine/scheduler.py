@@ -37,7 +37,9 @@ max_len) → "length". `abort` → "abort" with the tokens so far.
 Weight versions: every sampled token records the version current when it was sampled; a request whose
 tokens all share one version reports `token_weight_versions=None`. The policy for an update mid-flight is
 SGLang's in-place one: running requests keep their slots and continue on the new weights, with the K/V
-of their earlier tokens computed under the old ones (and their routing rows recorded under them).
+of their earlier tokens computed under the old ones (and their routing rows recorded under them); each
+token sampled so is counted in `Generation.stale_kv_tokens`. (The engine's `pause` modes `drain` and
+`abort` keep requests from spanning an update at all.)
 
 Routed experts are stored as uint8 when the model has at most 256 experts, int16 otherwise, from row
 `routed_experts_start_len` on; requests that did not ask for them keep none.
@@ -79,6 +81,7 @@ class Request:
     cached_len: int = 0  # prompt positions whose K/V came from the prefix cache (not prefilled)
     routing_from: int = 0  # the first row `routing` holds (routed_start, or 0 when the cache keeps every row)
     epoch: int = 0  # the weights' epoch at admission
+    stale_kv: int = 0  # tokens sampled after a weight update, over K/V of the weights before it
     output_ids: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)
     versions: list[str] = dataclasses.field(default_factory=list)
@@ -314,6 +317,8 @@ class Scheduler:
         req.output_ids.append(token)
         req.logprobs.append(logprob)
         req.versions.append(self.weight_version)
+        if req.epoch != self.epoch:
+            req.stale_kv += 1
         if token in req.stop_ids:
             self._finish(req, "stop", token)
         elif (matched := self._stop_string(req)) is not None:
@@ -386,5 +391,6 @@ class Scheduler:
                 cached_tokens=req.cached_len,
                 output_top_ids=top_ids,
                 output_top_logprobs=top_lps,
+                stale_kv_tokens=req.stale_kv,
             )
         )

@@ -20,7 +20,9 @@ Routes (field names and formats: wire.py):
   flight continue on the new weights (jax_engine.py); a null weight_version keeps the current one.
 - `POST|GET /flush_cache` empties the prefix cache (400 while requests run, as SGLang),
   `POST /abort_request {rid | abort_all}`,
-  `POST /pause_generation {mode: abort (default, as SGLang) | in_place}`, `POST /continue_generation`.
+  `POST /pause_generation {mode: abort (default, as SGLang) | in_place | drain}`, `POST /continue_generation`.
+  `drain` is our extension (SGLang has no such mode): admission stops, the running requests decode to
+  their end, and the call answers once none runs (`engine/weight_update.py`'s `drain` policy).
 
 Every error is JSON: 400 `{"error": {"message", "field", "type"}}` for bad input (the message names the
 field and the received value; a prompt longer than the context says the limit, type
@@ -43,7 +45,13 @@ from typing import Any
 
 from aiohttp import web
 
-from legorl_jax.engine.base import BadRequestError, ContextOverflowError, EngineError, SamplingParams
+from legorl_jax.engine.base import (
+    PAUSE_MODES,
+    BadRequestError,
+    ContextOverflowError,
+    EngineError,
+    SamplingParams,
+)
 from legorl_jax.engine.jax_engine import JaxEngine
 from legorl_jax.engine.wire import (
     CONTEXT_OVERFLOW,
@@ -266,10 +274,8 @@ async def abort_request(request: web.Request) -> web.Response:
 async def pause_generation(request: web.Request) -> web.Response:
     body = await _json_body(request, optional=True)
     mode = body.get("mode", "abort")
-    if mode not in ("abort", "in_place"):
-        raise WireError(
-            f"mode must be 'abort' or 'in_place' (retract is not supported), got {mode!r}", "mode"
-        )
+    if mode not in PAUSE_MODES:
+        raise WireError(f"mode must be one of {PAUSE_MODES} (retract is not supported), got {mode!r}", "mode")
     affected = await request.app[ENGINE_KEY].pause(mode)
     return web.json_response({"message": f"Generation paused ({mode}, {affected} requests).", "status": "ok"})
 

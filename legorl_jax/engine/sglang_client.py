@@ -34,6 +34,13 @@ Weight versions: `meta_info.weight_version` is SGLang's; `meta_info.token_weight
 token, sent only when an update landed mid-request) is our server's extension. Real SGLang does not send
 it, so there `token_weight_versions` stays None and every token is tagged with the final `weight_version`.
 
+Pausing (`pause(mode)`, `resume()`; the update policies of weight_update.py): `in_place` and `abort` are
+SGLang's `/pause_generation` modes. SGLang has no drain mode, so `drain` is done here, client side:
+`drain()` holds this client's new `generate` calls back (they wait, not sent) and returns once none of
+this client's requests is in flight; `pause("drain")` is that, then a pause in place (requests of other
+clients of the server, if any, stay paused in place). `resume()` continues the server and lets the held
+calls go. Only this client's requests are drained: share one client per server (the proxy does).
+
 `update_weights` takes an HF directory only (`/update_weights_from_disk`, a path the *server* can read):
 in-process params cannot cross HTTP; save them with `legorl_jax.model.save_hf` first.
 """
@@ -41,10 +48,12 @@ in-process params cannot cross HTTP; save them with `legorl_jax.model.save_hf` f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import pathlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -52,6 +61,7 @@ import numpy as np
 import orjson
 
 from legorl_jax.engine.base import (
+    PAUSE_MODES,
     BadRequestError,
     ContextOverflowError,
     EngineError,
@@ -143,6 +153,9 @@ class SGLangEngine:
         self._session: aiohttp.ClientSession | None = None
         self._model_info: dict[str, Any] | None = None
         self._background: set[asyncio.Task] = set()
+        self._in_flight = 0  # this client's generate calls sent and not answered
+        self._open: asyncio.Event | None = None  # cleared while drained: new generate calls wait
+        self._ended: asyncio.Event | None = None  # set whenever one of them ends
 
     async def __aenter__(self) -> SGLangEngine:
         return self
@@ -312,7 +325,8 @@ class SGLangEngine:
             session_id=session_id,
         )
         try:
-            reply = await self._json("POST", "/generate", body, idempotent=False, headers=key)
+            async with self._counted():
+                reply = await self._json("POST", "/generate", body, idempotent=False, headers=key)
         except EngineTimeoutError:
             await self._abort_quietly(rid)
             raise
@@ -393,10 +407,63 @@ class SGLangEngine:
     # control
 
     async def pause(self, mode: str = "in_place") -> None:
-        await self._json("POST", "/pause_generation", {"mode": mode}, idempotent=False, timeout_s=60.0)
+        """SGLang's `/pause_generation` in mode in_place or abort; drain is client side (module docstring)."""
+        if mode not in PAUSE_MODES:
+            raise ValueError(f"mode must be one of {PAUSE_MODES} (retract is not supported), got {mode!r}")
+        if mode == "drain":
+            await self.drain()
+        try:
+            await self._json(
+                "POST",
+                "/pause_generation",
+                {"mode": "in_place" if mode == "drain" else mode},
+                idempotent=False,
+                timeout_s=60.0,
+            )
+        except BaseException:
+            self.end_drain()  # not paused: nothing would resume the held calls
+            raise
 
     async def resume(self) -> None:
-        await self._json("POST", "/continue_generation", {}, idempotent=False, timeout_s=60.0)
+        try:
+            await self._json("POST", "/continue_generation", {}, idempotent=False, timeout_s=60.0)
+        finally:
+            self.end_drain()
+
+    async def drain(self) -> int:
+        """Holds this client's new generate calls back and returns once none of its requests is in flight
+        (the number that was); `end_drain()` or `resume()` lets the held calls go."""
+        self._event("_open").clear()
+        drained = self._in_flight
+        while self._in_flight:
+            ended = self._event("_ended")
+            ended.clear()
+            await ended.wait()
+        return drained
+
+    def end_drain(self) -> None:
+        self._event("_open").set()
+
+    @contextlib.asynccontextmanager
+    async def _counted(self) -> AsyncIterator[None]:
+        """One generate call in flight: it waits while this client is drained, then counts until it ends."""
+        await self._event("_open").wait()
+        self._in_flight += 1
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            self._event("_ended").set()
+
+    def _event(self, name: str) -> asyncio.Event:
+        """The event `name`, made on first use (on the running loop); `_open` starts set."""
+        event = getattr(self, name)
+        if event is None:
+            event = asyncio.Event()
+            if name == "_open":
+                event.set()
+            setattr(self, name, event)
+        return event
 
     async def server_info(self) -> dict[str, Any]:
         """`GET /get_server_info`: the server's load figures (ours: running, waiting, prefix_cache, ...)."""

@@ -15,7 +15,8 @@ One module owns the field names so the server (serve.py) and the client (sglang_
   e2e_latency, output_token_logprobs [[logprob, id, null], ...], input_token_logprobs,
   output_top_logprobs (with `top_logprobs_num` k > 0: per output position its k likeliest
   [[logprob, id, null], ...]), routed_experts}`; `routed_experts` is base64 of little-endian int32
-  `[P + N - 1 - start, L, K]`.
+  `[P + N - 1 - start, L, K]`. Our extensions, sent only when an update landed mid-request:
+  `token_weight_versions` (one per output token) and `stale_kv_tokens` (`Generation.stale_kv_tokens`).
 - `generation_from_json(...)` reads a response back into a `Generation` (routing stored compactly).
 
 Errors a server reports are `{"error": {"message": ..., "field": ..., "type": ...}}` with HTTP 400;
@@ -367,6 +368,8 @@ def generation_json(
     }
     if gen.token_weight_versions is not None:
         meta["token_weight_versions"] = list(gen.token_weight_versions)
+    if gen.stale_kv_tokens:
+        meta["stale_kv_tokens"] = int(gen.stale_kv_tokens)
     if return_logprob:
         meta["output_token_logprobs"] = logprob_entries(gen.output_logprobs, gen.output_ids)
         meta["input_token_logprobs"] = input_logprobs
@@ -462,6 +465,7 @@ def generation_from_json(
         cached_tokens=int(meta.get("cached_tokens") or 0),
         output_top_ids=top_ids,
         output_top_logprobs=top_lps,
+        stale_kv_tokens=int(meta.get("stale_kv_tokens") or 0),
     )
 
 

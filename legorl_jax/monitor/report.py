@@ -56,21 +56,35 @@ def step_table(metrics_by_step: Mapping[int, Mapping[str, float]]) -> str:
 
 
 PHASES = ("rollout", "packing", "train_step", "checkpoint", "publish")
+ASYNC_PHASES = ("wait_for_groups", *PHASES[1:])
+"""An async step has no rollout phase: its trainer waits for groups while trials run all along."""
 
 
 def phase_line(metrics_by_step: Mapping[int, Mapping[str, float]]) -> str:
-    """Seconds per loop phase over all steps, each with its share of the steps' total time."""
-    total = sum(m.get("time/total_s", 0.0) for m in metrics_by_step.values())
+    """Seconds per loop phase over all steps, each with its share of the steps' total time (and, for an
+    async run, the trainer's and the rollouts' idle shares and the trajectories trained per hour)."""
+    steps = list(metrics_by_step.values())
+    total = sum(m.get("time/total_s", 0.0) for m in steps)
+    phases = ASYNC_PHASES if any("time/wait_for_groups_s" in m for m in steps) else PHASES
     parts = []
-    for phase in PHASES:
-        seconds = sum(m.get(f"time/{phase}_s", 0.0) for m in metrics_by_step.values())
+    for phase in phases:
+        seconds = sum(m.get(f"time/{phase}_s", 0.0) for m in steps)
         parts.append(f"{phase} {seconds:.1f} s ({100 * seconds / total:.0f}%)" if total else f"{phase} -")
-    validation = total - sum(sum(m.get(f"time/{p}_s", 0.0) for m in metrics_by_step.values()) for p in PHASES)
-    return (
-        f"time per phase over {len(metrics_by_step)} steps ({total:.0f} s): "
+    validation = total - sum(sum(m.get(f"time/{p}_s", 0.0) for m in steps) for p in phases)
+    line = (
+        f"time per phase over {len(steps)} steps ({total:.0f} s): "
         + ", ".join(parts)
         + (f", other (validation, monitoring) {validation:.1f} s" if total else "")
     )
+    if steps and "loop/trainer_idle_share" in steps[-1] and total:
+        idle = sum(m["loop/trainer_idle_share"] * m.get("time/total_s", 0.0) for m in steps) / total
+        rollout_idle = sum(m["loop/rollout_idle_share"] * m.get("time/total_s", 0.0) for m in steps) / total
+        line += (
+            f"\nasync: trainer idle {100 * idle:.0f}%, rollout slots idle {100 * rollout_idle:.0f}%, "
+            f"{steps[-1]['loop/trajectories_per_hour']:.0f} trajectories trained per hour, "
+            f"{int(steps[-1].get('loop/stale_groups_total', 0))} stale groups dropped"
+        )
+    return line
 
 
 def run_summary(config: Any, summary: Any) -> str:

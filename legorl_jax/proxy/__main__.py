@@ -22,7 +22,7 @@ import pathlib
 import signal
 import sys
 
-from legorl_jax.config import ProxyConfig
+from legorl_jax.config import EngineConfig, ProxyConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--archive-dir",
         default="runs/proxy",
         help="closed sessions are archived here; the admin API's trial_dir must resolve inside it",
+    )
+    p.add_argument(
+        "--max-resumes",
+        type=int,
+        default=EngineConfig.max_resumes,
+        help="re-issues of one reply cut by a weight update (engine.update_policy=abort_resume)",
     )
     return p
 
@@ -65,7 +71,9 @@ async def _serve(args: argparse.Namespace) -> None:
         mc = ArchConfig.from_hf_dict(model_config)
         routing = (mc.num_moe_layers, mc.num_experts_per_tok, mc.num_experts)
     async with SGLangEngine(args.engine_url, routing=routing) as engine:
-        proxy = CaptureProxy.from_model_dir(engine, args.model, config, admin_token=args.admin_token)
+        proxy = CaptureProxy.from_model_dir(
+            engine, args.model, config, admin_token=args.admin_token, max_resumes=args.max_resumes
+        )
         base = await proxy.start(args.host, args.port)
         # Everything alive now (jax, flax, the tokenizer: a few hundred thousand objects) lives as long as
         # the process; out of the collector's sight, a full collection no longer walks it while a request

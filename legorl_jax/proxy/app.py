@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from legorl_jax.config import ProxyConfig
+from legorl_jax.config import EngineConfig, ProxyConfig
 from legorl_jax.engine.base import Engine
 from legorl_jax.proxy import anthropic_api, openai_api
 from legorl_jax.proxy.archive import TRAJECTORY, write_archive
@@ -51,6 +51,7 @@ from legorl_jax.proxy.recorder import Renderer
 from legorl_jax.proxy.session import Session
 from legorl_jax.proxy.toolcalls import check_template, get_parser
 from legorl_jax.types import SessionRecord
+from legorl_jax.validate import is_int
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +71,17 @@ class CaptureProxy:
         *,
         context_length: int | None = None,
         admin_token: str | None = None,
+        initial_version: str | None = None,
+        max_resumes: int = EngineConfig.max_resumes,
     ):
+        """`max_resumes` bounds how often one reply cut by a weight update is re-issued (`engine.max_resumes`,
+        session.py)."""
         self.config = config or ProxyConfig()
         self.engine = engine
+        # Recorded token versions are numbered from the engine's starting weights (version 0). A proxy is
+        # built before the loop's first publish (run.serving_proxies), so the version the engine reports
+        # now is that one; an engine reporting none (an SGLang client) started as "default".
+        self.initial_version = initial_version or getattr(engine, "weight_version", None) or "default"
         self.tokenizer = tokenizer
         self.parser = get_parser(self.config.tool_parser)
         check_template(self.parser, tokenizer, **self.config.chat_template_kwargs)
@@ -89,6 +98,9 @@ class CaptureProxy:
                 f"admin_token must be a string of at least 8 characters, got {preview(admin_token)}"
             )
         self.admin_token = admin_token or secrets.token_urlsafe(32)
+        if not is_int(max_resumes) or max_resumes < 0:
+            raise ValueError(f"max_resumes must be an int >= 0, got {max_resumes!r}")
+        self.max_resumes = max_resumes
         self.sessions: dict[str, Session] = {}
         self._claimed: set[pathlib.Path] = set()  # resolved archive folders of open and closed sessions
         self.base_url: str | None = None
@@ -97,11 +109,16 @@ class CaptureProxy:
     @classmethod
     @contextlib.asynccontextmanager
     async def serving(
-        cls, engine: Engine, model_dir: str | os.PathLike, config: ProxyConfig, host: str = "127.0.0.1"
+        cls,
+        engine: Engine,
+        model_dir: str | os.PathLike,
+        config: ProxyConfig,
+        host: str = "127.0.0.1",
+        **kw: Any,
     ) -> AsyncIterator[CaptureProxy]:
-        """`from_model_dir`'s proxy serving on `host` (a free port) until exit: what training
-        (`run.serving_proxies`) and `python -m legorl_jax.rollout` both sample through."""
-        proxy = cls.from_model_dir(engine, model_dir, config)
+        """`from_model_dir`'s proxy (`kw`: the constructor's options) serving on `host` (a free port) until
+        exit: what training (`run.serving_proxies`) and `python -m legorl_jax.rollout` both sample through."""
+        proxy = cls.from_model_dir(engine, model_dir, config, **kw)
         await proxy.start(host, 0)
         try:
             yield proxy
@@ -166,6 +183,8 @@ class CaptureProxy:
             trial_id=trial_id,
             metadata=metadata,
             trial_dir=str(folder),
+            initial_version=self.initial_version,
+            max_resumes=self.max_resumes,
         )
         base = self.base_url or "http://127.0.0.1"
         if host is not None:

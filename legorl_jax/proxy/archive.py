@@ -5,7 +5,9 @@
 
 `trajectory.json` holds the messages, every turn (prompt and output ids, behaviour log-probs, tool calls,
 weight version, timings), the branches, counters and flags. `sequences.npz` holds, per branch i,
-`b{i}_token_ids` int32[T], `b{i}_loss_mask` int8[T], `b{i}_behaviour_logprobs` float32[T] and, for MoE
+`b{i}_token_ids` int32[T], `b{i}_loss_mask` int8[T], `b{i}_behaviour_logprobs` float32[T],
+`b{i}_token_versions` int32[T] (the weights version number each sampled token was sampled under, -1 on the
+others; absent when a version had no number, and in archives written before it was recorded) and, for MoE
 policies, `b{i}_routed_experts` int16[T, L, K] (-1 = not recorded). Each file is written to a temporary name
 in the same folder and renamed over the final one, so a reader sees a whole file or none; the arrays go first,
 so a `trajectory.json` present means the arrays beside it are complete.
@@ -62,6 +64,9 @@ def write_archive(
         arrays[f"b{b.index}_token_ids"] = np.asarray(b.ids, np.int32)
         arrays[f"b{b.index}_loss_mask"] = np.asarray(b.mask, np.int8)
         arrays[f"b{b.index}_behaviour_logprobs"] = np.asarray(b.logprobs, np.float32)
+        versions = b.version_array()
+        if versions is not None:
+            arrays[f"b{b.index}_token_versions"] = versions
         if b.routing is not None:
             rows = b.routing[: len(b.ids)]
             pad = np.full((len(b.ids) - len(rows), *rows.shape[1:]), -1, np.int16)
@@ -85,7 +90,8 @@ def _json_default(value: Any) -> Any:
 
 
 def read_archive(trial_dir: str | os.PathLike) -> tuple[dict[str, Any], dict[int, dict[str, np.ndarray]]]:
-    """(trajectory, {branch index: {token_ids, loss_mask, behaviour_logprobs[, routed_experts]}})."""
+    """(trajectory, {branch index: {token_ids, loss_mask, behaviour_logprobs[, token_versions]
+    [, routed_experts]}})."""
     folder = pathlib.Path(trial_dir)
     path = folder / TRAJECTORY
     if not path.is_file():

@@ -27,6 +27,17 @@ branch from the full render. Its tokens shared with an earlier branch:
   `shared_tokens="recompute"`, mask 1 with log-probs the engine recomputes on this branch (`recomputed`),
   with `"mask"` mask 0 (`rerendered_masked`). Never a placeholder log-prob on a mask-1 token.
 The end-of-turn tokens the template writes after a sampled stop token are context (mask 0).
+
+Weights versions: every sampled token keeps the version it was sampled under
+(`Generation.token_weight_versions` when an update landed mid-request, else `weight_version`) as its number
+(`train.publish.version_number`; the engine's initial version `initial_version` is 0), -1 on prompt and tool
+tokens: `Sequence.token_versions` and the archive's `b{i}_token_versions`. A recomputed re-rendered token
+gets the version of the turn's generation's last token (`Generation.weight_version`): the scoring call follows
+that generation at once and reports no version of its own, so an update landing between the two would tag
+it one version early.
+A version that is not a number of this run (a server started under another name) leaves the branch's
+numbers unrecorded (`token_versions` None); the version strings stay in the branch summary and the turns
+(`turn_versions`: per turn whose tokens span several versions, each token's version).
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from legorl_jax.train.publish import version_numbers
 from legorl_jax.types import Generation
 from legorl_jax.types import Sequence as TrainSequence
 
@@ -258,7 +270,9 @@ class Branch:
     mask: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)
     routing: np.ndarray | None = None  # int16[T, L, K], -1 = not recorded
-    versions: list[str] = dataclasses.field(default_factory=list)
+    versions: list[str] = dataclasses.field(default_factory=list)  # distinct, in the order first sampled
+    token_versions: list[int] = dataclasses.field(default_factory=list)  # per token, -1 = not sampled
+    unnumbered: list[str] = dataclasses.field(default_factory=list)  # sampled versions without a number
     turns: list[int] = dataclasses.field(default_factory=list)
     closed: bool = True  # the last sampled reply ended with the end-of-turn marker
     markers: int = 0  # end-of-turn markers in the render of `messages`
@@ -278,8 +292,25 @@ class Branch:
             "shared_masked": self.shared_masked,
             "recomputed": self.recomputed,
             "rerendered_masked": self.rerendered_masked,
-            "weight_versions": list(dict.fromkeys(self.versions)),
+            "weight_versions": list(self.versions),
         }
+
+    def version_array(self) -> np.ndarray | None:
+        """int32[T]: the version number each token was sampled under, -1 where none; None when a version
+        had no number (module docstring)."""
+        if self.unnumbered:
+            return None
+        return np.asarray(self.token_versions, np.int32)
+
+    def number_versions(self, versions: Sequence[str], *, initial: str) -> list[int]:
+        """The numbers of newly sampled tokens' versions (noting the versions and any without a number)."""
+        distinct = list(dict.fromkeys(versions))
+        self.versions.extend(v for v in distinct if v not in self.versions)
+        numbers = version_numbers(versions, initial=initial)
+        if numbers is None:
+            self.unnumbered.extend(v for v in distinct if v not in self.unnumbered)
+            return [-1] * len(versions)
+        return numbers.tolist()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,12 +332,17 @@ class Plan:
 class Recorder:
     """Branches of one session (module docstring)."""
 
-    def __init__(self, renderer: Renderer, *, shared_tokens: str = "mask"):
+    def __init__(self, renderer: Renderer, *, shared_tokens: str = "mask", initial_version: str = "default"):
         if shared_tokens not in SHARED_TOKEN_MODES:
             raise ValueError(f"shared_tokens must be one of {SHARED_TOKEN_MODES}, got {shared_tokens!r}")
+        if not isinstance(initial_version, str) or not initial_version:
+            raise ValueError(f"initial_version must be a non-empty string, got {initial_version!r}")
         self.renderer = renderer
         self.shared_tokens = shared_tokens
+        self.initial_version = initial_version
         self.branches: list[Branch] = []
+        # turn index -> each output token's version, for turns an update landed in (the rest: one version)
+        self.turn_versions: dict[int, tuple[str, ...]] = {}
 
     def _extends(self, branch: Branch, messages: Sequence[Mapping[str, Any]]) -> bool:
         n = len(branch.messages)
@@ -392,12 +428,19 @@ class Recorder:
         branch (required with shared_tokens="recompute" when the plan has re-rendered positions).
         """
         prompt = plan.prompt_ids
+        per_token = generation.token_weight_versions
+        if per_token is not None and len(per_token) != len(generation.output_ids):
+            raise ValueError(
+                f"token_weight_versions has {len(per_token)} entries for {len(generation.output_ids)} "
+                "output tokens"
+            )
         if plan.branch is None:
             opened_by = "first" if not self.branches else ("side" if plan.kind == "side" else "rewrite")
             branch = Branch(len(self.branches), plan.kind, plan.tools_key, [], opened_by, parent=plan.parent)
             self.branches.append(branch)
             mask = [0] * len(prompt)
             logprobs = [0.0] * len(prompt)
+            versions = [-1] * len(prompt)
             if plan.parent is not None:
                 parent = self.branches[plan.parent]
                 branch.shared_masked = int(sum(parent.mask[: plan.shared_prefix]))
@@ -408,22 +451,30 @@ class Recorder:
                             f"recomputed must hold {len(plan.rerendered)} log-probs for the re-rendered "
                             f"tokens, got {None if recomputed is None else len(recomputed)}"
                         )
-                    for pos, lp in zip(plan.rerendered, recomputed, strict=True):
-                        mask[pos], logprobs[pos] = 1, float(lp)
+                    scored = branch.number_versions(
+                        [generation.weight_version] * len(plan.rerendered), initial=self.initial_version
+                    )
+                    for pos, lp, v in zip(plan.rerendered, recomputed, scored, strict=True):
+                        mask[pos], logprobs[pos], versions[pos] = 1, float(lp), v
                     branch.recomputed = len(plan.rerendered)
                 else:
                     branch.rerendered_masked = len(plan.rerendered)
-            branch.mask, branch.logprobs = mask, logprobs
+            branch.mask, branch.logprobs, branch.token_versions = mask, logprobs, versions
         else:
             branch = self.branches[plan.branch]
             old = len(branch.ids)
             branch.mask += [0] * (len(prompt) - old)
             branch.logprobs += [0.0] * (len(prompt) - old)
+            branch.token_versions += [-1] * (len(prompt) - old)
         out = np.asarray(generation.output_ids, np.int32)
         branch.ids = np.concatenate([prompt, out])
         branch.mask += [1] * len(out)
         branch.logprobs += np.asarray(generation.output_logprobs, np.float32).tolist()
-        branch.versions.append(generation.weight_version)
+        if per_token is not None and len(set(per_token)) > 1:
+            self.turn_versions[turn] = tuple(per_token)
+        branch.token_versions += branch.number_versions(
+            per_token or (generation.weight_version,) * len(out), initial=self.initial_version
+        )
         branch.messages = [*plan.messages, reply]
         branch.turns.append(turn)
         branch.closed = len(out) > 0 and int(out[-1]) == self.renderer.end_marker_id
@@ -463,7 +514,8 @@ class Recorder:
                     loss_mask=np.asarray(b.mask, np.int8),
                     behaviour_logprobs=np.asarray(b.logprobs, np.float32),
                     routed_experts=None if b.routing is None else _grow(b.routing, len(b.ids)),
-                    weight_versions=tuple(dict.fromkeys(b.versions)),
+                    weight_versions=tuple(b.versions),
+                    token_versions=b.version_array(),
                 )
             )
         return out

@@ -12,6 +12,13 @@ train mode (the configured temperature, top_p 1, top_k off, no harness seed: gro
 harness's in eval mode, request routing from the first position not yet recorded, recompute log-probs of
 re-rendered tokens when configured, parse reasoning and tool calls, and commit the verbatim record.
 
+A reply cut by a weight update (the engine's `abort_resume` policy: finish_reason "abort") is re-issued with
+its tokens so far appended, at most `max_resumes` times, and recorded as one generation, earlier tokens'
+log-probs and routing as first generated (engine/resume.py); the harness only waits longer. Per session,
+`counters["resumes"]` and `counters["resume_prefill_tokens"]` (positions prefilled again) say what that
+cost; each turn's record carries its `resumes` and its `stale_kv_tokens` (tokens sampled over K/V of older
+weights under the `in_place` policy, `types.Generation`).
+
 A client retry (the same request body, already answered or still in flight) gets the same answer and appends
 nothing: the generation runs in a task of its own, so a client that hangs up does not abort it. Counters
 (calls, tokens, tool calls per turn, replies without a tool call in a row, format failures, time in the model
@@ -31,8 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from legorl_jax.config import ProxyConfig
+from legorl_jax.config import EngineConfig, ProxyConfig
 from legorl_jax.engine.base import BadRequestError, ContextOverflowError, EngineError, SamplingParams
+from legorl_jax.engine.resume import generate_resuming
 from legorl_jax.proxy.chat import ChatRequest, Completion, OutputToken, ProxyError
 from legorl_jax.proxy.recorder import Recorder, Renderer
 from legorl_jax.proxy.toolcalls import ToolCallParser, parse_output
@@ -74,6 +82,8 @@ class Session:
         trial_id: str = "",
         metadata: dict[str, Any] | None = None,
         trial_dir: str = "",  # the archive folder; the proxy always names one
+        initial_version: str = "default",  # the engine's starting weights version: version number 0
+        max_resumes: int = EngineConfig.max_resumes,
     ):
         self.id = session_id
         self.engine = engine
@@ -84,7 +94,10 @@ class Session:
         self.task_id, self.trial_id = task_id, trial_id
         self.metadata = dict(metadata or {})
         self.trial_dir = trial_dir
-        self.recorder = Recorder(renderer, shared_tokens=config.shared_tokens)
+        self.recorder = Recorder(
+            renderer, shared_tokens=config.shared_tokens, initial_version=initial_version
+        )
+        self.max_resumes = max_resumes
         self.turns: list[Turn] = []
         self.turn_info: list[dict[str, Any]] = []
         self.flags: dict[str, bool] = dict.fromkeys(FLAGS, False)
@@ -104,6 +117,8 @@ class Session:
             "context_overflows": 0,
             "engine_errors": 0,
             "rewrites": 0,
+            "resumes": 0,
+            "resume_prefill_tokens": 0,
             "model_s": 0.0,
             "tool_s": 0.0,
             "ignored_fields": collections.Counter(),
@@ -216,15 +231,20 @@ class Session:
         sampling = self._sampling(req, len(plan.prompt_ids))
         turn_index = len(self.turns)
         try:
-            gen = await self.engine.generate(
+            resumed = await generate_resuming(
+                self.engine,
                 plan.prompt_ids,
                 sampling,
+                max_resumes=self.max_resumes,
                 return_routed_experts=True,
                 routed_experts_start_len=plan.routing_start,
                 rid=f"{self.id}-{turn_index}",
                 session_id=self.id,  # the prefix cache's hint: this conversation comes back next turn
                 **({"top_logprobs": req.top_logprobs} if req.logprobs and req.top_logprobs else {}),
             )
+            gen = resumed.generation
+            self.counters["resumes"] += resumed.resumes
+            self.counters["resume_prefill_tokens"] += resumed.prefill_tokens
             recomputed = None
             if plan.rerendered and self.recorder.shared_tokens == "recompute":
                 scored = await self.engine.prompt_logprobs(
@@ -280,6 +300,8 @@ class Session:
                 "format_failure": failure,
                 "requested": _requested(req),
                 "sampling": _sampling_json(sampling),
+                "resumes": resumed.resumes,
+                "stale_kv_tokens": int(gen.stale_kv_tokens),
             }
         )
         c = self.counters
@@ -381,6 +403,8 @@ class Session:
                 "routed_experts_start": t.routed_experts_start,
                 "routed_experts_rows": 0 if t.routed_experts is None else len(t.routed_experts),
             }
+            if i in self.recorder.turn_versions:  # an update landed mid-turn: each output token's version
+                entry["token_weight_versions"] = list(self.recorder.turn_versions[i])
             if arrays:
                 entry.update(
                     prompt_ids=t.prompt_ids.tolist(),

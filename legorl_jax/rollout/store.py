@@ -57,7 +57,7 @@ def save_trajectories(folder: str | os.PathLike, trajectories: SequenceABC[Traje
             }
         )
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, **arrays)
+    np.savez_compressed(buffer, allow_pickle=False, **arrays)
     atomic_write_bytes(folder / ARRAYS, buffer.getvalue())
     atomic_write_text(folder / INDEX, json.dumps(rows, default=_plain))
     return folder
@@ -79,8 +79,17 @@ def load_trajectories(folder: str | os.PathLike) -> list[Trajectory]:
     for i, row in enumerate(rows):
         sequences = []
         for j, seq in enumerate(row["sequences"]):
-            fields = {name: arrays.get(f"t{i}_s{j}_{name}") for name in _ARRAY_FIELDS}
-            sequences.append(Sequence(**fields, weight_versions=tuple(seq["weight_versions"])))
+            field = {name: arrays.get(f"t{i}_s{j}_{name}") for name in _ARRAY_FIELDS}
+            sequences.append(
+                Sequence(
+                    token_ids=arrays[f"t{i}_s{j}_token_ids"],
+                    loss_mask=arrays[f"t{i}_s{j}_loss_mask"],
+                    behaviour_logprobs=arrays[f"t{i}_s{j}_behaviour_logprobs"],
+                    routed_experts=field["routed_experts"],
+                    weight_versions=tuple(seq["weight_versions"]),
+                    token_versions=field["token_versions"],
+                )
+            )
         report = row["verifier_report"]
         out.append(
             Trajectory(

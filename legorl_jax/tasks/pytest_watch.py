@@ -8,13 +8,16 @@ per-test run protocol and report construction (`_pytest.runner`: `runtestprotoco
 (`pytest_runtest_makereport`, `pytest_pyfunc_call`, `Function.runtest`, skipping's xfail handling, the JUnit
 and terminal reporters), the outcome exceptions (`_pytest.outcomes`: `Skipped`, `Failed`, `XFailed`, ...) and
 pluggy's hook calling; that is, every module-level function and class of those modules, the methods of their
-classes with their code objects, and the modules themselves in `sys.modules`. Around and after each test and
-at the end of the session it checks that:
+classes with their code objects, and the modules themselves in `sys.modules`. Before the first test (after
+collection imported the repository), around each call report, after each test and at the end of the session
+it checks that (a check is a few C-level identity passes over the ~900 recorded objects; what changed is
+named only once one fails):
 
 - none of them was replaced, wrapped or had its code swapped;
-- no hook implementation of a result-deciding hook was registered except by pytest, pluggy, a
-  `conftest.py` (the verifier never takes a conftest from the agent) or a plugin pytest loaded from an
-  installed entry point (built-in tasks run with autoload off, so none; a SWE-bench image's own plugins);
+- no hook implementation of a result-deciding hook (or of the two that run between tests) was registered
+  except by pytest, pluggy, a `conftest.py` (the verifier never takes a conftest from the agent) or a
+  plugin pytest loaded from an installed entry point (built-in tasks run with autoload off, so none; a
+  SWE-bench image's own plugins);
 - no trace or profile function is installed (one could rewrite a report as it is returned);
 - a call phase that raised anything but a skip or xfail outcome, on a test without an xfail mark, made a
   `failed` report, one that raised nothing a `passed` report, and that report reached the log unchanged.
@@ -29,12 +32,15 @@ What a deeper attacker could still do, and what it costs: code in the same proce
 plugin can. Knowing this scheme, it can find the plugin and its nonce in memory (`gc.get_objects()`) and
 silence or forge its lines, or change results without replacing any recorded object: rewrite the tests' own
 code objects or source before they are imported, poke memory with `ctypes`, or rewrite frames' locals
-(`f_locals` is writable on Python 3.13). Each of these must be written against this verifier specifically,
+(`f_locals` is writable on Python 3.13), or, from a hook the watch does not list (fixture set-up, say),
+wrap a recorded function for the next call only and have the wrap put the original back as it starts (it
+is in place at no check). Each of these must be written against this verifier specifically,
 and any of them that changes outcomes without telling the canary twins from the originals is still caught
 by the twins (`canary`); only a separate process that the tests do not share with the package (a runner
 outside the sandbox's Python) would close the gap.
 """
 
+import operator
 import os
 import sys
 import threading
@@ -61,6 +67,10 @@ WATCHED_MODULES = (
 WATCHED_HOOKS = (
     "pytest_runtestloop",
     "pytest_runtest_protocol",
+    # Not result-deciding, but run between two tests: an implementation of the package's there could put
+    # back a change after the check at the end of one test, for the next (see `pytest_runtest_logstart`).
+    "pytest_runtest_logstart",
+    "pytest_runtest_logfinish",
     "pytest_runtest_setup",
     "pytest_runtest_call",
     "pytest_runtest_teardown",
@@ -98,6 +108,10 @@ class Watch:
         self.modules = {}
         # (label, live namespace, key, the object, its code): checked by identity, thousands per test.
         self.recorded = []
+        # The same, laid out for `unchanged`: builtins of C taken now (rebinding the names later changes
+        # nothing here), and per namespace its keys and objects, so that a check is a few C-level passes.
+        self._all, self._map, self._is = all, map, operator.is_
+        self._code_of = operator.attrgetter("__code__")
         for name in WATCHED_MODULES:
             try:
                 module = __import__(name, fromlist=["_"])
@@ -110,13 +124,25 @@ class Watch:
                 if isinstance(value, (type, types.FunctionType, types.ModuleType)):
                     self._record(f"{name}.{attr}", vars(module), attr)
                 if isinstance(value, type) and getattr(value, "__module__", None) == name:
-                    for key, member in vars(value).items():
+                    members = vars(value)  # one view per class: `spaces` groups the keys by it
+                    for key, member in members.items():
                         if getattr(_function_of(member), "__code__", None) is not None:
-                            self._record(f"{name}.{attr}.{key}", vars(value), key)
+                            self._record(f"{name}.{attr}.{key}", members, key)
         from _pytest.outcomes import Skipped, XFailed
 
         self.not_failures = (Skipped, XFailed)
         self.own_dirs = tuple(os.path.dirname(__import__(p).__file__) + os.sep for p in ("_pytest", "pluggy"))
+        self.module_names = tuple(self.modules)
+        self.module_objects = tuple(self.modules.values())
+        spaces = {}
+        for _, namespace, key, value, _ in self.recorded:
+            spaces.setdefault(id(namespace), (namespace, [], []))
+            spaces[id(namespace)][1].append(key)
+            spaces[id(namespace)][2].append(value)
+        self.spaces = tuple((ns.get, tuple(keys), tuple(values)) for ns, keys, values in spaces.values())
+        coded = [(_function_of(value), code) for _, _, _, value, code in self.recorded if code is not None]
+        self.functions = tuple(f for f, _ in coded)
+        self.codes = tuple(c for _, c in coded)
         self.seen = set()
         self.config = None
 
@@ -127,8 +153,23 @@ class Watch:
     def say(self, *words):
         self.write(self.out, ("\n" + " ".join((_TAG, self.nonce, *map(str, words))) + "\n").encode())
 
+    def unchanged(self):
+        """Whether every recorded module, object and code is still in place: the same test as `changes`,
+        by identity, done in C; `changes` names what moved once this says something did. An object found
+        in place has the function recorded with it (a classmethod's or property's function cannot be
+        swapped), so comparing those functions' code covers `changes`'s code test."""
+        same, is_ = self._all, self._is
+        if not same(self._map(is_, self._map(sys.modules.get, self.module_names), self.module_objects)):
+            return False
+        for get, keys, values in self.spaces:
+            if not same(self._map(is_, self._map(get, keys), values)):
+                return False
+        return same(self._map(is_, self._map(self._code_of, self.functions), self.codes))
+
     def changes(self):
         found = []
+        if self.unchanged():
+            return self._process_changes()
         for name, module in self.modules.items():
             if sys.modules.get(name) is not module:
                 found.append(f"sys.modules[{name!r}]")
@@ -136,6 +177,11 @@ class Watch:
             now = namespace.get(key)
             if now is not value or (code is not None and _function_of(now).__code__ is not code):
                 found.append(label)
+        return found + self._process_changes()
+
+    def _process_changes(self):
+        """Trace, profile and monitoring hooks, and hook implementations registered by others."""
+        found = []
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("sys.settrace/sys.setprofile")
         if getattr(threading, "gettrace", lambda: None)() or getattr(threading, "getprofile", lambda: None)():
@@ -178,7 +224,12 @@ class Watch:
         self.check("at configure")
 
     def pytest_runtest_logstart(self, nodeid, location):
-        self.check(f"before {nodeid}")
+        # Before the first test: collection imported the repository. Before any later one this would repeat
+        # the check after the previous test: pytest runs nothing between the two but its own loop (and the
+        # protocol hooks, whose foreign implementations are themselves a change); a check costs a pass over
+        # every recorded object, and a grade runs up to 64 twins besides its tests.
+        if self.tests == 0:
+            self.check(f"before {nodeid}")
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item, call):

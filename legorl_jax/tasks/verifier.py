@@ -63,11 +63,12 @@ runtests.py and sympy's bin/test, have only the exit-code check against their lo
 Residual risk: a forger that reads the planted file and guesses which member of each FAIL_TO_PASS group is the
 original survives a grade with probability `VerifierReport.canary_survival`, the product of 1/group size;
 groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs grading time).
-On the 40 built-in tasks it is 1e-3 or less for 37 (min 7.7e-4, median 9.8e-4), and at worst 1/64 = 1.6e-2
-(calcpy, semverkit: one eligible FAIL_TO_PASS test each; unionfind 1e-2: its expected values are dict keys
-of ten values each); a grade above 1e-3 says why in `VerifierReport.canary_shortfall`. A forger with a
-prior over values (round numbers, real words, an input echoed in the expected value) does better than
-guessing, and a FAIL_TO_PASS test with no eligible assert has no twin. Code written against this verifier
+On the 40 built-in tasks it is 1e-3 or less for 38 (min 7.7e-4, median 9.5e-4), and at worst 1/65 = 1.5e-2
+(semverkit: one eligible FAIL_TO_PASS test, and 1e-3 would take 999 twins a grade; unionfind 1e-2: its
+expected values are dict keys of ten values each, so 1e-3 is out of reach); a grade above 1e-3 says why,
+test by test, in `VerifierReport.canary_shortfall`. A forger with a prior over values (round numbers, real
+words, an input echoed in the expected value) does better than guessing, and a FAIL_TO_PASS test with no
+eligible assert has no twin. Code written against this verifier
 specifically can still find the watch plugin in memory and silence it, or change outcomes without replacing
 a recorded function (see `pytest_watch`); only a separate process that the tests do not share with the
 package would close that.
@@ -176,6 +177,20 @@ for d in /proc/[0-9]*; do
   echo "$p $(tr '\0' ' ' < "$d/cmdline" 2>/dev/null | cut -c1-200)"
 done
 """  # noqa: E501 - script lines kept whole
+# Exit status of the scripts below when a step before their last one failed.
+_SCRIPT_STEP_FAILED = 125
+# Makes the scratch directory ($1) and the stamp in it, then says whether the workdir is a git work tree.
+_SETUP_SCRIPT = (
+    'mkdir -p -m 700 "$1" && touch "$1/before-apply" || exit 125\ngit rev-parse --is-inside-work-tree\n'
+)
+# Makes the private git directory ($1, under $GIT_DIR) and applies the hidden tests ($2) through it.
+_INIT_AND_APPLY_SCRIPT = 'git init -q "$1" && exec git apply --verbose --whitespace=nowarn "$2"'
+# Empties the scratch directory ($1) and, when $2 is set, writes the nonce $3 there (only this user can read
+# it); `_PS_SCRIPT` follows.
+_CLEAR_SCRIPT = (
+    'find "$1" -mindepth 1 -delete || exit 125\n'
+    'if [ -n "$2" ]; then (umask 077 && printf %s "$3" > "$2") || exit 125; fi\n'
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -339,9 +354,12 @@ async def _grade_in(
     progress: _Progress,
 ) -> VerifierReport:
     scratch = f"/tmp/legorl-verify-{secrets.token_hex(16)}"
-    await _must(sandbox, ["mkdir", "-p", "-m", "700", scratch], "creating the scratch directory")
-    await _must(sandbox, ["touch", f"{scratch}/before-apply"], "stamping the tree")
-    inside = await _exec(sandbox, ["git", "rev-parse", "--is-inside-work-tree"], workdir=task.workdir)
+    # One command for the three steps: every exec is a process start in the sandbox (a bubblewrap run there).
+    inside = await _exec(sandbox, ["sh", "-c", _SETUP_SCRIPT, "sh", scratch], workdir=task.workdir)
+    if inside.exit_code == _SCRIPT_STEP_FAILED:
+        raise VerifierError(
+            f"creating and stamping the scratch directory failed: {inside.stderr[-1000:]}", "sandbox"
+        )
     if inside.stdout.strip() != "true":
         raise VerifierError(
             f"task {task.instance_id!r}: the workdir {task.workdir} of image {task.image!r} holds no git "
@@ -365,8 +383,8 @@ async def _grade_in(
     phase = time.monotonic()
     if task.test_patch.strip():
         # Plain `git apply` only: the filtered diff cannot touch these paths, so a fuzzy fallback would only
-        # hide a broken task (and restoring the tree for it would undo the agent's changes).
-        await _must(sandbox, ["git", "init", "-q", f"{scratch}/git"], "creating a private git directory")
+        # hide a broken task (and restoring the tree for it would undo the agent's changes). The private git
+        # directory is made by the same command, under the same empty config.
         private = {
             **_PRIVATE_GIT_ENV,
             "GIT_DIR": f"{scratch}/git/.git",
@@ -374,8 +392,14 @@ async def _grade_in(
             "HOME": scratch,
             "XDG_CONFIG_HOME": scratch,
         }
+        init_and_apply = ["sh", "-c", _INIT_AND_APPLY_SCRIPT, "sh", f"{scratch}/git"]
         hidden = await _apply(
-            sandbox, task, task.test_patch, f"{scratch}/hidden.patch", _APPLY_METHODS[:1], env=private
+            sandbox,
+            task,
+            task.test_patch,
+            f"{scratch}/hidden.patch",
+            (("git apply", init_and_apply),),
+            private,
         )
         if hidden.status != "applied":
             raise VerifierError(
@@ -390,17 +414,22 @@ async def _grade_in(
             "clearing /logs/verifier",
         )
     durations["hidden_tests"] = time.monotonic() - phase
-    # Nothing the grader keeps may be within the tests' reach: the agent's patch, the pristine hidden tests
-    # and the private git folder go before the run, and the folder the report goes to is left empty.
-    await _must(sandbox, ["find", scratch, "-mindepth", "1", "-delete"], "clearing the scratch directory")
-    baseline = await _processes(sandbox)
     phase = time.monotonic()
+    run: _BuiltinRun | _SwebenchRun | _HarborRun
     if task.kind == "builtin":
         run = _BuiltinRun(task, scratch, timeout)
     elif task.kind == "swebench":
         run = _SwebenchRun(task, scratch, timeout)
     else:
         run = _HarborRun(task, timeout)
+    durations["plan"] = time.monotonic() - phase
+    phase = time.monotonic()
+    # Nothing the grader keeps may be within the tests' reach: the agent's patch, the pristine hidden tests
+    # and the private git folder go before the run, and the folder the report goes to is left empty but for
+    # the watch's nonce, which the watch deletes at load.
+    baseline = await _clear_scratch(sandbox, scratch, run.nonce_file)
+    durations["clear"] = time.monotonic() - phase
+    phase = time.monotonic()
     result = await run.execute(sandbox)
     progress.exit_code = result.exit_code
     durations["tests"] = time.monotonic() - phase
@@ -616,8 +645,28 @@ async def _apply(
     return ApplyResult("failed", None, cap_text("\n".join(logs), 8000)[0])
 
 
+async def _clear_scratch(
+    sandbox: Sandbox, scratch: str, nonce_file: tuple[str, str] | None
+) -> dict[str, str]:
+    """Empties `scratch`, writes the watch's nonce file (`(path, nonce)`) when the run has one, and lists the
+    processes then alive, in one command (each exec is a process start in the sandbox)."""
+    path, nonce = nonce_file or ("", "")
+    result = await _exec(
+        sandbox, ["sh", "-c", _CLEAR_SCRIPT + _PS_SCRIPT, "sh", scratch, path, nonce], timeout=60
+    )
+    if result.exit_code == _SCRIPT_STEP_FAILED:
+        raise VerifierError(
+            f"clearing the scratch directory or writing the watch's nonce failed: {result.stderr[-1000:]}",
+            "sandbox",
+        )
+    return _process_list(result)
+
+
 async def _processes(sandbox: Sandbox) -> dict[str, str]:
-    result = await _exec(sandbox, ["sh", "-c", _PS_SCRIPT], timeout=60)
+    return _process_list(await _exec(sandbox, ["sh", "-c", _PS_SCRIPT], timeout=60))
+
+
+def _process_list(result: ExecResult) -> dict[str, str]:
     if result.exit_code != 0:
         raise VerifierError(
             f"listing the sandbox's processes failed (exit {result.exit_code}): {result.stderr[-500:]}",
@@ -712,6 +761,7 @@ class _BuiltinRun:
         self.junit = f"{scratch}/{secrets.token_hex(16)}.xml"
         self.nonce = secrets.token_hex(16)
         self.nonce_path = f"{scratch}/{secrets.token_hex(16)}"
+        self.nonce_file: tuple[str, str] | None = (self.nonce_path, self.nonce)  # written by the grader
         try:
             self.plan = plan_canaries(task)
         except CanaryError as err:
@@ -723,7 +773,6 @@ class _BuiltinRun:
     async def execute(self, sandbox: Sandbox) -> ExecResult:
         for path, source in self.plan.files.items():
             await sandbox.write_file(posixpath.join(self.task.workdir, path), source)
-        await sandbox.write_file(self.nonce_path, self.nonce)
         command = pytest_argv(self.task.test_cmd, self.task.workdir, self.nonce_path)
         self.watched = command[1:2] == ["-P"]
         # --maxfail=0 (no limit) overrides a -x in the task's command, which would let a twin end the run.
@@ -834,10 +883,9 @@ class _SwebenchRun:
         self.nonce = secrets.token_hex(16)
         self.nonce_path = f"{scratch}/{secrets.token_hex(16)}"
         self.watched_cmd = swebench_watched_command(task.test_cmd, self.nonce_path)
+        self.nonce_file = None if self.watched_cmd is None else (self.nonce_path, self.nonce)
 
     async def execute(self, sandbox: Sandbox) -> ExecResult:
-        if self.watched_cmd is not None:
-            await sandbox.write_file(self.nonce_path, self.nonce)
         body = "\n".join(
             [
                 "#!/bin/bash",
@@ -889,6 +937,7 @@ class _HarborRun:
 
     def __init__(self, task: Task, timeout: float) -> None:
         self.task, self.timeout = task, timeout
+        self.nonce_file: tuple[str, str] | None = None
 
     async def execute(self, sandbox: Sandbox) -> ExecResult:
         env = {str(k): str(v) for k, v in dict(self.task.metadata.get("verifier_env", {})).items()}

@@ -9,6 +9,10 @@ Contract of `pack_trajectories(trajectories, advantages, *, max_tokens, ...)`:
 - Alignment: position t holds an *input* token; `targets[b, t]` is the next token of the same segment and
   `loss_mask`, `behaviour_logprobs` and `advantages` at t describe that target, so the logits at t line up
   with every per-token field without shifting. The last token of a segment has no target (mask 0).
+- `token_versions` is target-aligned too: the weights version number the target at t was sampled under
+  (`Sequence.token_versions`), -1 where there is no sampled target. A sequence that records no per-token
+  versions gets its one `weight_versions` entry's number on every sampled target, or -1 throughout when that
+  cannot be numbered (several versions, or a name that is not a version of this run).
 - Routed experts are copied row for row, never shifted: `Sequence.routed_experts[i]` (the experts that
   processed input position i) lands at the packed position of token i, transposed to `[L, B, T, K]`.
   Sequences without routing, padding, and rows recorded as -1 stay -1 (route natively).
@@ -42,6 +46,7 @@ import jax
 import numpy as np
 
 from legorl_jax.config import OVERFLOW_POLICIES
+from legorl_jax.train.publish import version_number, version_numbers
 from legorl_jax.types import Generation, Outcome, Sequence, TrainBatch, Trajectory
 from legorl_jax.validate import is_int, positive_int
 
@@ -194,6 +199,16 @@ def _check_sequence(seq: Sequence, routing: RoutingSpec | None, *, where: str) -
         raise ValueError(
             f"{where}: behaviour_logprobs at sampled position {int(bad[0])} is {float(lp[bad[0]])!r}"
         )
+    versions = None if seq.token_versions is None else np.asarray(seq.token_versions)
+    if (
+        versions is not None
+        and versions.size
+        and (not np.issubdtype(versions.dtype, np.integer) or versions.min() < -1)
+    ):
+        raise ValueError(
+            f"{where}: token_versions must be version numbers >= -1, got dtype {versions.dtype} "
+            f"min {versions.min()}"
+        )
     if seq.routed_experts is None:
         return
     if routing is None:
@@ -249,6 +264,7 @@ def _empty_arrays(rows: int, width: int, routing: RoutingSpec | None) -> dict[st
         "loss_mask": np.zeros(shape, np.float32),
         "advantages": np.zeros(shape, np.float32),
         "behaviour_logprobs": np.zeros(shape, np.float32),
+        "token_versions": np.full(shape, -1, np.int32),
         "routed_experts": None
         if routing is None
         else np.full((routing.num_layers, rows, width, routing.top_k), -1, np.int32),
@@ -272,6 +288,9 @@ def _place(
     arrays["loss_mask"][b, o : o + n - 1] = mask
     arrays["behaviour_logprobs"][b, o : o + n - 1] = np.where(mask > 0, lp, 0.0)
     arrays["advantages"][b, o : o + n - 1] = adv
+    versions = _versions_of(seq)
+    if versions is not None:
+        arrays["token_versions"][b, o : o + n - 1] = np.where(mask > 0, versions[1:n], -1)
     if seq.routed_experts is not None:
         arrays["routed_experts"][:, b, o : o + n, :] = np.asarray(seq.routed_experts[:n], np.int32).transpose(
             1, 0, 2
@@ -279,12 +298,28 @@ def _place(
     return int(mask.sum()), int(((mask > 0) & (lp == 0.0)).sum())
 
 
-def sequence_from_generation(prompt_ids: SequenceABC[int] | np.ndarray, generation: Generation) -> Sequence:
+def _versions_of(seq: Sequence) -> np.ndarray | None:
+    """int32[T] version numbers of a sequence's tokens (module docstring), or None when unknown."""
+    if seq.token_versions is not None:
+        return np.asarray(seq.token_versions, np.int32)
+    if len(seq.weight_versions) != 1:
+        return None
+    try:
+        number = version_number(seq.weight_versions[0])
+    except ValueError:
+        return None
+    return np.where(np.asarray(seq.loss_mask) == 1, number, -1).astype(np.int32)
+
+
+def sequence_from_generation(
+    prompt_ids: SequenceABC[int] | np.ndarray, generation: Generation, *, initial_version: str = "default"
+) -> Sequence:
     """The training sequence of one single-turn call: prompt (mask 0) then the sampled output (mask 1).
 
     `generation.routed_experts` rows cover input positions `[routed_experts_start, P + N - 1)`; they are
     placed at those positions unchanged. Rows before the start and the last position (the final sampled
-    token is never forwarded) are -1.
+    token is never forwarded) are -1. Each output token's version (`token_weight_versions`, else
+    `weight_version`) is numbered from `initial_version` into `token_versions` (None when one has no number).
     """
     prompt = np.asarray(prompt_ids, np.int32)
     out = np.asarray(generation.output_ids, np.int32)
@@ -305,8 +340,20 @@ def sequence_from_generation(prompt_ids: SequenceABC[int] | np.ndarray, generati
             )
         routed = np.full((p + n, rec.shape[1], rec.shape[2]), -1, np.int16)
         routed[start : p + n - 1] = rec.astype(np.int16)
-    versions = generation.token_weight_versions or (generation.weight_version,)
-    return Sequence(tokens, mask, logprobs, routed, weight_versions=tuple(versions))
+    per_token = generation.token_weight_versions or (generation.weight_version,) * n
+    if len(per_token) != n:
+        raise ValueError(
+            f"generation.token_weight_versions has {len(per_token)} entries for {n} output tokens"
+        )
+    numbers = version_numbers([None] * p + list(per_token), initial=initial_version)
+    return Sequence(
+        tokens,
+        mask,
+        logprobs,
+        routed,
+        weight_versions=tuple(dict.fromkeys(per_token or (generation.weight_version,))),
+        token_versions=numbers,
+    )
 
 
 def trajectories_from_generations(

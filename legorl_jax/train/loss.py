@@ -12,6 +12,11 @@ Pieces, each short enough to read whole:
   to ±20 as verl does. Masked (rejection) IS (`mis`): token `ρ_t ∈ [lo, hi]`, sequence `Π ρ_t ∈ [lo, hi]`
   or geometric `exp(mean_t log ρ_t) ∈ [lo, hi]`; rejected tokens leave the mask, so they leave the loss's
   numerator *and* its denominators (the slime PR #657 bug kept them in the denominator).
+- `importance_stats`: what that correction did over a whole batch, for the logs: the token ratio
+  `ρ_t = exp(lp_old − lp_rollout)` (mean, max, min), the share of sampled tokens whose TIS weight was capped
+  (`is_clipped_frac`; MIS's rejected share is `policy_loss`'s `is_rejected_frac`) and the effective sample
+  size fraction of the weights the loss applies (`is_ess`, `(Σ w)² / (n Σ w²)` over the n sampled tokens,
+  a rejected token weighing 0): 1 when every token weighs the same, towards 1/n when one dominates.
 - `gspo_token_loss`: GSPO in the straight-through GSPO-token form of the GSPO paper:
   `log s_it = sg[mean_t(lp - lp_old)] + lp - sg[lp]` (clamped at 10), `L = max(-A s, -A clip(s, 1-εl, 1+εh))`.
   Its value and gradient equal sequence-level GSPO when the advantage is constant over the sequence.
@@ -120,6 +125,35 @@ def rollout_correction(
     else:
         keep = jnp.ones_like(m)
     return jnp.where(m, weight, 0.0), jnp.where(m & keep, loss_mask, 0.0)
+
+
+def importance_stats(
+    old_logprobs: Float[Array, "b t"],
+    behaviour_logprobs: Float[Array, "b t"],
+    loss_mask: Float[Array, "b t"],
+    segment_ids: Int[Array, "b t"],
+    algo: AlgoConfig,
+) -> dict[str, Float[Array, ""]]:
+    """`train/is_*` figures of the rollout correction over the sampled tokens (module docstring); not additive
+    over micro-batches (a max, an ESS), so computed on the whole batch."""
+    m = loss_mask > 0
+    n = jnp.maximum(m.sum(), 1).astype(jnp.float32)
+    log_rho = jnp.clip(old_logprobs - behaviour_logprobs, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    rho = jnp.where(m, jnp.exp(log_rho), 0.0)
+    weight, kept = rollout_correction(old_logprobs, behaviour_logprobs, loss_mask, segment_ids, algo)
+    if algo.tis == "none":
+        capped = jnp.zeros_like(m)
+    else:  # the weight is the (token or sequence) ratio truncated at the cap: capped where it equals the cap
+        capped = m & (weight >= algo.tis_cap)
+    applied = jnp.where(kept > 0, weight, 0.0)
+    return {
+        "train/is_ratio_mean": rho.sum() / n,
+        # ρ > 0, so a masked 0 never wins the max; an empty batch reports 0 for both.
+        "train/is_ratio_max": rho.max(),
+        "train/is_ratio_min": jnp.where(m.any(), jnp.where(m, rho, jnp.inf).min(), 0.0),
+        "train/is_clipped_frac": capped.sum() / n,
+        "train/is_ess": jnp.square(applied.sum()) / jnp.maximum(n * jnp.square(applied).sum(), 1e-30),
+    }
 
 
 def gspo_token_loss(

@@ -16,24 +16,41 @@ Two routes, one call: `await Publisher(engine, ...).publish(params, version)`.
   by the time `update_weights` returns (`JaxEngine` does: it copies into its own dtype and placement,
   then blocks until the copy is done). It decides how it swaps them in between its decode steps.
 
-`version_of(step)` is the version string the loop uses: `step-000042`.
+Requests in flight when the weights land follow `update_policy` (`engine.update_policy`: drain,
+abort_resume or in_place; legorl_jax/engine/weight_update.py applies it around the engine's
+`update_weights`). A synchronous loop publishes with nothing in flight, where the three are the same.
+
+`version_of(step)` is the version string the loop uses: `step-000042`; `version_number(version)` reads it
+back (42), and gives the engine's initial version (`engine.weight_version`, "default") the number 0: the
+number is what staleness is counted in (trainer version − the version a token was sampled under).
+Importing this module loads no jax (the model is imported when a checkpoint is written), so the capture
+proxy numbers the versions it records with it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
+import re
 import shutil
 import uuid
 from collections.abc import Callable
-from typing import Any
+from collections.abc import Sequence as SequenceABC
+from typing import TYPE_CHECKING, Any
 
-from legorl_jax.model import Policy, save_hf
+import numpy as np
+
+from legorl_jax.engine.weight_update import check_update_policy, update_weights
 from legorl_jax.validate import is_int, positive_int
+
+if TYPE_CHECKING:  # annotations only: the proxy imports this module for version_number, without jax
+    from legorl_jax.model import Policy
 
 PUBLISH_MODES = ("disk", "in_process")
 PUBLISH_DTYPES = ("bfloat16", "float32")
 _TEMP_PREFIX = ".publishing-"
+_VERSION = re.compile(r"step-(\d{6,})")
 
 
 def version_of(step: int) -> str:
@@ -41,6 +58,38 @@ def version_of(step: int) -> str:
     if not is_int(step) or step < 0:
         raise ValueError(f"step must be a non-negative int, got {step!r}")
     return f"step-{step:06d}"
+
+
+def version_number(version: str, *, initial: str = "default") -> int:
+    """The optimiser-step count of a weights version: `version_of(n)` gives n, the engine's `initial`
+    version (the weights it started with, `engine.weight_version`) gives 0; anything else is a ValueError
+    naming it."""
+    if not isinstance(version, str):
+        raise ValueError(f"weights version must be a string, got {version!r}")
+    found = _VERSION.fullmatch(version)
+    if found is not None:
+        return int(found.group(1))
+    if version == initial:
+        return 0
+    raise ValueError(
+        f"weights version {version!r} is neither a published version (step-NNNNNN, train.publish.version_of) "
+        f"nor the engine's initial version {initial!r}"
+    )
+
+
+def version_numbers(per_token: SequenceABC[str | None], *, initial: str = "default") -> np.ndarray | None:
+    """int32[T]: `version_number` of each token's version, -1 where it is None (a token nobody sampled); None
+    when some version is not a number of this run (a server started under another name): the record then
+    keeps the version strings only, and staleness cannot be counted for it."""
+    table: dict[str | None, int] = {None: -1}
+    for version in dict.fromkeys(per_token):
+        if version in table:
+            continue
+        try:
+            table[version] = version_number(version, initial=initial)
+        except ValueError:
+            return None
+    return np.fromiter((table[v] for v in per_token), np.int32, count=len(per_token))
 
 
 def export_hf(
@@ -52,6 +101,8 @@ def export_hf(
     source_dir: str | os.PathLike | None = None,
 ) -> pathlib.Path:
     """Writes `policy` to `<directory>/<version>` atomically (temporary directory, then rename)."""
+    from legorl_jax.model import save_hf
+
     if dtype not in PUBLISH_DTYPES:
         raise ValueError(f"publish dtype must be one of {PUBLISH_DTYPES}, got {dtype!r}")
     if not version or "/" in version or version.startswith("."):
@@ -90,6 +141,7 @@ class Publisher:
         dtype: str = "bfloat16",
         keep: int = 2,
         source_dir: str | os.PathLike | None = None,
+        update_policy: str = "in_place",
     ) -> None:
         if mode not in PUBLISH_MODES:
             raise ValueError(f"publish mode must be one of {PUBLISH_MODES}, got {mode!r}")
@@ -100,6 +152,7 @@ class Publisher:
         positive_int("publish keep", keep)
         if not callable(getattr(engine, "update_weights", None)):
             raise TypeError(f"engine {type(engine).__name__} has no update_weights(source, version)")
+        self.update_policy = check_update_policy(update_policy, engine)
         self.engine, self.mode, self.to_policy = engine, mode, to_policy
         self.directory = None if directory is None else pathlib.Path(directory)
         self.dtype, self.keep, self.source_dir = dtype, keep, source_dir
@@ -109,13 +162,15 @@ class Publisher:
         """Makes the engine serve `params` as `version`; returns the directory written (disk) or the
         version."""
         if self.mode == "in_process":
-            await self.engine.update_weights(params, version)
+            await update_weights(self.engine, params, version, self.update_policy)
             self.published.append(version)
             return version
-        path = export_hf(
-            self.to_policy(params), self.directory, version, dtype=self.dtype, source_dir=self.source_dir
+        path = await asyncio.to_thread(  # seconds of writing: the event loop keeps serving the trials
+            lambda: export_hf(
+                self.to_policy(params), self.directory, version, dtype=self.dtype, source_dir=self.source_dir
+            )
         )
-        await self.engine.update_weights(str(path), version)
+        await update_weights(self.engine, str(path), version, self.update_policy)
         self.published.append(version)
         self._prune(keep_path=path)
         return path

@@ -27,10 +27,13 @@
   `train.mini_batches` mini-batches (rows j, j + M, ...) for `train.epochs` epochs. `UpdateResult.metrics`
   are host floats: `train/*` (loss terms, clip fraction, KL, entropy, grad norm, learning rate,
   skipped updates), `align/*` (monitor/alignment.py: π_old vs behaviour log-probs, replay coverage, routing
-  agreement from one extra forward without replay every `train.routing_agreement_every` steps) and the
-  packer's `batch/*`; `UpdateResult.nll` is the sampled tokens' negative log-likelihood under π_old and
-  `UpdateResult.logprob_diffs` the per-token trainer − behaviour log-probs. A learning rate of 0 logs a
-  warning every step it trains at it.
+  agreement from one extra forward without replay every `train.routing_agreement_every` steps), the
+  rollout correction's `train/is_*` figures over the whole batch (`loss.importance_stats`: ratio mean, max
+  and min, capped share, ESS, computed beside the alignment from the same π_old, no extra forward), with
+  `trainer_version` given the same per version gap of `TrainBatch.token_versions` (`train/is_*_gap_<k>`,
+  monitor/offpolicy.py) and the packer's `batch/*`; `UpdateResult.nll` is the sampled tokens' negative
+  log-likelihood under π_old and `UpdateResult.logprob_diffs` the per-token trainer − behaviour log-probs.
+  A learning rate of 0 logs a warning every step it trains at it.
 
 Every program takes the `TrainBatch` pytree as it is; `device_batch` puts one on the mesh.
 
@@ -61,9 +64,10 @@ from legorl_jax.config import AlgoConfig, TrainConfig
 from legorl_jax.model.policy import Policy, TokenLogprobs
 from legorl_jax.model.sharding import DEFAULT_RULES, Rules, logical_to_spec, state_shardings, use_rules
 from legorl_jax.monitor.alignment import logprob_alignment, routing_alignment
+from legorl_jax.monitor.offpolicy import gap_metrics
 from legorl_jax.train import distributed
 from legorl_jax.train.batch import PackStats, RoutingSpec
-from legorl_jax.train.loss import loss_norm, policy_loss, rollout_correction
+from legorl_jax.train.loss import importance_stats, loss_norm, policy_loss, rollout_correction
 from legorl_jax.train.state import (
     TrainState,
     apply_gradients,
@@ -173,7 +177,8 @@ class Trainer:
 
     def device_batch(self, batch: TrainBatch) -> TrainBatch:
         """The batch's arrays on the mesh (the recorded routing too: replayed only when train.routing_replay,
-        compared with the trainer's own routing either way; dropped for a dense policy)."""
+        compared with the trainer's own routing either way; dropped for a dense policy). `token_versions`
+        stays on the host: no program reads it, and one batch with and one without it compile the same."""
         if not isinstance(batch, TrainBatch):
             raise TypeError(f"device_batch takes a TrainBatch, got {type(batch).__name__}")
         if batch.rows % self.train.micro_batch_rows:
@@ -181,6 +186,7 @@ class Trainer:
                 f"batch has {batch.rows} rows, not a multiple of "
                 f"train.micro_batch_rows={self.train.micro_batch_rows}"
             )
+        batch = dataclasses.replace(batch, token_versions=None)
         if self.routing is None:
             batch = dataclasses.replace(batch, routed_experts=None)
         return distributed.put(batch, self._batch_shardings(batch))
@@ -335,6 +341,11 @@ class Trainer:
         self, train_lp: jax.Array, batch: TrainBatch, native: jax.Array | None
     ) -> dict[str, jax.Array]:
         metrics = logprob_alignment(train_lp, batch.behaviour_logprobs, batch.loss_mask)
+        metrics.update(
+            importance_stats(
+                train_lp, batch.behaviour_logprobs, batch.loss_mask, batch.segment_ids, self.algo
+            )
+        )
         if self.routing is not None:
             recorded = batch.routed_experts
             if recorded is None:
@@ -437,10 +448,16 @@ class Trainer:
     # one batch: every update it gets
 
     def update(
-        self, state: TrainState, batch: TrainBatch, pack_stats: PackStats | None = None
+        self,
+        state: TrainState,
+        batch: TrainBatch,
+        pack_stats: PackStats | None = None,
+        *,
+        trainer_version: int | None = None,
     ) -> tuple[TrainState, UpdateResult]:
         """Every optimiser update one packed batch gets: mini-batches × epochs, after π_old / reference /
-        routing, and what they did (module docstring)."""
+        routing, and what they did (module docstring). `trainer_version`: the version number of the weights
+        `state` holds (`train.publish.version_number`), for the per-version-gap figures."""
         if batch.rows % self.row_multiple:
             raise ValueError(
                 f"batch has {batch.rows} rows, not a multiple of mini_batches × micro_batch_rows = "
@@ -483,6 +500,10 @@ class Trainer:
         lp = distributed.to_host(train_lp)
         sampled = np.asarray(host.loss_mask) > 0
         diffs = (lp - np.asarray(host.behaviour_logprobs))[sampled].astype(np.float32)
+        if trainer_version is not None and host.token_versions is not None:
+            versions = np.asarray(host.token_versions)[sampled]
+            known = versions >= 0  # -1: a sampled token whose version was not recorded
+            out.update(gap_metrics(trainer_version - versions[known], diffs[known]))
         nll = float(-lp[sampled].mean()) if sampled.any() else 0.0
         return state, UpdateResult(metrics=out, nll=nll, logprob_diffs=diffs)
 

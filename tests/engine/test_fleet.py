@@ -13,8 +13,10 @@ from legorl_jax.config import EngineConfig, RouterConfig, SGLangConfig
 from legorl_jax.engine import EngineError, EngineUnavailableError, SamplingParams, open_engine
 from legorl_jax.engine.fleet import EngineFleet, router_argv
 from legorl_jax.engine.jax_engine import JaxEngine
+from legorl_jax.engine.resume import generate_resuming
 from legorl_jax.engine.sglang_client import SGLangEngine
 from legorl_jax.engine.sglang_launcher import ServerProcess, SGLangNotInstalledError
+from legorl_jax.engine.weight_update import update_weights
 
 pytest.importorskip("sglang_router", reason="needs sglang-router (pip install 'legorl_jax[test]')")
 
@@ -214,6 +216,54 @@ async def test_publishing_reaches_every_engine_of_a_launched_fleet_with_one_vers
     for url in fleet.engines:
         async with SGLangEngine(url, retries=0) as gone:
             assert not await gone.health()
+
+
+async def test_the_fleet_publishes_with_each_update_policy_through_the_router(
+    servers, tiny_dense_dir, tiny_model_tool, tmp_path
+):
+    new_dir = tiny_model_tool.make_tiny_model(
+        tmp_path / "v1", tiny_model_tool.TinyModelSpec(dense=True), seed=1
+    )
+    long = SamplingParams(max_new_tokens=120, seed=3, ignore_eos=True)
+
+    async def hold(fleet):
+        """Once a request runs, pauses its engine in place: held in flight (no race with a fast decode)."""
+        while True:
+            info = await fleet.server_info()
+            busy = [url for url, body in info.items() if body["running"]]
+            if busy:
+                await fleet.engines[busy[0]].pause("in_place")
+                return busy[0]
+            await asyncio.sleep(0.005)
+
+    async with open_engine(fleet_config([s.base_url for s in servers]), "unused") as fleet:
+        old = (await fleet.generate(PROMPT, SamplingParams(max_new_tokens=1))).weight_version
+        try:
+            # drain: the request in flight ends on the old weights; one sent meanwhile waits for the new.
+            task = asyncio.ensure_future(fleet.generate(PROMPT, long, rid="fl-dr"))
+            busy = await hold(fleet)
+            publish = asyncio.ensure_future(update_weights(fleet, str(new_dir), "fl-v1", "drain"))
+            await asyncio.sleep(0)  # the fleet's router client holds new requests back from here on
+            late = asyncio.ensure_future(fleet.generate(PROMPT, SamplingParams(max_new_tokens=2)))
+            await asyncio.sleep(0.2)
+            assert not task.done() and not publish.done() and not late.done()
+            await fleet.engines[busy].resume()
+            gen, _, late_gen = await asyncio.gather(task, publish, late)
+            assert gen.token_weight_versions is None and gen.weight_version == old
+            assert len(gen.output_ids) == 120 and late_gen.weight_version == "fl-v1"
+            assert set(fleet.serving["fl-v1"]) == set(fleet.engines)
+            # abort_resume: cut, re-issued through the router, ended on the new (here: the first) weights.
+            task = asyncio.ensure_future(generate_resuming(fleet, PROMPT, long, max_resumes=2, rid="fl-ar"))
+            await hold(fleet)
+            await update_weights(fleet, str(tiny_dense_dir), "fl-v0", "abort_resume")
+            resumed = await task
+            gen = resumed.generation
+            assert resumed.resumes == 1 and gen.finish_reason == "length" and len(gen.output_ids) == 120
+            cut = gen.token_weight_versions.index("fl-v0")
+            assert cut >= 1 and gen.token_weight_versions == ("fl-v1",) * cut + ("fl-v0",) * (120 - cut)
+        finally:
+            await fleet.resume()
+            await fleet.update_weights(str(tiny_dense_dir), old)
 
 
 async def test_bad_fleet_config_is_a_clear_error_naming_the_value(tmp_path):

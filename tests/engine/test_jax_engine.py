@@ -2,6 +2,7 @@
 batching invariance, stop rules, aborts and weight updates in flight."""
 
 import asyncio
+import dataclasses
 
 import numpy as np
 import pytest
@@ -453,6 +454,20 @@ async def test_open_engine_builds_the_configured_engine_and_shares_compiled_prog
     assert not await built.health()  # closed on exit
     with pytest.raises(TypeError, match="EngineConfig"):
         async with open_engine({"backend": "jax"}, engine_model_dir):
+            pass
+
+
+async def test_engine_device_places_the_weights_and_cache_on_that_device(engine_model_dir):
+    import jax
+
+    config = EngineConfig(max_running=SLOTS, max_len=MAX_LEN, min_prefill_bucket=16, device=5)
+    async with open_engine(config, engine_model_dir) as built:
+        placed = {d for leaf in jax.tree.leaves(built.runner.cache) for d in leaf.devices()}
+        assert placed == {jax.devices()[5]} and built.runner.device == jax.devices()[5]
+        gen = await built.generate(PROMPTS[0], SamplingParams(max_new_tokens=3, seed=1, ignore_eos=True))
+        assert len(gen.output_ids) == 3
+    with pytest.raises(ValueError, match="engine.device=8, but there are 8 devices"):
+        async with open_engine(dataclasses.replace(config, device=8), engine_model_dir):
             pass
 
 

@@ -16,7 +16,7 @@ import async_run
 import numpy as np
 import pytest
 
-from legorl_jax.async_loop import AsyncLoop, Group, group_dir, oldest_version, task_for_group
+from legorl_jax.async_loop import AsyncLoop, Group, group_dir, task_for_group
 from legorl_jax.loop import Parts
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_task
 from legorl_jax.types import Outcome, Sequence, Trajectory
@@ -65,7 +65,7 @@ async def test_a_group_one_version_over_the_bound_is_dropped_and_counted_one_at_
 async def test_staleness_counts_the_oldest_token_of_a_trial_that_spans_two_versions():
     loop = _buffer_loop(max_staleness=0, version=4)
     spanning = _ready(loop, 0, [3, 4, 4])  # resumed across the update to 4: oldest token still at 3
-    assert oldest_version(spanning.trajectories[0]) == 3 and spanning.staleness(4) == 1
+    assert spanning.trajectories[0].oldest_version == 3 and spanning.staleness(4) == 1
     fresh = _ready(loop, 1, [4, 4])
     taken, stale = await loop.take()
     assert taken == [fresh] and stale == 1
@@ -117,6 +117,7 @@ async def test_trials_keep_running_while_the_trainer_updates(loop_model_dir, tmp
     for r in records:
         m = r.metrics
         assert m["loop/stale_groups"] == 0 and m["rollout/trials"] == 2
+        assert m["offpolicy/staleness_max"] <= 1  # every trained token within max_staleness of the trainer
         assert 0.0 <= m["loop/trainer_idle_share"] <= 1.0 and 0.0 <= m["loop/rollout_idle_share"] <= 1.0
     assert records[-1].metrics["loop/trajectories_trained"] == 2 * len(trained)
     assert (run_dir / "trials" / "group_0" / f"{async_run.TASK}-0" / "trial.json").is_file()

@@ -159,3 +159,54 @@ def test_a_two_job_sweep_makes_two_aim_runs_that_compare_puts_side_by_side(loop_
     rows = [line for line in lines if line.startswith("| train.learning_rate=0.00")]
     assert len(rows) == 2 and "| 0.001 |" in rows[0] and "| 0.002 |" in rows[1]
     assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def test_an_async_run_killed_with_trials_in_flight_resumes_with_nothing_trained_twice(
+    loop_model_dir, tmp_path
+):
+    runs, aim = tmp_path / "runs", tmp_path / "aim"
+    argv = train_argv(
+        loop_model_dir,
+        runs,
+        aim,
+        "rollout.experiment=async",
+        "loop.steps=3",
+        "loop.mode=async",
+        "loop.max_staleness=1",
+    )
+    folder = runs / "async"
+    log = (tmp_path / "first.log").open("w")
+    first = subprocess.Popen(
+        argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=user_env()
+    )
+    deadline = time.monotonic() + 900
+    while not (folder / "checkpoints" / "1" / "meta").is_dir():  # killed once step 0 is checkpointed
+        assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, "the first run never checkpointed step 0"
+        time.sleep(0.2)
+    time.sleep(1.0)  # let the checkpoint's files land (the meta directory appears first)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    cursor = json.loads((folder / "checkpoints" / "1" / "meta" / "metadata").read_text())["cursor"]
+    assert cursor["mode"] == "async" and cursor["next_step"] == 1
+    started = [n for n in cursor["in_flight"] if (folder / "trials" / f"group_{n}").is_dir()]
+
+    second = subprocess.run(
+        [*argv, "resume=true"], cwd=REPO, capture_output=True, text=True, timeout=1200, env=user_env()
+    )
+    assert second.returncode == 0, second.stderr[-4000:]
+    assert "resumed at step 1" in second.stdout
+    # The groups in flight at the checkpoint were set aside and run again; the ended ones were trained.
+    assert cursor["in_flight"] or cursor["pending"]  # max_staleness 1: the next step's group was admitted
+    for n in started:  # archived in part before the kill: kept aside, never trained
+        assert list((folder / "trials").glob(f"group_{n}.abandoned-*"))
+    for n in cursor["in_flight"]:
+        assert (folder / "trials" / f"group_{n}" / f"{TASK}-0" / "trial.json").is_file()  # run again
+    if cursor["pending"]:
+        assert f"resumed {len(cursor['pending'])} ended, untrained groups" in second.stdout + second.stderr
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    updates = sum(1 for r in rows if not r["metrics"]["loop/skipped_update"])
+    meta = json.loads((folder / "checkpoints" / "3" / "meta" / "metadata").read_text())
+    assert meta["cursor"]["optimiser_step"] == updates  # nothing trained twice across the two processes
+    assert all(r["metrics"]["loop/stale_groups"] == 0 for r in rows)

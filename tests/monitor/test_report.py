@@ -89,3 +89,25 @@ def test_the_run_summary_says_how_negative_advantages_were_weighted_and_first_vs
     text = run_summary(config, RunSummary(tmp_path, [], "", None, "run", 0))
     assert (said in text) if said else ("negative_weight" not in text)
     assert "solve rate: step 0 0.250 over 7 trials -> step 1 0.000 over 0 trials" in text
+
+
+def test_an_async_runs_phase_line_shows_the_trainers_wait_and_both_idle_shares():
+    steps = {
+        k: {
+            "time/total_s": 100.0,
+            "time/wait_for_groups_s": wait,
+            "time/train_step_s": 100.0 - wait,
+            "loop/trainer_idle_share": wait / 100.0,
+            "loop/rollout_idle_share": 0.1,
+            "loop/trajectories_per_hour": 360.0,
+            "loop/stale_groups_total": 2.0,
+        }
+        for k, wait in ((0, 60.0), (1, 20.0))
+    }
+    line = phase_line(steps)
+    assert line.startswith("time per phase over 2 steps (200 s): wait_for_groups 80.0 s (40%), packing 0.0 s")
+    assert "rollout " not in line.splitlines()[0]
+    assert line.splitlines()[1] == (
+        "async: trainer idle 40%, rollout slots idle 10%, 360 trajectories trained per hour, "
+        "2 stale groups dropped"
+    )

@@ -1,10 +1,14 @@
 """The proxy in front of the real embedded engine: what it records is what the engine computes."""
 
+import asyncio
+
 import numpy as np
 import openai
 from scripted_engine import BASH_TOOL
 
 from legorl_jax.config import ProxyConfig
+from legorl_jax.engine.weight_update import update_weights
+from legorl_jax.model import load_hf
 
 SYSTEM = {"role": "system", "content": "You fix bugs."}
 
@@ -83,3 +87,38 @@ async def test_top_logprobs_come_back_in_openais_format_streamed_or_not(jax_engi
         assert token.top_logprobs[0].token == token.token
         assert abs(token.top_logprobs[0].logprob - token.logprob) < 1e-6
         assert token.top_logprobs[0].bytes == list(token.token.encode())
+
+
+async def test_a_seeded_reply_cut_by_an_abort_resume_update_reaches_the_harness_as_if_uncut(
+    jax_engine, serve, proxy_model_dir
+):
+    config = ProxyConfig(mode="eval", max_response_tokens=24, max_consecutive_no_tool=0)
+    proxy = await serve(jax_engine, config)
+    body = dict(model="p", messages=[SYSTEM, {"role": "user", "content": "Fix calc.py."}], seed=11)
+    uncut_info, info = proxy.open_session(), proxy.open_session()
+    async with openai.AsyncOpenAI(base_url=uncut_info.openai_base_url, api_key="x") as client:
+        uncut = await client.chat.completions.create(**body)
+    assert uncut.choices[0].finish_reason == "length"  # 24 tokens: room to cut it in the middle
+    old_version, same_weights = jax_engine.weight_version, load_hf(proxy_model_dir)
+    async with openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x") as client:
+        call = asyncio.ensure_future(client.chat.completions.create(**body))
+        rid = f"{info.session_id}-0"
+        while len(getattr(jax_engine.scheduler.by_rid.get(rid), "output_ids", ())) < 3:
+            await asyncio.sleep(0.002)
+        try:
+            await update_weights(jax_engine, same_weights, "cut", "abort_resume")
+            cut = await call
+        finally:
+            await jax_engine.update_weights(same_weights, old_version)
+    # The harness gets a whole reply, the one it would have had uncut (same seed, same weights).
+    assert cut.choices[0].finish_reason == "length"
+    assert cut.choices[0].message.content == uncut.choices[0].message.content
+    session, reference = proxy.sessions[info.session_id], proxy.sessions[uncut_info.session_id]
+    (turn,), (uncut_turn,) = session.turns, reference.turns
+    np.testing.assert_array_equal(turn.output_ids, uncut_turn.output_ids)
+    np.testing.assert_allclose(turn.output_logprobs, uncut_turn.output_logprobs, atol=1e-4, rtol=0)
+    np.testing.assert_array_equal(turn.routed_experts, uncut_turn.routed_experts)
+    assert session.counters["resumes"] == 1 and session.turn_info[0]["resumes"] == 1
+    prompt = len(turn.prompt_ids)
+    assert prompt + 2 <= session.counters["resume_prefill_tokens"] <= prompt + len(turn.output_ids) - 2
+    assert reference.counters["resumes"] == 0 and reference.counters["resume_prefill_tokens"] == 0

@@ -228,21 +228,77 @@ def test_a_group_whose_string_has_few_values_leaves_the_growing_to_the_others():
     assert plan.survival <= 1e-3 and plan.shortfall is None
 
 
-@pytest.mark.parametrize("task_id", ["calcpy-unary-minus-power", "semverkit-prerelease-range-match"])
-def test_a_task_with_one_eligible_fix_test_says_why_it_misses_the_target(task_id):
-    plan = plan_canaries(load_builtin_task(SUITE_DIR / task_id))
+def test_a_task_with_one_eligible_fix_test_says_why_it_misses_the_target():
+    plan = plan_canaries(load_builtin_task(SUITE_DIR / "semverkit-prerelease-range-match"))
     assert plan.survival > 1e-3 and len(plan.canaries) == 64
     assert plan.shortfall is not None and "1 of the" in plan.shortfall and "64 twins" in plan.shortfall
+    assert "cap of 64" in plan.shortfall and "1e-03 would take 999 twins" in plan.shortfall
 
 
-def test_every_suite_task_but_three_reaches_one_in_a_thousand():
+def test_the_shortfall_names_every_fix_test_without_twins_and_what_rules_it_out():
+    task = load_builtin_task(SUITE_DIR / "semverkit-prerelease-range-match")
+    shortfall = plan_canaries(task).shortfall or ""
+    parametrized = "test_prereleases_do_not_match_ranges_without_a_prerelease_on_their_tuple (7 cases)"
+    assert f"{parametrized}: it is decorated" in shortfall
+    assert (
+        "test_alternative_without_prerelease_does_not_admit_one: it asserts no `actual ==" in shortfall
+    )  # not
+    assert "test_max_satisfying_ignores_unrequested_prereleases" not in shortfall  # the one that has twins
+    shortfall = plan_canaries(load_builtin_task(SUITE_DIR / "unionfind-offsets-after-compression")).shortfall
+    assert shortfall is not None
+    assert (
+        "test_positions_relative_to_an_anchor has 10 members, every value its constant can take" in shortfall
+    )
+    assert "(a dict key: only its digits vary)" in shortfall
+    assert (
+        "test_differences_are_right_after_merging_groups_of_groups: its `==` asserts sit inside" in shortfall
+    )
+
+
+def test_an_expected_value_written_in_greek_gets_twins_in_greek_letters_of_the_same_case():
+    # autocomplete expects ["ΟΔΟΣ ΣΤΑΔΙΟΥ"]: no ASCII letter or digit, so it had no twins and the other two
+    # fix tests carried the whole 1e-3 (63 twins a grade instead of 29).
+    task = load_builtin_task(SUITE_DIR / "autocomplete-casefold-prefix")
+    plan = plan_canaries(task, rng=random.Random(3))
+    greek = "tests/test_issue_unicode_case.py::test_greek_final_sigma_in_prefix_matches"
+    twins = [c for c in plan.canaries if c.original == greek]
+    assert len(twins) >= 9 and plan.survival <= 1e-3 and len(plan.canaries) < 40
+    values = set(re.findall(r'== \["([^"]*)"\]', "".join(plan.files.values())))
+    drawn = {v for v in values if len(v) == len("ΟΔΟΣ ΣΤΑΔΙΟΥ") and v != "ΟΔΟΣ ΣΤΑΔΙΟΥ" and v[4] == " "}
+    assert len(drawn) == len(twins)  # each twin's changed first assert; the second ones are all unchanged
+    assert all(ch in "ΑΒΓΔΕΖΗΘΙΚΛΜΝΞΟΠΡΣΤΥΦΧΨΩ " for v in drawn for ch in v), drawn
+
+
+def test_an_isclose_assert_at_the_default_tolerance_gets_twins_and_one_with_a_tolerance_does_not():
+    # calcpy's gaussian test asserts math.isclose(got, <expression>): with its twins calcpy has two eligible
+    # fix tests instead of one, and reaches 1e-3 within the 64 twins (32 x 32 members).
+    plan = plan_canaries(load_builtin_task(SUITE_DIR / "calcpy-unary-minus-power"), rng=random.Random(2))
+    gaussian = "tests/test_issue_unary_minus_power.py::test_gaussian_with_variable"
+    assert sum(c.original == gaussian for c in plan.canaries) == 31
+    assert plan.survival <= 1e-3 and plan.shortfall is None
+    # With a tolerance of its own, a twin's value could fall inside it and pass: no twins.
+    own_tolerance = (
+        "diff --git a/tests/test_new.py b/tests/test_new.py\nnew file mode 100644\n--- /dev/null\n"
+        "+++ b/tests/test_new.py\n@@ -0,0 +1,4 @@\n+import math\n+\n+def test_near():\n"
+        "+    assert math.isclose(math.sqrt(2), 1.41, rel_tol=0.1)\n"
+    )
+    task = dataclasses.replace(
+        load_builtin_suite()[0],
+        test_patch=own_tolerance,
+        FAIL_TO_PASS=["tests/test_new.py::test_near"],
+        PASS_TO_PASS=[],
+    )
+    with pytest.raises(CanaryError, match=task.instance_id):
+        plan_canaries(task)
+
+
+def test_every_suite_task_but_two_reaches_one_in_a_thousand():
     short = {
         task_id
         for task_id in SUITE_TASKS
         if plan_canaries(load_builtin_task(SUITE_DIR / task_id), rng=random.Random(0)).survival > 1e-3
     }
     assert short == {
-        "calcpy-unary-minus-power",
         "semverkit-prerelease-range-match",
         "unionfind-offsets-after-compression",
     }

@@ -26,6 +26,11 @@ def test_fails():
 
 # (watched name, module code that wraps it, keeping it working)
 WRAPS = {
+    "hook pytest_runtest_logfinish implemented in": "import pytest, gc\n"
+    "class _P:\n    @pytest.hookimpl(trylast=True)\n"
+    "    def pytest_runtest_logfinish(self, nodeid, location):\n        pass\n"
+    "_c = [o for o in gc.get_objects() if type(o).__name__ == 'Config'][0]\n"
+    "_c.pluginmanager.register(_P())\n",
     "_pytest.runner.call_and_report": "import _pytest.runner as m\n_f = m.call_and_report\n"
     "m.call_and_report = lambda *a, **k: _f(*a, **k)\n",
     "_pytest.runner.runtestprotocol": "import _pytest.runner as m\n_f = m.runtestprotocol\n"

@@ -91,6 +91,44 @@ def test_the_gold_patch_fails_every_twin_and_nothing_else(task, config):
     )  # the twins, and nothing else
 
 
+class _CountingSandbox:
+    """A real sandbox that counts the commands the grader starts in it (each one a process start, on
+    bubblewrap a whole bubblewrap run): the grade's fixed cost in a number the host's load cannot move."""
+
+    def __init__(self, inner, commands: list[str]):
+        self.inner, self.commands = inner, commands
+
+    async def __aenter__(self):
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.inner.__aexit__(*exc)
+
+    async def exec(self, cmd, **kwargs):
+        self.commands.append(cmd if isinstance(cmd, str) else " ".join(cmd)[:40])
+        return await self.inner.exec(cmd, **kwargs)
+
+    async def write_file(self, path, data):
+        self.commands.append(f"write {path}")
+        return await self.inner.write_file(path, data)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_builtin_grade_starts_thirteen_sandbox_commands(task, backend):
+    # Set-up + stamp + work-tree check, private git folder + hidden tests, and clearing + nonce + process
+    # list are one command each; before round 3 a grade started 16, after it 18 (so a bubblewrap grade took
+    # 1.4x as long).
+    commands: list[str] = []
+    factory = lambda spec: _CountingSandbox(default_sandbox_factory(spec, backend), commands)  # noqa: E731
+    report = asyncio.run(grade(task, task.patch, sandbox_factory=factory))
+    assert report.reward == 1.0, report.to_dict()
+    assert len(commands) == 13, commands
+    assert {"start", "apply", "hidden_tests", "plan", "clear", "tests", "total"} <= set(report.durations)
+
+
 # Attack class 2: a report that blocks or never ends the reader.
 @pytest.mark.parametrize(
     ("replacement", "why"),

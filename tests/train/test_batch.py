@@ -228,3 +228,74 @@ def test_bad_packing_inputs_are_named():
         pack_trajectories([make_trajectory("x", ok)], [1.0, 2.0], max_tokens=4)
     with pytest.raises(ValueError, match="max_tokens must be an int >= 2, got 1"):
         pack_trajectories([make_trajectory("x", ok)], [1.0], max_tokens=1)
+
+
+def test_token_versions_are_packed_aligned_with_the_targets_and_minus_one_where_nothing_was_sampled():
+    # Per-token versions: 13 was sampled under version 4, 14 and 15 under 5 (an update landed mid-call).
+    a = Sequence(
+        np.asarray([11, 12, 13, 14, 15], np.int32),
+        np.asarray([0, 0, 1, 1, 1], np.int8),
+        np.asarray([0, 0, -0.1, -0.2, -0.3], np.float32),
+        None,
+        weight_versions=("step-000004", "step-000005"),
+        token_versions=np.asarray([-1, -1, 4, 5, 5], np.int32),
+    )
+    # No per-token record: every sampled token is of its one version.
+    b = Sequence(
+        np.asarray([21, 22, 23], np.int32),
+        np.asarray([0, 1, 1], np.int8),
+        np.asarray([0, -0.5, -0.6], np.float32),
+        None,
+        weight_versions=("step-000002",),
+    )
+    # A version that is not a number of the run: packed, its versions unknown (-1).
+    c = Sequence(
+        np.asarray([31, 32], np.int32),
+        np.asarray([0, 1], np.int8),
+        np.asarray([0, -0.7], np.float32),
+        None,
+        weight_versions=("scripted",),
+    )
+    batch, _ = pack_trajectories(
+        [make_trajectory("a", a), make_trajectory("b", b), make_trajectory("c", c)],
+        [1.0, 1.0, 1.0],
+        max_tokens=10,
+    )
+    np.testing.assert_array_equal(batch.tokens, [[11, 12, 13, 14, 15, 21, 22, 23, 31, 32]])
+    # Position t describes target t + 1: a shift by one would put version 4 on target 14.
+    np.testing.assert_array_equal(batch.token_versions, [[-1, 4, 5, 5, -1, 2, 2, -1, -1, -1]])
+    assert batch.token_versions.dtype == np.int32
+    half = batch.select_rows(slice(0, 1))
+    np.testing.assert_array_equal(half.token_versions, batch.token_versions)
+
+
+def test_a_generation_an_update_landed_in_numbers_each_output_token_by_its_version():
+    gen = Generation(
+        output_ids=np.asarray([7, 8, 9]),
+        output_logprobs=np.asarray([-0.1, -0.2, -0.3]),
+        routed_experts=None,
+        finish_reason="stop",
+        weight_version="step-000003",
+        prompt_tokens=2,
+        token_weight_versions=("default", "step-000003", "step-000003"),
+    )
+    seq = sequence_from_generation([1, 2], gen)
+    np.testing.assert_array_equal(seq.token_versions, [-1, -1, 0, 3, 3])
+    assert seq.weight_versions == ("default", "step-000003")
+    assert sequence_from_generation([1, 2], gen, initial_version="base").token_versions is None
+    with pytest.raises(ValueError, match="token_weight_versions has 2 entries for 3 output tokens"):
+        sequence_from_generation([1, 2], Generation(
+            gen.output_ids, gen.output_logprobs, None, "stop", "default", 2, token_weight_versions=("a", "b")
+        ))  # fmt: skip
+
+
+def test_token_versions_below_minus_one_are_refused_with_their_location():
+    bad = Sequence(
+        np.asarray([1, 2], np.int32),
+        np.asarray([0, 1], np.int8),
+        np.asarray([0, -0.1], np.float32),
+        None,
+        token_versions=np.asarray([-1, -2], np.int32),
+    )
+    with pytest.raises(ValueError, match="'x' sequence 0: token_versions must be version numbers >= -1"):
+        pack_trajectories([make_trajectory("x", bad)], [1.0], max_tokens=4)

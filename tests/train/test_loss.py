@@ -12,7 +12,14 @@ import numpy as np
 import pytest
 
 from legorl_jax.config import AlgoConfig
-from legorl_jax.train.loss import aggregate, k3_kl, loss_norm, policy_loss, rollout_correction
+from legorl_jax.train.loss import (
+    aggregate,
+    importance_stats,
+    k3_kl,
+    loss_norm,
+    policy_loss,
+    rollout_correction,
+)
 
 
 def row(*values):
@@ -257,3 +264,38 @@ def test_bad_algo_values_are_named(field, value):
         ValueError, match=rf"algo\.{field}.*{value!r}" if isinstance(value, str) else rf"algo\.{field}"
     ):
         AlgoConfig(**{field: value})
+
+
+def test_importance_stats_report_ratio_extremes_capped_share_and_ess_of_the_applied_weights():
+    # Sampled tokens with ratios 0.5, 1, 3, 1.5 in two segments; a context token with ratio 100 is ignored
+    # (counting it would make the max 100 and the mean 21.2).
+    behaviour = row(-1.0, -1.0, -1.0, -1.0, -1.0)
+    old = behaviour + jnp.log(row(0.5, 1.0, 3.0, 1.5, 100.0))
+    mask, segments = row(1, 1, 1, 1, 0), seg(1, 1, 2, 2, 0)
+    algo = AlgoConfig(tis="token", tis_cap=2.0, mis="token", mis_high=2.5)  # accepts [0.4, 2.5]
+    m = {k: float(v) for k, v in importance_stats(old, behaviour, mask, segments, algo).items()}
+    assert m["train/is_ratio_mean"] == pytest.approx(1.5, rel=1e-6)
+    assert m["train/is_ratio_max"] == pytest.approx(3.0, rel=1e-6)
+    assert m["train/is_ratio_min"] == pytest.approx(0.5, rel=1e-6)
+    assert m["train/is_clipped_frac"] == pytest.approx(0.25)  # only the ratio 3 is capped at 2
+    # Applied weights (0.5, 1, 0 rejected by MIS, 1.5): (3)^2 / (4 * 3.5) = 9/14. Ignoring the rejection
+    # would give the capped weights' (5)^2 / (4 * 7.5) = 5/6.
+    assert m["train/is_ess"] == pytest.approx(9 / 14, rel=1e-6)
+
+    plain = importance_stats(old, behaviour, mask, segments, AlgoConfig(tis="none", mis="none"))
+    assert float(plain["train/is_ess"]) == pytest.approx(1.0) and float(plain["train/is_clipped_frac"]) == 0.0
+    # Sequence TIS: segment 2's ratio 3 * 1.5 = 4.5 is capped, so both of its tokens count.
+    seq_tis = importance_stats(old, behaviour, mask, segments, AlgoConfig(tis="sequence", tis_cap=2.0))
+    assert float(seq_tis["train/is_clipped_frac"]) == pytest.approx(0.5)
+
+
+def test_importance_stats_of_a_batch_without_sampled_tokens_are_zero():
+    zeros = row(0.0, 0.0)
+    m = importance_stats(zeros, zeros, zeros, seg(1, 1), AlgoConfig())
+    assert {k: float(v) for k, v in m.items()} == {
+        "train/is_ratio_mean": 0.0,
+        "train/is_ratio_max": 0.0,
+        "train/is_ratio_min": 0.0,
+        "train/is_clipped_frac": 0.0,
+        "train/is_ess": 0.0,
+    }

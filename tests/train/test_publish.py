@@ -1,6 +1,8 @@
 """Publishing: an atomic, versioned HF directory the engine loads, or the params handed over in process."""
 
 import pathlib
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -9,7 +11,7 @@ import tiny_run
 from flax import nnx
 
 from legorl_jax.model import init_policy, load_hf
-from legorl_jax.train.publish import Publisher, export_hf, version_of
+from legorl_jax.train.publish import Publisher, export_hf, version_number, version_numbers, version_of
 
 
 class RecordingEngine:
@@ -97,3 +99,37 @@ def test_bad_publishing_settings_are_named(tmp_path):
         Publisher(object(), mode="in_process")
     with pytest.raises(ValueError, match="step must be a non-negative int, got -1"):
         version_of(-1)
+
+
+def test_version_number_reads_back_version_of_and_counts_the_initial_version_as_zero():
+    assert version_number(version_of(42)) == 42 and version_number(version_of(0)) == 0
+    assert version_number(version_of(1_234_567)) == 1_234_567  # past six digits the name just grows
+    assert version_number("default") == 0
+    assert version_number("base", initial="base") == 0
+    # A published version wins over the initial name: a proxy built after an update counts right.
+    assert version_number("step-000007", initial="step-000007") == 7
+
+
+@pytest.mark.parametrize("bad", ["step-42", "step-0000x1", "v3", "Step-000001", "step-000001 ", "", "base"])
+def test_a_version_that_is_neither_published_nor_initial_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match=f"weights version {bad!r} is neither a published version"):
+        version_number(bad)
+
+
+def test_a_version_that_is_not_a_string_is_refused_by_name():
+    with pytest.raises(ValueError, match="weights version must be a string, got 42"):
+        version_number(42)
+
+
+def test_version_numbers_give_minus_one_where_nothing_was_sampled_and_none_for_an_unknown_name():
+    numbers = version_numbers([None, "default", "step-000003", None, "step-000003"])
+    assert numbers.dtype == np.int32 and numbers.tolist() == [-1, 0, 3, -1, 3]
+    assert version_numbers(["step-000001", "scripted"]) is None
+
+
+def test_importing_publish_loads_no_jax_so_the_proxy_can_number_versions():
+    code = "import sys, legorl_jax.train.publish, legorl_jax.proxy.recorder; print('jax' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "False"

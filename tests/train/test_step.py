@@ -535,3 +535,60 @@ def test_bad_batches_and_trainer_settings_are_named(tiny_trainer):
             mesh=make_mesh(mesh_config),
             rules=rules_from_config(mesh_config),
         )
+
+
+def with_versions(trajs, version_of_trial):
+    """The trials with every sampled token tagged `version_of_trial(i)`."""
+    return [
+        dataclasses.replace(
+            t,
+            sequences=tuple(
+                dataclasses.replace(
+                    s, token_versions=np.where(s.loss_mask == 1, version_of_trial(i), -1).astype(np.int32)
+                )
+                for s in t.sequences
+            ),
+        )
+        for i, t in enumerate(trajs)
+    ]
+
+
+def test_update_reports_is_figures_per_version_gap_and_token_versions_never_recompile(tiny_trainer):
+    trajs = with_versions(
+        tiny_run.make_trajectories(21, n=6, routing=tiny_trainer.routing), lambda i: 3 - i % 2
+    )
+    batch, stats = pack(tiny_trainer, trajs)
+    _, result = tiny_trainer.update(tiny_trainer.init_state(seed=0), batch, stats, trainer_version=3)
+    m = result.metrics
+    # The ratio π_old / behaviour per sampled token, from the log-prob differences the update returns.
+    w = np.exp(result.logprob_diffs.astype(np.float64))
+    assert m["train/is_ratio_mean"] == pytest.approx(w.mean(), rel=1e-5)
+    assert m["train/is_ratio_max"] == pytest.approx(w.max(), rel=1e-5)
+    assert m["train/is_ratio_min"] == pytest.approx(w.min(), rel=1e-5)
+    applied = np.minimum(w, 2.0)  # the default token TIS at cap 2, no rejection
+    assert m["train/is_clipped_frac"] == pytest.approx((w >= 2.0).mean(), abs=1e-7)
+    assert m["train/is_ess"] == pytest.approx(applied.sum() ** 2 / (w.size * (applied**2).sum()), rel=1e-5)
+    # Per gap: even trials were sampled under the trainer's version 3 (gap 0), odd ones under 2 (gap 1);
+    # the versions line up with the sampled targets in the same order as the differences.
+    versions = batch.token_versions[batch.loss_mask > 0]
+    assert set(versions.tolist()) == {2, 3} and versions.size == w.size
+    assert m["train/is_ratio_mean_gap_0"] == pytest.approx(w[versions == 3].mean(), rel=1e-6)
+    assert m["train/is_ratio_mean_gap_1"] == pytest.approx(w[versions == 2].mean(), rel=1e-6)
+    assert "train/is_ratio_mean_gap_2" not in m
+
+    # Another batch of the same shape with other version values, or none at all, runs the same compiled
+    # programs: the versions stay on the host (a batch without them would otherwise be a new pytree).
+    programs = dict(tiny_trainer._programs)
+    compiled = {k: p._cache_size() for k, p in programs.items()}
+    other = dataclasses.replace(batch, token_versions=np.where(batch.token_versions >= 0, 7, -1))
+    _, again = tiny_trainer.update(tiny_trainer.init_state(seed=0), other, stats, trainer_version=9)
+    _, unversioned = tiny_trainer.update(
+        tiny_trainer.init_state(seed=0),
+        dataclasses.replace(batch, token_versions=None),
+        stats,
+        trainer_version=3,
+    )
+    assert tiny_trainer._programs == programs
+    assert {k: p._cache_size() for k, p in programs.items()} == compiled
+    assert "train/is_ratio_mean_gap_0" not in unversioned.metrics
+    assert again.metrics["train/is_ratio_mean_gap_2"] == pytest.approx(m["train/is_ratio_mean"], rel=1e-6)
