@@ -47,7 +47,9 @@ and after the first step), the rollout idle share (1 - trial seconds / (concurre
 groups dropped, the trials' solve rate, and the CPU other processes took (`tools/hostload.py`). The ideal
 beside it: trials per hour if no slot ever waited (concurrency / mean trial seconds, the trials' own measured
 wall time) and the trainer-bound rate (trajectories per step / mean train-step seconds). Targets (issue 28):
-async at max_staleness 1 >= 2x sync trajectories per hour, with the trainer idle <= 25 %.
+async at max_staleness 1 >= 2x sync trajectories per hour, with the trainer idle <= 25 %. On one machine
+the async trainer (a worker thread) shares the CPUs with the trials while the sync one has them to itself:
+the mean train-step column of each mode shows what that costs.
 
 Workload `demo`: `python train.py experiment=demo` as `make demo` runs it (tiny model, embedded engine,
 Docker, built-in harness), one job per mode in its own process, with `loop.steps=--steps`, Aim off and the
