@@ -30,9 +30,12 @@ Contract:
   restores the checkpoint, in that order.
 
 Only these calls are followed: a loop that ran another mesh program on process 0 (say
-`Trainer.old_logprobs`) would wait for followers that never run it. Orbax's own barriers go through the
-key-value store (`distributed.initialize`), so a background save cannot interleave its barriers with the
-train step's collectives differently on different processes.
+`Trainer.old_logprobs`) would wait for followers that never run it. Two settings of `distributed.initialize`
+make the same calls meet: orbax's barriers go through the key-value store (a background save cannot
+interleave device-collective barriers with the train step's differently on different processes), and
+compiled programs carry no Python call stack (process 0 reaches `Trainer.update` from the loop, the others
+from `follow`; with the call stacks in the programs their launch ids differ and the first collective
+hangs).
 """
 
 from __future__ import annotations

@@ -10,8 +10,10 @@ Contract:
   processes talk through gloo (JAX's default `jax_cpu_collectives_implementation`), so N processes with
   `cpu_devices` each run on one machine over 127.0.0.1. Must run before anything touches a device. A
   disabled config returns the single-process `Processes` without touching JAX. With more than one
-  process it starts a `PeerWatchdog` and makes orbax's barriers go through the key-value store (see
-  `_orbax_barriers_through_the_store`). Calling it again with the same config returns the same `Processes`.
+  process it starts a `PeerWatchdog`, makes orbax's barriers go through the key-value store (see
+  `_orbax_barriers_through_the_store`) and keeps call stacks out of compiled programs (see
+  `_programs_independent_of_the_call_stack`: otherwise a program called from different code on two
+  processes never meets in its collectives). Calling it again with the same config returns the same `Processes`.
 - `global_mesh(mesh_config)`: `make_mesh` over every process's devices (`jax.devices()` is global once
   initialised, ordered by process), with the same axis sizes and rules as one process. Processes sit on
   the leading mesh axes (data, then fsdp), so the axes that cross hosts are the ones whose collectives
@@ -119,6 +121,7 @@ def initialize(config: DistributedConfig) -> Processes:
         # Registered after jax.distributed's own shutdown hook, so it runs before it (atexit is LIFO).
         atexit.register(watchdog.stop)
         _orbax_barriers_through_the_store()
+        _programs_independent_of_the_call_stack()
     log.info(
         "process %d of %d: %d local devices of %d",
         process_id,
@@ -141,6 +144,21 @@ def telling_peers_of_failure(processes: Processes) -> Iterator[None]:
         if processes.watchdog is not None and not isinstance(exc, GeneratorExit):
             processes.watchdog.fail(exc)
         raise
+
+
+def _programs_independent_of_the_call_stack() -> None:
+    """Compiled programs that are the same on every process whatever Python code called them.
+
+    JAX writes the Python traceback of each traced operation into the program's locations, and the
+    program's fingerprint covers them; the fingerprint (with the devices') seeds the launch id each
+    execution carries, and the processes' executions of one collective program meet only when their launch
+    ids agree. Process 0 calls the trainer from the loop and the others from `follow` (train/commands.py):
+    with full tracebacks every cross-process program hangs in its first collective (measured: gloo's
+    all-reduce waiting on both sides). Kept: the innermost frame, which is the trainer's own code, with its
+    file path removed (hosts may hold the checkout at different paths).
+    """
+    jax.config.update("jax_include_full_tracebacks_in_locations", False)
+    jax.config.update("jax_hlo_source_file_canonicalization_regex", ".*")
 
 
 def _orbax_barriers_through_the_store() -> None:

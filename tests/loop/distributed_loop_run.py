@@ -91,7 +91,7 @@ async def lead(config) -> dict:
     }
 
 
-def main(argv: list[str]) -> None:
+def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("model_dir")
     parser.add_argument("run_dir")
@@ -101,7 +101,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--aim", default=None)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> None:
+    args = parse(argv)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # a test that times out dumps every stack
     config = config_for(pathlib.Path(args.run_dir), args)
 
@@ -111,8 +115,6 @@ def main(argv: list[str]) -> None:
     if distributed.initialize(config.mesh.distributed).is_main:
         result = asyncio.run(lead(config))
     else:
-        # As train.py runs it: inside asyncio.run, like process 0 (a collective launched inside a running
-        # event loop on one process and outside one on the other hangs; train/commands.py).
         assert asyncio.run(train(config)) is None
         result = {"imported": [m for m in PROCESS_0_ONLY if m in sys.modules]}
     print(json.dumps(result), flush=True)
