@@ -13,7 +13,8 @@ Contract:
   process it starts a `PeerWatchdog`, makes orbax's barriers go through the key-value store (see
   `_orbax_barriers_through_the_store`) and keeps call stacks out of compiled programs (see
   `_programs_independent_of_the_call_stack`: otherwise a program called from different code on two
-  processes never meets in its collectives). Calling it again with the same config returns the same `Processes`.
+  processes never meets in its collectives). Calling it again with the same config returns the same
+  `Processes`.
 - `global_mesh(mesh_config)`: `make_mesh` over every process's devices (`jax.devices()` is global once
   initialised, ordered by process), with the same axis sizes and rules as one process. Processes sit on
   the leading mesh axes (data, then fsdp), so the axes that cross hosts are the ones whose collectives
