@@ -2,7 +2,7 @@
 reference run on this process's 8 devices).
 
     python distributed_loop_run.py MODEL_DIR RUN_DIR --process-id I --num-processes N --port P
-        [--steps S] [--resume] [--aim REPO]
+        [--steps S] [--resume] [--aim REPO] [--delay-s SECONDS]
 
 Every process runs `legorl_jax.run` as `train` does: process 0 `build_parts` + `run_loop`, the others
 `follow_process_0`. The loop is loop_run.py's (the tiny MoE, one built-in task, Docker sandboxes, 2 trials
@@ -74,13 +74,14 @@ def config_for(run_dir: pathlib.Path, args: argparse.Namespace):
     )
 
 
-async def lead(config) -> dict:
+async def lead(config, *, delay_s: float = 0.0) -> dict:
     from legorl_jax.loop import run_loop
     from legorl_jax.model.tokenizer import load_tokenizer
     from legorl_jax.run import build_parts, load_tasks
 
     tasks, _ = load_tasks(config)
     scripted = loop_run.make_engine(load_tokenizer(config.model.path), tasks[0], config.rollout.group_size)
+    scripted.delay_s = delay_s
     async with build_parts(config, rollout_engine=scripted) as built:
         records = await run_loop(built.parts, built.state, start_step=built.start_step)
         version = built.parts.publisher.engine.weight_version
@@ -101,6 +102,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--aim", default=None)
+    parser.add_argument("--delay-s", type=float, default=0.0, help="seconds each scripted reply takes")
     return parser.parse_args(argv)
 
 
@@ -113,7 +115,7 @@ def main(argv: list[str]) -> None:
     from legorl_jax.train import distributed
 
     if distributed.initialize(config.mesh.distributed).is_main:
-        result = asyncio.run(lead(config))
+        result = asyncio.run(lead(config, delay_s=args.delay_s))
     else:
         assert asyncio.run(train(config)) is None
         result = {"imported": [m for m in PROCESS_0_ONLY if m in sys.modules]}

@@ -148,15 +148,17 @@ def test_a_killed_follower_stops_process_0_naming_it_and_resume_continues_to_the
     loop_model_dir, reference, tmp_path
 ):
     run_dir = tmp_path / "runs" / "killed"
-    procs = launch(2, loop_model_dir, run_dir)
+    # Each scripted reply takes 3 s: step 1's rollouts last over 10 s, so the kill below lands in step 1.
+    procs = launch(2, loop_model_dir, run_dir, "--delay-s", "3")
     deadline = time.monotonic() + TIMEOUT_S
-    while not (run_dir / "checkpoints" / "1").is_dir():  # step 0 saved: process 0 is on to step 1
+    while not (run_dir / "checkpoints" / "1").is_dir():  # step 0 saved: process 0 is in step 1's rollouts
         assert time.monotonic() < deadline and procs[0].poll() is None, "step 0 was never saved"
         time.sleep(0.5)
     procs[1].send_signal(signal.SIGKILL)
     killed = time.monotonic()
-    ((code0, _, err0),) = finish(procs[:1])
+    ((code0, out0, err0),) = finish(procs[:1])
     finish(procs[1:])
+    assert "records" not in out0  # process 0 never got to the end of its loop
     from legorl_jax.train.distributed import PEER_LOST_EXIT
 
     assert time.monotonic() - killed < distributed_loop_run.PEER_TIMEOUT_S + 60  # not a hang

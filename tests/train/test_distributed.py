@@ -244,6 +244,25 @@ def test_killing_process_1_mid_step_ends_process_0_with_an_error_naming_it_withi
     assert f"peer timeout {multiprocess_run.PEER_TIMEOUT_S:g} s" in err0
 
 
+def test_process_1_follows_process_0s_updates_save_and_publish_and_the_engine_gets_the_saved_weights(
+    tmp_path,
+):
+    results = finish(launch(2, tmp_path, "--follow"), timeout=600)
+    for i, (code, _, err) in enumerate(results):
+        assert code == 0, f"process {i}: {err[-3000:]}"
+    led, followed = (json.loads(out.strip().splitlines()[-1]) for _, out, _ in results)
+    assert led == followed == {"update": 2, "save": 1, "publish": 1, "wait": 1, "stop": 1}
+    # What process 0 handed the engine: host arrays gathered from both processes, equal to what both saved.
+    trainer = cpu8_trainer()
+    with Checkpointer(CheckpointConfig(directory=str(tmp_path / "ckpt")), run_config={}) as ckpt:
+        restored = ckpt.restore(trainer.abstract_state())
+    assert restored.step == 2 and int(restored.state.step) == 2
+    for saved, published in zip(
+        jax.tree.leaves(restored.state.params), leaves_of(tmp_path / "published.npz"), strict=True
+    ):
+        np.testing.assert_array_equal(published, np.asarray(saved))
+
+
 @pytest.fixture(scope="module")
 def two_process_run(tmp_path_factory):
     """One 2 × 4 run of the tiny MoE's step, checkpoint and HF export (multiprocess_run.py)."""
