@@ -205,7 +205,7 @@ def make_trainer(config: Config, model_dir: str, commands: Commands | None = Non
     return LeadingTrainer(policy, config.algo, config.train, mesh=mesh, rules=rules, commands=commands)
 
 
-def start_state(config: Config, trainer: Trainer, checkpointer: Checkpointer) -> Restored | None:
+def start_state(config: Config, trainer: Trainer, checkpointer: Checkpointer) -> Restored:
     """The trainer's state at step 0, or on `resume=true` the last checkpoint (state, cursor, step)."""
     from legorl_jax.train.checkpoint import Restored
 
