@@ -41,6 +41,10 @@ Contract:
   it and the error (a peer waiting for it in a collective or for its next command would wait forever). JAX's
   own heartbeat (which aborts with a less direct message) is set to twice the timeout, so ours fires
   first.
+- `telling_peers_of_failure(processes)`: a block whose exception is told to the peers (`PeerWatchdog.fail`).
+  A `JaxRuntimeError` is first held for up to the peer timeout: a collective fails at once when its peer
+  dies (gloo sees the connection close) while the peer's heartbeat is not stale yet, and the error to
+  report is the lost peer's name (the watchdog's), not the collective's.
 """
 
 from __future__ import annotations
@@ -143,6 +147,10 @@ def telling_peers_of_failure(processes: Processes) -> Iterator[None]:
         yield
     except BaseException as exc:
         if processes.watchdog is not None and not isinstance(exc, GeneratorExit):
+            if isinstance(exc, jax.errors.JaxRuntimeError):
+                # A collective whose peer died fails at once (gloo: connection closed), before the peer's
+                # heartbeat is stale: give the watchdog the time to name the peer (it ends this process).
+                processes.watchdog.wait_for_a_lost_peer()
             processes.watchdog.fail(exc)
         raise
 
@@ -288,6 +296,12 @@ class PeerWatchdog:
         if self._client is None:
             self._client = store_client()
         self._thread.start()
+
+    def wait_for_a_lost_peer(self) -> None:
+        """Waits up to the timeout (and two polls) for a peer to be found lost; the watchdog then ends the
+        process naming it. Returns if none is."""
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=self.timeout_s * 1.2 + 1.0)
 
     def stop(self) -> None:
         """Tells the peers this process ended normally, and stops watching."""
