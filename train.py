@@ -57,6 +57,8 @@ def main(cfg: DictConfig) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     config, job = _job(cfg)
     summary = asyncio.run(train(config, job=job))
+    if summary is None:  # a process other than 0 of a mesh.distributed run: process 0 summarises
+        return
     text = run_summary(config, summary)
     (summary.run_dir / "summary.md").write_text(text + "\n")
     print("\n" + text, flush=True)

@@ -8,6 +8,10 @@ Layout of a run (`<rollout.runs_dir>/<rollout.experiment>/`): `checkpoints/` (or
 (every trial's archive), `validation/`, `weights/` (disk publishing), `metrics.jsonl`, `summary.md` and
 `curves.png`. Aim runs go to `tracking.repo` (one repository for all jobs of a sweep).
 
+On several processes (`mesh.distributed.enabled`), process 0 runs all of the above; the others build the same
+trainer and start state and follow its trainer calls (`follow_process_0`, train/commands.py); `train` returns
+None there.
+
 Starting where a run already has checkpoints is refused unless `resume=true` (nothing is overwritten); with
 `resume=true` the last checkpoint's state, loop cursor and Aim run continue, and the trial archive of steps
 after it (collected, never trained on) is moved aside to `trials/step_<s>.abandoned-<time>`.
@@ -33,7 +37,11 @@ if TYPE_CHECKING:
     from legorl_jax.engine.base import Engine
     from legorl_jax.proxy import CaptureProxy
     from legorl_jax.rollout.executor import TrialExecutor
+    from legorl_jax.train.checkpoint import Checkpointer, Restored
+    from legorl_jax.train.commands import Commands, Followed
+    from legorl_jax.train.distributed import Processes
     from legorl_jax.train.state import TrainState
+    from legorl_jax.train.step import Trainer
 
 log = logging.getLogger(__name__)
 DEFAULT_TINY_MODEL = "runs/tiny-moe"
@@ -154,33 +162,20 @@ class Built:
     cursor: dict[str, Any] | None = None
 
 
-@contextlib.asynccontextmanager
-async def build_parts(config: Config, *, job: str = "") -> AsyncIterator[Built]:
-    """Builds the run of `config` (module docstring): refuses or resumes, loads the tasks, warm-starts,
-    builds the trainer, the tracker, the harness, the engine with its publisher and the two proxies
-    (serving); on exit stops the proxies and the engine and closes the checkpointer and the tracker."""
-    from legorl_jax.engine import open_engine
-    from legorl_jax.harness import get_harness
-    from legorl_jax.model import load_hf
-    from legorl_jax.model.sharding import make_mesh, rules_from_config
-    from legorl_jax.tasks.task_image import ensure_task_image
+def open_checkpointer(config: Config, commands: Commands | None = None) -> Checkpointer:
+    """The run's checkpointer (a `LeadingCheckpointer` when `commands` go to other processes); refuses a
+    folder that holds a run unless `resume=true`, and `resume=true` without a checkpoint."""
     from legorl_jax.train.checkpoint import Checkpointer
-    from legorl_jax.train.publish import Publisher, version_of
-    from legorl_jax.train.step import Trainer
-    from legorl_jax.warm_start import warm_start
+    from legorl_jax.train.commands import LeadingCheckpointer
 
-    if config.mesh.distributed.enabled:
-        # Every process would run its own copy of the loop (rollouts, tracker, checkpoints) into one folder.
-        raise ValueError(
-            "mesh.distributed.enabled=true: the RL loop does not run on several processes yet (process 0 "
-            "leading rollouts while the others follow its trainer calls); the trainer itself does: "
-            "legorl_jax/train/distributed.py, tools/bench_train.py --processes N"
-        )
     folder = run_dir(config)
-    checkpoint = config.train.checkpoint
-    if checkpoint.directory is None:
-        checkpoint = dataclasses.replace(checkpoint, directory=str(folder / "checkpoints"))
-    checkpointer = Checkpointer(checkpoint, run_config=run_config_of(config))
+    settings = config.train.checkpoint
+    if settings.directory is None:
+        settings = dataclasses.replace(settings, directory=str(folder / "checkpoints"))
+    if commands is None:
+        checkpointer = Checkpointer(settings, run_config=run_config_of(config))
+    else:
+        checkpointer = LeadingCheckpointer(settings, run_config=run_config_of(config), commands=commands)
     latest = checkpointer.latest_step()
     if latest is not None and not config.resume:
         checkpointer.close()
@@ -193,87 +188,158 @@ async def build_parts(config: Config, *, job: str = "") -> AsyncIterator[Built]:
         raise FileNotFoundError(
             f"resume=true but {folder / 'checkpoints'} holds no checkpoint to resume from"
         )
+    return checkpointer
 
-    train_tasks, validation_tasks = load_tasks(config)
-    if config.tasks.build_images:
-        for task in {t.instance_id: t for t in [*train_tasks, *validation_tasks]}.values():
-            await asyncio.to_thread(ensure_task_image, task)
 
-    model_dir = ensure_model(config.model.path)
-    warm = ""
-    if config.loop.warm_start.enabled:
-        ws = config.loop.warm_start
-        same = ws.split in (None, "same")
-        demo_tasks = (
-            train_tasks
-            if same
-            else load_tasks(
-                dataclasses.replace(config, tasks=dataclasses.replace(config.tasks, split=ws.split, ids=None))
-            )[0]
+def make_trainer(config: Config, model_dir: str, commands: Commands | None = None) -> Trainer:
+    """The trainer of `model_dir` on the mesh over every process's devices (a `LeadingTrainer` when
+    `commands` go to other processes)."""
+    from legorl_jax.model import load_hf
+    from legorl_jax.model.sharding import rules_from_config
+    from legorl_jax.train import distributed
+    from legorl_jax.train.commands import LeadingTrainer
+    from legorl_jax.train.step import Trainer
+
+    policy = load_hf(model_dir, config.model.dtype)
+    mesh, rules = distributed.global_mesh(config.mesh), rules_from_config(config.mesh)
+    if commands is None:
+        return Trainer(policy, config.algo, config.train, mesh=mesh, rules=rules)
+    return LeadingTrainer(policy, config.algo, config.train, mesh=mesh, rules=rules, commands=commands)
+
+
+def start_state(config: Config, trainer: Trainer, checkpointer: Checkpointer) -> Restored:
+    """The trainer's state at step 0, or on `resume=true` the last checkpoint (state, cursor, step)."""
+    from legorl_jax.train.checkpoint import Restored
+
+    state = trainer.init_state(seed=config.seed)
+    if not config.resume:
+        return Restored(state=state, cursor={"next_step": 0}, weights_version="", step=0)
+    return checkpointer.restore(trainer.abstract_state())
+
+
+@contextlib.asynccontextmanager
+async def build_parts(
+    config: Config, *, job: str = "", rollout_engine: Engine | None = None
+) -> AsyncIterator[Built]:
+    """Builds the run of `config` (module docstring): refuses or resumes, loads the tasks, warm-starts,
+    builds the trainer, the tracker, the harness, the engine with its publisher and the two proxies
+    (serving); on exit stops the proxies and the engine and closes the checkpointer and the tracker.
+    `rollout_engine`, when given, is what the proxies sample from instead of that engine (tests: a
+    scripted engine at the engine boundary); the weights are still published to the engine built here.
+
+    On several processes (`mesh.distributed`) this is process 0's side: its trainer, checkpointer and
+    publisher are the `Leading*` ones of train/commands.py, which the other processes follow (`train`
+    runs `follow_process_0` there); the tracker, the engine, the proxies and the sandboxes exist here only.
+    """
+    from legorl_jax.train import distributed
+
+    processes = distributed.initialize(config.mesh.distributed)
+    if not processes.is_main:
+        raise ValueError(
+            f"build_parts builds process 0's side; this is process {processes.process_id} of "
+            f"{processes.num_processes}, which follows it (run.train calls follow_process_0)"
         )
-        report = await warm_start(
-            ws,
-            demo_tasks,
-            model_dir,
-            same_tasks_as_rl=same,
-            algo=config.algo,
-            train=config.train,
-            harness=config.harness,
-            rollout=config.rollout,
-            proxy=config.proxy,
-            sandbox=config.sandbox,
-            verifier=config.verifier,
-            max_len=config.engine.max_len,
-            dtype=config.model.dtype,
-            seed=config.seed,
-        )
-        model_dir, warm = report.model_dir, report.describe()
-        log.info("%s", warm)
+    with distributed.telling_peers_of_failure(processes):
+        async with _build_parts(config, job=job, processes=processes, rollout_engine=rollout_engine) as built:
+            yield built
 
-    mesh = make_mesh(config.mesh)
-    trainer = Trainer(
-        load_hf(model_dir, config.model.dtype),
-        config.algo,
-        config.train,
-        mesh=mesh,
-        rules=rules_from_config(config.mesh),
-    )
-    state, start_step, run_id, cursor = trainer.init_state(seed=config.seed), 0, "", None
-    if config.resume:
-        restored = checkpointer.restore(trainer.abstract_state())
-        state, start_step, cursor = restored.state, int(restored.cursor["next_step"]), restored.cursor
-        run_id = str(restored.cursor.get("run_id", ""))
-        moved = set_aside_uncommitted_trials(folder, start_step)
-        if config.loop.mode == "async":
-            from legorl_jax.async_loop import set_aside_unfinished_groups
 
-            moved += set_aside_unfinished_groups(folder, cursor)
-        log.info(
-            "resumed %s at loop step %d (optimiser step %d); set aside %s",
-            folder,
-            start_step,
-            restored.step,
-            [str(m) for m in moved] or "nothing",
-        )
+@contextlib.asynccontextmanager
+async def _build_parts(
+    config: Config, *, job: str, processes: Processes, rollout_engine: Engine | None
+) -> AsyncIterator[Built]:
+    from legorl_jax.engine import open_engine
+    from legorl_jax.harness import get_harness
+    from legorl_jax.tasks.task_image import ensure_task_image
+    from legorl_jax.train.commands import Commands, LeadingPublisher
+    from legorl_jax.train.publish import Publisher, version_of
+    from legorl_jax.warm_start import warm_start
 
-    tracker = make_tracker(config, folder, job=job, resume_hash=run_id or None)
-    run_id = getattr(tracker.trackers[-1], "run_hash", "") or run_id
-    tracker.log_hparams(run_config_of(config))
-    harness = get_harness(config.harness.name, **config.harness.options)
+    folder = run_dir(config)
+    commands = Commands() if processes.num_processes > 1 else None
+    checkpointer = open_checkpointer(config, commands)
+    tracker, ended = None, False
     try:
+        train_tasks, validation_tasks = load_tasks(config)
+        if config.tasks.build_images:
+            for task in {t.instance_id: t for t in [*train_tasks, *validation_tasks]}.values():
+                await asyncio.to_thread(ensure_task_image, task)
+
+        model_dir = ensure_model(config.model.path)
+        warm = ""
+        if config.loop.warm_start.enabled:
+            # On process 0's first device alone (its trainer has no mesh): no collective, the others wait.
+            ws = config.loop.warm_start
+            same = ws.split in (None, "same")
+            demo_tasks = (
+                train_tasks
+                if same
+                else load_tasks(
+                    dataclasses.replace(
+                        config, tasks=dataclasses.replace(config.tasks, split=ws.split, ids=None)
+                    )
+                )[0]
+            )
+            report = await warm_start(
+                ws,
+                demo_tasks,
+                model_dir,
+                same_tasks_as_rl=same,
+                algo=config.algo,
+                train=config.train,
+                harness=config.harness,
+                rollout=config.rollout,
+                proxy=config.proxy,
+                sandbox=config.sandbox,
+                verifier=config.verifier,
+                max_len=config.engine.max_len,
+                dtype=config.model.dtype,
+                seed=config.seed,
+            )
+            model_dir, warm = report.model_dir, report.describe()
+            log.info("%s", warm)
+
+        if commands is not None:
+            commands.send("start", model_dir=str(pathlib.Path(model_dir).absolute()))
+        trainer = make_trainer(config, model_dir, commands)
+        start = start_state(config, trainer, checkpointer)
+        state, start_step = start.state, int(start.cursor["next_step"])
+        run_id = str(start.cursor.get("run_id", ""))
+        if config.resume:
+            moved = set_aside_uncommitted_trials(folder, start_step)
+            if config.loop.mode == "async":
+                from legorl_jax.async_loop import set_aside_unfinished_groups
+
+                moved += set_aside_unfinished_groups(folder, start.cursor)
+            log.info(
+                "resumed %s at loop step %d (optimiser step %d); set aside %s",
+                folder,
+                start_step,
+                start.step,
+                [str(m) for m in moved] or "nothing",
+            )
+
+        tracker = make_tracker(config, folder, job=job, resume_hash=run_id or None)
+        run_id = getattr(tracker.trackers[-1], "run_hash", "") or run_id
+        tracker.log_hparams(run_config_of(config))
+        harness = get_harness(config.harness.name, **config.harness.options)
         async with (
             open_engine(config.engine, model_dir) as engine,
-            serving_proxies(config, engine, model_dir, folder) as (proxy, eval_proxy),
+            serving_proxies(config, rollout_engine or engine, model_dir, folder) as (proxy, eval_proxy),
             trial_executor(config) as executor,
         ):
             auto = "in_process" if config.engine.backend == "jax" else "disk"
-            publisher = Publisher(
-                engine,
+            publishing: dict[str, Any] = dict(
                 mode=auto if config.loop.publish == "auto" else config.loop.publish,
                 to_policy=trainer.policy_of,
                 directory=config.loop.publish_dir or folder / "weights",
                 source_dir=model_dir,
                 update_policy=config.engine.update_policy,
+            )
+            publisher = (
+                Publisher(engine, **publishing)
+                if commands is None
+                else LeadingPublisher(engine, commands=commands, **publishing)
             )
             if config.resume:
                 await publisher.publish(state.params, version_of(start_step))
@@ -291,11 +357,48 @@ async def build_parts(config: Config, *, job: str = "") -> AsyncIterator[Built]:
                 run_id=run_id,
                 executor=executor,
             )
-            yield Built(parts, state, start_step, warm, cursor)
+            yield Built(parts, state, start_step, warm, start.cursor if config.resume else None)
+        ended = True
     finally:
-        checkpointer.wait()
+        # After a failure the followers are already told to stop (telling_peers_of_failure): no more commands.
+        if ended or commands is None:
+            checkpointer.wait()
+        if ended and commands is not None:
+            commands.send("stop")
         checkpointer.close()
-        tracker.close()
+        if tracker is not None:
+            tracker.close()
+
+
+def follow_process_0(config: Config) -> Followed:
+    """A process other than 0 of a `mesh.distributed` run: the same checkpointer, trainer and start state as
+    process 0 builds, then its trainer calls followed until it stops (train/commands.py). No task, sandbox,
+    engine, proxy or tracker is opened here."""
+    from legorl_jax.train import distributed
+    from legorl_jax.train.commands import Commands, follow
+
+    processes = distributed.initialize(config.mesh.distributed)
+    if processes.is_main:
+        raise ValueError("follow_process_0 runs on the processes other than 0; process 0 runs build_parts")
+    with distributed.telling_peers_of_failure(processes):
+        commands = Commands()
+        checkpointer = open_checkpointer(config)
+        try:
+            start = commands.receive()
+            if start.kind != "start":
+                raise ValueError(f"process 0 sent {start.kind!r} before 'start'")
+            trainer = make_trainer(config, str(start.fields["model_dir"]))
+            state = start_state(config, trainer, checkpointer).state
+            followed = follow(commands, trainer, checkpointer, state)
+        finally:
+            checkpointer.close()
+    log.info(
+        "process %d of %d followed process 0: %s",
+        processes.process_id,
+        processes.num_processes,
+        dict(followed.counts),
+    )
+    return followed
 
 
 @contextlib.asynccontextmanager
@@ -334,8 +437,14 @@ async def trial_executor(config: Config) -> AsyncIterator[TrialExecutor | None]:
         await executor.close()
 
 
-async def train(config: Config, *, job: str = "") -> RunSummary:
-    """Runs one job (module docstring): `build_parts`, then `run_loop` from where the run starts."""
+async def train(config: Config, *, job: str = "") -> RunSummary | None:
+    """Runs one job (module docstring): `build_parts`, then `run_loop` from where the run starts. On a
+    process other than 0 of a `mesh.distributed` run: `follow_process_0`, and None (process 0 summarises)."""
+    from legorl_jax.train import distributed
+
+    if not distributed.initialize(config.mesh.distributed).is_main:
+        follow_process_0(config)
+        return None
     aim_repo = config.tracking.repo if config.tracking.backend == "aim" else None
     async with build_parts(config, job=job) as built:
         records = await run_loop(built.parts, built.state, start_step=built.start_step, cursor=built.cursor)

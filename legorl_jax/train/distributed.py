@@ -10,7 +10,11 @@ Contract:
   processes talk through gloo (JAX's default `jax_cpu_collectives_implementation`), so N processes with
   `cpu_devices` each run on one machine over 127.0.0.1. Must run before anything touches a device. A
   disabled config returns the single-process `Processes` without touching JAX. With more than one
-  process it starts a `PeerWatchdog`.
+  process it starts a `PeerWatchdog`, makes orbax's barriers go through the key-value store (see
+  `_orbax_barriers_through_the_store`) and keeps call stacks out of compiled programs (see
+  `_programs_independent_of_the_call_stack`: otherwise a program called from different code on two
+  processes never meets in its collectives). Calling it again with the same config returns the same
+  `Processes`.
 - `global_mesh(mesh_config)`: `make_mesh` over every process's devices (`jax.devices()` is global once
   initialised, ordered by process), with the same axis sizes and rules as one process. Processes sit on
   the leading mesh axes (data, then fsdp), so the axes that cross hosts are the ones whose collectives
@@ -32,14 +36,21 @@ Contract:
   (or the coordinator, process 0, when the store itself stops answering) is lost: the watchdog logs an
   error naming it and ends this process with exit status `PEER_LOST_EXIT` (a thread cannot raise into a
   main thread blocked inside a collective, so the process ends itself; no process hangs on a dead
-  peer). A process that exits normally writes `done` first, so its peers do not count it as lost. JAX's
+  peer). A process that exits normally writes `done` first, so its peers do not count it as lost; one that
+  ends on an exception writes `failed: <the error>` (`PeerWatchdog.fail`), and its peers stop at once naming
+  it and the error (a peer waiting for it in a collective or for its next command would wait forever). JAX's
   own heartbeat (which aborts with a less direct message) is set to twice the timeout, so ours fires
   first.
+- `telling_peers_of_failure(processes)`: a block whose exception is told to the peers (`PeerWatchdog.fail`).
+  A `JaxRuntimeError` is first held for up to the peer timeout: a collective fails at once when its peer
+  dies (gloo sees the connection close) while the peer's heartbeat is not stale yet, and the error to
+  report is the lost peer's name (the watchdog's), not the collective's.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import json
 import logging
@@ -47,6 +58,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -63,6 +75,7 @@ log = logging.getLogger(__name__)
 PEER_LOST_EXIT = 75  # EX_TEMPFAIL: the job can be resumed from its last checkpoint
 _HEARTBEAT_KEY = "legorl/heartbeat/{}"
 _DONE = "done"
+_FAILED = "failed: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,12 +92,22 @@ class Processes:
         return self.process_id == 0
 
 
+_joined: tuple[DistributedConfig, Processes] | None = None
+
+
 def initialize(config: DistributedConfig) -> Processes:
     """Joins the multi-process run `config` describes (module docstring); single-process when disabled."""
+    global _joined
     if not isinstance(config, DistributedConfig):
         raise TypeError(f"initialize needs a DistributedConfig, got {type(config).__name__}")
     if not config.enabled:
         return Processes()
+    if _joined is not None:
+        if _joined[0] != config:
+            raise ValueError(
+                f"this process already joined a run as {_joined[0]}; it cannot join another ({config})"
+            )
+        return _joined[1]
     if config.cpu_devices is not None:
         jax.config.update("jax_num_cpu_devices", config.cpu_devices)
     jax.distributed.initialize(
@@ -102,6 +125,8 @@ def initialize(config: DistributedConfig) -> Processes:
         watchdog.start()
         # Registered after jax.distributed's own shutdown hook, so it runs before it (atexit is LIFO).
         atexit.register(watchdog.stop)
+        _orbax_barriers_through_the_store()
+        _programs_independent_of_the_call_stack()
     log.info(
         "process %d of %d: %d local devices of %d",
         process_id,
@@ -109,15 +134,67 @@ def initialize(config: DistributedConfig) -> Processes:
         jax.local_device_count(),
         jax.device_count(),
     )
-    return Processes(process_id, num_processes, watchdog)
+    processes = Processes(process_id, num_processes, watchdog)
+    _joined = (config, processes)
+    return processes
+
+
+@contextlib.contextmanager
+def telling_peers_of_failure(processes: Processes) -> Iterator[None]:
+    """Runs the block; if it raises, the peers are told this process failed and why (`PeerWatchdog.fail`)
+    before the error goes on, so none of them waits for this process in a collective or for a command."""
+    try:
+        yield
+    except BaseException as exc:
+        if processes.watchdog is not None and not isinstance(exc, GeneratorExit):
+            if isinstance(exc, jax.errors.JaxRuntimeError):
+                # A collective whose peer died fails at once (gloo: connection closed), before the peer's
+                # heartbeat is stale: give the watchdog the time to name the peer (it ends this process).
+                processes.watchdog.wait_for_a_lost_peer()
+            processes.watchdog.fail(exc)
+        raise
+
+
+def _programs_independent_of_the_call_stack() -> None:
+    """Compiled programs that are the same on every process whatever Python code called them.
+
+    JAX writes the Python traceback of each traced operation into the program's locations, and the
+    program's fingerprint covers them; the fingerprint (with the devices') seeds the launch id each
+    execution carries, and the processes' executions of one collective program meet only when their launch
+    ids agree. Process 0 calls the trainer from the loop and the others from `follow` (train/commands.py):
+    with full tracebacks every cross-process program hangs in its first collective (measured: gloo's
+    all-reduce waiting on both sides). Kept: the innermost frame, which is the trainer's own code, with its
+    file path removed (hosts may hold the checkout at different paths).
+    """
+    jax.config.update("jax_include_full_tracebacks_in_locations", False)
+    jax.config.update("jax_hlo_source_file_canonicalization_regex", ".*")
+
+
+def _orbax_barriers_through_the_store() -> None:
+    """Orbax's barriers as key-value store barriers instead of device collectives.
+
+    By default orbax synchronises processes with `multihost_utils.sync_global_devices`, a program over
+    every device, some of them from its background threads (async saves, directory creation). A device
+    collective started from another thread can reach one process before a train step and another after
+    it; each process then waits in a different collective for the other: the job hangs. The store's
+    barriers are matched by name, not by launch order. (`experimental_orbax_use_distributed_barrier` is
+    an absl flag that nothing parses in this program, so it is set as parsed here.)
+    """
+    from absl import flags
+    from orbax.checkpoint._src.multihost import multihost as orbax_multihost
+
+    flag = flags.FLAGS[orbax_multihost.EXPERIMENTAL_ORBAX_USE_DISTRIBUTED_BARRIER.name]
+    flag.value, flag.present = True, 1
 
 
 def global_mesh(mesh_config: MeshConfig) -> Mesh:
-    """The mesh of `mesh_config` over every process's devices (module docstring)."""
-    return make_mesh(mesh_config, jax.devices())
+    """The mesh of `mesh_config` over every process's devices (module docstring), or over those
+    `mesh.devices` names (indices into `jax.devices()`: the trainer's when the engine has the others)."""
+    return make_mesh(mesh_config)
 
 
-def _client() -> Any:
+def store_client() -> Any:
+    """The coordination service's key-value store client of this process (jax.distributed)."""
     from jax._src import distributed as jax_distributed
 
     client = jax_distributed.global_state.client
@@ -144,7 +221,7 @@ def share(tree: dict[str, np.ndarray | None] | None) -> dict[str, np.ndarray | N
         )
     key = f"legorl/shared/{_shared_count}"
     _shared_count += 1
-    client = _client()
+    client = store_client()
     if is_main:
         header = {
             k: None if v is None else [list(np.shape(v)), np.asarray(v).dtype.str] for k, v in tree.items()
@@ -218,16 +295,30 @@ class PeerWatchdog:
 
     def start(self) -> None:
         if self._client is None:
-            self._client = _client()
+            self._client = store_client()
         self._thread.start()
+
+    def wait_for_a_lost_peer(self) -> None:
+        """Waits up to the timeout (and two polls) for a peer to be found lost; the watchdog then ends the
+        process naming it. Returns if none is."""
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=self.timeout_s * 1.2 + 1.0)
 
     def stop(self) -> None:
         """Tells the peers this process ended normally, and stops watching."""
+        self._end(_DONE)
+
+    def fail(self, error: BaseException | str) -> None:
+        """Tells the peers this process ends on `error`, so they stop too, and stops watching."""
+        text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        self._end(_FAILED + " ".join(text.split())[:500])
+
+    def _end(self, value: str) -> None:
         if self._stop.is_set():
             return
         self._stop.set()
         try:
-            self._client.key_value_set(_HEARTBEAT_KEY.format(self.process_id), _DONE, allow_overwrite=True)
+            self._client.key_value_set(_HEARTBEAT_KEY.format(self.process_id), value, allow_overwrite=True)
         except Exception:  # the coordinator may already be gone at exit; nothing left to tell
             pass
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
@@ -260,6 +351,8 @@ class PeerWatchdog:
             seen, since = self._last_seen[peer]
             if value == _DONE:
                 continue
+            if value is not None and value.startswith(_FAILED):
+                return peer, f"it {value}"
             if value != seen:
                 self._last_seen[peer] = (value, now)
             elif now - since > self.timeout_s:

@@ -10,6 +10,11 @@ by every process; the parameters gathered without the optimiser state, which pro
 directory. Process 0 writes to DIR: metrics.json, params.npz / mu.npz (the updated parameters and
 AdamW first moments, leaves in tree order) and hf/, and prints `done`.
 
+With `--follow` process 0 drives the trainer through the `Leading*` classes of train/commands.py, as the loop
+does (two updates, a save with orbax's background writer, a publish to an engine that records what it
+gets, a wait, then `stop`), and the others run `follow`; process 0 writes published.npz (the host arrays the
+engine received) and each process prints the commands it led or followed as its last line.
+
 With `--die-at-step K` the processes repeat the update; process 1 SIGKILLs itself once the batch of
 update K has been shared, i.e. in the middle of that step, and process 0 must end on the lost peer.
 """
@@ -17,6 +22,7 @@ update K has been shared, i.e. in the middle of that step, and process 0 must en
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -96,6 +102,52 @@ def collectives_only(processes, *, out: pathlib.Path, die_at_step: int | None) -
     print("done", flush=True)
 
 
+class RecordingEngine:
+    """The engine boundary of publishing: keeps what `update_weights` received."""
+
+    def __init__(self):
+        self.received = []
+
+    async def update_weights(self, source, version):
+        self.received.append((source, version))
+
+
+def lead_and_follow(processes, trainer, commands, *, out: pathlib.Path) -> None:
+    """`--follow` (module docstring)."""
+    import asyncio
+    import collections
+
+    import jax
+
+    from legorl_jax.config import CheckpointConfig
+    from legorl_jax.train.checkpoint import Checkpointer
+    from legorl_jax.train.commands import LeadingCheckpointer, LeadingPublisher, follow
+
+    settings = CheckpointConfig(directory=str(out / "ckpt"), every=1, async_save=True)
+    state = trainer.init_state(seed=0)
+    if not processes.is_main:
+        with Checkpointer(settings, run_config={}) as checkpointer:
+            followed = follow(commands, trainer, checkpointer, state)
+        print(json.dumps(dict(followed.counts)), flush=True)
+        return
+    batch, stats = packed_batch(trainer)
+    engine = RecordingEngine()
+    publisher = LeadingPublisher(engine, mode="in_process", commands=commands)
+    with LeadingCheckpointer(settings, run_config={}, commands=commands) as checkpointer:
+        for _ in range(2):
+            state, _ = trainer.update(state, batch, stats)
+        checkpointer.maybe_save(state, cursor={"next_step": 2}, weights_version="step-000002", step=2)
+        asyncio.run(publisher.publish(state.params, "step-000002"))
+        checkpointer.wait()
+        commands.send("stop")
+    ((params, version),) = engine.received
+    leaves = jax.tree.leaves(params)
+    assert version == "step-000002" and all(isinstance(x, np.ndarray) for x in leaves), leaves[:1]
+    np.savez(out / "published.npz", *leaves)
+    led = collections.Counter({"update": 2, "save": 1, "publish": 1, "wait": 1, "stop": 1})
+    print(json.dumps(dict(led)), flush=True)
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--process-id", type=int, required=True)
@@ -104,6 +156,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--die-at-step", type=int, default=None)
     parser.add_argument("--collectives-only", action="store_true")
+    parser.add_argument("--follow", action="store_true")
     args = parser.parse_args(argv)
 
     from legorl_jax.config import CheckpointConfig, DistributedConfig, MeshConfig
@@ -137,7 +190,13 @@ def main(argv: list[str]) -> None:
 
     mesh_config = MeshConfig(**MESH)
     algo, train = step_configs()
-    trainer = Trainer(
+    from legorl_jax.train.commands import Commands, LeadingTrainer
+
+    commands = Commands() if args.follow else None
+    trainer_class = Trainer
+    if args.follow and processes.is_main:
+        trainer_class = functools.partial(LeadingTrainer, commands=commands)
+    trainer = trainer_class(
         init_policy(tiny_run.TINY_MOE, seed=0),
         algo,
         train,
@@ -145,6 +204,9 @@ def main(argv: list[str]) -> None:
         rules=rules_from_config(mesh_config),
     )
     out = pathlib.Path(args.out)
+    if args.follow:
+        lead_and_follow(processes, trainer, commands, out=out)
+        return
     batch, stats = packed_batch(trainer) if processes.is_main else (None, None)
     state = trainer.init_state(seed=0)
 

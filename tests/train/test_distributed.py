@@ -7,7 +7,6 @@ absolute (one AdamW step at lr 1e-3), AdamW first moments (= the gradients) to 1
 Measured: loss and gradient norm bitwise equal, metrics 3e-8, parameters 1.2e-10, moments 1.4e-7.
 """
 
-import asyncio
 import contextlib
 import filecmp
 import json
@@ -116,15 +115,6 @@ def test_a_disabled_mesh_distributed_is_one_process_and_leaves_jax_alone():
         distributed.initialize(MeshConfig())
 
 
-def test_train_refuses_a_multi_process_run_rather_than_run_one_loop_per_process(compose_config, tmp_path):
-    from legorl_jax.run import train
-
-    config = compose_config(["mesh.distributed.enabled=true", f"rollout.runs_dir={tmp_path}"])
-    with pytest.raises(ValueError, match="the RL loop does not run on several processes yet"):
-        asyncio.run(train(config))
-    assert list(tmp_path.iterdir()) == []  # refused before any folder, checkpoint or process group
-
-
 # ------------------------------------------------------------------------------------------------------
 # the watchdog, against a fake of the coordination service's key-value store (an outside boundary)
 
@@ -145,6 +135,9 @@ class FakeStore:
             raise RuntimeError(f"NOT_FOUND: {key}")
         return self.values[key]
 
+    def blocking_key_value_get(self, key, timeout_ms):
+        return self.values[key]  # the tests read only what was sent
+
 
 def test_the_watchdog_names_the_peer_whose_heartbeat_stops_and_not_one_that_ended_normally():
     store = FakeStore()
@@ -164,6 +157,47 @@ def test_the_watchdog_names_the_peer_whose_heartbeat_stops_and_not_one_that_ende
         assert mine.check(start + t) is None, t  # at t = 9 peer 2 has been silent 6 s: not lost
     lost = mine.check(start + 11)
     assert lost is not None and lost[0] == 1 and "no heartbeat for 6.0 s (last heartbeat 6)" in lost[1]
+
+
+def test_the_watchdog_names_a_peer_that_failed_with_its_error_at_once():
+    store = FakeStore()
+    mine = distributed.PeerWatchdog(0, 2, 5.0, client=store)
+    peer = distributed.PeerWatchdog(1, 2, 5.0, client=store)
+    start = time.monotonic()
+    peer.check(start)
+    assert mine.check(start) is None
+    peer.fail(ValueError("train.micro_batch_rows=2 must be a multiple of the 4 batch shards"))
+    peer.stop()  # the exit hook's 'done' does not overwrite the failure
+    lost = mine.check(start + 0.1)  # no timeout to wait out: the peer said why it ended
+    assert lost == (
+        1,
+        "it failed: ValueError: train.micro_batch_rows=2 must be a multiple of the 4 batch shards",
+    )
+
+
+def test_commands_reach_a_follower_in_order_with_their_arguments():
+    from legorl_jax.train.commands import Command, Commands
+
+    store = FakeStore()
+    leader, follower = Commands(client=store), Commands(client=store)
+    leader.send("start", model_dir="/models/tiny")
+    leader.send(
+        "save", cursor={"next_step": 1, "run_id": "r"}, weights_version="step-000001", force=False, step=1
+    )
+    leader.send("stop")
+    assert follower.receive() == Command("start", {"model_dir": "/models/tiny"})
+    assert follower.receive() == Command(
+        "save",
+        {
+            "cursor": {"next_step": 1, "run_id": "r"},
+            "weights_version": "step-000001",
+            "force": False,
+            "step": 1,
+        },
+    )
+    assert follower.receive() == Command("stop", {})
+    with pytest.raises(ValueError, match="command kind must be one of .* got 'restart'"):
+        leader.send("restart")
 
 
 def test_the_watchdog_of_a_worker_names_process_0_when_the_store_it_hosts_stops_answering():
@@ -208,6 +242,25 @@ def test_killing_process_1_mid_step_ends_process_0_with_an_error_naming_it_withi
     assert code0 == distributed.PEER_LOST_EXIT, err0[-3000:]
     assert "lost peer process 1 of 2: no heartbeat for" in err0
     assert f"peer timeout {multiprocess_run.PEER_TIMEOUT_S:g} s" in err0
+
+
+def test_process_1_follows_process_0s_updates_save_and_publish_and_the_engine_gets_the_saved_weights(
+    tmp_path,
+):
+    results = finish(launch(2, tmp_path, "--follow"), timeout=600)
+    for i, (code, _, err) in enumerate(results):
+        assert code == 0, f"process {i}: {err[-3000:]}"
+    led, followed = (json.loads(out.strip().splitlines()[-1]) for _, out, _ in results)
+    assert led == followed == {"update": 2, "save": 1, "publish": 1, "wait": 1, "stop": 1}
+    # What process 0 handed the engine: host arrays gathered from both processes, equal to what both saved.
+    trainer = cpu8_trainer()
+    with Checkpointer(CheckpointConfig(directory=str(tmp_path / "ckpt")), run_config={}) as ckpt:
+        restored = ckpt.restore(trainer.abstract_state())
+    assert restored.step == 2 and int(restored.state.step) == 2
+    for saved, published in zip(
+        jax.tree.leaves(restored.state.params), leaves_of(tmp_path / "published.npz"), strict=True
+    ):
+        np.testing.assert_array_equal(published, np.asarray(saved))
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,7 @@ done
 status=0
 for (( left = n; left > 0; left-- )); do
   code=0
-  wait -n "${pids[@]}" || code=$?
+  wait -n || code=$?  # any of them (naming reaped ones makes bash print "no such job")
   if (( code != 0 && status == 0 )); then
     status=$code
     stop_all
