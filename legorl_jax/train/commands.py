@@ -114,13 +114,20 @@ class LeadingTrainer(Trainer):
         self.commands = commands
 
     def update(
-        self, state: TrainState, batch: TrainBatch, pack_stats: PackStats | None = None
+        self,
+        state: TrainState,
+        batch: TrainBatch,
+        pack_stats: PackStats | None = None,
+        *,
+        trainer_version: int | None = None,
     ) -> tuple[TrainState, UpdateResult]:
+        """`Trainer.update`, the followers told first. `trainer_version` feeds host-side figures only (the
+        per-version-gap ones), so the followers need not know it."""
         if batch.rows % self.row_multiple:  # refused here, before the followers are told to expect it
-            return super().update(state, batch, pack_stats)
+            return super().update(state, batch, pack_stats, trainer_version=trainer_version)
         self.commands.send("update")
         distributed.share_batch(batch)
-        return super().update(state, batch, pack_stats)
+        return super().update(state, batch, pack_stats, trainer_version=trainer_version)
 
 
 class LeadingCheckpointer(Checkpointer):

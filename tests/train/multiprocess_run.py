@@ -134,8 +134,8 @@ def lead_and_follow(processes, trainer, commands, *, out: pathlib.Path) -> None:
     engine = RecordingEngine()
     publisher = LeadingPublisher(engine, mode="in_process", commands=commands)
     with LeadingCheckpointer(settings, run_config={}, commands=commands) as checkpointer:
-        for _ in range(2):
-            state, _ = trainer.update(state, batch, stats)
+        for version in range(2):  # called as the loop calls it (train_on passes the trainer's version)
+            state, _ = trainer.update(state, batch, stats, trainer_version=version)
         checkpointer.maybe_save(state, cursor={"next_step": 2}, weights_version="step-000002", step=2)
         asyncio.run(publisher.publish(state.params, "step-000002"))
         checkpointer.wait()
