@@ -90,18 +90,22 @@ def test_a_run_killed_mid_step_resumes_with_nothing_lost_and_nothing_trained_twi
         time.sleep(0.2)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
-    killed_trials = sorted(p.name for p in (folder / "trials" / "step_1").iterdir())
-    assert killed_trials
+    # On a busy host the poll can land after step 1 was checkpointed too: the kill is then in step 2.
+    saved = max(int(p.name) for p in (folder / "checkpoints").iterdir() if p.name.isdigit())
+    assert saved in (1, 2), f"the first run was not killed mid-run: checkpoint {saved} on disk"
+    killed_dir = folder / "trials" / f"step_{saved}"
+    killed_trials = sorted(p.name for p in killed_dir.iterdir()) if killed_dir.is_dir() else []
+    assert killed_trials or saved == 2
 
     second = subprocess.run(
         [*argv, "resume=true"], cwd=REPO, capture_output=True, text=True, timeout=1200, env=user_env()
     )
     assert second.returncode == 0, second.stderr[-4000:]
-    assert "resumed at step 1" in second.stdout
+    assert f"resumed at step {saved}" in second.stdout
 
     # Nothing lost: the killed step's trials are kept aside, every step's metrics are there exactly once.
-    (aside,) = [p for p in (folder / "trials").iterdir() if p.name.startswith("step_1.abandoned-")]
-    assert sorted(p.name for p in aside.iterdir()) == killed_trials
+    aside = [p for p in (folder / "trials").iterdir() if p.name.startswith(f"step_{saved}.abandoned-")]
+    assert [sorted(p.name for p in a.iterdir()) for a in aside] == ([killed_trials] if killed_trials else [])
     assert sorted(
         p.name for p in (folder / "trials").iterdir() if p.name.startswith("step_") and "." not in p.name
     ) == ["step_0", "step_1", "step_2"]
