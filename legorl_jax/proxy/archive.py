@@ -75,13 +75,14 @@ def write_archive(
     text = orjson.dumps(
         trajectory,
         option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS,
-        default=_json_default,
+        default=json_default,
     )
     _atomic_write(folder / TRAJECTORY, lambda f: f.write(text))
     return folder
 
 
-def _json_default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
+    """numpy scalars and arrays as JSON data (the archive's and the pending-group store's encoder)."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):

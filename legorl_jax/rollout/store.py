@@ -17,11 +17,10 @@ import json
 import os
 import pathlib
 from collections.abc import Sequence as SequenceABC
-from typing import Any
 
 import numpy as np
 
-from legorl_jax.proxy.archive import atomic_write_bytes, atomic_write_text
+from legorl_jax.proxy.archive import atomic_write_bytes, atomic_write_text, json_default
 from legorl_jax.tasks.report import VerifierReport
 from legorl_jax.types import Outcome, Sequence, Trajectory
 
@@ -59,7 +58,7 @@ def save_trajectories(folder: str | os.PathLike, trajectories: SequenceABC[Traje
     buffer = io.BytesIO()
     np.savez_compressed(buffer, allow_pickle=False, **arrays)
     atomic_write_bytes(folder / ARRAYS, buffer.getvalue())
-    atomic_write_text(folder / INDEX, json.dumps(rows, default=_plain))
+    atomic_write_text(folder / INDEX, json.dumps(rows, default=json_default))
     return folder
 
 
@@ -106,11 +105,3 @@ def load_trajectories(folder: str | os.PathLike) -> list[Trajectory]:
             )
         )
     return out
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"not JSON data: {type(value).__name__}")
