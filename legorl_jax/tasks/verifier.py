@@ -63,13 +63,11 @@ runtests.py and sympy's bin/test, have only the exit-code check against their lo
 Residual risk: a forger that reads the planted file and guesses which member of each FAIL_TO_PASS group is the
 original survives a grade with probability `VerifierReport.canary_survival`, the product of 1/group size;
 groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs grading time).
-On the 40 built-in tasks it is 1e-3 or less for 38 (min 7.7e-4, median 9.5e-4), and at worst 1/65 = 1.5e-2
-(semverkit: one eligible FAIL_TO_PASS test, and 1e-3 would take 999 twins a grade; unionfind 1e-2: its
-expected values are dict keys of ten values each, so 1e-3 is out of reach); a grade above 1e-3 says why,
-test by test, in `VerifierReport.canary_shortfall`. A forger with a prior over values (round numbers, real
-words, an input echoed in the expected value) does better than guessing, and a FAIL_TO_PASS test with no
-eligible assert has no twin. Code written against this verifier
-specifically can still find the watch plugin in memory and silence it, or change outcomes without replacing
+On the 40 built-in tasks it is 1e-3 or less for every one (min 7.7e-4, median 9.3e-4, max 9.9e-4); a
+grade above 1e-3 (a SWE-bench row with few eligible fix tests) says why, test by test, in
+`VerifierReport.canary_shortfall`. A forger with a prior over values (round numbers, real words, an input
+echoed in the expected value) does better than guessing, and a FAIL_TO_PASS test with no eligible assert has
+no twin. Code written against this verifier specifically can still find the watch plugin in memory and silence it, or change outcomes without replacing
 a recorded function (see `pytest_watch`); only a separate process that the tests do not share with the
 package would close that.
 """

@@ -57,3 +57,24 @@ def test_contradictions_still_detected_in_deep_sets():
     offsets = merged_pairwise()
     with pytest.raises(InconsistentOffset):
         offsets.relate("s2", "s6", 1000.0)
+
+
+def linked_in_three_rounds():
+    # Pairs, then pairs of pairs, then the two halves: the last member joined sits three links from the root.
+    offsets = RelativeOffsets()
+    for a, b, delta in [("p1", "p2", 2.5), ("p3", "p4", -1.25), ("p5", "p6", 4.0), ("p7", "p8", 0.75),
+                        ("p1", "p3", 6.5), ("p5", "p7", -3.0), ("p1", "p5", 11.0)]:
+        offsets.relate(a, b, delta)
+    return offsets
+
+
+def test_deepest_member_against_a_member_of_the_other_half():
+    assert linked_in_three_rounds().difference("p8", "p4") == -3.5
+
+
+def test_a_shallow_member_against_the_deepest_one():
+    assert linked_in_three_rounds().difference("p2", "p8") == 6.25
+
+
+def test_deepest_member_against_the_first_pair_of_the_other_half():
+    assert linked_in_three_rounds().difference("p8", "p3") == -2.25
