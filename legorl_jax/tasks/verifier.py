@@ -67,9 +67,9 @@ On the 40 built-in tasks it is 1e-3 or less for every one (min 7.7e-4, median 9.
 grade above 1e-3 (a SWE-bench row with few eligible fix tests) says why, test by test, in
 `VerifierReport.canary_shortfall`. A forger with a prior over values (round numbers, real words, an input
 echoed in the expected value) does better than guessing, and a FAIL_TO_PASS test with no eligible assert has
-no twin. Code written against this verifier specifically can still find the watch plugin in memory and silence it, or change outcomes without replacing
-a recorded function (see `pytest_watch`); only a separate process that the tests do not share with the
-package would close that.
+no twin. Code written against this verifier specifically can still find the watch plugin in memory and
+silence it, or change outcomes without replacing a recorded function (see `pytest_watch`); only a separate
+process that the tests do not share with the package would close that.
 """
 
 from __future__ import annotations
