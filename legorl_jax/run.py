@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from legorl_jax.config import Config
 from legorl_jax.loop import Parts, StepRecord, run_loop
+from legorl_jax.rollout.executor import open_executor, proxy_host
 from legorl_jax.tasks.schema import Task
 
 if TYPE_CHECKING:
     from legorl_jax.engine.base import Engine
     from legorl_jax.proxy import CaptureProxy
-    from legorl_jax.rollout.executor import TrialExecutor
     from legorl_jax.train.checkpoint import Checkpointer, Restored
     from legorl_jax.train.commands import Commands, Followed
     from legorl_jax.train.distributed import Processes
@@ -326,7 +326,7 @@ async def _build_parts(
         async with (
             open_engine(config.engine, model_dir) as engine,
             serving_proxies(config, rollout_engine or engine, model_dir, folder) as (proxy, eval_proxy),
-            trial_executor(config) as executor,
+            open_executor(config.rollout) as executor,
         ):
             auto = "in_process" if config.engine.backend == "jax" else "disk"
             publishing: dict[str, Any] = dict(
@@ -410,7 +410,7 @@ async def serving_proxies(
     stopped on exit."""
     from legorl_jax.proxy import CaptureProxy
 
-    host = config.rollout.ray.proxy_host if config.rollout.executor == "ray" else "127.0.0.1"
+    host = proxy_host(config.rollout)
     train = dataclasses.replace(config.proxy, archive_dir=str(folder / "sessions"))
     resumes = config.engine.max_resumes  # replies cut by a weight update (engine.update_policy=abort_resume)
     async with (
@@ -420,21 +420,6 @@ async def serving_proxies(
         ) as eval_proxy,
     ):
         yield proxy, eval_proxy
-
-
-@contextlib.asynccontextmanager
-async def trial_executor(config: Config) -> AsyncIterator[TrialExecutor | None]:
-    """The Ray executor of `rollout.executor: ray` (closed on exit), or None: trials in this process."""
-    if config.rollout.executor != "ray":
-        yield None
-        return
-    from legorl_jax.rollout.ray_executor import RayExecutor
-
-    executor = await RayExecutor.start(config.rollout)
-    try:
-        yield executor
-    finally:
-        await executor.close()
 
 
 async def train(config: Config, *, job: str = "") -> RunSummary | None:

@@ -5,12 +5,17 @@ the archive.
         --model runs/tiny-moe --group-size 2
     python -m legorl_jax.rollout --harness mini_swe_agent --tasks data/swebench.jsonl \
         --engine-url http://127.0.0.1:30000 --model /models/Qwen3-8B --group-size 4 --concurrency 8
+    python -m legorl_jax.rollout ... --executor ray --ray-address 10.0.0.1:6379 --proxy-host 10.0.0.1 \
+        --trials-per-node 4 --concurrency 8           # the trials on the nodes of a Ray cluster
 
 `--model` is the policy's HF directory (its tokenizer and chat template render every request); without
 `--engine-url` the embedded JAX engine serves it in this process, with it an SGLang-API server does. The proxy
 runs in eval mode unless `--mode train` (then the rollout temperature is enforced, as in training). Trials are
 archived under `<runs-dir>/<experiment>/trials/step_0/<task>-<g>/`; the table gives per task the solve rate
 (reward 1), mean reward, outcomes, turns and response tokens, and the dropped trials per reason.
+`--executor ray` runs each trial on a Ray node as `train.py rollout=ray` does (README "Scaling out"): the
+engine and the capture proxy stay here, listening on `--proxy-host`; without `--ray-address` a one-node Ray
+starts on this machine.
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ import pathlib
 import sys
 from typing import Any
 
-from legorl_jax.config import EngineConfig, ProxyConfig, RolloutConfig
+from legorl_jax.config import ROLLOUT_EXECUTORS, EngineConfig, ProxyConfig, RayConfig, RolloutConfig
 from legorl_jax.engine import open_engine
 from legorl_jax.harness import HARNESSES
 from legorl_jax.harness.base import HarnessNotInstalled
+from legorl_jax.rollout.executor import open_executor, proxy_host
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-len", type=int, default=None, help="embedded engine: context length (default: the model's)"
     )
     p.add_argument("--tool-parser", default="qwen3")
+    p.add_argument("--executor", default="local", choices=ROLLOUT_EXECUTORS, help="where trials run")
+    p.add_argument("--ray-address", default="", help="--executor ray: the cluster (empty: a local one)")
+    p.add_argument(
+        "--proxy-host",
+        default=RayConfig.proxy_host,
+        help="--executor ray: the address the capture proxy listens on, one every node reaches",
+    )
+    p.add_argument("--trials-per-node", type=int, default=RolloutConfig.trials_per_node)
     p.add_argument("--runs-dir", default="runs")
     p.add_argument("--experiment", default="eval")
     return p
@@ -111,24 +125,32 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
     )
 
 
-async def evaluate(args: argparse.Namespace) -> list[Any]:
-    from legorl_jax.harness import get_harness
-    from legorl_jax.proxy import CaptureProxy
-    from legorl_jax.rollout.collect import collect
-    from legorl_jax.tasks.registry import find_task, load_suite
-
-    tasks = load_suite(args.tasks, args.split)
-    if args.task_ids:
-        tasks = [find_task(tasks, i.strip()) for i in args.task_ids.split(",") if i.strip()]
-    harness = get_harness(args.harness)
-    rollout = RolloutConfig(
+def rollout_config(args: argparse.Namespace) -> RolloutConfig:
+    """The flags' rollout settings (a bad value raises ValueError naming it)."""
+    return RolloutConfig(
         group_size=args.group_size,
         concurrency=args.concurrency,
         trial_timeout_s=args.trial_timeout,
         retries=args.retries,
         runs_dir=args.runs_dir,
         experiment=args.experiment,
+        executor=args.executor,
+        trials_per_node=args.trials_per_node,
+        ray=RayConfig(address=args.ray_address, proxy_host=args.proxy_host),
     )
+
+
+async def evaluate(args: argparse.Namespace) -> list[Any]:
+    from legorl_jax.harness import get_harness
+    from legorl_jax.proxy import CaptureProxy
+    from legorl_jax.rollout.collect import collect
+    from legorl_jax.tasks.registry import find_task, load_suite
+
+    rollout = rollout_config(args)
+    tasks = load_suite(args.tasks, args.split)
+    if args.task_ids:
+        tasks = [find_task(tasks, i.strip()) for i in args.task_ids.split(",") if i.strip()]
+    harness = get_harness(args.harness)
     proxy_config = ProxyConfig(
         mode=args.mode,
         temperature=args.temperature,
@@ -137,8 +159,9 @@ async def evaluate(args: argparse.Namespace) -> list[Any]:
         archive_dir=str(pathlib.Path(args.runs_dir) / args.experiment / "sessions"),
     )
     async with (
+        open_executor(rollout) as executor,
         open_engine(engine_config(args), args.model) as engine,
-        CaptureProxy.serving(engine, args.model, proxy_config) as proxy,
+        CaptureProxy.serving(engine, args.model, proxy_config, proxy_host(rollout)) as proxy,
     ):
         batch = await collect(
             tasks,
@@ -148,6 +171,7 @@ async def evaluate(args: argparse.Namespace) -> list[Any]:
             config=rollout,
             step=0,
             step_limit=args.step_limit,
+            executor=executor,
         )
     return list(batch.trajectories)
 
