@@ -13,7 +13,8 @@ relays that to a proxy on 127.0.0.1 (`relay.py`). The rules need root and a loca
 `create_network` raises `SandboxError` rather than give a weaker sandbox than asked for.
 
 Rules are removed with their network (`remove_network`); `remove_stale_rules` deletes chains whose
-network no longer exists (a killed owner), and the reaper calls it on every start.
+network no longer exists (a killed owner; a bridge still on the host is another daemon's network, kept),
+and the reaper calls it on every start.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import ipaddress
 import os
 import random
 import shutil
+import socket
 import subprocess
 from typing import Any
 
@@ -136,7 +138,11 @@ def remove_network(client: Any, name: str) -> None:
 
 
 def remove_stale_rules(client: Any) -> None:
-    """Deletes `LGR-*` chains whose network is gone (its owner was killed between the two removals)."""
+    """Deletes `LGR-*` chains whose network is gone (its owner was killed between the two removals).
+
+    A chain stays while its bridge exists on this host, even when `client`'s daemon does not list its
+    network: that network belongs to another daemon of this host (a second node's in a local cluster,
+    `tools/second_dockerd.sh`), whose live sandbox would otherwise lose its rules."""
     if os.geteuid() != 0 or shutil.which("iptables") is None:
         return
     listing = _firewall(["iptables", "-S"], check=False).stdout.splitlines()
@@ -147,5 +153,14 @@ def remove_stale_rules(client: Any) -> None:
     live = {(n.get("Options") or {}).get(BRIDGE_OPTION, "") for n in client.api.networks()}
     for chain in chains:
         suffix = chain[len(_CHAIN_PREFIX) :]
-        if f"{_BRIDGE_PREFIX}{suffix}" not in live:
+        bridge = f"{_BRIDGE_PREFIX}{suffix}"
+        if bridge not in live and not _interface_exists(bridge):
             _remove_rules(suffix)
+
+
+def _interface_exists(name: str) -> bool:
+    try:
+        socket.if_nametoindex(name)
+        return True
+    except OSError:
+        return False
