@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+
+import pytest
 
 PROBE = """
 import socket, sys, concurrent.futures as cf
@@ -66,3 +69,25 @@ async def test_proxy_only_reaches_a_proxy_that_listens_on_loopback_only(open_san
     host = sb.proxy_url_base.removeprefix("http://").rsplit(":", 1)[0]
     seen = await _probe(sb, [f"{host}:{proxy.port}"])
     assert seen == {f"{host}:{proxy.port}": "open pong:ping"} and proxy.hits == 1
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(os.geteuid() != 0, reason="proxy_only firewall rules need root")
+def test_proxy_only_rules_drop_what_the_host_would_forward_whatever_the_daemon_writes(docker_available):
+    """A daemon run with --iptables=false (tools/second_dockerd.sh) writes no isolation rules of its own and
+    gives an internal network's container a default route: our rules alone keep it from being routed."""
+    assert docker_available, "no Docker daemon answers (make system starts one)"
+    from legorl_jax.sandbox import daemon, docker_network
+
+    def forward_rules() -> list[str]:
+        out = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True, check=True).stdout
+        return out.splitlines()
+
+    name, _ = docker_network.create_network(daemon.client(), f"fwd{os.getpid():08d}", {}, 18999)
+    try:
+        bridge = daemon.client().api.inspect_network(name)["Options"][docker_network.BRIDGE_OPTION]
+        rules = forward_rules()
+        assert f"-A FORWARD -i {bridge} -j DROP" in rules and f"-A FORWARD -o {bridge} -j DROP" in rules
+    finally:
+        docker_network.remove_network(daemon.client(), name)
+    assert not [r for r in forward_rules() if bridge in r]
