@@ -4,21 +4,22 @@
 In the default suite both nodes share this machine's Docker daemon; each node still builds or finds the task
 image itself. The `slow` test gives the second node a Docker daemon of its own, as on a real cluster: a second
 dockerd on this machine (`tools/second_dockerd.sh`, driven by `tests/second_daemon.py`; needs root), fresh
-for the test, holding only the base image loaded from the first daemon at the start.
+for the test (the `second_daemon` fixture), holding only the base image loaded from the first at the start.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
-import shutil
 import socket
+import threading
 import time
 
 import pytest
 from scripted_engine import ScriptedEngine
-from second_daemon import SecondDaemon, add_node_on, start_second_daemon, stop_second_daemon
+from second_daemon import SecondDaemon, add_node_on
 from test_builtin_rollout import fix_script, rollout_config
 
 from legorl_jax.config import RayConfig, RolloutConfig
@@ -140,30 +141,35 @@ def check_archives(batch, tmp_path, trials: int) -> dict[str, str]:
     return places
 
 
-@pytest.fixture
-def second_daemon():
-    """A second Docker daemon for this test alone: started fresh (a run killed earlier may have left one),
-    holding only the base image loaded from the first; stopped with its data root after the test."""
-    if os.geteuid() != 0 or shutil.which("dockerd") is None:
-        pytest.skip(f"a second Docker daemon needs root and dockerd (uid {os.geteuid()}, "
-                    f"dockerd {shutil.which('dockerd') or 'missing'})")  # fmt: skip
-    from legorl_jax.sandbox import images
+class DaemonEvents:
+    """The container creations and image tags a daemon reports while this watches, read live: a daemon
+    keeps only its last 256 events for a later `since` query, and other tests share the first daemon."""
 
-    images.ensure_base_image()  # on the first daemon, where the second loads it from
-    name = "legorl-docker2-test"
-    stop_second_daemon(name, purge=True)
-    daemon = start_second_daemon(name)
-    yield daemon
-    stop_second_daemon(daemon, purge=True)
+    def __init__(self, client):
+        self._stream = client.api.events(
+            filters={"type": ["container", "image"], "event": ["create", "tag"]}, decode=True
+        )
+        self.events: list[dict] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
+    def _read(self) -> None:
+        with contextlib.suppress(Exception):  # the stream ends in an error when `stop` closes it
+            self.events.extend(self._stream)
 
-def created_containers(client, since: float, until: float) -> list[dict[str, str]]:
-    """The labels of every sandbox container (agent or verifier) the daemon created in [since, until]."""
-    events = client.api.events(
-        since=int(since), until=int(until) + 1, filters={"type": "container", "event": "create"}, decode=True
-    )
-    labels = [e["Actor"]["Attributes"] for e in events]
-    return [a for a in labels if a.get("legorl.role") in ("agent", "verifier")]
+    def stop(self) -> None:
+        time.sleep(1)  # events of the last moments still on their way
+        self._stream.close()
+        self._reader.join(timeout=10)
+
+    def sandboxes(self) -> list[dict[str, str]]:
+        """The labels of every sandbox container (agent or verifier) created."""
+        labels = [e["Actor"]["Attributes"] for e in self.events if e.get("Type") == "container"]
+        return [a for a in labels if a.get("legorl.role") in ("agent", "verifier")]
+
+    def tags(self) -> list[str]:
+        """Every image name tagged, once per tagging."""
+        return [e["Actor"]["Attributes"]["name"] for e in self.events if e.get("Type") == "image"]
 
 
 def image_tags(client, repository: str) -> set[str]:
@@ -183,7 +189,7 @@ async def test_trials_on_a_node_with_its_own_docker_daemon_run_there_and_come_ba
     engine = ScriptedEngine(tokenizer, lambda prompt, rid: fix_for(two_tasks, tokenizer, prompt, rid))
     engine.max_len = 8192
     proxy = await proxy_on(engine, context_length=8192)
-    since = time.time()
+    on_first_daemon, on_second_daemon = DaemonEvents(first), DaemonEvents(second)
     cluster = start_cluster(nodes=2, second_daemon=second_daemon)
     try:
         (node2,) = cluster.worker_nodes
@@ -206,7 +212,8 @@ async def test_trials_on_a_node_with_its_own_docker_daemon_run_there_and_come_ba
             await executor.close()
     finally:
         cluster.shutdown()
-    until = time.time()
+        on_first_daemon.stop()
+        on_second_daemon.stop()
     places = check_archives(batch, tmp_path, trials=4)
     (on_second,) = [w for w in pid_of if w.endswith(node2.node_id[:8])]
     (on_first,) = set(pid_of) - {on_second}
@@ -215,8 +222,11 @@ async def test_trials_on_a_node_with_its_own_docker_daemon_run_there_and_come_ba
 
     # Each node's sandboxes ran on its own daemon: an agent and a verifier container per trial it ran,
     # created by its slot's process, and none of the other node's.
-    for client, where, other in ((first, on_first, on_second), (second, on_second, on_first)):
-        created = created_containers(client, since, until)
+    for events, where, other in (
+        (on_first_daemon, on_first, on_second),
+        (on_second_daemon, on_second, on_first),
+    ):
+        created = events.sandboxes()
         assert not [c for c in created if c["legorl.owner_pid"] == pid_of[other]]
         ours = sorted(
             (c["legorl.role"], c["legorl.task"]) for c in created if c["legorl.owner_pid"] == pid_of[where]
@@ -227,10 +237,7 @@ async def test_trials_on_a_node_with_its_own_docker_daemon_run_there_and_come_ba
     # The task images: on the second daemon built once per task its node ran (none was there before), under
     # the same content-hash tag as on the first (the base image was loaded, so it has the same id there).
     ran_on = {w: {task_of[trial] for trial, p in places.items() if p == w} for w in (on_first, on_second)}
-    tag_events = second.api.events(
-        since=int(since), until=int(until) + 1, filters={"type": "image", "event": "tag"}, decode=True
-    )
-    tagged = [e["Actor"]["Attributes"]["name"] for e in tag_events]
+    tagged = on_second_daemon.tags()
     for t in two_tasks:
         repository = t.image.rsplit(":", 1)[0]
         tags = image_tags(second, repository)
