@@ -88,3 +88,27 @@ def tiny_dense_dir(tmp_path_factory, tiny_model_tool) -> pathlib.Path:
     """Default tiny Qwen3 dense HF directory (same sizes, --dense), seed 0."""
     spec = tiny_model_tool.TinyModelSpec(dense=True)
     return tiny_model_tool.make_tiny_model(tmp_path_factory.mktemp("tiny-dense"), spec, seed=0)
+
+
+@pytest.fixture
+def second_daemon():
+    """A second Docker daemon on this machine for this test alone (`tests/second_daemon.py`): started fresh
+    (a run killed earlier may have left one), holding only the base image loaded from the first daemon;
+    stopped with its data root after the test. Skips without root or dockerd."""
+    import shutil
+
+    from second_daemon import start_second_daemon, stop_second_daemon
+
+    if os.geteuid() != 0 or shutil.which("dockerd") is None:
+        pytest.skip(
+            f"a second Docker daemon needs root and dockerd (uid {os.geteuid()}, "
+            f"dockerd {shutil.which('dockerd') or 'missing'})"
+        )
+    from legorl_jax.sandbox import images
+
+    images.ensure_base_image()  # on the first daemon, where the second loads it from
+    name = "legorl-docker2-test"
+    stop_second_daemon(name, purge=True)
+    daemon = start_second_daemon(name)
+    yield daemon
+    stop_second_daemon(daemon, purge=True)

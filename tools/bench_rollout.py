@@ -3,6 +3,7 @@ script.
 
     python tools/bench_rollout.py [--concurrency 1,4,16] [--trials 16] [--rounds 2] [--harness-trials 4]
     python tools/bench_rollout.py --concurrency 2 --ray-nodes 2 --harness-trials 0   # local vs Ray
+    python tools/bench_rollout.py --concurrency 2 --ray-nodes 2 --second-daemon --harness-trials 0
 
 Every trial is the same work: the built-in harness fixes a built-in task through the capture proxy in front
 of a scripted engine (the fix's tool calls, 50 ms per call standing in for the model), in a real agent
@@ -12,7 +13,10 @@ sandbox, graded by the real verifier in a fresh sandbox. Per configuration:
   the harness, diff, grade, close), nothing else: the floor at concurrency 1;
 - with `--ray-nodes N`: ours again through `RayExecutor` on a local Ray cluster of N nodes (each its own
   raylet process, ray.cluster_utils; slots enough for the largest concurrency), the same trials at the same
-  concurrency, in the same run: the dispatch's cost shows in the overhead and trials / min.
+  concurrency, in the same run: the dispatch's cost shows in the overhead and trials / min. With
+  `--second-daemon` the nodes after the head run their trials on a second Docker daemon of this machine
+  (`tools/second_dockerd.sh`, root; its images persist in /var/lib/legorl-docker2; stopped at the end), as a
+  cluster's nodes each have their own; without it every node shares this machine's daemon.
 Overhead per trial = wall time minus the time inside engine calls (the proxy's model time), sandbox start,
 tool execution (time between model calls), the diff and the sandbox's removal, and grading: what the
 orchestrator itself costs. The peer is the plain script measured in the same run; the load average before and
@@ -186,9 +190,10 @@ async def bench(args: argparse.Namespace) -> None:
         plain_over = [1 - p["work"] / p["wall"] for p in plain_runs]
         rows.append(("plain sequential script", 1, len(plain_runs), 60 / statistics.mean(plain_wall),
                      statistics.mean(plain_wall), statistics.mean(plain_over)))  # fmt: skip
+        daemons = ", a second Docker daemon" if args.second_daemon else ""
         for name, measured in (
             ("ours (rollout.collect)", results),
-            (f"ours through Ray ({args.ray_nodes} local nodes)", on_ray),
+            (f"ours through Ray ({args.ray_nodes} local nodes{daemons})", on_ray),
         ):
             for c in args.concurrency:
                 if not measured[c]:
@@ -215,6 +220,10 @@ async def bench(args: argparse.Namespace) -> None:
             await executor.close()
         if cluster is not None:
             cluster.shutdown()
+        if args.second_daemon:
+            from second_daemon import stop_second_daemon
+
+            stop_second_daemon("legorl-docker2")
     load_after = os.getloadavg()[0]
     print(
         f"load average before {load_before:.2f}, after {load_after:.2f}; rounds {args.rounds}; engine "
@@ -253,6 +262,7 @@ async def bench(args: argparse.Namespace) -> None:
 async def start_ray(args: argparse.Namespace):
     """A local Ray cluster of `args.ray_nodes` nodes (dashboard off, one CPU each) and its executor."""
     from ray.cluster_utils import Cluster
+    from second_daemon import add_node_on, start_second_daemon, stop_second_daemon
 
     from legorl_jax.config import RayConfig, RolloutConfig
     from legorl_jax.rollout.ray_executor import TRIAL_RESOURCE, RayExecutor
@@ -262,7 +272,10 @@ async def start_ray(args: argparse.Namespace):
     cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
     try:
         for _ in range(args.ray_nodes - 1):
-            cluster.add_node(**node)
+            if args.second_daemon:
+                add_node_on(cluster, start_second_daemon(), **node)
+            else:
+                cluster.add_node(**node)
         cluster.wait_for_nodes()
         config = RolloutConfig(
             executor="ray", trials_per_node=per_node, ray=RayConfig(address=cluster.address)
@@ -270,6 +283,8 @@ async def start_ray(args: argparse.Namespace):
         return cluster, await RayExecutor.start(config)
     except BaseException:
         cluster.shutdown()
+        if args.second_daemon:
+            stop_second_daemon("legorl-docker2")
         raise
 
 
@@ -409,7 +424,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--harness-trials", type=int, default=4, help="trials per third-party harness (0: none)")
     p.add_argument("--harnesses", type=lambda s: s.split(","), default=list(HARNESS_SCRIPTS))
     p.add_argument("--ray-nodes", type=int, default=0, help="also through Ray on a local cluster of N nodes")
+    p.add_argument(
+        "--second-daemon",
+        action="store_true",
+        help="with --ray-nodes: nodes after the head run trials on a second Docker daemon (root)",
+    )
     args = p.parse_args(argv)
+    if args.second_daemon and args.ray_nodes < 2:
+        p.error(f"--second-daemon needs --ray-nodes 2 or more, got --ray-nodes {args.ray_nodes}")
     asyncio.run(bench(args))
     return 0
 

@@ -8,12 +8,15 @@ Each proxy_only sandbox gets its own Docker network, so trials never see each ot
 - host firewall rules (iptables, INPUT chain `LGR-<id>`): from that bridge the host accepts TCP to the
   gateway address on the proxy port and drops everything else. Without them an internal network still
   reaches every port the host listens on. IPv6 is dropped the same way (and disabled in the container).
+  Traffic the host would forward from or to the bridge is dropped too (FORWARD), whatever rules the daemon
+  writes itself (none when it runs with --iptables=false).
 The container reaches the proxy at the gateway address (`create_network` returns it); the Docker backend
 relays that to a proxy on 127.0.0.1 (`relay.py`). The rules need root and a local daemon; otherwise
 `create_network` raises `SandboxError` rather than give a weaker sandbox than asked for.
 
 Rules are removed with their network (`remove_network`); `remove_stale_rules` deletes chains whose
-network no longer exists (a killed owner), and the reaper calls it on every start.
+network no longer exists (a killed owner; a bridge still on the host is another daemon's network, kept),
+and the reaper calls it on every start.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import ipaddress
 import os
 import random
 import shutil
+import socket
 import subprocess
 from typing import Any
 
@@ -99,6 +103,11 @@ def _add_rules(chain: str, bridge: str, gateway: str, port: int) -> None:
     _firewall(["iptables", "-A", chain, "-p", "tcp", "-d", gateway, "--dport", str(port), "-j", "ACCEPT"])
     _firewall(["iptables", "-A", chain, "-j", "DROP"])
     _firewall(["iptables", "-I", "INPUT", "-i", bridge, "-j", chain])
+    # Nothing is routed through the host either way. Docker's own isolation rules say so too, but a daemon
+    # run with --iptables=false (a second daemon on one host, tools/second_dockerd.sh) writes none, and its
+    # internal networks still give the container a default route via the gateway.
+    for direction in ("-i", "-o"):
+        _firewall(["iptables", "-I", "FORWARD", direction, bridge, "-j", "DROP"])
     if shutil.which("ip6tables"):
         _firewall(["ip6tables", "-I", "INPUT", "-i", bridge, "-j", "DROP"], check=False)
 
@@ -107,6 +116,12 @@ def _remove_rules(suffix: str) -> None:
     chain, bridge = f"{_CHAIN_PREFIX}{suffix}", f"{_BRIDGE_PREFIX}{suffix}"
     while _firewall(["iptables", "-D", "INPUT", "-i", bridge, "-j", chain], check=False).returncode == 0:
         pass
+    for direction in ("-i", "-o"):
+        while (
+            _firewall(["iptables", "-D", "FORWARD", direction, bridge, "-j", "DROP"], check=False).returncode
+            == 0
+        ):
+            pass
     _firewall(["iptables", "-F", chain], check=False)
     _firewall(["iptables", "-X", chain], check=False)
     if shutil.which("ip6tables"):
@@ -136,7 +151,11 @@ def remove_network(client: Any, name: str) -> None:
 
 
 def remove_stale_rules(client: Any) -> None:
-    """Deletes `LGR-*` chains whose network is gone (its owner was killed between the two removals)."""
+    """Deletes `LGR-*` chains whose network is gone (its owner was killed between the two removals).
+
+    A chain stays while its bridge exists on this host, even when `client`'s daemon does not list its
+    network: that network belongs to another daemon of this host (a second node's in a local cluster,
+    `tools/second_dockerd.sh`), whose live sandbox would otherwise lose its rules."""
     if os.geteuid() != 0 or shutil.which("iptables") is None:
         return
     listing = _firewall(["iptables", "-S"], check=False).stdout.splitlines()
@@ -147,5 +166,14 @@ def remove_stale_rules(client: Any) -> None:
     live = {(n.get("Options") or {}).get(BRIDGE_OPTION, "") for n in client.api.networks()}
     for chain in chains:
         suffix = chain[len(_CHAIN_PREFIX) :]
-        if f"{_BRIDGE_PREFIX}{suffix}" not in live:
+        bridge = f"{_BRIDGE_PREFIX}{suffix}"
+        if bridge not in live and not _interface_exists(bridge):
             _remove_rules(suffix)
+
+
+def _interface_exists(name: str) -> bool:
+    try:
+        socket.if_nametoindex(name)
+        return True
+    except OSError:
+        return False

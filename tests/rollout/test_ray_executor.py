@@ -1,18 +1,25 @@
 """Trials on Ray nodes: a real local Ray cluster of two nodes (the second its own raylet process,
 `ray.cluster_utils.Cluster`), the real proxy, real Docker sandboxes, the real verifier; the engine scripted.
 
-Both nodes share this machine's Docker daemon (a second daemon needs its own storage and network setup the
-test machine does not give every test run); each node still builds or finds the task image itself.
+In the default suite both nodes share this machine's Docker daemon; each node still builds or finds the task
+image itself. The `slow` test gives the second node a Docker daemon of its own, as on a real cluster: a second
+dockerd on this machine (`tools/second_dockerd.sh`, driven by `tests/second_daemon.py`; needs root), fresh
+for the test (the `second_daemon` fixture), holding only the base image loaded from the first at the start.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import socket
+import threading
+import time
 
 import pytest
 from scripted_engine import ScriptedEngine
+from second_daemon import SecondDaemon, add_node_on
 from test_builtin_rollout import fix_script, rollout_config
 
 from legorl_jax.config import RayConfig, RolloutConfig
@@ -26,7 +33,8 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 
-def start_cluster(nodes: int, trials_per_node: int = 1) -> Cluster:
+def start_cluster(nodes: int, trials_per_node: int = 1, second_daemon: SecondDaemon | None = None) -> Cluster:
+    """`nodes` nodes; with `second_daemon`, the nodes after the head run their trials on it."""
     resources = {TRIAL_RESOURCE: trials_per_node} if trials_per_node else {}
     cluster = Cluster(
         initialize_head=True,
@@ -34,7 +42,10 @@ def start_cluster(nodes: int, trials_per_node: int = 1) -> Cluster:
     )
     try:
         for _ in range(nodes - 1):
-            cluster.add_node(num_cpus=1, resources=resources)
+            if second_daemon is None:
+                cluster.add_node(num_cpus=1, resources=resources)
+            else:
+                add_node_on(cluster, second_daemon, num_cpus=1, resources=resources)
         cluster.wait_for_nodes()
     except BaseException:
         cluster.shutdown()
@@ -105,13 +116,20 @@ async def test_trials_run_on_both_nodes_and_their_archives_come_back(
             await executor.close()
     finally:
         cluster.shutdown()
-    assert [t.outcome for t in batch.trajectories] == [Outcome.SUBMITTED] * 4
+    places = check_archives(batch, tmp_path, trials=4)
+    assert len(set(places.values())) == 2  # two trials at a time, one slot per node: both nodes ran trials
+
+
+def check_archives(batch, tmp_path, trials: int) -> dict[str, str]:
+    """Every trial submitted a fix with reward 1 and its attempt's files came back complete; returns where
+    each trial ran (`attempt.json`'s `where`) by trial id."""
+    assert [t.outcome for t in batch.trajectories] == [Outcome.SUBMITTED] * trials
     assert all(t.reward == 1.0 and len(t.sequences) == 1 for t in batch.trajectories)
-    places = set()
+    places = {}
     for t in batch.trajectories:
         folder = tmp_path / "runs" / "t" / "trials" / "step_0" / t.trial_id
         attempt = json.loads((folder / "attempt_0" / "attempt.json").read_text())
-        places.add(attempt["where"])
+        places[t.trial_id] = attempt["where"]
         assert attempt["outcome"] == "submitted" and attempt["reward"] == 1.0
         assert "diff --git" in (folder / "attempt_0" / "diff.patch").read_text()
         assert json.loads((folder / "attempt_0" / "verifier.json").read_text())["reward"] == 1.0
@@ -120,7 +138,116 @@ async def test_trials_run_on_both_nodes_and_their_archives_come_back(
             recorded["trial_id"] == t.trial_id
             and arrays[0]["token_ids"].tolist() == t.sequences[0].token_ids.tolist()
         )
-    assert len(places) == 2  # two trials at a time, one slot per node: both nodes ran trials
+    return places
+
+
+class DaemonEvents:
+    """The container creations and image tags a daemon reports while this watches, read live: a daemon
+    keeps only its last 256 events for a later `since` query, and other tests share the first daemon."""
+
+    def __init__(self, client):
+        self._stream = client.api.events(
+            filters={"type": ["container", "image"], "event": ["create", "tag"]}, decode=True
+        )
+        self.events: list[dict] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(Exception):  # the stream ends in an error when `stop` closes it
+            self.events.extend(self._stream)
+
+    def stop(self) -> None:
+        time.sleep(1)  # events of the last moments still on their way
+        self._stream.close()
+        self._reader.join(timeout=10)
+
+    def sandboxes(self) -> list[dict[str, str]]:
+        """The labels of every sandbox container (agent or verifier) created."""
+        labels = [e["Actor"]["Attributes"] for e in self.events if e.get("Type") == "container"]
+        return [a for a in labels if a.get("legorl.role") in ("agent", "verifier")]
+
+    def tags(self) -> list[str]:
+        """Every image name tagged, once per tagging."""
+        return [e["Actor"]["Attributes"]["name"] for e in self.events if e.get("Type") == "image"]
+
+
+def image_tags(client, repository: str) -> set[str]:
+    return {tag for image in client.images.list(name=repository) for tag in image.tags}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_trials_on_a_node_with_its_own_docker_daemon_run_there_and_come_back(
+    two_tasks, tokenizer, proxy_on, tmp_path, second_daemon
+):
+    from legorl_jax.sandbox import daemon
+
+    first, second = daemon.client(), second_daemon.client()
+    assert first.images.get("legorl-base:latest").id == second.images.get("legorl-base:latest").id
+    assert all(not image_tags(second, t.image.rsplit(":", 1)[0]) for t in two_tasks)
+    engine = ScriptedEngine(tokenizer, lambda prompt, rid: fix_for(two_tasks, tokenizer, prompt, rid))
+    engine.max_len = 8192
+    proxy = await proxy_on(engine, context_length=8192)
+    on_first_daemon, on_second_daemon = DaemonEvents(first), DaemonEvents(second)
+    cluster = start_cluster(nodes=2, second_daemon=second_daemon)
+    try:
+        (node2,) = cluster.worker_nodes
+        config = ray_config(tmp_path, cluster)
+        executor = await RayExecutor.start(config)
+        try:
+            # The slot actors' pids: the owner label of every container they create.
+            pid_of = {
+                s.where: str(await s.actor.__ray_call__.remote(lambda _: os.getpid())) for s in executor.slots
+            }
+            batch = await collect(
+                two_tasks,
+                group_size=2,
+                harness=get_harness("builtin"),
+                proxy=proxy,
+                config=config,
+                executor=executor,
+            )
+        finally:
+            await executor.close()
+    finally:
+        cluster.shutdown()
+        on_first_daemon.stop()
+        on_second_daemon.stop()
+    places = check_archives(batch, tmp_path, trials=4)
+    (on_second,) = [w for w in pid_of if w.endswith(node2.node_id[:8])]
+    (on_first,) = set(pid_of) - {on_second}
+    assert set(places.values()) == {on_first, on_second}  # both nodes ran trials
+    task_of = {t.trial_id: t.task_id for t in batch.trajectories}
+
+    # Each node's sandboxes ran on its own daemon: an agent and a verifier container per trial it ran,
+    # created by its slot's process, and none of the other node's.
+    for events, where, other in (
+        (on_first_daemon, on_first, on_second),
+        (on_second_daemon, on_second, on_first),
+    ):
+        created = events.sandboxes()
+        assert not [c for c in created if c["legorl.owner_pid"] == pid_of[other]]
+        ours = sorted(
+            (c["legorl.role"], c["legorl.task"]) for c in created if c["legorl.owner_pid"] == pid_of[where]
+        )
+        ran = [task_of[trial] for trial, w in places.items() if w == where]
+        assert ours == sorted([("agent", t) for t in ran] + [("verifier", t) for t in ran]), where
+
+    # The task images: on the second daemon built once per task its node ran (none was there before), under
+    # the same content-hash tag as on the first (the base image was loaded, so it has the same id there).
+    ran_on = {w: {task_of[trial] for trial, p in places.items() if p == w} for w in (on_first, on_second)}
+    tagged = on_second_daemon.tags()
+    for t in two_tasks:
+        repository = t.image.rsplit(":", 1)[0]
+        tags = image_tags(second, repository)
+        if t.instance_id not in ran_on[on_second]:
+            assert not tags
+            continue
+        (built,) = tags - {t.image}
+        assert t.image in tags and tagged.count(built) == 1, (tags, tagged)
+        if t.instance_id in ran_on[on_first]:
+            assert built in image_tags(first, repository)
 
 
 def fix_for(tasks, tokenizer, prompt, rid) -> str:

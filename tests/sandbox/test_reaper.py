@@ -124,3 +124,28 @@ def test_the_docker_reaper_spares_live_owners(docker_available, base_image):
         assert api.inspect_container(container)["Id"] == container
     finally:
         api.remove_container(container, force=True)
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(os.geteuid() != 0, reason="proxy_only firewall rules need root")
+def test_stale_rule_removal_keeps_the_rules_of_a_bridge_another_daemon_owns(docker_available):
+    """A second daemon on this host (a second node's) has proxy_only networks the first does not list; its
+    reaper must leave their rules alone, and drop them once the bridge is gone."""
+    assert docker_available, "no Docker daemon answers (make system starts one)"
+    from legorl_jax.sandbox import daemon, docker_network
+
+    suffix = f"t{os.getpid():010d}"[:11]
+    bridge, chain = f"lgr-{suffix}", f"LGR-{suffix}"
+
+    def chains() -> str:
+        return subprocess.run(["iptables", "-S"], capture_output=True, text=True, check=True).stdout
+
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)  # no daemon lists it
+    try:
+        docker_network._add_rules(chain, bridge, "10.231.255.241", 18999)
+        docker_network.remove_stale_rules(daemon.client())
+        assert f"-N {chain}" in chains() and f"-A INPUT -i {bridge} -j {chain}" in chains()
+    finally:
+        subprocess.run(["ip", "link", "del", bridge], check=True)
+    docker_network.remove_stale_rules(daemon.client())
+    assert chain not in chains() and bridge not in chains()

@@ -49,3 +49,9 @@ def test_the_timed_harness_times_every_exec_and_write_and_passes_the_rest_throug
     result = asyncio.run(timed.run(None, Sandbox(), None))
     assert result == [("ran", ["ls"]), ("wrote", "/f"), "http://gateway:1"]
     assert len(timed.intervals) == 2 and all(a <= b for a, b in timed.intervals) and timed.started > 0
+
+
+def test_second_daemon_without_a_second_ray_node_is_refused_naming_the_value(bench, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--second-daemon", "--ray-nodes", "1"])
+    assert "--second-daemon needs --ray-nodes 2 or more, got --ray-nodes 1" in capsys.readouterr().err
