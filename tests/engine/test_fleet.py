@@ -78,6 +78,19 @@ async def conversation(fleet, session, turns, *, tokens=6):
     return prompt, gens
 
 
+async def hold(fleet, task):
+    """Once `task`'s request runs, pauses its engine in place: held in flight (no race with a fast decode);
+    fails, rather than waiting forever, if the request ended first."""
+    while True:
+        assert not task.done(), "the request ended before it could be held: give it more tokens"
+        info = await fleet.server_info()
+        busy = [url for url, body in info.items() if body["running"]]
+        if busy:
+            await fleet.engines[busy[0]].pause("in_place")
+            return busy[0]
+        await asyncio.sleep(0.005)
+
+
 async def test_one_sessions_turns_all_land_on_one_engine(servers):
     async with open_engine(fleet_config([s.base_url for s in servers]), "unused") as fleet:
         assert isinstance(fleet, EngineFleet)
@@ -233,22 +246,12 @@ async def test_the_fleet_publishes_with_each_update_policy_through_the_router(
     )
     long = SamplingParams(max_new_tokens=120, seed=3, ignore_eos=True)
 
-    async def hold(fleet):
-        """Once a request runs, pauses its engine in place: held in flight (no race with a fast decode)."""
-        while True:
-            info = await fleet.server_info()
-            busy = [url for url, body in info.items() if body["running"]]
-            if busy:
-                await fleet.engines[busy[0]].pause("in_place")
-                return busy[0]
-            await asyncio.sleep(0.005)
-
     async with open_engine(fleet_config([s.base_url for s in servers]), "unused") as fleet:
         old = (await fleet.generate(PROMPT, SamplingParams(max_new_tokens=1))).weight_version
         try:
             # drain: the request in flight ends on the old weights; one sent meanwhile waits for the new.
             task = asyncio.ensure_future(fleet.generate(PROMPT, long, rid="fl-dr"))
-            busy = await hold(fleet)
+            busy = await hold(fleet, task)
             publish = asyncio.ensure_future(update_weights(fleet, str(new_dir), "fl-v1", "drain"))
             await asyncio.sleep(0)  # the fleet's router client holds new requests back from here on
             late = asyncio.ensure_future(fleet.generate(PROMPT, SamplingParams(max_new_tokens=2)))
@@ -261,7 +264,7 @@ async def test_the_fleet_publishes_with_each_update_policy_through_the_router(
             assert set(fleet.serving["fl-v1"]) == set(fleet.engines)
             # abort_resume: cut, re-issued through the router, ended on the new (here: the first) weights.
             task = asyncio.ensure_future(generate_resuming(fleet, PROMPT, long, max_resumes=2, rid="fl-ar"))
-            await hold(fleet)
+            await hold(fleet, task)
             await update_weights(fleet, str(tiny_dense_dir), "fl-v0", "abort_resume")
             resumed = await task
             gen = resumed.generation
@@ -330,6 +333,37 @@ async def test_routed_experts_through_the_fleet_equal_one_engines_for_every_star
             # Not asked: nothing, as from one engine (the rows the response carries anyway are ignored).
             plain = await fleet.generate(PROMPT, sampling, session_id=f"moe-{start}")
             assert plain.routed_experts is None and np.array_equal(plain.output_ids, gen.output_ids)
+
+
+async def test_abort_resume_through_a_moe_fleet_ends_with_every_routing_row(
+    moe_servers, engine_model_dir, other_model_dir
+):
+    long, start = SamplingParams(max_new_tokens=200, seed=3, ignore_eos=True), 4
+    async with open_engine(fleet_config([s.base_url for s in moe_servers]), engine_model_dir) as fleet:
+        old = (await fleet.generate(PROMPT, SamplingParams(max_new_tokens=1))).weight_version
+        try:
+            task = asyncio.ensure_future(generate_resuming(
+                fleet, PROMPT, long, max_resumes=2, rid="moe-ar", return_routed_experts=True,
+                routed_experts_start_len=start,
+            ))  # fmt: skip
+            await hold(fleet, task)
+            await update_weights(fleet, str(other_model_dir), "moe-v1", "abort_resume")
+            resumed = await task
+        finally:
+            await fleet.resume()
+            await fleet.update_weights(str(engine_model_dir), old)
+        uncut = await next(iter(fleet.engines.values())).generate(
+            PROMPT, long, return_routed_experts=True, routed_experts_start_len=start
+        )
+    gen = resumed.generation
+    assert resumed.resumes == 1 and len(gen.output_ids) == 200 and gen.routed_experts_start == start
+    assert gen.routed_experts.shape == (len(PROMPT) + 200 - 1 - start, 2, 2)
+    assert np.all((gen.routed_experts >= 0) & (gen.routed_experts < 8))
+    # Up to the cut the request ran on the old weights: the rows and tokens an uncut request has there.
+    cut = gen.token_weight_versions.index("moe-v1")
+    assert cut >= 1 and np.array_equal(gen.output_ids[:cut], uncut.output_ids[:cut])
+    rows = len(PROMPT) + cut - 1 - start
+    assert np.array_equal(gen.routed_experts[:rows], uncut.routed_experts[:rows])
 
 
 async def test_the_capture_proxy_over_a_moe_fleet_records_routing_for_every_sampled_token(
