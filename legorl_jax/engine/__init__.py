@@ -125,9 +125,8 @@ async def open_engine(
 async def _open_fleet(config: EngineConfig, model_path: str | os.PathLike) -> AsyncIterator[Engine]:
     """engine.servers / launch / router_url: an `EngineFleet` behind sglang-router (engine/fleet.py)."""
     import asyncio
-    import dataclasses
 
-    from legorl_jax.engine.fleet import EngineFleet, RouterLauncher, launched_log, router_workers
+    from legorl_jax.engine.fleet import EngineFleet, RouterLauncher, launched_sglang, router_workers
     from legorl_jax.engine.sglang_client import SGLangEngine
     from legorl_jax.engine.sglang_launcher import SGLangLauncher
 
@@ -145,13 +144,10 @@ async def _open_fleet(config: EngineConfig, model_path: str | os.PathLike) -> As
                         raise EngineUnavailableError(f"engine.servers: {url!r} does not answer GET /health")
             launchers = [
                 SGLangLauncher(
-                    dataclasses.replace(config.sglang, port=config.sglang.port + i,
-                                        log_file=launched_log(config.sglang.log_file, i)),
-                    model_path,
-                    weight_version=config.weight_version,
+                    launched_sglang(config.sglang, i), model_path, weight_version=config.weight_version
                 )
                 for i in range(config.launch)
-            ]  # fmt: skip
+            ]
             started = await asyncio.gather(
                 *(launcher.start() for launcher in launchers), return_exceptions=True
             )
@@ -171,5 +167,5 @@ async def _open_fleet(config: EngineConfig, model_path: str | os.PathLike) -> As
             backoff_s=config.retry_backoff_s,
         )
         stack.push_async_callback(fleet.close)
-        await fleet.check_dense()
+        await fleet.check_routing()
         yield fleet

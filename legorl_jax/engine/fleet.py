@@ -31,16 +31,26 @@ through the router; weight updates, pauses and load figures go to each engine di
   resuming to `resume()`. Drain is client side, on the router's client (the fleet's requests all go
   through it): new requests are held back until `resume()` and the pause returns once none is in flight;
   the engines are then paused in place.
-- Limits of sglang-router 0.3.2: it re-serializes /generate bodies into its own request type, which has
-  no `return_routed_experts`, `routed_experts_start_len` or `session_id`: routed experts cannot pass
-  through it, so a fleet refuses a MoE model when it opens (a clear error, never records without
-  routing), and our engines' `session_id` cache hint is dropped (their prefix cache still serves the
-  session's next turn, kept by recency instead of by the hint).
+- MoE models (routed experts): sglang-router 0.3.2 re-serializes /generate bodies into its own request
+  type, which has no `return_routed_experts`, `routed_experts_start_len` or `session_id`, but passes the
+  engine's response through unchanged. So a fleet serves a MoE model only when every engine returns the
+  routing unasked: our server with `--return-routed-experts always` answers every /generate with the
+  whole sequence's rows (`meta_info.routed_experts_start_len` 0), and the client cuts them to the asked
+  `[S, P + N - 1)` (wire.py), so callers (the capture proxy, resume.py) read exactly what one engine
+  returns. When it opens on a MoE model the fleet asks each engine's `/get_server_info` directly and
+  refuses (ValueError naming every engine that lacks it, and the flag) unless all say
+  `"return_routed_experts": "always"`; `engine.launch` starts our servers with the flag. Real SGLang
+  returns routing only for the request-level field, so an SGLang fleet refuses a MoE model (use one
+  engine, `engine.url`); it is never recorded without routing. Cost: each response carries the routing
+  of the whole sequence, not only of the new tokens (P + N - 1 rows of L * K int32, base64).
+- Limit of sglang-router 0.3.2: our engines' `session_id` cache hint is dropped with the body field
+  (their prefix cache still serves the session's next turn, kept by recency instead of by the hint).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import pathlib
@@ -52,7 +62,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from legorl_jax.config import RouterConfig
+from legorl_jax.config import RouterConfig, SGLangConfig
 from legorl_jax.engine.base import (
     PAUSE_MODES,
     EngineError,
@@ -68,6 +78,8 @@ log = logging.getLogger(__name__)
 
 ROUTING_KEY_HEADER = "x-smg-routing-key"
 ROUTER_MODULE = "sglang_router.launch_router"
+OUR_SERVER_MODULE = "legorl_jax.engine.serve"
+ROUTED_EXPERTS_FLAG = "--return-routed-experts"
 ROUTER_HINT = (
     "pip install 'legorl_jax[fleet]' (sglang-router), or set engine.router.python to an interpreter that "
     "has it"
@@ -191,15 +203,32 @@ class EngineFleet:
     async def close(self) -> None:
         await asyncio.gather(self.router.close(), *(e.close() for e in self.engines.values()))
 
-    async def check_dense(self) -> None:
-        """Raises ValueError when the fleet serves a MoE model (the router drops routed experts)."""
+    async def check_routing(self) -> None:
+        """Raises ValueError when the fleet serves a MoE model and an engine would not return its routed
+        experts through the router (module docstring)."""
         routing = await self.router._routing()
-        if routing is not None:
+        if routing is None:
+            return
+        infos = await asyncio.gather(
+            *(engine.server_info() for engine in self.engines.values()), return_exceptions=True
+        )
+        lacking = {}
+        for url, info in zip(self.engines, infos, strict=True):
+            if isinstance(info, BaseException):
+                lacking[url] = f"its /get_server_info failed: {info}"
+            elif info.get("return_routed_experts") != "always":
+                lacking[url] = (
+                    f"its /get_server_info says return_routed_experts={info.get('return_routed_experts')!r}"
+                )
+        if lacking:
             raise ValueError(
                 f"the fleet at {self.router_url} serves a MoE model (routing layers, top-k, experts = "
                 f"{routing}); sglang-router 0.3.2 drops return_routed_experts from the requests it forwards, "
-                "so its routed experts cannot be recorded: use a dense model with engine.servers/launch, "
-                "or one engine (engine.url)"
+                "so every engine must return the routed experts unasked, and "
+                + "; ".join(f"{url} does not ({why})" for url, why in lacking.items())
+                + f": start our server (python -m {OUR_SERVER_MODULE}) with {ROUTED_EXPERTS_FLAG} always "
+                "(engine.launch passes it). Real SGLang returns routing only for the request-level field, "
+                "so a fleet of SGLang servers cannot serve a MoE model: use one engine (engine.url)"
             )
 
     # ------------------------------------------------------------------------------------------------
@@ -357,6 +386,23 @@ class EngineFleet:
             if isinstance(cache, dict) and isinstance(cache.get("tokens"), (int, float)):
                 out[f"engine/{i}/cache_tokens"] = float(cache["tokens"])
         return out
+
+
+def launched_sglang(config: SGLangConfig, index: int) -> SGLangConfig:
+    """`engine.sglang` for the fleet's engine `index` of `engine.launch`: port sglang.port + index, its own
+    log (`launched_log`), and, for our server, `--return-routed-experts always` unless extra_args set it."""
+    if not isinstance(config, SGLangConfig):
+        raise TypeError(f"config must be an SGLangConfig, got {type(config).__name__}")
+    extra = list(config.extra_args)
+    # Always, not only for a MoE model: for a dense one there is no routing to return, so it costs nothing,
+    # and whether a model is MoE is not known here for a Hub id (no config.json on disk).
+    if config.module == OUR_SERVER_MODULE and not any(
+        arg == ROUTED_EXPERTS_FLAG or arg.startswith(ROUTED_EXPERTS_FLAG + "=") for arg in extra
+    ):
+        extra += [ROUTED_EXPERTS_FLAG, "always"]
+    return dataclasses.replace(
+        config, port=config.port + index, log_file=launched_log(config.log_file, index), extra_args=extra
+    )
 
 
 def launched_log(config_log: str | None, index: int) -> str | None:

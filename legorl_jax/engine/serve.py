@@ -4,6 +4,12 @@
 
 SGLang's own flags are accepted too (`--model-path`, `--tp 1`, `--enable-return-routed-experts`, which is
 always on here), so `sglang_launcher.ServerProcess` starts this server exactly as it starts SGLang.
+
+`--return-routed-experts always` (default `request`: only when a request asks, as SGLang) makes every
+/generate of a MoE model carry the routed experts of its whole sequence (`routed_experts_start_len` 0)
+even when the request did not ask: sglang-router 0.3.2 drops the request's `return_routed_experts`, so
+behind it (engine/fleet.py) this is the only way routing comes back. A request that asks still gets what
+it asked for. `/get_server_info` says which (`"return_routed_experts": "request" | "always"`).
 The port opens only once the model is loaded and the smallest prefill bucket and the decode program are
 compiled (a warm-up request), so `/health` answering means ready. SIGTERM or SIGINT closes the port,
 aborts what is in flight and exits 0.
@@ -12,7 +18,8 @@ Routes (field names and formats: wire.py):
 - `POST /generate`: token in (`input_ids`) or `text` (tokenized with the model's tokenizer); response
   `text`, `output_ids`, `meta_info` (id, finish_reason, prompt_tokens, completion_tokens, cached_tokens
   (prompt tokens served from the prefix cache; `session_id` asks it to keep a conversation), weight_version,
-  output/input_token_logprobs with `return_logprob`, routed_experts with `return_routed_experts`).
+  output/input_token_logprobs with `return_logprob`, routed_experts and routed_experts_start_len with
+  `return_routed_experts` or `--return-routed-experts always`).
   `logprob_start_len >= 0` also scores the prompt from that position (its first token, without context,
   gets null), with the request's temperature (1 when greedy).
 - `GET /health` (200 ready, 503 not), `GET /get_model_info`, `GET /get_server_info` (load figures).
@@ -67,6 +74,8 @@ from legorl_jax.engine.wire import (
 log = logging.getLogger(__name__)
 
 ENGINE_KEY = web.AppKey("engine", JaxEngine)
+ROUTED_EXPERTS_KEY = web.AppKey("return_routed_experts", str)
+ROUTED_EXPERTS_MODES = ("request", "always")
 MAX_BODY_BYTES = 256 * 2**20
 
 
@@ -152,14 +161,17 @@ async def generate(request: web.Request) -> web.Response:
     ids = _prompt_ids(engine, req)
     check_prompt_fields(req, len(ids))
     rid = req.rid or uuid.uuid4().hex
+    # Unasked (the router dropped the fields) under `always`: the whole sequence's routing (docstring).
+    routed = req.return_routed_experts or request.app[ROUTED_EXPERTS_KEY] == "always"
+    routed_start = req.routed_experts_start_len if req.return_routed_experts else 0
     input_logprobs = None
     if req.return_logprob and req.logprob_start_len >= 0:
         input_logprobs = await _input_logprobs(engine, ids, req.logprob_start_len, req.sampling)
     gen = await engine.generate(
         ids,
         req.sampling,
-        return_routed_experts=req.return_routed_experts,
-        routed_experts_start_len=req.routed_experts_start_len,
+        return_routed_experts=routed,
+        routed_experts_start_len=routed_start,
         rid=rid,
         session_id=req.session_id,
         top_logprobs=req.top_logprobs_num if req.return_logprob else 0,
@@ -170,7 +182,7 @@ async def generate(request: web.Request) -> web.Response:
         text=_output_text(engine, gen.output_ids, req.sampling, gen.matched_stop),
         return_logprob=req.return_logprob,
         input_logprobs=input_logprobs,
-        return_routed_experts=req.return_routed_experts,
+        return_routed_experts=routed,
         e2e_latency=time.monotonic() - began,
     )
     return web.json_response(body)
@@ -212,7 +224,9 @@ async def model_info(request: web.Request) -> web.Response:
 
 
 async def server_info(request: web.Request) -> web.Response:
-    return web.json_response(request.app[ENGINE_KEY].stats())
+    return web.json_response(
+        {**request.app[ENGINE_KEY].stats(), "return_routed_experts": request.app[ROUTED_EXPERTS_KEY]}
+    )
 
 
 def _bool_field(body: dict[str, Any], key: str, default: bool) -> bool:
@@ -285,10 +299,15 @@ async def continue_generation(request: web.Request) -> web.Response:
     return web.json_response({"message": "Generation continued.", "status": "ok"})
 
 
-def make_app(engine: JaxEngine) -> web.Application:
+def make_app(engine: JaxEngine, *, return_routed_experts: str = "request") -> web.Application:
     """The aiohttp application serving `engine` (module docstring). The caller owns the engine."""
+    if return_routed_experts not in ROUTED_EXPERTS_MODES:
+        raise ValueError(
+            f"return_routed_experts must be one of {ROUTED_EXPERTS_MODES}, got {return_routed_experts!r}"
+        )
     app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
     app[ENGINE_KEY] = engine
+    app[ROUTED_EXPERTS_KEY] = return_routed_experts
     app.router.add_post("/generate", generate)
     app.router.add_get("/health", health)
     app.router.add_get("/get_model_info", model_info)
@@ -301,10 +320,13 @@ def make_app(engine: JaxEngine) -> web.Application:
     return app
 
 
-async def start_site(engine: JaxEngine, host: str, port: int) -> web.AppRunner:
+async def start_site(
+    engine: JaxEngine, host: str, port: int, *, return_routed_experts: str = "request"
+) -> web.AppRunner:
     """Serves `engine` on host:port until the returned runner is cleaned up."""
+    app = make_app(engine, return_routed_experts=return_routed_experts)
     # A client that hangs up cancels its handler, and so aborts its request (SGLang does the same).
-    runner = web.AppRunner(make_app(engine), access_log=None, handler_cancellation=True)
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner
@@ -341,6 +363,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="most tokens the prefix cache keeps (default: no limit)",
     )
+    p.add_argument(
+        "--return-routed-experts",
+        default="request",
+        choices=ROUTED_EXPERTS_MODES,
+        help=(
+            "request: routed experts only when a request asks (SGLang's behaviour); always: every response "
+            "carries its whole sequence's, so they pass through sglang-router, which drops the request field"
+        ),
+    )
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     p.add_argument("--weight-version", default="default")
     p.add_argument("--no-warmup", action="store_true", help="open the port before compiling anything")
@@ -375,7 +406,9 @@ async def _serve(args: argparse.Namespace) -> None:
     try:
         if not args.no_warmup:
             await engine.generate([0], SamplingParams(max_new_tokens=2, temperature=0.0), rid="warmup")
-        runner = await start_site(engine, args.host, args.port)
+        runner = await start_site(
+            engine, args.host, args.port, return_routed_experts=args.return_routed_experts
+        )
         print(
             f"legorl_jax.engine.serve: ready on http://{args.host}:{args.port} ({engine.max_running} slots, "
             f"max_len {engine.max_len})",

@@ -5,9 +5,11 @@
 
 Requests are token in (`input_ids`), with `return_logprob: true` always (every Generation carries its
 behaviour log-probs); the response is read by `wire.generation_from_json`. Routed experts arrive as
-base64 int32 `[P + N - 1 - start, L, K]`; L, K and E come from `routing=(L, K, E)` when given, else from
-`/get_model_info` (our server reports them; for real SGLang its `model_path`'s config.json is read, which
-needs the checkpoint on this machine). Rows are stored compactly (uint8 up to 256 experts).
+base64 int32 `[P + N - 1 - start, L, K]` (rows from before `start`, which our server sends unasked behind
+a router and marks with `meta_info.routed_experts_start_len`, are cut off: wire.py); L, K and E come
+from `routing=(L, K, E)` when given, else from `/get_model_info` (our server reports them; for real
+SGLang its `model_path`'s config.json is read, which needs the checkpoint on this machine). Rows are
+stored compactly (uint8 up to 256 experts).
 
 Failures and retries:
 - Connection refused / unreachable / connect timeout, before the request was sent: retried

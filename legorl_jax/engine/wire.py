@@ -15,9 +15,13 @@ One module owns the field names so the server (serve.py) and the client (sglang_
   e2e_latency, output_token_logprobs [[logprob, id, null], ...], input_token_logprobs,
   output_top_logprobs (with `top_logprobs_num` k > 0: per output position its k likeliest
   [[logprob, id, null], ...]), routed_experts}`; `routed_experts` is base64 of little-endian int32
-  `[P + N - 1 - start, L, K]`. Our extensions, sent only when an update landed mid-request:
+  `[P + N - 1 - start, L, K]`. Our extensions: `routed_experts_start_len` beside `routed_experts` (the
+  position of its first row: a server that returns routing unasked, `serve.py --return-routed-experts
+  always`, sends the whole sequence's, from 0), and, sent only when an update landed mid-request,
   `token_weight_versions` (one per output token) and `stale_kv_tokens` (`Generation.stale_kv_tokens`).
-- `generation_from_json(...)` reads a response back into a `Generation` (routing stored compactly).
+- `generation_from_json(...)` reads a response back into a `Generation` (routing stored compactly). Rows
+  that start before the asked `routed_experts_start_len` (the response says where they start) are cut to
+  it, so a request whose fields a router dropped reads exactly what it asked for.
 
 Errors a server reports are `{"error": {"message": ..., "field": ..., "type": ...}}` with HTTP 400;
 `type` is "context_overflow" for a prompt that does not fit (SGLang's own message says "longer than the
@@ -380,6 +384,7 @@ def generation_json(
             ]
     if return_routed_experts and gen.routed_experts is not None:
         meta["routed_experts"] = encode_routed_experts(gen.routed_experts)
+        meta["routed_experts_start_len"] = int(gen.routed_experts_start)
     return {"text": text, "output_ids": np.asarray(gen.output_ids).tolist(), "meta_info": meta}
 
 
@@ -439,14 +444,24 @@ def generation_from_json(
     ):
         layers, top_k, experts = routing
         rows = decode_routed_experts(_field(meta, "routed_experts", str, "meta_info."), layers, top_k)
-        expected = max(prompt_tokens + len(output_ids) - 1 - routed_experts_start_len, 0)
+        # SGLang does not say where the rows start (at the asked start); our server does, and may start
+        # earlier when it returns routing unasked (module docstring).
+        sent = meta.get("routed_experts_start_len", routed_experts_start_len)
+        if not _is_int(sent) or not 0 <= sent <= routed_experts_start_len:
+            raise WireError(
+                f"meta_info.routed_experts_start_len must be an int in [0, routed_experts_start_len="
+                f"{routed_experts_start_len}] (the asked start), got {sent!r}",
+                "routed_experts_start_len",
+            )
+        expected = max(prompt_tokens + len(output_ids) - 1 - sent, 0)
         if len(rows) != expected and reason != "abort":
             raise WireError(
                 f"meta_info.routed_experts has {len(rows)} rows; expected "
                 f"P={prompt_tokens} + N={len(output_ids)} - 1 - "
-                f"routed_experts_start_len={routed_experts_start_len} = {expected}",
+                f"routed_experts_start_len={sent} = {expected}",
                 "routed_experts",
             )
+        rows = rows[routed_experts_start_len - sent :]
         routed = rows.astype(routing_dtype(experts) if rows.size == 0 or rows.min() >= 0 else np.int16)
     top_ids = top_lps = None
     if top_logprobs:

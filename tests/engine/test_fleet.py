@@ -1,7 +1,10 @@
 """An engine fleet: two real servers of ours (tiny dense model) behind the real sglang-router on
-127.0.0.1: session affinity, an engine killed mid-request, weights published to both, and bad config."""
+127.0.0.1: session affinity, an engine killed mid-request, weights published to both, and bad config;
+and two of ours on a tiny MoE with `--return-routed-experts always`: routed experts through the router
+equal to one engine's, and recorded by the capture proxy over the fleet."""
 
 import asyncio
+import dataclasses
 import signal
 import socket
 import sys
@@ -11,7 +14,7 @@ import pytest
 
 from legorl_jax.config import EngineConfig, RouterConfig, SGLangConfig
 from legorl_jax.engine import EngineError, EngineUnavailableError, SamplingParams, open_engine
-from legorl_jax.engine.fleet import EngineFleet, router_argv
+from legorl_jax.engine.fleet import EngineFleet, launched_sglang, router_argv
 from legorl_jax.engine.jax_engine import JaxEngine
 from legorl_jax.engine.resume import generate_resuming
 from legorl_jax.engine.sglang_client import SGLangEngine
@@ -29,13 +32,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-async def start_servers(model_dir, count, tmp_path):
+async def start_servers(model_dir, count, tmp_path, *extra, name="engine"):
     servers = []
     for i in range(count):
         port = free_port()
         argv = [sys.executable, "-m", "legorl_jax.engine.serve", "--model", str(model_dir), "--port",
-                str(port), "--max-running", "4", "--max-len", "256", "--min-bucket", "16"]  # fmt: skip
-        server = ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=tmp_path / f"engine-{i}.log")
+                str(port), "--max-running", "4", "--max-len", "256", "--min-bucket", "16",
+                *extra]  # fmt: skip
+        server = ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=tmp_path / f"{name}-{i}.log")
         server.start()
         servers.append(server)
     try:
@@ -72,6 +76,19 @@ async def conversation(fleet, session, turns, *, tokens=6):
         gens.append(gen)
         prompt = prompt + gen.output_ids.tolist() + [40 + turn]
     return prompt, gens
+
+
+async def hold(fleet, task):
+    """Once `task`'s request runs, pauses its engine in place: held in flight (no race with a fast decode);
+    fails, rather than waiting forever, if the request ended first."""
+    while True:
+        assert not task.done(), "the request ended before it could be held: give it more tokens"
+        info = await fleet.server_info()
+        busy = [url for url, body in info.items() if body["running"]]
+        if busy:
+            await fleet.engines[busy[0]].pause("in_place")
+            return busy[0]
+        await asyncio.sleep(0.005)
 
 
 async def test_one_sessions_turns_all_land_on_one_engine(servers):
@@ -196,6 +213,9 @@ async def test_publishing_reaches_every_engine_of_a_launched_fleet_with_one_vers
     config = EngineConfig(backend="sglang", launch=2, sglang=sglang, router=config.router)
     async with open_engine(config, tiny_dense_dir) as fleet:
         assert len(fleet.engines) == 2 and (tmp_path / "engine-1.log").is_file()
+        # Launched with --return-routed-experts always (a no-op on this dense model; a MoE one needs it).
+        info = await fleet.server_info()
+        assert all(body["return_routed_experts"] == "always" for body in info.values())
         old = {u: await e.prompt_logprobs(PROMPT, 1) for u, e in fleet.engines.items()}
         await fleet.update_weights(str(new_dir), "v1")
         assert set(fleet.serving["v1"]) == set(fleet.engines)
@@ -226,22 +246,12 @@ async def test_the_fleet_publishes_with_each_update_policy_through_the_router(
     )
     long = SamplingParams(max_new_tokens=120, seed=3, ignore_eos=True)
 
-    async def hold(fleet):
-        """Once a request runs, pauses its engine in place: held in flight (no race with a fast decode)."""
-        while True:
-            info = await fleet.server_info()
-            busy = [url for url, body in info.items() if body["running"]]
-            if busy:
-                await fleet.engines[busy[0]].pause("in_place")
-                return busy[0]
-            await asyncio.sleep(0.005)
-
     async with open_engine(fleet_config([s.base_url for s in servers]), "unused") as fleet:
         old = (await fleet.generate(PROMPT, SamplingParams(max_new_tokens=1))).weight_version
         try:
             # drain: the request in flight ends on the old weights; one sent meanwhile waits for the new.
             task = asyncio.ensure_future(fleet.generate(PROMPT, long, rid="fl-dr"))
-            busy = await hold(fleet)
+            busy = await hold(fleet, task)
             publish = asyncio.ensure_future(update_weights(fleet, str(new_dir), "fl-v1", "drain"))
             await asyncio.sleep(0)  # the fleet's router client holds new requests back from here on
             late = asyncio.ensure_future(fleet.generate(PROMPT, SamplingParams(max_new_tokens=2)))
@@ -254,7 +264,7 @@ async def test_the_fleet_publishes_with_each_update_policy_through_the_router(
             assert set(fleet.serving["fl-v1"]) == set(fleet.engines)
             # abort_resume: cut, re-issued through the router, ended on the new (here: the first) weights.
             task = asyncio.ensure_future(generate_resuming(fleet, PROMPT, long, max_resumes=2, rid="fl-ar"))
-            await hold(fleet)
+            await hold(fleet, task)
             await update_weights(fleet, str(tiny_dense_dir), "fl-v0", "abort_resume")
             resumed = await task
             gen = resumed.generation
@@ -290,11 +300,139 @@ async def test_bad_fleet_config_is_a_clear_error_naming_the_value(tmp_path):
         RouterConfig(prometheus_port=0)
 
 
-async def test_a_fleet_refuses_a_moe_model_whose_routed_experts_the_router_drops(tiny_moe_dir, tmp_path):
-    (server,) = await start_servers(tiny_moe_dir, 1, tmp_path)
+@pytest.fixture(scope="module")
+def moe_servers(engine_model_dir, tmp_path_factory):
+    """Two of ours on the engine tests' tiny MoE (clear top-k margins), returning routing unasked."""
+    procs = asyncio.run(
+        start_servers(engine_model_dir, 2, tmp_path_factory.mktemp("moe-fleet"), "--return-routed-experts",
+                      "always", name="moe")
+    )  # fmt: skip
+    yield procs
+    for proc in procs:
+        proc.stop(5)
+
+
+async def test_routed_experts_through_the_fleet_equal_one_engines_for_every_start(
+    moe_servers, engine_model_dir
+):
+    async with open_engine(fleet_config([s.base_url for s in moe_servers]), engine_model_dir) as fleet:
+        for start in (0, 5):
+            sampling = SamplingParams(max_new_tokens=8, seed=start + 1, temperature=1.0, ignore_eos=True)
+            gen = await fleet.generate(
+                PROMPT, sampling, return_routed_experts=True, routed_experts_start_len=start,
+                session_id=f"moe-{start}",
+            )  # fmt: skip
+            assert gen.routed_experts_start == start
+            assert gen.routed_experts.shape == (len(PROMPT) + 8 - 1 - start, 2, 2)
+            for url, engine in fleet.engines.items():  # asked directly, with the request-level fields
+                alone = await engine.generate(
+                    PROMPT, sampling, return_routed_experts=True, routed_experts_start_len=start
+                )
+                assert np.array_equal(alone.output_ids, gen.output_ids), url
+                assert np.array_equal(alone.routed_experts, gen.routed_experts), url
+            # Not asked: nothing, as from one engine (the rows the response carries anyway are ignored).
+            plain = await fleet.generate(PROMPT, sampling, session_id=f"moe-{start}")
+            assert plain.routed_experts is None and np.array_equal(plain.output_ids, gen.output_ids)
+
+
+async def test_abort_resume_through_a_moe_fleet_ends_with_every_routing_row(
+    moe_servers, engine_model_dir, other_model_dir
+):
+    long, start = SamplingParams(max_new_tokens=200, seed=3, ignore_eos=True), 4
+    async with open_engine(fleet_config([s.base_url for s in moe_servers]), engine_model_dir) as fleet:
+        old = (await fleet.generate(PROMPT, SamplingParams(max_new_tokens=1))).weight_version
+        try:
+            task = asyncio.ensure_future(generate_resuming(
+                fleet, PROMPT, long, max_resumes=2, rid="moe-ar", return_routed_experts=True,
+                routed_experts_start_len=start,
+            ))  # fmt: skip
+            await hold(fleet, task)
+            await update_weights(fleet, str(other_model_dir), "moe-v1", "abort_resume")
+            resumed = await task
+        finally:
+            await fleet.resume()
+            await fleet.update_weights(str(engine_model_dir), old)
+        uncut = await next(iter(fleet.engines.values())).generate(
+            PROMPT, long, return_routed_experts=True, routed_experts_start_len=start
+        )
+    gen = resumed.generation
+    assert resumed.resumes == 1 and len(gen.output_ids) == 200 and gen.routed_experts_start == start
+    assert gen.routed_experts.shape == (len(PROMPT) + 200 - 1 - start, 2, 2)
+    assert np.all((gen.routed_experts >= 0) & (gen.routed_experts < 8))
+    # Up to the cut the request ran on the old weights: the rows and tokens an uncut request has there.
+    cut = gen.token_weight_versions.index("moe-v1")
+    assert cut >= 1 and np.array_equal(gen.output_ids[:cut], uncut.output_ids[:cut])
+    rows = len(PROMPT) + cut - 1 - start
+    assert np.array_equal(gen.routed_experts[:rows], uncut.routed_experts[:rows])
+
+
+async def test_the_capture_proxy_over_a_moe_fleet_records_routing_for_every_sampled_token(
+    moe_servers, engine_model_dir, tmp_path
+):
+    import openai
+
+    from legorl_jax.config import ProxyConfig
+    from legorl_jax.model.tokenizer import load_tokenizer
+    from legorl_jax.proxy import CaptureProxy
+
+    config = ProxyConfig(max_response_tokens=6, max_consecutive_no_tool=0, archive_dir=str(tmp_path / "a"))
+    async with open_engine(fleet_config([s.base_url for s in moe_servers]), engine_model_dir) as fleet:
+        proxy = CaptureProxy(
+            fleet, load_tokenizer(engine_model_dir), config, admin_token="test-admin", context_length=256
+        )
+        await proxy.start("127.0.0.1", 0)
+        try:
+            info = proxy.open_session()
+            messages = [
+                {"role": "system", "content": "You fix bugs."},
+                {"role": "user", "content": "Fix it."},
+            ]
+            async with openai.AsyncOpenAI(
+                base_url=info.openai_base_url, api_key="x", max_retries=0
+            ) as client:
+                for turn in range(3):
+                    reply = await client.chat.completions.create(model="p", messages=messages)
+                    messages = [*messages, {"role": "assistant", "content": reply.choices[0].message.content},
+                                {"role": "user", "content": f"go on {turn}"}]  # fmt: skip
+            turns = proxy.sessions[info.session_id].turns
+            record = await proxy.close_session(info.session_id)
+        finally:
+            await proxy.stop()
+    assert len(record.turns) == 3 and sum(t.routed_experts_start > 0 for t in turns) == 2
+    (seq,) = record.sequences
+    assert seq.num_sampled == sum(t["output_tokens"] for t in record.turns) > 0
+    # Every input position but the last has its experts recorded (so every sampled token's), in range.
+    routed = seq.routed_experts
+    assert routed.shape == (len(seq.token_ids), 2, 2)
+    assert np.all((routed[:-1] >= 0) & (routed[:-1] < 8)) and np.all(routed[-1] == -1)
+
+
+async def test_a_fleet_refuses_a_moe_model_naming_each_engine_that_lacks_routing_unasked(
+    moe_servers, engine_model_dir, tmp_path
+):
+    (plain,) = await start_servers(engine_model_dir, 1, tmp_path)  # default: routing only when asked
     try:
-        with pytest.raises(ValueError, match="return_routed_experts"):
-            async with open_engine(fleet_config([server.base_url]), tiny_moe_dir):
+        with pytest.raises(ValueError, match="return_routed_experts") as refused:
+            async with open_engine(fleet_config([moe_servers[0].base_url, plain.base_url]), engine_model_dir):
                 pass
     finally:
-        server.stop(5)
+        plain.stop(5)
+    message = str(refused.value)
+    assert f"{plain.base_url} does not (its /get_server_info says return_routed_experts='request')" in message
+    assert f"{moe_servers[0].base_url} does not" not in message
+    assert "--return-routed-experts always" in message and "SGLang" in message
+
+
+def test_launched_servers_of_ours_return_routing_unasked_unless_configured_otherwise():
+    ours = SGLangConfig(module="legorl_jax.engine.serve", port=31000, extra_args=["--max-len", "64"],
+                        log_file="/tmp/e.log")  # fmt: skip
+    second = launched_sglang(ours, 1)
+    assert (second.port, second.log_file) == (31001, "/tmp/e-1.log")
+    assert second.extra_args == ["--max-len", "64", "--return-routed-experts", "always"]
+    assert ours.extra_args == ["--max-len", "64"]  # the configured one is not changed
+    chosen = dataclasses.replace(ours, extra_args=["--return-routed-experts=request"])
+    assert launched_sglang(chosen, 0).extra_args == ["--return-routed-experts=request"]
+    sglang = SGLangConfig(module="sglang.launch_server")  # real SGLang has no such flag
+    assert launched_sglang(sglang, 0).extra_args == []
+    with pytest.raises(TypeError, match="dict"):
+        launched_sglang({"port": 1}, 0)

@@ -318,3 +318,35 @@ async def test_top_logprobs_of_prompt_positions_are_refused_naming_the_field(cli
     })  # fmt: skip
     assert status == 400 and body["error"]["field"] == "top_logprobs_num"
     assert "logprob_start_len=0" in body["error"]["message"]
+
+
+async def test_return_routed_experts_always_sends_the_whole_sequences_routing_unasked(client, engine):
+    sampling = {"max_new_tokens": 6, "sampling_seed": 4, "ignore_eos": True}
+    direct = await engine.generate(
+        PROMPT, SamplingParams(max_new_tokens=6, seed=4, ignore_eos=True), return_routed_experts=True
+    )
+
+    def rows(meta):
+        return np.frombuffer(base64.b64decode(meta["routed_experts"]), dtype="<i4").reshape(-1, 2, 2)
+
+    # The default (SGLang's behaviour): routing only when asked.
+    status, plain = await post(client, "/generate", {"input_ids": PROMPT, "sampling_params": sampling})
+    assert status == 200 and "routed_experts" not in plain["meta_info"]
+    assert (await (await client.get("/get_server_info")).json())["return_routed_experts"] == "request"
+    async with TestClient(TestServer(make_app(engine, return_routed_experts="always"))) as always:
+        info = await (await always.get("/get_server_info")).json()
+        assert info["return_routed_experts"] == "always"
+        # Unasked (as behind sglang-router, which drops the fields): every row of the sequence, from 0.
+        status, body = await post(always, "/generate", {"input_ids": PROMPT, "sampling_params": sampling})
+        assert status == 200 and body["meta_info"]["routed_experts_start_len"] == 0
+        assert body["output_ids"] == direct.output_ids.tolist()
+        np.testing.assert_array_equal(rows(body["meta_info"]), direct.routed_experts)
+        # Asked, a request still gets what it asked for.
+        status, body = await post(always, "/generate", {
+            "input_ids": PROMPT, "sampling_params": sampling, "return_routed_experts": True,
+            "routed_experts_start_len": 3,
+        })  # fmt: skip
+        assert status == 200 and body["meta_info"]["routed_experts_start_len"] == 3
+        np.testing.assert_array_equal(rows(body["meta_info"]), direct.routed_experts[3:])
+    with pytest.raises(ValueError, match="'sometimes'"):
+        make_app(engine, return_routed_experts="sometimes")

@@ -182,6 +182,35 @@ async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_confi
     np.testing.assert_array_equal(gen.routed_experts, routed)
 
 
+async def test_routing_rows_from_before_the_asked_start_are_cut_to_it(engine_model_dir):
+    """Our server under `--return-routed-experts always` behind a router: the request's fields were
+    dropped, the reply carries every row from 0 and says so; the client keeps [start, P + N - 1)."""
+    routed = np.arange(4 * 2 * 2, dtype="<i4").reshape(4, 2, 2) % 8
+    meta = {
+        "id": "r",
+        "finish_reason": {"type": "length", "length": 2},
+        "prompt_tokens": 3,
+        "completion_tokens": 2,
+        "weight_version": "7",
+        "output_token_logprobs": [[-0.5, 11, None], [-1.25, 12, None]],
+        "routed_experts": base64.b64encode(routed.tobytes()).decode(),
+        "routed_experts_start_len": 0,
+    }
+    fake = Fake(lambda req, body: web.json_response({"text": "", "output_ids": [11, 12], "meta_info": meta}))
+    fake.info = {"model_path": str(engine_model_dir), "is_generation": True}
+    sampling = SamplingParams(max_new_tokens=2)
+    async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
+        for start in (0, 2, 3):
+            gen = await client.generate(
+                [1, 2, 3], sampling, return_routed_experts=True, routed_experts_start_len=start
+            )
+            assert gen.routed_experts_start == start
+            np.testing.assert_array_equal(gen.routed_experts, routed[start:])
+        meta["routed_experts_start_len"] = 3  # rows that start after the asked start cannot serve it
+        with pytest.raises(EngineError, match=r"routed_experts_start_len=2\] \(the asked start\), got 3"):
+            await client.generate([1, 2, 3], sampling, return_routed_experts=True, routed_experts_start_len=2)
+
+
 @pytest.mark.parametrize(
     ("status", "body", "error", "match"),
     [
