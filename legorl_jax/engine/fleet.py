@@ -43,8 +43,9 @@ through the router; weight updates, pauses and load figures go to each engine di
   returns routing only for the request-level field, so an SGLang fleet refuses a MoE model (use one
   engine, `engine.url`); it is never recorded without routing. Cost: each response carries the routing
   of the whole sequence, not only of the new tokens (P + N - 1 rows of L * K int32, base64).
-- Limit of sglang-router 0.3.2: our engines' `session_id` cache hint is dropped with the body field
-  (their prefix cache still serves the session's next turn, kept by recency instead of by the hint).
+- The session hint: sglang-router 0.3.2 drops the body's `session_id` (our engines' prefix-cache hint to
+  keep a conversation resident) but forwards the `x-smg-routing-key` header, which carries the same id;
+  our server takes the hint from that header when the body has none.
 """
 
 from __future__ import annotations
@@ -72,11 +73,11 @@ from legorl_jax.engine.base import (
 )
 from legorl_jax.engine.sglang_client import SGLangEngine
 from legorl_jax.engine.sglang_launcher import ServerProcess, check_module
+from legorl_jax.engine.wire import ROUTING_KEY_HEADER
 from legorl_jax.types import Generation
 
 log = logging.getLogger(__name__)
 
-ROUTING_KEY_HEADER = "x-smg-routing-key"
 ROUTER_MODULE = "sglang_router.launch_router"
 OUR_SERVER_MODULE = "legorl_jax.engine.serve"
 ROUTED_EXPERTS_FLAG = "--return-routed-experts"

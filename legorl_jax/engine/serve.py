@@ -62,6 +62,7 @@ from legorl_jax.engine.base import (
 from legorl_jax.engine.jax_engine import JaxEngine
 from legorl_jax.engine.wire import (
     CONTEXT_OVERFLOW,
+    ROUTING_KEY_HEADER,
     GenerateRequest,
     WireError,
     check_prompt_fields,
@@ -173,7 +174,8 @@ async def generate(request: web.Request) -> web.Response:
         return_routed_experts=routed,
         routed_experts_start_len=routed_start,
         rid=rid,
-        session_id=req.session_id,
+        # Behind sglang-router the body's session_id is dropped; its routing key header is our session id.
+        session_id=req.session_id or request.headers.get(ROUTING_KEY_HEADER) or None,
         top_logprobs=req.top_logprobs_num if req.return_logprob else 0,
     )
     body = generation_json(

@@ -101,6 +101,10 @@ _REQUEST_FIELDS = ("input_ids", "text", "sampling_params", "return_logprob", "lo
 
 CONTEXT_OVERFLOW = "context_overflow"
 
+ROUTING_KEY_HEADER = "x-smg-routing-key"
+"""sglang-router's routing key header: the fleet sends a session's id in it (engine/fleet.py), and our
+server reads it as the `session_id` hint when a router dropped the body field."""
+
 
 class WireError(ValueError):
     """A request or response that does not follow the wire format; `field` names where."""

@@ -160,6 +160,19 @@ async def test_the_session_hint_reaches_the_cache_through_the_client_and_our_ser
     assert sessions == ["-", "agent-9"]
 
 
+async def test_our_server_takes_the_session_hint_from_the_routers_routing_key_header(cached):
+    # sglang-router drops the body's session_id but forwards x-smg-routing-key, which the fleet fills with it.
+    from legorl_jax.engine.wire import ROUTING_KEY_HEADER
+
+    assert await cached.flush_cache()
+    body = {"input_ids": SYSTEM, "sampling_params": {"max_new_tokens": 3, "sampling_seed": 1}}
+    async with TestClient(TestServer(make_app(cached))) as client:
+        await client.post("/generate", json=body, headers={ROUTING_KEY_HEADER: "agent-7"})
+        await client.post("/generate", json={**body, "input_ids": SYSTEM[:-2]})
+    sessions = sorted((e.session or "-") for e in cached.scheduler.cache.by_slot.values())
+    assert sessions == ["-", "agent-7"]
+
+
 def test_a_session_entry_outlives_traffic_without_a_session_hint():
     cache = PrefixCache(max_entries=1)
     cache.insert(0, np.arange(10, dtype=np.int32), None, session="agent")
