@@ -16,8 +16,8 @@ the most any cache could serve). Then publish to the fleet of 2: the time from t
 update's start until both engines serve the new version (`EngineFleet.update_weights`, from a directory on
 disk).
 Untimed passes of each kind first compile the programs it meets (until one compiles nothing new).
-sglang-router 0.3.2 drops routed experts from forwarded requests, so the model is dense (a fleet refuses a
-MoE one).
+The model is dense: the figures are about routing and caching, the same for a MoE model (which a fleet of
+our servers also serves, their responses carrying the routing the router does not ask for; engine/fleet.py).
 Load: the 1-minute load average (`uptime`) before and after is printed; the figures mean little above 1.
 """
 

@@ -25,13 +25,16 @@ beside the trainer's for the two cores not to be the limit, hence a trainer wide
 (384 wide, 6 layers: a train step of seconds per trajectory, as on real models the train step outweighs a
 trial's orchestration).
 
-Batch and slots: 16 trajectories per step (4 tasks x 4) over 8 trial slots, the same for every mode. At
-max_staleness 1 the async loop admits a group only while fewer than 2 steps' worth are outstanding (AReaL's
-bound), so during a train step only the next step's groups run; with as many slots as a step has trials
-that is rollout overlapped with training and nothing more, at best 2x sync (step = max(train, rollout)
-against train + rollout), less as soon as the slowest trial varies. With a batch larger than the slots (the
-usual case: hundreds of trajectories per step, tens of sandboxes), the sync loop runs its batch in waves and
-waits for the slowest trial of the last, while the async loop keeps every slot busy. Balance: by default
+Batch and slots: by default 16 trajectories per step (4 tasks x 4) over 8 trial slots, the same for every
+mode. At max_staleness 1 the async loop admits a group only while fewer than 2 steps' worth are outstanding
+(AReaL's bound; the groups in the update count), so while a step trains only about one step's worth of
+groups runs. Taking groups in order, that would be rollout overlapped with training and nothing more: at
+best 2x sync (max(train, rollout) against train + rollout). The trainer takes them as they end instead, so a
+group held up by a straggler does not hold up the step, and once it is more than max_staleness versions late
+it is dropped and counted (`stale groups`); a sync step always waits for its slowest trial. Heavy tails cost
+sync that wait every step and async a dropped group now and then; smaller groups make the skip finer. The
+issue's target was met with `--group-size 2 --concurrency 12 --trajectories 80 --hidden-size 768 --layers 8
+--tool-sigma 2.0 --balance 0.75` (BENCHMARKS.md, "Async training"). Balance: by default
 (`--tool-mean-s` unset) the mean trial lasts `--balance` (1) x the train step x slots / batch, so the slots
 end as many trajectories as the trainer takes (pipeline balanced; sync then waits a whole rollout phase per
 step); the mean tool time is that less a trial's own time (tool time ~0), both measured in the warm-up and
