@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from legorl_jax.train.distributed import Processes
     from legorl_jax.train.state import TrainState
     from legorl_jax.train.step import Trainer
+    from legorl_jax.warm_start import WarmStartReport
 
 log = logging.getLogger(__name__)
 DEFAULT_TINY_MODEL = "runs/tiny-moe"
@@ -253,7 +254,6 @@ async def _build_parts(
     from legorl_jax.tasks.task_image import ensure_task_image
     from legorl_jax.train.commands import Commands, LeadingPublisher
     from legorl_jax.train.publish import Publisher, version_of
-    from legorl_jax.warm_start import warm_start
 
     folder = run_dir(config)
     commands = Commands() if processes.num_processes > 1 else None
@@ -280,22 +280,7 @@ async def _build_parts(
                     )
                 )[0]
             )
-            report = await warm_start(
-                ws,
-                demo_tasks,
-                model_dir,
-                same_tasks_as_rl=same,
-                algo=config.algo,
-                train=config.train,
-                harness=config.harness,
-                rollout=config.rollout,
-                proxy=config.proxy,
-                sandbox=config.sandbox,
-                verifier=config.verifier,
-                max_len=config.engine.max_len,
-                dtype=config.model.dtype,
-                seed=config.seed,
-            )
+            report = await warm_start_for(config, demo_tasks, model_dir, same_tasks_as_rl=same)
             model_dir, warm = report.model_dir, report.describe()
             log.info("%s", warm)
 
@@ -420,6 +405,30 @@ async def serving_proxies(
         ) as eval_proxy,
     ):
         yield proxy, eval_proxy
+
+
+async def warm_start_for(
+    config: Config, tasks: list[Task], model_dir: str, *, same_tasks_as_rl: bool
+) -> WarmStartReport:
+    """`loop.warm_start` of `config` on `tasks` from `model_dir`, with the run's own sub-configs."""
+    from legorl_jax.warm_start import warm_start
+
+    return await warm_start(
+        config.loop.warm_start,
+        tasks,
+        model_dir,
+        same_tasks_as_rl=same_tasks_as_rl,
+        algo=config.algo,
+        train=config.train,
+        harness=config.harness,
+        rollout=config.rollout,
+        proxy=config.proxy,
+        sandbox=config.sandbox,
+        verifier=config.verifier,
+        max_len=config.engine.max_len,
+        dtype=config.model.dtype,
+        seed=config.seed,
+    )
 
 
 async def train(config: Config, *, job: str = "") -> RunSummary | None:

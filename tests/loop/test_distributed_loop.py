@@ -8,12 +8,10 @@ equality test of tests/train/test_distributed.py (two AdamW steps at lr 1e-3).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,14 +30,10 @@ RUNNER = HERE / "distributed_loop_run.py"
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 import distributed_loop_run  # noqa: E402
+import processes  # noqa: E402
+from processes import free_port  # noqa: E402
 
 TIMEOUT_S = 900
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(n: int, model_dir, run_dir: pathlib.Path, *extra: str) -> list[subprocess.Popen]:
@@ -65,20 +59,7 @@ def launch(n: int, model_dir, run_dir: pathlib.Path, *extra: str) -> list[subpro
 
 
 def finish(procs: list[subprocess.Popen], timeout: float = TIMEOUT_S) -> list[tuple[int, str, str]]:
-    """(returncode, stdout, stderr) of each process; any still running at `timeout` is killed first."""
-    deadline = time.monotonic() + timeout
-    results = []
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                with contextlib.suppress(ProcessLookupError):
-                    p.kill()
-            out, err = proc.communicate()
-            pytest.fail(f"process {procs.index(proc)} still running after {timeout} s:\n{err[-3000:]}")
-        results.append((proc.returncode, out, err))
-    return results
+    return processes.finish(procs, timeout)
 
 
 def succeeded(results: list[tuple[int, str, str]]) -> list[dict]:

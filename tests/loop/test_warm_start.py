@@ -12,7 +12,7 @@ import pytest
 
 from legorl_jax.config import LoopConfig, WarmStartConfig
 from legorl_jax.model import load_hf
-from legorl_jax.warm_start import warm_start
+from legorl_jax.run import warm_start_for
 
 pytestmark = pytest.mark.docker
 
@@ -23,31 +23,11 @@ def warm_config(tmp_path, **warm):
     return dataclasses.replace(config, loop=LoopConfig(steps=1, validate_every=0, warm_start=ws))
 
 
-async def run_warm_start(config, tasks, model_dir, *, same_tasks_as_rl):
-    """`warm_start` with the sub-configs of `config` (what run.train passes)."""
-    return await warm_start(
-        config.loop.warm_start,
-        tasks,
-        model_dir,
-        same_tasks_as_rl=same_tasks_as_rl,
-        algo=config.algo,
-        train=config.train,
-        harness=config.harness,
-        rollout=config.rollout,
-        proxy=config.proxy,
-        sandbox=config.sandbox,
-        verifier=config.verifier,
-        max_len=config.engine.max_len,
-        dtype=config.model.dtype,
-        seed=config.seed,
-    )
-
-
 async def test_the_warm_start_learns_the_demonstration_is_cached_and_says_what_it_did(
     loop_model_dir, loop_task, tmp_path
 ):
     config = warm_config(tmp_path, steps=4)
-    report = await run_warm_start(config, [loop_task], str(loop_model_dir), same_tasks_as_rl=True)
+    report = await warm_start_for(config, [loop_task], str(loop_model_dir), same_tasks_as_rl=True)
     assert report.kept == (loop_task.instance_id,) and report.steps == 4 and not report.cached
     assert report.last_loss < report.first_loss - 0.5  # NLL per token of the demonstration
     text = report.describe()
@@ -59,7 +39,7 @@ async def test_the_warm_start_learns_the_demonstration_is_cached_and_says_what_i
     base, warm = load_hf(loop_model_dir), load_hf(report.model_dir)
     assert not np.allclose(np.asarray(base.embed_tokens[...]), np.asarray(warm.embed_tokens[...]))
 
-    again = await run_warm_start(config, [loop_task], str(loop_model_dir), same_tasks_as_rl=False)
+    again = await warm_start_for(config, [loop_task], str(loop_model_dir), same_tasks_as_rl=False)
     assert again.cached and again.model_dir == report.model_dir and again.last_loss == report.last_loss
     assert "reused from the cache" in again.describe() and "tasks RL is not measured on" in again.describe()
 
@@ -70,7 +50,7 @@ async def test_stop_below_ends_the_warm_start_once_the_demonstration_nll_is_unde
 ):
     # The random model's NLL per token is ~8.3: under 100 after the first step, so one step is taken.
     config = warm_config(tmp_path, steps=50, stop_below=100.0)
-    report = await run_warm_start(config, [loop_task], str(loop_model_dir), same_tasks_as_rl=True)
+    report = await warm_start_for(config, [loop_task], str(loop_model_dir), same_tasks_as_rl=True)
     assert report.steps == 1 and report.stop_below == 100.0 and report.first_loss == report.last_loss
     assert "1 supervised step (until the NLL fell below 100)" in report.describe()
 

@@ -104,20 +104,20 @@ async def test_trials_run_on_both_nodes_and_their_archives_come_back(
         executor = await RayExecutor.start(config)
         try:
             assert len({s.where for s in executor.slots}) == 2
-            batch = await collect(
-                two_tasks,
-                group_size=2,
-                harness=get_harness("builtin"),
-                proxy=proxy,
-                config=config,
-                executor=executor,
-            )
+            batch = await collect_both_tasks(two_tasks, proxy, config, executor)
         finally:
             await executor.close()
     finally:
         cluster.shutdown()
     places = check_archives(batch, tmp_path, trials=4)
     assert len(set(places.values())) == 2  # two trials at a time, one slot per node: both nodes ran trials
+
+
+async def collect_both_tasks(two_tasks, proxy, config, executor):
+    """A group of 2 trials of each task with the built-in harness, run by `executor`."""
+    return await collect(
+        two_tasks, group_size=2, harness=get_harness("builtin"), proxy=proxy, config=config, executor=executor
+    )
 
 
 def check_archives(batch, tmp_path, trials: int) -> dict[str, str]:
@@ -200,14 +200,7 @@ async def test_trials_on_a_node_with_its_own_docker_daemon_run_there_and_come_ba
             pid_of = {
                 s.where: str(await s.actor.__ray_call__.remote(lambda _: os.getpid())) for s in executor.slots
             }
-            batch = await collect(
-                two_tasks,
-                group_size=2,
-                harness=get_harness("builtin"),
-                proxy=proxy,
-                config=config,
-                executor=executor,
-            )
+            batch = await collect_both_tasks(two_tasks, proxy, config, executor)
         finally:
             await executor.close()
     finally:

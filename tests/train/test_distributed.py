@@ -7,14 +7,12 @@ absolute (one AdamW step at lr 1e-3), AdamW first moments (= the gradients) to 1
 Measured: loss and gradient norm bitwise equal, metrics 3e-8, parameters 1.2e-10, moments 1.4e-7.
 """
 
-import contextlib
 import filecmp
 import json
 import os
 import pathlib
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +22,7 @@ import numpy as np
 import optax
 import pytest
 import tiny_run
+from processes import finish, free_port
 
 from legorl_jax.config import CheckpointConfig, DistributedConfig, MeshConfig
 from legorl_jax.model import init_policy
@@ -37,12 +36,6 @@ WORKER = pathlib.Path(__file__).parent / "multiprocess_run.py"
 REPO = pathlib.Path(__file__).parents[2]
 sys.path.insert(0, str(WORKER.parent))
 import multiprocess_run  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(n: int, out: pathlib.Path, *extra: str) -> list[subprocess.Popen]:
@@ -65,23 +58,6 @@ def launch(n: int, out: pathlib.Path, *extra: str) -> list[subprocess.Popen]:
         )
         for i in range(n)
     ]
-
-
-def finish(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, str, str]]:
-    """(returncode, stdout, stderr) of each process; any still running at `timeout` is killed first."""
-    deadline = time.monotonic() + timeout
-    results = []
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                with contextlib.suppress(ProcessLookupError):
-                    p.kill()
-            out, err = proc.communicate()
-            pytest.fail(f"process {procs.index(proc)} still running after {timeout} s:\n{err[-3000:]}")
-        results.append((proc.returncode, out, err))
-    return results
 
 
 # ------------------------------------------------------------------------------------------------------
