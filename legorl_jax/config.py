@@ -558,8 +558,8 @@ class RouterConfig:
     """manual: sticky by routing key (our session id, header x-smg-routing-key); cache_aware: by prompt
     prefix; round_robin, random, power_of_two: no affinity."""
     assignment_mode: str = "min_group"
-    """manual: where a new session goes: min_group (the engine with the fewest sessions), min_load (the
-    fewest requests in flight) or random."""
+    """manual: where a new session goes: min_group (the engine with the fewest sessions that have a request
+    in flight), min_load (the fewest requests in flight) or random; ties go at random."""
     health_check_interval_s: int = 2
     """Seconds between the router's health checks of each engine."""
     health_failure_threshold: int = 1

@@ -14,7 +14,9 @@ through the router; weight updates, pauses and load figures go to each engine di
 - Affinity: `generate(..., session_id=S)` sends S as the `x-smg-routing-key` header. With the router's
   `manual` policy (the default here) the first request of a key picks an engine and every later one
   goes to the same engine while it is healthy, so a conversation's prefix stays in that engine's cache;
-  a new session goes to the engine with the fewest sessions (`assignment_mode: min_group`).
+  a new session goes to the engine with the fewest sessions that have a request in flight
+  (`assignment_mode: min_group`; the router counts a routing key only while one of its requests runs,
+  and breaks ties at random, so sessions started one after another on an idle fleet land at random).
   `cache_aware` routes by prompt prefix instead; `round_robin` has no affinity (the benchmark's baseline).
 - Failures: the router is started with `--disable-retries`, so a request whose engine dies fails (the
   router answers 5xx, the client raises `EngineError`) and is never sampled a second time behind our
