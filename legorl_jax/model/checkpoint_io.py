@@ -115,9 +115,12 @@ class _Reader:
             raise
 
     def _check(self, expected: dict[str, tuple[int, ...]], indexed: bool) -> None:
+        # Each file's names are read once: `keys()` builds the whole list per call, so asking it per tensor
+        # took 92 s for the 18k expert tensors of a 48-layer, 128-expert model (quadratic in the count).
+        names = {file: set(handle.keys()) for file, handle in self.handles.items()}
         if indexed:
-            for file, handle in self.handles.items():
-                unlisted = sorted(n for n in handle.keys() if self.files.get(n) != file)
+            for file in self.handles:
+                unlisted = sorted(n for n in names[file] if self.files.get(n) != file)
                 if unlisted:
                     raise ValueError(
                         f"shard {file.name!r} holds tensor {unlisted[0]!r}, which the index does not assign "
@@ -125,7 +128,7 @@ class _Reader:
                     )
         for name, shape in expected.items():
             handle = self.handles[self.files[name]]
-            if name not in handle.keys():
+            if name not in names[self.files[name]]:
                 raise ValueError(
                     f"tensor {name!r} is listed for {self.files[name].name!r} but that file lacks it"
                 )
