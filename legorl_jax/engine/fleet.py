@@ -34,17 +34,19 @@ through the router; weight updates, pauses and load figures go to each engine di
   through it): new requests are held back until `resume()` and the pause returns once none is in flight;
   the engines are then paused in place.
 - MoE models (routed experts): sglang-router 0.3.2 re-serializes /generate bodies into its own request
-  type, which has no `return_routed_experts`, `routed_experts_start_len` or `session_id`, but passes the
-  engine's response through unchanged. So a fleet serves a MoE model only when every engine returns the
-  routing unasked: our server with `--return-routed-experts always` answers every /generate with the
-  whole sequence's rows (`meta_info.routed_experts_start_len` 0), and the client cuts them to the asked
-  `[S, P + N - 1)` (wire.py), so callers (the capture proxy, resume.py) read exactly what one engine
-  returns. When it opens on a MoE model the fleet asks each engine's `/get_server_info` directly and
+  type, which has no `return_routed_experts`, `routed_experts_start_len` or `session_id`, forwards only a
+  few request headers, and passes the engine's response through unchanged. So a fleet serves a MoE model
+  only when every engine returns the routing unasked: our server with `--return-routed-experts always`
+  answers every /generate with routing rows, from the start the client names in its own member of the
+  `tracestate` header, which the router forwards (wire.py), or from 0 (the whole sequence) without one;
+  `meta_info.routed_experts_start_len` says which. The client cuts whatever arrives to the asked
+  `[S, P + N - 1)`, so callers (the capture proxy, resume.py) read exactly what one engine returns, and a
+  response carries the rows asked (N on a continuing turn, as from one engine; BENCHMARKS.md, "Engine
+  fleet"). When it opens on a MoE model the fleet asks each engine's `/get_server_info` directly and
   refuses (ValueError naming every engine that lacks it, and the flag) unless all say
   `"return_routed_experts": "always"`; `engine.launch` starts our servers with the flag. Real SGLang
   returns routing only for the request-level field, so an SGLang fleet refuses a MoE model (use one
-  engine, `engine.url`); it is never recorded without routing. Cost: each response carries the routing
-  of the whole sequence, not only of the new tokens (P + N - 1 rows of L * K int32, base64).
+  engine, `engine.url`); it is never recorded without routing.
 - The session hint: sglang-router 0.3.2 drops the body's `session_id` (our engines' prefix-cache hint to
   keep a conversation resident) but forwards the `x-smg-routing-key` header, which carries the same id;
   our server takes the hint from that header when the body has none.

@@ -6,10 +6,12 @@ SGLang's own flags are accepted too (`--model-path`, `--tp 1`, `--enable-return-
 always on here), so `sglang_launcher.ServerProcess` starts this server exactly as it starts SGLang.
 
 `--return-routed-experts always` (default `request`: only when a request asks, as SGLang) makes every
-/generate of a MoE model carry the routed experts of its whole sequence (`routed_experts_start_len` 0)
-even when the request did not ask: sglang-router 0.3.2 drops the request's `return_routed_experts`, so
-behind it (engine/fleet.py) this is the only way routing comes back. A request that asks still gets what
-it asked for. `/get_server_info` says which (`"return_routed_experts": "request" | "always"`).
+/generate of a MoE model carry routed experts even when the request did not ask: sglang-router 0.3.2 drops
+the request's `return_routed_experts`, so behind it (engine/fleet.py) this is the only way routing comes
+back. Unasked, the rows start where the request's `tracestate: legorl=routed_experts_start:S` member says
+(our client sends it; the router forwards that header; wire.py), else at 0: the whole sequence
+(`routed_experts_start_len` in the response says which). A request that asks still gets what it asked
+for. `/get_server_info` says which mode (`"return_routed_experts": "request" | "always"`).
 The port opens only once the model is loaded and the smallest prefill bucket and the decode program are
 compiled (a warm-up request), so `/health` answering means ready. SIGTERM or SIGINT closes the port,
 aborts what is in flight and exits 0.
@@ -63,6 +65,7 @@ from legorl_jax.engine.jax_engine import JaxEngine
 from legorl_jax.engine.wire import (
     CONTEXT_OVERFLOW,
     ROUTING_KEY_HEADER,
+    TRACESTATE_HEADER,
     GenerateRequest,
     WireError,
     check_prompt_fields,
@@ -70,6 +73,7 @@ from legorl_jax.engine.wire import (
     generation_json,
     logprob_entries,
     parse_generate,
+    routed_start_from_tracestate,
 )
 
 log = logging.getLogger(__name__)
@@ -162,9 +166,13 @@ async def generate(request: web.Request) -> web.Response:
     ids = _prompt_ids(engine, req)
     check_prompt_fields(req, len(ids))
     rid = req.rid or uuid.uuid4().hex
-    # Unasked (the router dropped the fields) under `always`: the whole sequence's routing (docstring).
+    # Unasked (the router dropped the fields) under `always`: the routing from the start our client's
+    # tracestate member names, else the whole sequence's (docstring).
     routed = req.return_routed_experts or request.app[ROUTED_EXPERTS_KEY] == "always"
-    routed_start = req.routed_experts_start_len if req.return_routed_experts else 0
+    if req.return_routed_experts:
+        routed_start = req.routed_experts_start_len
+    else:
+        routed_start = routed_start_from_tracestate(request.headers.get(TRACESTATE_HEADER), len(ids))
     input_logprobs = None
     if req.return_logprob and req.logprob_start_len >= 0:
         input_logprobs = await _input_logprobs(engine, ids, req.logprob_start_len, req.sampling)

@@ -77,9 +77,11 @@ from legorl_jax.engine.base import (
 )
 from legorl_jax.engine.wire import (
     CONTEXT_OVERFLOW,
+    TRACESTATE_HEADER,
     WireError,
     generate_request_json,
     generation_from_json,
+    routed_start_tracestate,
     sampling_json,
 )
 from legorl_jax.types import Generation
@@ -156,6 +158,9 @@ class SGLangEngine:
         self._model_info: dict[str, Any] | None = None
         self._background: set[asyncio.Task] = set()
         self._in_flight = 0  # this client's generate calls sent and not answered
+        self.bytes_received = 0
+        """Response bytes this client has read (bodies of every endpoint, errors too): what a MoE fleet's
+        whole-sequence routing costs on the wire (tools/bench_fleet.py --moe)."""
         self._open: asyncio.Event | None = None  # cleared while drained: new generate calls wait
         self._ended: asyncio.Event | None = None  # set whenever one of them ends
 
@@ -207,6 +212,7 @@ class SGLangEngine:
                 ) as resp:
                     raw = await resp.read()
                     status = resp.status
+                    self.bytes_received += len(raw)
             except (
                 aiohttp.ClientConnectorError,
                 aiohttp.ConnectionTimeoutError,
@@ -314,7 +320,9 @@ class SGLangEngine:
         )
         start = routed_experts_start_len
         routing = await self._routing() if return_routed_experts else None
-        key = {self.routing_key_header: session_id} if session_id and self.routing_key_header else None
+        headers = {self.routing_key_header: session_id} if session_id and self.routing_key_header else {}
+        if return_routed_experts:  # a router drops the body field; our server behind it reads this (wire.py)
+            headers[TRACESTATE_HEADER] = routed_start_tracestate(start)
         if session_id is not None and (await self.model_info()).get("session_hint") is not True:
             session_id = None
         body = generate_request_json(
@@ -328,7 +336,7 @@ class SGLangEngine:
         )
         try:
             async with self._counted():
-                reply = await self._json("POST", "/generate", body, idempotent=False, headers=key)
+                reply = await self._json("POST", "/generate", body, idempotent=False, headers=headers or None)
         except EngineTimeoutError:
             await self._abort_quietly(rid)
             raise

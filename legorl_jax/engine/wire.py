@@ -19,6 +19,9 @@ One module owns the field names so the server (serve.py) and the client (sglang_
   position of its first row: a server that returns routing unasked, `serve.py --return-routed-experts
   always`, sends the whole sequence's, from 0), and, sent only when an update landed mid-request,
   `token_weight_versions` (one per output token) and `stale_kv_tokens` (`Generation.stale_kv_tokens`).
+- Headers: `x-smg-routing-key` (sglang-router's routing key: the session id) and our member of
+  `tracestate` naming the asked routing start, both read by our server when a router dropped the body's
+  fields (ROUTING_KEY_HEADER, ROUTED_START_MEMBER below).
 - `generation_from_json(...)` reads a response back into a `Generation` (routing stored compactly). Rows
   that start before the asked `routed_experts_start_len` (the response says where they start) are cut to
   it, so a request whose fields a router dropped reads exactly what it asked for.
@@ -104,6 +107,47 @@ CONTEXT_OVERFLOW = "context_overflow"
 ROUTING_KEY_HEADER = "x-smg-routing-key"
 """sglang-router's routing key header: the fleet sends a session's id in it (engine/fleet.py), and our
 server reads it as the `session_id` hint when a router dropped the body field."""
+
+TRACESTATE_HEADER = "tracestate"
+ROUTED_START_MEMBER = "legorl"
+"""Whenever our client asks for routing it also sends the asked `routed_experts_start_len` as its own member
+of the W3C `tracestate` header, `tracestate: legorl=routed_experts_start:S` (a vendor's list-member, the
+header's purpose: vendor state carried unchanged across hops). sglang-router 0.3.2 drops the body field
+and forwards only a few headers (the routing key, `X-Request-ID`, `traceparent`, `tracestate`,
+`X-Correlation-ID`, `Authorization`; checked against the real router), so our server under
+`--return-routed-experts always` starts the routing it sends unasked there instead of at 0: a fleet's
+response then carries the N rows asked, not the P + N - 1 of the whole sequence (a real model's row is
+L * K int32, 2 KiB in base64 for 48 layers x top 8). Without the member it sends them all (still
+correct: the client cuts to the asked start). Other servers ignore it."""
+
+
+def routed_start_tracestate(start: int) -> str:
+    """The `tracestate` member naming routing start `start` (see ROUTED_START_MEMBER)."""
+    return f"{ROUTED_START_MEMBER}=routed_experts_start:{int(start)}"
+
+
+def routed_start_from_tracestate(value: str | None, prompt_tokens: int) -> int:
+    """The routing start our member of a `tracestate` header names (0 without the header or the member);
+    a `WireError` naming the value unless it is `routed_experts_start:S`, S an integer in [0, prompt_tokens].
+    Other vendors' members are left alone."""
+    for member in (value or "").split(","):
+        key, _, state = member.strip().partition("=")
+        if key != ROUTED_START_MEMBER:
+            continue
+        kind, _, number = state.partition(":")
+        if (
+            kind != "routed_experts_start"
+            or not number.isascii()
+            or not number.isdigit()
+            or int(number) > prompt_tokens
+        ):
+            raise WireError(
+                f"{TRACESTATE_HEADER} member {ROUTED_START_MEMBER!r} must be 'routed_experts_start:S' with S "
+                f"an integer in [0, prompt_tokens={prompt_tokens}], got {member.strip()!r}",
+                TRACESTATE_HEADER,
+            )
+        return int(number)
+    return 0
 
 
 class WireError(ValueError):

@@ -4,7 +4,9 @@ and two of ours on a tiny MoE with `--return-routed-experts always`: routed expe
 equal to one engine's, and recorded by the capture proxy over the fleet."""
 
 import asyncio
+import base64
 import dataclasses
+import json
 import signal
 import socket
 import sys
@@ -20,6 +22,7 @@ from legorl_jax.engine.resume import generate_resuming
 from legorl_jax.engine.sglang_client import SGLangEngine
 from legorl_jax.engine.sglang_launcher import ServerProcess, SGLangNotInstalledError
 from legorl_jax.engine.weight_update import update_weights
+from legorl_jax.engine.wire import TRACESTATE_HEADER, generate_request_json, routed_start_tracestate
 
 pytest.importorskip("sglang_router", reason="needs sglang-router (pip install 'legorl_jax[test]')")
 
@@ -357,6 +360,36 @@ async def test_routed_experts_through_the_fleet_equal_one_engines_for_every_star
             # Not asked: nothing, as from one engine (the rows the response carries anyway are ignored).
             plain = await fleet.generate(PROMPT, sampling, session_id=f"moe-{start}")
             assert plain.routed_experts is None and np.array_equal(plain.output_ids, gen.output_ids)
+
+
+async def test_the_routing_start_crosses_the_router_in_tracestate_so_a_reply_carries_only_the_asked_rows(
+    moe_servers, engine_model_dir
+):
+    import aiohttp
+
+    async with open_engine(fleet_config([s.base_url for s in moe_servers]), engine_model_dir) as fleet:
+        sampling = SamplingParams(max_new_tokens=8, seed=3, temperature=1.0, ignore_eos=True)
+        asked = dict(return_routed_experts=True, routed_experts_start_len=len(PROMPT))
+        size = {}
+        async with aiohttp.ClientSession() as http:  # the router's own reply, before our client cuts anything
+            for start in (0, len(PROMPT)):
+                body = generate_request_json(PROMPT, sampling, rid=f"raw-{start}", **asked)
+                headers = {TRACESTATE_HEADER: routed_start_tracestate(start)} if start else {}
+                async with http.post(f"{fleet.router_url}/generate", json=body, headers=headers) as resp:
+                    raw = await resp.read()
+                meta = json.loads(raw)["meta_info"]
+                assert resp.status == 200 and meta["routed_experts_start_len"] == start
+                assert (
+                    len(base64.b64decode(meta["routed_experts"])) == (len(PROMPT) + 8 - 1 - start) * 2 * 2 * 4
+                )
+                size[start] = len(raw)
+        before = fleet.router.bytes_received
+        gen = await fleet.generate(PROMPT, sampling, session_id="moe-header", **asked)
+        assert gen.routed_experts.shape == (8 - 1, 2, 2)
+        alone = await fleet.engines[moe_servers[0].base_url].generate(PROMPT, sampling, **asked)
+        np.testing.assert_array_equal(gen.routed_experts, alone.routed_experts)
+        # Our client sends the member: the fleet's reply has the asked rows' size, not the whole sequence's.
+        assert fleet.router.bytes_received - before < (size[0] + size[len(PROMPT)]) / 2, size
 
 
 async def test_abort_resume_through_a_moe_fleet_ends_with_every_routing_row(

@@ -11,6 +11,7 @@ from engine_reference import MAX_LEN
 
 from legorl_jax.engine import SamplingParams
 from legorl_jax.engine.serve import make_app, start_site
+from legorl_jax.engine.wire import TRACESTATE_HEADER, routed_start_tracestate
 
 PROMPT = [5, 17, 230, 901, 44, 12, 9]
 
@@ -350,3 +351,40 @@ async def test_return_routed_experts_always_sends_the_whole_sequences_routing_un
         np.testing.assert_array_equal(rows(body["meta_info"]), direct.routed_experts[3:])
     with pytest.raises(ValueError, match="'sometimes'"):
         make_app(engine, return_routed_experts="sometimes")
+
+
+async def test_unasked_routing_starts_where_our_tracestate_member_says_and_a_bad_one_is_refused_naming_it(
+    engine,
+):
+    sampling = {"max_new_tokens": 6, "sampling_seed": 4, "ignore_eos": True}
+    direct = await engine.generate(
+        PROMPT, SamplingParams(max_new_tokens=6, seed=4, ignore_eos=True), return_routed_experts=True
+    )
+    unasked = {"input_ids": PROMPT, "sampling_params": sampling}  # as sglang-router forwards it: no fields
+
+    async def send(server, body, tracestate):
+        headers = {TRACESTATE_HEADER: tracestate} if tracestate is not None else {}
+        resp = await server.post("/generate", json=body, headers=headers)
+        return resp.status, await resp.json()
+
+    async with TestClient(TestServer(make_app(engine, return_routed_experts="always"))) as always:
+        ours = routed_start_tracestate(len(PROMPT))
+        cases = [(None, 0), ("congo=t61rcWkgMzE", 0), (routed_start_tracestate(4), 4)]
+        for tracestate, start in [*cases, (f"congo=t61rcWkgMzE, {ours}", len(PROMPT))]:
+            status, body = await send(always, unasked, tracestate)
+            meta = body["meta_info"]
+            assert status == 200 and meta["routed_experts_start_len"] == start, tracestate
+            rows = np.frombuffer(base64.b64decode(meta["routed_experts"]), dtype="<i4").reshape(-1, 2, 2)
+            np.testing.assert_array_equal(rows, direct.routed_experts[start:])
+        for bad in ("-1", "two", str(len(PROMPT) + 1), "1e3"):
+            member = f"legorl=routed_experts_start:{bad}"
+            status, body = await send(always, unasked, f"congo=t61rcWkgMzE,{member}")
+            error = body["error"]
+            assert status == 400 and error["field"] == TRACESTATE_HEADER, error
+            assert repr(member) in error["message"] and f"prompt_tokens={len(PROMPT)}" in error["message"]
+        status, body = await send(always, unasked, "legorl=start:3")
+        assert status == 400 and "'legorl=start:3'" in body["error"]["message"]
+        # A request that asks keeps its own fields: the member (our client sends both) changes nothing.
+        asked = {**unasked, "return_routed_experts": True, "routed_experts_start_len": 2}
+        status, body = await send(always, asked, routed_start_tracestate(5))
+        assert status == 200 and body["meta_info"]["routed_experts_start_len"] == 2

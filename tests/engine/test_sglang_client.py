@@ -211,6 +211,31 @@ async def test_routing_rows_from_before_the_asked_start_are_cut_to_it(engine_mod
             await client.generate([1, 2, 3], sampling, return_routed_experts=True, routed_experts_start_len=2)
 
 
+async def test_the_client_counts_every_response_byte_it_reads_errors_included():
+    sent: list[int] = []
+
+    def reply(request, body):
+        n = body["sampling_params"]["max_new_tokens"]
+        meta = {"id": "r", "finish_reason": {"type": "length", "length": n}, "prompt_tokens": 3,
+                "completion_tokens": n, "output_token_logprobs": [[-0.5, 11, None]] * n}  # fmt: skip
+        if n == 3:
+            raw = json.dumps({"object": "error", "message": "top_k must be -1 or >= 1"}).encode()
+            status = 400
+        else:
+            raw, status = json.dumps({"text": "", "output_ids": [11] * n, "meta_info": meta}).encode(), 200
+        sent.append(len(raw))
+        return web.Response(body=raw, status=status, content_type="application/json")
+
+    async with TestServer(Fake(reply).app) as server, SGLangEngine(str(server.make_url(""))) as client:
+        assert client.bytes_received == 0
+        await client.generate([1, 2, 3], SamplingParams(max_new_tokens=1))
+        assert client.bytes_received == sent[0] > 0
+        await client.generate([1, 2, 3], SamplingParams(max_new_tokens=40))
+        with pytest.raises(BadRequestError):
+            await client.generate([1, 2, 3], SamplingParams(max_new_tokens=3))
+        assert len(sent) == 3 and sent[1] > sent[0] and client.bytes_received == sum(sent)
+
+
 @pytest.mark.parametrize(
     ("status", "body", "error", "match"),
     [
