@@ -22,9 +22,10 @@ By default the model is dense: the figures are about routing and caching.
 `--moe`: what serving a MoE model through the fleet costs. Every turn asks for routing as the capture proxy
 does (`routed_experts_start_len` = the first position not recorded yet: P - 1 on a continuing turn, so N
 rows). sglang-router drops those request fields, so the fleet's servers run `--return-routed-experts
-always` and every response through the router carries the routing of the whole sequence, P + N - 1 rows,
-which the client cuts to the asked start (engine/fleet.py); one engine asked directly (the peer: one SGLang
-engine; the same server, which honours a request's own fields) sends the N rows. The tiny MoE has hidden
+always` and start the routing they send unasked where the client's `tracestate` member says (the router
+forwards that header; without it a reply would carry the whole sequence's P + N - 1 rows; engine/fleet.py);
+one engine asked directly (the peer: one SGLang engine; the same server, which honours a request's own
+fields) sends the N rows. The tiny MoE has hidden
 size 64 but the routing shape of a real model (`--moe-layers` x `--moe-top-k` of `--moe-experts`; defaults
 Qwen3-30B-A3B's 48 x 8 of 128: 1536 bytes a row, 2 KiB in base64), so the payload is a real one's while
 compute stays small. Passes: the fleet with affinity, and one engine; round_robin is left out (it is about

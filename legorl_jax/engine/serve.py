@@ -379,7 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=ROUTED_EXPERTS_MODES,
         help=(
             "request: routed experts only when a request asks (SGLang's behaviour); always: every response "
-            "carries its whole sequence's, so they pass through sglang-router, which drops the request field"
+            "carries them (from the start our client's tracestate member names, else the whole sequence's), "
+            "so they pass through sglang-router, which drops the request field"
         ),
     )
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))

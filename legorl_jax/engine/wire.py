@@ -17,8 +17,9 @@ One module owns the field names so the server (serve.py) and the client (sglang_
   [[logprob, id, null], ...]), routed_experts}`; `routed_experts` is base64 of little-endian int32
   `[P + N - 1 - start, L, K]`. Our extensions: `routed_experts_start_len` beside `routed_experts` (the
   position of its first row: a server that returns routing unasked, `serve.py --return-routed-experts
-  always`, sends the whole sequence's, from 0), and, sent only when an update landed mid-request,
-  `token_weight_versions` (one per output token) and `stale_kv_tokens` (`Generation.stale_kv_tokens`).
+  always`, starts where our `tracestate` member says, else at 0), and, sent only when an update landed
+  mid-request, `token_weight_versions` (one per output token) and `stale_kv_tokens`
+  (`Generation.stale_kv_tokens`).
 - Headers: `x-smg-routing-key` (sglang-router's routing key: the session id) and our member of
   `tracestate` naming the asked routing start, both read by our server when a router dropped the body's
   fields (ROUTING_KEY_HEADER, ROUTED_START_MEMBER below).
