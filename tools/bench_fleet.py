@@ -25,12 +25,12 @@ rows). sglang-router drops those request fields, so the fleet's servers run `--r
 always` and start the routing they send unasked where the client's `tracestate` member says (the router
 forwards that header; without it a reply would carry the whole sequence's P + N - 1 rows; engine/fleet.py);
 one engine asked directly (the peer: one SGLang engine; the same server, which honours a request's own
-fields) sends the N rows. The tiny MoE has hidden
-size 64 but the routing shape of a real model (`--moe-layers` x `--moe-top-k` of `--moe-experts`; defaults
-Qwen3-30B-A3B's 48 x 8 of 128: 1536 bytes a row, 2 KiB in base64), so the payload is a real one's while
-compute stays small. Passes: the fleet with affinity, and one engine; round_robin is left out (it is about
-caching, which the dense figures show). Reported besides wall time: the bytes the client read per response
-(whole bodies, measured: `SGLangEngine.bytes_received`). Every pass checks it got the asked rows.
+fields) sends the N rows. The tiny MoE has hidden size 64 but the routing shape of a real model
+(`--moe-layers` x `--moe-top-k` of `--moe-experts`; defaults Qwen3-30B-A3B's 48 x 8 of 128: 1536 bytes a
+row, 2 KiB in base64), so the payload is a real one's while compute stays small. Passes: the fleet with
+affinity, and one engine; round_robin is left out (it is about caching, which the dense figures show).
+Reported besides wall time: the bytes the client read per response (whole bodies, measured:
+`SGLangEngine.bytes_received`). Every pass checks it got the asked rows.
 Load: the 1-minute load average (`uptime`) before and after is printed; the figures mean little above 1.
 """
 
@@ -166,7 +166,7 @@ async def main(args: argparse.Namespace) -> str:
             try:
                 passes: tuple[tuple[str, Engine], ...]
                 if args.moe:
-                    await sticky.check_routing()  # refuses unless both servers send the whole routing
+                    await sticky.check_routing()  # refuses unless both servers send routing unasked
                     passes = (("affinity (manual)", sticky), ("one engine", single))
                 else:
                     passes = (("affinity (manual)", sticky), ("round_robin", rr), ("one engine", single))

@@ -169,7 +169,7 @@ async def generate(request: web.Request) -> web.Response:
     # Unasked (the router dropped the fields) under `always`: the routing from the start our client's
     # tracestate member names, else the whole sequence's (docstring).
     routed = req.return_routed_experts or request.app[ROUTED_EXPERTS_KEY] == "always"
-    if req.return_routed_experts:
+    if req.return_routed_experts or not routed:
         routed_start = req.routed_experts_start_len
     else:
         routed_start = routed_start_from_tracestate(request.headers.get(TRACESTATE_HEADER), len(ids))

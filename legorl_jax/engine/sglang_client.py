@@ -159,8 +159,8 @@ class SGLangEngine:
         self._background: set[asyncio.Task] = set()
         self._in_flight = 0  # this client's generate calls sent and not answered
         self.bytes_received = 0
-        """Response bytes this client has read (bodies of every endpoint, errors too): what a MoE fleet's
-        whole-sequence routing costs on the wire (tools/bench_fleet.py --moe)."""
+        """Response bytes this client has read (bodies of every endpoint, errors too), e.g. what a MoE
+        fleet's routing costs on the wire (tools/bench_fleet.py --moe)."""
         self._open: asyncio.Event | None = None  # cleared while drained: new generate calls wait
         self._ended: asyncio.Event | None = None  # set whenever one of them ends
 

@@ -8,11 +8,11 @@ import base64
 import dataclasses
 import json
 import signal
-import socket
 import sys
 
 import numpy as np
 import pytest
+from processes import free_port
 
 from legorl_jax.config import EngineConfig, RouterConfig, SGLangConfig
 from legorl_jax.engine import EngineError, EngineUnavailableError, SamplingParams, open_engine
@@ -27,12 +27,6 @@ from legorl_jax.engine.wire import TRACESTATE_HEADER, generate_request_json, rou
 pytest.importorskip("sglang_router", reason="needs sglang-router (pip install 'legorl_jax[test]')")
 
 PROMPT = [5, 17, 230, 901, 44, 12, 9, 300]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def start_servers(model_dir, count, tmp_path, *extra, name="engine"):

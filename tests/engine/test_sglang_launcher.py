@@ -2,12 +2,12 @@
 wait/stop logic on real processes, our own server among them (started through the same code path)."""
 
 import pathlib
-import socket
 import sys
 import time
 
 import aiohttp
 import pytest
+from processes import free_port
 
 from legorl_jax.config import SGLangConfig
 from legorl_jax.engine import EngineError, SamplingParams
@@ -19,12 +19,6 @@ from legorl_jax.engine.sglang_launcher import (
     check_module,
     sglang_argv,
 )
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_command_is_sglangs_launch_server_with_routed_experts_on():

@@ -1,23 +1,17 @@
 """`python -m legorl_jax.proxy` in front of `python -m legorl_jax.engine.serve`, both as the user starts
 them."""
 
-import socket
 import sys
 
 import aiohttp
 import openai
 import pytest
+from processes import free_port
 
 from legorl_jax.engine.sglang_launcher import ServerProcess
 from legorl_jax.proxy.archive import read_archive
 
 ENV = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_the_proxy_command_serves_sessions_over_an_engine_server(proxy_model_dir, tmp_path):
