@@ -800,7 +800,7 @@ class HarnessConfig:
     """Which coding agent runs the trials, and its limits (conf/harness/; `+harness=NAME` selects one)."""
 
     name: str = "builtin"
-    """A name registered in `legorl_jax.harness.HARNESSES`: builtin | mini_swe_agent | swe_agent |
+    """A name registered in `legorl_jax.harness.names.HARNESSES`: builtin | mini_swe_agent | swe_agent |
     claude_code | opencode | terminus_2 | openhands."""
     step_limit: int = 30
     """Most model calls (agent steps) per trial."""
@@ -810,9 +810,8 @@ class HarnessConfig:
     """The adapter's own settings (e.g. builtin: {command_timeout_s: 60})."""
 
     def __post_init__(self) -> None:
-        # The harness registry is the one list of names. Imported here, not at the top: config.py sits
-        # below every other module, so it imports none of them when it is imported.
-        from legorl_jax.harness import HARNESSES
+        # The harness registry is the one list of names, a leaf module (harness/names.py).
+        from legorl_jax.harness.names import HARNESSES
 
         if self.name not in HARNESSES:
             raise ValueError(f"harness.name must be one of {tuple(HARNESSES)}, got {self.name!r}")

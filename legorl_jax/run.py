@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from legorl_jax.config import Config
 from legorl_jax.loop import Parts, StepRecord, run_loop
-from legorl_jax.rollout.executor import open_executor, proxy_host
+from legorl_jax.rollout.executors import open_executor, proxy_host
 from legorl_jax.tasks.schema import Task
 
 if TYPE_CHECKING:

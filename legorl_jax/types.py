@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from jaxtyping import Float, Int
 
+from legorl_jax.versions import version_number
+
 if TYPE_CHECKING:  # annotations only: importing the stage contracts loads no jax and no verifier
     import jax
 
@@ -141,7 +143,7 @@ class Sequence:
         np.ndarray | None
     )  # int16[T, L, K]; row i = experts at input position i, -1 = not recorded
     weight_versions: tuple[str, ...] = ()  # the distinct versions its sampled tokens came from, in order
-    # int32[T]: the weights version (optimiser step, `train.publish.version_number`) each sampled token
+    # int32[T]: the weights version (optimiser step, `versions.version_number`) each sampled token
     # was sampled under; -1 where loss_mask is 0. None: not recorded (all of `weight_versions[0]`).
     token_versions: np.ndarray | None = None
 
@@ -209,7 +211,7 @@ class Trajectory:
 
     @property
     def version_tokens(self) -> dict[int, int]:
-        """Sampled tokens per weights version number (`train.publish.version_number`), oldest first.
+        """Sampled tokens per weights version number (`versions.version_number`), oldest first.
 
         A sequence without `token_versions` counts every sampled token under its one `weight_versions`
         entry, numbered from the engine's default initial version "default"; with several versions, or a
@@ -222,8 +224,6 @@ class Trajectory:
             if seq.token_versions is not None:
                 numbers, tokens = np.unique(np.asarray(seq.token_versions)[mask], return_counts=True)
             elif len(seq.weight_versions) == 1:
-                from legorl_jax.train.publish import version_number  # numpy only: no jax
-
                 numbers = np.asarray([version_number(seq.weight_versions[0])], np.int64)
                 tokens = np.asarray([int(mask.sum())], np.int64)
             else:

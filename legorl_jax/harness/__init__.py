@@ -5,6 +5,7 @@
     harness = get_harness("builtin")
     result = await harness.run(task, sandbox, llm)
 
+`names.py` holds the registry (`HARNESSES`, name -> "module:class", a leaf module the config reads too);
 `base.py` holds the `Harness` protocol, `LLMEndpoint`, `HarnessResult` and the two errors; each adapter is
 its own module, imported when selected (a harness that is not installed stops at once with the command
 that installs it).
@@ -16,6 +17,7 @@ import importlib
 from typing import Any
 
 from legorl_jax.harness.base import Harness, HarnessCrashed, HarnessNotInstalled, HarnessResult, LLMEndpoint
+from legorl_jax.harness.names import HARNESSES
 
 __all__ = [
     "HARNESSES",
@@ -26,17 +28,6 @@ __all__ = [
     "LLMEndpoint",
     "get_harness",
 ]
-
-# name -> "module:class"; adapters are imported only when chosen.
-HARNESSES = {
-    "builtin": "legorl_jax.harness.builtin:BuiltinHarness",
-    "mini_swe_agent": "legorl_jax.harness.mini_swe_agent:MiniSweAgentHarness",
-    "swe_agent": "legorl_jax.harness.swe_agent:SweAgentHarness",
-    "claude_code": "legorl_jax.harness.claude_code:ClaudeCodeHarness",
-    "opencode": "legorl_jax.harness.opencode:OpenCodeHarness",
-    "terminus_2": "legorl_jax.harness.terminus_2:Terminus2Harness",
-    "openhands": "legorl_jax.harness.openhands:OpenHandsHarness",
-}
 
 
 def get_harness(name: str, **options: Any) -> Harness:

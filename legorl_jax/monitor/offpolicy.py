@@ -4,7 +4,7 @@
     metrics = gap_metrics(gaps, log_ratios)                      # per-token IS figures per version gap
 
 A token's *version gap* is the trainer's version minus the version it was sampled under (version numbers of
-`train.publish.version_number`: optimiser steps; the trainer at version v trains on weights published as
+`versions.version_number`: optimiser steps; the trainer at version v trains on weights published as
 v); a trajectory's *staleness* is its largest gap, the trainer version minus its oldest sampled version
 (`Trajectory.oldest_version`, as AReaL and verl's fully-async mode count it). Gaps and staleness are bucketed
 0, 1, 2 and 3 or more (`3plus`).

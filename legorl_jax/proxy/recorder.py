@@ -30,7 +30,7 @@ The end-of-turn tokens the template writes after a sampled stop token are contex
 
 Weights versions: every sampled token keeps the version it was sampled under
 (`Generation.token_weight_versions` when an update landed mid-request, else `weight_version`) as its number
-(`train.publish.version_number`; the engine's initial version `initial_version` is 0), -1 on prompt and tool
+(`versions.version_number`; the engine's initial version `initial_version` is 0), -1 on prompt and tool
 tokens: `Sequence.token_versions` and the archive's `b{i}_token_versions`. A recomputed re-rendered token
 gets the version of the turn's generation's last token (`Generation.weight_version`): the scoring call follows
 that generation at once and reports no version of its own, so an update landing between the two would tag
@@ -51,9 +51,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from legorl_jax.train.publish import version_numbers
 from legorl_jax.types import Generation
 from legorl_jax.types import Sequence as TrainSequence
+from legorl_jax.versions import version_numbers
 
 log = logging.getLogger(__name__)
 

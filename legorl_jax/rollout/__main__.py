@@ -33,7 +33,7 @@ from legorl_jax.config import ROLLOUT_EXECUTORS, EngineConfig, ProxyConfig, RayC
 from legorl_jax.engine import open_engine
 from legorl_jax.harness import HARNESSES
 from legorl_jax.harness.base import HarnessNotInstalled
-from legorl_jax.rollout.executor import open_executor, proxy_host
+from legorl_jax.rollout.executors import open_executor, proxy_host
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
-from legorl_jax.config import RolloutConfig, VerifierConfig
+from legorl_jax.config import VerifierConfig
 from legorl_jax.harness.base import Harness, HarnessCrashed, HarnessResult, LLMEndpoint
 from legorl_jax.proxy.base import SessionInfo
 from legorl_jax.sandbox.base import SandboxError, SandboxSpec
@@ -189,24 +189,3 @@ class LocalExecutor:
 
     async def close(self) -> None:
         return None
-
-
-@contextlib.asynccontextmanager
-async def open_executor(rollout: RolloutConfig) -> AsyncIterator[TrialExecutor | None]:
-    """The executor `rollout.executor` names, closed on exit: `RayExecutor` (connected to `rollout.ray`) for
-    `ray`, None for `local` (the orchestrator then runs each attempt in this process)."""
-    if rollout.executor != "ray":
-        yield None
-        return
-    from legorl_jax.rollout.ray_executor import RayExecutor
-
-    executor = await RayExecutor.start(rollout)
-    try:
-        yield executor
-    finally:
-        await executor.close()
-
-
-def proxy_host(rollout: RolloutConfig) -> str:
-    """Where the capture proxies listen: loopback, or `rollout.ray.proxy_host` when Ray nodes run trials."""
-    return rollout.ray.proxy_host if rollout.executor == "ray" else "127.0.0.1"

@@ -46,9 +46,9 @@ import jax
 import numpy as np
 
 from legorl_jax.config import OVERFLOW_POLICIES
-from legorl_jax.train.publish import version_number, version_numbers
 from legorl_jax.types import Generation, Outcome, Sequence, TrainBatch, Trajectory
 from legorl_jax.validate import is_int, positive_int
+from legorl_jax.versions import version_number, version_numbers
 
 # The trainer's programs take a TrainBatch as it is (types.py stays jax-free, so it is registered here,
 # where batches are made; every module that hands one to jax imports this one).

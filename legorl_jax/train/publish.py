@@ -21,10 +21,9 @@ abort_resume or in_place; legorl_jax/engine/weight_update.py applies it around t
 `update_weights`). A synchronous loop publishes with nothing in flight, where the three are the same.
 
 `version_of(step)` is the version string the loop uses: `step-000042`; `version_number(version)` reads it
-back (42), and gives the engine's initial version (`engine.weight_version`, "default") the number 0: the
-number is what staleness is counted in (trainer version − the version a token was sampled under).
-Importing this module loads no jax (the model is imported when a checkpoint is written), so the capture
-proxy numbers the versions it records with it.
+back (42), and gives the engine's initial version (`engine.weight_version`, "default") the number 0. Both
+live in the leaf module legorl_jax/versions.py (re-exported here). Importing this module loads no jax (the
+model is imported when a checkpoint is written).
 """
 
 from __future__ import annotations
@@ -32,64 +31,23 @@ from __future__ import annotations
 import asyncio
 import os
 import pathlib
-import re
 import shutil
 import uuid
 from collections.abc import Callable
-from collections.abc import Sequence as SequenceABC
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from legorl_jax.engine.weight_update import check_update_policy, update_weights
-from legorl_jax.validate import is_int, positive_int
+from legorl_jax.validate import positive_int
+from legorl_jax.versions import version_number, version_numbers, version_of
 
-if TYPE_CHECKING:  # annotations only: the proxy imports this module for version_number, without jax
+__all__ = ["PUBLISH_MODES", "Publisher", "export_hf", "version_number", "version_numbers", "version_of"]
+
+if TYPE_CHECKING:  # annotations only: importing this module loads no jax
     from legorl_jax.model import Policy
 
 PUBLISH_MODES = ("disk", "in_process")
 PUBLISH_DTYPES = ("bfloat16", "float32")
 _TEMP_PREFIX = ".publishing-"
-_VERSION = re.compile(r"step-(\d{6,})")
-
-
-def version_of(step: int) -> str:
-    """The weights version published after `step` optimiser steps."""
-    if not is_int(step) or step < 0:
-        raise ValueError(f"step must be a non-negative int, got {step!r}")
-    return f"step-{step:06d}"
-
-
-def version_number(version: str, *, initial: str = "default") -> int:
-    """The optimiser-step count of a weights version: `version_of(n)` gives n, the engine's `initial`
-    version (the weights it started with, `engine.weight_version`) gives 0; anything else is a ValueError
-    naming it."""
-    if not isinstance(version, str):
-        raise ValueError(f"weights version must be a string, got {version!r}")
-    found = _VERSION.fullmatch(version)
-    if found is not None:
-        return int(found.group(1))
-    if version == initial:
-        return 0
-    raise ValueError(
-        f"weights version {version!r} is neither a published version (step-NNNNNN, train.publish.version_of) "
-        f"nor the engine's initial version {initial!r}"
-    )
-
-
-def version_numbers(per_token: SequenceABC[str | None], *, initial: str = "default") -> np.ndarray | None:
-    """int32[T]: `version_number` of each token's version, -1 where it is None (a token nobody sampled); None
-    when some version is not a number of this run (a server started under another name): the record then
-    keeps the version strings only, and staleness cannot be counted for it."""
-    table: dict[str | None, int] = {None: -1}
-    for version in dict.fromkeys(per_token):
-        if version in table:
-            continue
-        try:
-            table[version] = version_number(version, initial=initial)
-        except ValueError:
-            return None
-    return np.fromiter((table[v] for v in per_token), np.int32, count=len(per_token))
 
 
 def export_hf(

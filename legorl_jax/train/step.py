@@ -457,7 +457,7 @@ class Trainer:
     ) -> tuple[TrainState, UpdateResult]:
         """Every optimiser update one packed batch gets: mini-batches × epochs, after π_old / reference /
         routing, and what they did (module docstring). `trainer_version`: the version number of the weights
-        `state` holds (`train.publish.version_number`), for the per-version-gap figures."""
+        `state` holds (`versions.version_number`), for the per-version-gap figures."""
         if batch.rows % self.row_multiple:
             raise ValueError(
                 f"batch has {batch.rows} rows, not a multiple of mini_batches × micro_batch_rows = "
