@@ -1,7 +1,7 @@
 """The fully-asynchronous RL loop (`loop.mode=async`; docs/architecture.md §9): trials never wait for the
 trainer, and the trainer waits only for groups to end.
 
-    records = await run_loop(parts, state, start_step=0)        # legorl_jax.loop dispatches here on the mode
+    records = await run_async_loop(parts, state, start_step=0, cursor=None)  # run.run_loop picks it
 
 Rollout side. Groups (one task's `rollout.group_size` trials, group id `<task>@g<n>`) are admitted one after
 another, group n's task drawn from a seeded permutation of the train tasks per pass over them; their trials
@@ -18,7 +18,8 @@ Trainer side. Loop step k (trainer version k: the weights it updates were publis
 the first `groups_per_step` ready groups in the order they ended, dropping and counting (`loop/stale_groups`)
 any whose staleness, k − the oldest version among its sampled tokens, exceeds `max_staleness` (never silently
 trained); then advantages → pack → `Trainer.update` in a worker thread (the event loop keeps serving the
-proxy, so trials run on) → checkpoint → publish `version_of(k + 1)` under `engine.update_policy`. Every step
+proxy, so trials run on) → loop_step.finish_step, as the sync loop (checkpoint → publish `version_of(k + 1)`
+under `engine.update_policy` → engine figures → this loop's figures → timings → monitor). Every step
 publishes, even one whose update was skipped (no advantage): versions count trainer steps. Validation
 (`loop.validate_every`) runs as its own task on the validation proxy; its figures join the step that started
 it when it ends, and training never waits for it.
@@ -27,17 +28,18 @@ Figures per step, beside the sync loop's rollout figures over the trained groups
 (time the trainer waited for groups over the step's wall time), `loop/rollout_idle_share` (1 − trial-seconds
 running over `rollout.concurrency` × the step's wall time), `loop/trajectories_trained` (cumulative),
 `loop/trajectories_per_hour` (since the loop started), `loop/stale_groups`, `loop/empty_groups`,
-`loop/in_flight_trials`, `loop/ready_groups`, `loop/version`, `loop/stalls` and `time/*_s`.
+`loop/in_flight_trials`, `loop/ready_groups`, `loop/version`, `loop/stalls`, `time/*_s` and, behind an
+engine fleet, its per-engine `engine/<i>/*`.
 
 Watchdog. A loop in which no trial ended and no step finished for `loop.stall_timeout_s` is reported: an error
 naming what runs and what the trainer waits for, once per period it stays so (`loop/stalls`); the fully-async
 validation deadlock of the original (a closed wait cycle, no error) cannot go unnoticed.
 
-Checkpoint and resume. The cursor holds the next step, the next group index and the groups in flight; the
-groups that ended but were not trained are written beside the checkpoint (`<checkpoints>/pending/<step>/`,
-rollout/store.py). A resumed run trains those first, re-runs the groups that were in flight (their archives
-set aside as `group_<n>.abandoned-<time>`, as the sync loop sets aside uncommitted steps), then admits new
-ones: nothing trained twice, nothing lost that had ended.
+Checkpoint and resume. The cursor (`loop_step.LoopCursor`, mode "async") holds the next step, the next group
+index and the groups in flight; the groups that ended but were not trained are written beside the checkpoint
+(`<checkpoints>/pending/<step>/`, rollout/store.py). A resumed run trains those first, re-runs the groups
+that were in flight (their archives set aside as `group_<n>.abandoned-<time>`, as the sync loop sets aside
+uncommitted steps), then admits new ones: nothing trained twice, nothing lost that had ended.
 """
 
 from __future__ import annotations
@@ -50,17 +52,18 @@ import pathlib
 import random
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from legorl_jax.loop import (
+from legorl_jax.loop_step import (
+    LoopCursor,
     Parts,
+    StepEnd,
     StepRecord,
-    _monitor,
-    _nothing_to_learn,
-    _validation_due,
-    train_on,
+    finish_step,
+    learn,
     validate,
+    validation_due,
 )
 from legorl_jax.monitor.offpolicy import staleness_metrics
 from legorl_jax.monitor.rollout_metrics import rollout_metrics
@@ -68,7 +71,6 @@ from legorl_jax.rollout.collect import Batch
 from legorl_jax.rollout.store import load_trajectories, save_trajectories
 from legorl_jax.rollout.trial import run_trial
 from legorl_jax.tasks.schema import Task
-from legorl_jax.train.publish import version_of
 from legorl_jax.train.state import TrainState
 from legorl_jax.types import Trajectory
 
@@ -87,7 +89,7 @@ def task_for_group(tasks: Sequence[Task], index: int, seed: int) -> Task:
 
 def groups_per_step(parts: Parts) -> int:
     """`loop.groups_per_step`, or the groups a sync step has (`tasks_per_step`, or every train task)."""
-    loop = parts.config.loop
+    loop = parts.settings.loop
     if loop.groups_per_step is not None:
         return loop.groups_per_step
     return loop.tasks_per_step or len(parts.train_tasks)
@@ -125,38 +127,39 @@ class Group:
 class AsyncLoop:
     """The state of one fully-asynchronous run (module docstring)."""
 
-    def __init__(self, parts: Parts, state: TrainState, *, start_step: int, cursor: dict[str, Any] | None):
-        cfg = parts.config
-        self.parts, self.state, self.cfg = parts, state, cfg
+    def __init__(self, parts: Parts, state: TrainState, *, start_step: int, cursor: LoopCursor | None):
+        settings = parts.settings
+        self.parts, self.state, self.loop = parts, state, settings.loop
+        self.trials = settings.trials
         self.per_step = groups_per_step(parts)
-        self.max_outstanding = (cfg.loop.max_staleness + 1) * self.per_step
+        self.max_outstanding = (self.loop.max_staleness + 1) * self.per_step
         self.version = start_step
-        self.folder = pathlib.Path(cfg.rollout.runs_dir) / cfg.rollout.experiment
-        cursor = cursor or {}
-        self.next_group = int(cursor.get("next_group", 0))
-        self.rerun: collections.deque[int] = collections.deque(sorted(cursor.get("in_flight", ())))
+        self.folder = pathlib.Path(self.trials.rollout.runs_dir) / self.trials.rollout.experiment
+        cursor = cursor or LoopCursor(start_step, mode="async")
+        self.next_group = cursor.next_group
+        self.rerun: collections.deque[int] = collections.deque(sorted(cursor.in_flight))
         self.ready: collections.deque[Group] = collections.deque()
         self.running: dict[int, Group] = {}
         self.outstanding: set[int] = set()
         self.trials_live = 0  # admitted trials that have not ended (running or waiting for a slot)
         self.trials_running = 0
-        self.slots = asyncio.Semaphore(cfg.rollout.concurrency)
+        self.slots = asyncio.Semaphore(self.trials.rollout.concurrency)
         self.changed = asyncio.Condition()
         self.failure: BaseException | None = None
         self.tasks: set[asyncio.Task] = set()
         self.validations: list[asyncio.Task] = []
         # accounting
         self.started = time.monotonic()
-        self.last_progress = self.started
+        self.last_progress = self.last_end = self.started
         self.busy_s = 0.0  # trial-seconds running
         self._busy_mark = self.started
+        self.busy_at_last = 0.0  # busy_s at the end of the last step
         self.trained_trajectories = 0
         self.stale_total = 0
         self.empty_total = 0
         self.stalls = 0
-        pending = cursor.get("pending_dir")
-        if pending:
-            self._restore_pending(pathlib.Path(pending))
+        if cursor.pending_dir:
+            self._restore_pending(pathlib.Path(cursor.pending_dir))
 
     # ------------------------------------------------------------------------------------------------
     # rollout side
@@ -167,12 +170,8 @@ class AsyncLoop:
             async with self.changed:
                 await self.changed.wait_for(self._may_admit)
                 index = self.rerun.popleft() if self.rerun else self._new_index()
-                group = Group(
-                    index,
-                    task_for_group(self.parts.train_tasks, index, self.cfg.seed),
-                    self.cfg.rollout.group_size,
-                    self.version,
-                )
+                task = task_for_group(self.parts.train_tasks, index, self.parts.settings.seed)
+                group = Group(index, task, self.trials.rollout.group_size, self.version)
                 self.running[index] = group
                 self.outstanding.add(index)
                 self.trials_live += group.size
@@ -180,7 +179,7 @@ class AsyncLoop:
                 self._spawn(self._trial(group, g))
 
     def _may_admit(self) -> bool:
-        slot_free = self.trials_live < self.cfg.rollout.concurrency
+        slot_free = self.trials_live < self.trials.rollout.concurrency
         return slot_free and len(self.outstanding) < self.max_outstanding
 
     def _new_index(self) -> int:
@@ -189,8 +188,8 @@ class AsyncLoop:
         return index
 
     async def _trial(self, group: Group, g: int) -> None:
-        cfg = self.cfg
         trial_id = f"{group.task.instance_id}-{g}"
+        trials = self.trials
         async with self.slots:
             self._count_running(+1)
             try:
@@ -201,18 +200,23 @@ class AsyncLoop:
                     trial_id=trial_id,
                     group_id=group.group_id,
                     trial_dir=group_dir(self.folder, group.index) / trial_id,
-                    config=cfg.rollout,
-                    step_limit=cfg.harness.step_limit,
-                    model=cfg.harness.model,
-                    sandbox_config=cfg.sandbox,
-                    verifier_config=cfg.verifier,
+                    config=trials.rollout,
+                    step_limit=trials.step_limit,
+                    model=trials.model,
+                    sandbox_config=trials.sandbox,
+                    verifier_config=trials.verifier,
                     executor=self.parts.executor,
                 )
             finally:
                 self._count_running(-1)
+        await self._ended(group, g, trajectory)
+
+    async def _ended(self, group: Group, g: int, trajectory: Trajectory) -> None:
+        """Files trial `g`'s trajectory in its group; a group whose trials all ended is ready, or discarded
+        when every one was dropped."""
         log.info(
             "trial %s of group %d: %s reward %.2f (version %d, %d trials running, %d groups ready)",
-            trial_id,
+            trajectory.trial_id,
             group.index,
             trajectory.outcome.value,
             trajectory.reward,
@@ -240,7 +244,7 @@ class AsyncLoop:
         self._busy_mark = now
         self.trials_running += delta
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self._task_done)
@@ -270,14 +274,14 @@ class AsyncLoop:
                     raise RuntimeError(f"a trial task failed: {self.failure!r}") from self.failure
                 group = self.ready.popleft()
                 lag = group.staleness(self.version)
-                if lag > self.cfg.loop.max_staleness:
+                if lag > self.loop.max_staleness:
                     stale += 1
                     self.outstanding.discard(group.index)
                     log.warning(
                         "group %s dropped as stale: %d versions behind the trainer (loop.max_staleness=%d)",
                         group.group_id,
                         lag,
-                        self.cfg.loop.max_staleness,
+                        self.loop.max_staleness,
                     )
                     self.changed.notify_all()
                     continue
@@ -286,84 +290,89 @@ class AsyncLoop:
         return taken, stale
 
     async def run(self, start_step: int) -> list[StepRecord]:
-        parts, cfg = self.parts, self.cfg
+        """Trainer steps `start_step .. loop.steps - 1` while the admission and the watchdog run beside;
+        waits for the validations still running, then stops what runs."""
         records: list[StepRecord] = []
         self._spawn(self.admit_forever())
         self._spawn(self.watchdog())
-        last_end = time.monotonic()
-        busy_at_last = self._busy_now()
+        self.last_end, self.busy_at_last = time.monotonic(), self._busy_now()
         try:
-            for step in range(start_step, cfg.loop.steps):
-                began = time.monotonic()
-                groups, stale = await self.take()
-                waited = time.monotonic() - began
-                trajectories = [t for g in groups for t in g.all_trajectories()]
-                batch = Batch(tuple(trajectories), time.monotonic() - last_end)
-                metrics = rollout_metrics(batch)
-                metrics.update(staleness_metrics(batch.kept, step))
-                timings = {"wait_for_groups": waited}
-                reason = _nothing_to_learn(batch)
-                window = None
-                if reason:
-                    log.warning("step %d: update skipped: %s", step, reason)
-                else:
-                    window_start = time.time()
-                    self.state, update, train_timings = await asyncio.to_thread(
-                        train_on, parts, self.state, batch.kept, trainer_version=step
-                    )
-                    window = (window_start, time.time())
-                    metrics.update(update.metrics)
-                    parts.tracker.log_distribution("align/logprob_diff", update.logprob_diffs, step=step)
-                    timings.update(train_timings)
-                    self.trained_trajectories += len(batch.kept)
-                t = time.monotonic()
-                await self._checkpoint(step + 1)
-                timings["checkpoint"] = time.monotonic() - t
-                t = time.monotonic()
-                await parts.publisher.publish(self.state.params, version_of(step + 1))
-                timings["publish"] = time.monotonic() - t
-                async with self.changed:
-                    self.version = step + 1
-                    self.outstanding.difference_update(g.index for g in groups)
-                    self.last_progress = time.monotonic()
-                    self.changed.notify_all()
-                now = time.monotonic()
-                wall = now - last_end
-                busy = self._busy_now()
-                rollout_idle = 1.0 - (busy - busy_at_last) / (cfg.rollout.concurrency * wall) if wall else 0.0
-                per_hour = self.trained_trajectories / ((now - self.started) / 3600)
-                metrics.update(
-                    {
-                        "loop/trainer_idle_share": waited / wall if wall > 0 else 0.0,
-                        "loop/rollout_idle_share": rollout_idle,
-                        "loop/trajectories_trained": float(self.trained_trajectories),
-                        "loop/trajectories_per_hour": per_hour,
-                        "loop/stale_groups": float(stale),
-                        "loop/stale_groups_total": float(self.stale_total),
-                        "loop/empty_groups_total": float(self.empty_total),
-                        "loop/in_flight_trials": float(self.trials_live),
-                        "loop/ready_groups": float(len(self.ready)),
-                        "loop/version": float(step + 1),
-                        "loop/stalls": float(self.stalls),
-                        "loop/skipped_update": float(bool(reason)),
-                    }
-                )
-                timings["total"] = wall
-                metrics.update({f"time/{name}_s": seconds for name, seconds in timings.items()})
-                last_end, busy_at_last = now, busy
-                record = StepRecord(
-                    step, metrics, not reason, reason, tuple(g.group_id for g in groups), window
-                )
+            for step in range(start_step, self.loop.steps):
+                record = await self.step(step)
                 records.append(record)
-                _monitor(parts, step, batch, metrics)
-                if _validation_due(cfg, step):
+                if validation_due(self.parts.settings, step):
                     self.validations.append(asyncio.create_task(self._validate(step, record)))
             if self.validations:
                 await asyncio.gather(*self.validations)
         finally:
             await self._stop()
-        parts.checkpointer.wait()
+        self.parts.checkpointer.wait()
         return records
+
+    async def step(self, step: int) -> StepRecord:
+        """Trainer step `step`: the next ready groups, the update on them in a worker thread, then the shared
+        tail (`finish_step`) with this loop's pending groups beside the checkpoint and its figures."""
+        began = time.monotonic()
+        groups, stale = await self.take()
+        waited = time.monotonic() - began
+        trajectories = [t for g in groups for t in g.all_trajectories()]
+        batch = Batch(tuple(trajectories), time.monotonic() - self.last_end)
+        metrics = rollout_metrics(batch)
+        metrics.update(staleness_metrics(batch.kept, step))
+        learned = await learn(self.parts, self.state, step, batch, trainer_version=step, in_thread=True)
+        self.state = learned.state
+        metrics.update(learned.metrics)
+        if not learned.skipped_because:
+            self.trained_trajectories += len(batch.kept)
+        end = StepEnd(
+            step,
+            batch,
+            metrics,
+            {"wait_for_groups": waited, **learned.timings},
+            self.last_end,
+            skipped_because=learned.skipped_because,
+            groups=tuple(g.group_id for g in groups),
+            train_window=learned.window,
+        )
+
+        async def figures() -> dict[str, float]:
+            return await self._published(step, groups, stale, waited)
+
+        return await finish_step(
+            self.parts,
+            self.state,
+            end,
+            cursor=self.cursor(step + 1),
+            beside_checkpoint=self._save_pending,
+            loop_figures=figures,
+        )
+
+    async def _published(self, step: int, groups: list[Group], stale: int, waited: float) -> dict[str, float]:
+        """After step `step`'s publish: the trainer is at version step + 1, its groups are no longer
+        outstanding (admission may go on); returns the step's `loop/*` figures (module docstring)."""
+        async with self.changed:
+            self.version = step + 1
+            self.outstanding.difference_update(g.index for g in groups)
+            self.last_progress = time.monotonic()
+            self.changed.notify_all()
+        now, busy = time.monotonic(), self._busy_now()
+        wall = now - self.last_end
+        concurrency = self.trials.rollout.concurrency
+        rollout_idle = 1.0 - (busy - self.busy_at_last) / (concurrency * wall) if wall else 0.0
+        self.last_end, self.busy_at_last = now, busy
+        return {
+            "loop/trainer_idle_share": waited / wall if wall > 0 else 0.0,
+            "loop/rollout_idle_share": rollout_idle,
+            "loop/trajectories_trained": float(self.trained_trajectories),
+            "loop/trajectories_per_hour": self.trained_trajectories / ((now - self.started) / 3600),
+            "loop/stale_groups": float(stale),
+            "loop/stale_groups_total": float(self.stale_total),
+            "loop/empty_groups_total": float(self.empty_total),
+            "loop/in_flight_trials": float(self.trials_live),
+            "loop/ready_groups": float(len(self.ready)),
+            "loop/version": float(step + 1),
+            "loop/stalls": float(self.stalls),
+        }
 
     def _busy_now(self) -> float:
         return self.busy_s + self.trials_running * (time.monotonic() - self._busy_mark)
@@ -391,31 +400,26 @@ class AsyncLoop:
     # ------------------------------------------------------------------------------------------------
     # checkpoints
 
-    async def _checkpoint(self, next_step: int) -> None:
-        ckpt = self.parts.checkpointer
-        if not ckpt.should_save(next_step):
-            return
-        pending_dir = ckpt.directory / PENDING_DIR / str(next_step)
-        ready = [t for g in self.ready for t in g.all_trajectories()]
-        await asyncio.to_thread(save_trajectories, pending_dir, ready)
-        cursor = {
-            "next_step": next_step,
-            "run_id": self.parts.run_id,
-            "optimiser_step": int(self.state.step),
-            "mode": "async",
-            "next_group": self.next_group,
-            "in_flight": sorted([*self.running, *self.rerun]),
-            "pending": [g.index for g in self.ready],
-            "pending_dir": str(pending_dir),
-        }
-        await asyncio.to_thread(
-            ckpt.maybe_save,
-            self.state,
-            cursor=cursor,
-            weights_version=version_of(next_step),
-            step=next_step,
+    def cursor(self, next_step: int) -> LoopCursor:
+        """The checkpoint cursor of this moment, before trainer step `next_step` (module docstring)."""
+        return LoopCursor(
+            next_step,
+            run_id=self.parts.run_id,
+            optimiser_step=int(self.state.step),
+            mode="async",
+            next_group=self.next_group,
+            in_flight=tuple(sorted([*self.running, *self.rerun])),
+            pending=tuple(g.index for g in self.ready),
+            pending_dir=str(self.parts.checkpointer.directory / PENDING_DIR / str(next_step)),
         )
-        kept = set(ckpt.all_steps()) | {next_step}
+
+    async def _save_pending(self, cursor: LoopCursor) -> None:
+        """Writes the ended, untrained groups beside checkpoint `cursor.next_step`; prunes the folders of
+        checkpoints no longer kept."""
+        ready = [t for g in self.ready for t in g.all_trajectories()]
+        await asyncio.to_thread(save_trajectories, pathlib.Path(cursor.pending_dir), ready)
+        ckpt = self.parts.checkpointer
+        kept = set(ckpt.all_steps()) | {cursor.next_step}
         for old in (ckpt.directory / PENDING_DIR).iterdir():
             if old.name.isdigit() and int(old.name) not in kept and int(old.name) < min(kept):
                 shutil.rmtree(old, ignore_errors=True)
@@ -439,7 +443,7 @@ class AsyncLoop:
 
     async def watchdog(self) -> None:
         """Reports a loop that made no progress for `loop.stall_timeout_s` (module docstring)."""
-        timeout = self.cfg.loop.stall_timeout_s
+        timeout = self.loop.stall_timeout_s
         reported_at = 0.0
         while True:
             await asyncio.sleep(min(timeout / 4, 30.0))
@@ -452,7 +456,7 @@ class AsyncLoop:
     def stall_report(self, idle: float) -> str:
         return (
             f"the async loop made no progress for {idle:.0f} s (loop.stall_timeout_s="
-            f"{self.cfg.loop.stall_timeout_s:g}): no trial ended and no update finished. Trainer at version "
+            f"{self.loop.stall_timeout_s:g}): no trial ended and no update finished. Trainer at version "
             f"{self.version} waits for {self.per_step} ready groups and has {len(self.ready)}; "
             f"{self.trials_running} trials running, {self.trials_live - self.trials_running} waiting for a "
             f"slot; groups in flight {sorted(self.running)}; outstanding {len(self.outstanding)} of "
@@ -465,13 +469,12 @@ def group_dir(folder: pathlib.Path, index: int) -> pathlib.Path:
     return folder / "trials" / f"group_{index}"
 
 
-def set_aside_unfinished_groups(folder: pathlib.Path, cursor: dict[str, Any]) -> list[pathlib.Path]:
+def set_aside_unfinished_groups(folder: pathlib.Path, cursor: LoopCursor) -> list[pathlib.Path]:
     """Moves the archives of groups that were in flight at the checkpoint, or admitted after it, aside
     (`group_<n>.abandoned-<time>`): they are re-run or never trained. Returns the new paths."""
     moved = []
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    in_flight = set(cursor.get("in_flight", ()))
-    next_group = int(cursor.get("next_group", 0))
+    in_flight, next_group = set(cursor.in_flight), cursor.next_group
     root = folder / "trials"
     if root.is_dir():
         for path in sorted(root.glob("group_*")):
@@ -484,14 +487,14 @@ def set_aside_unfinished_groups(folder: pathlib.Path, cursor: dict[str, Any]) ->
 
 
 async def run_async_loop(
-    parts: Parts, state: TrainState, *, start_step: int = 0, cursor: dict[str, Any] | None = None
+    parts: Parts, state: TrainState, *, start_step: int = 0, cursor: LoopCursor | None = None
 ) -> list[StepRecord]:
     """Runs trainer steps `start_step .. loop.steps - 1` fully asynchronously (module docstring), continuing
     from a checkpoint's `cursor` when resumed; returns one record per step."""
-    if cursor is not None and cursor.get("mode", "sync") != "async":
+    if cursor is not None and cursor.mode != "async":
         raise ValueError(
-            f"the checkpoint was written by a loop.mode={cursor.get('mode', 'sync')!r} run: resume it in "
-            "that mode (its cursor holds no async group state)"
+            f"the checkpoint was written by a loop.mode={cursor.mode!r} run: resume it in that mode (its "
+            "cursor holds no async group state)"
         )
     if not parts.train_tasks:
         raise ValueError("loop.mode=async needs at least one train task, got none")

@@ -2,7 +2,10 @@
 
     summary = asyncio.run(train(config, job="algo=cispo"))      # what train.py calls
     async with build_parts(config) as built:                    # the same parts, without the loop
-        records = await run_loop(built.parts, built.state, start_step=built.start_step)
+        records = await run_loop(built.parts, built.state, start_step=built.start_step, cursor=built.cursor)
+
+`run_loop` picks the loop of `loop.mode`: loop.py (sync) or async_loop.py (async); both end their steps
+through loop_step.finish_step.
 
 Layout of a run (`<rollout.runs_dir>/<rollout.experiment>/`): `checkpoints/` (orbax), `trials/step_<s>/`
 (every trial's archive), `validation/`, `weights/` (disk publishing), `metrics.jsonl`, `summary.md` and
@@ -29,8 +32,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from legorl_jax.async_loop import run_async_loop, set_aside_unfinished_groups
 from legorl_jax.config import Config
-from legorl_jax.loop import Parts, StepRecord, run_loop
+from legorl_jax.loop import run_sync_loop
+from legorl_jax.loop_step import LoopCursor, LoopSettings, Parts, StepRecord
+from legorl_jax.monitor.tracker import Trackers
 from legorl_jax.rollout.executors import open_executor, proxy_host
 from legorl_jax.tasks.schema import Task
 
@@ -126,10 +132,12 @@ def set_aside_uncommitted_trials(folder: pathlib.Path, next_step: int) -> list[p
     return moved
 
 
-def make_tracker(config: Config, folder: pathlib.Path, *, job: str, resume_hash: str | None) -> Any:
-    from legorl_jax.monitor.tracker import JsonlTracker, Trackers
+def make_tracker(config: Config, folder: pathlib.Path, *, job: str, resume_hash: str | None) -> Trackers:
+    """The run's trackers: `metrics.jsonl` in `folder`, and with `tracking.backend=aim` the Aim run (last;
+    continued when `resume_hash` names it)."""
+    from legorl_jax.monitor.tracker import JsonlTracker, Tracker
 
-    trackers: list[Any] = [JsonlTracker(folder / "metrics.jsonl")]
+    trackers: list[Tracker] = [JsonlTracker(folder / "metrics.jsonl")]
     if config.tracking.backend == "aim":
         from legorl_jax.monitor.aim_tracker import AimTracker
 
@@ -160,7 +168,7 @@ class Built:
     state: TrainState
     start_step: int
     warm_start: str
-    cursor: dict[str, Any] | None = None
+    cursor: LoopCursor | None = None
 
 
 def open_checkpointer(config: Config, commands: Commands | None = None) -> Checkpointer:
@@ -288,14 +296,12 @@ async def _build_parts(
             commands.send("start", model_dir=str(pathlib.Path(model_dir).absolute()))
         trainer = make_trainer(config, model_dir, commands)
         start = start_state(config, trainer, checkpointer)
-        state, start_step = start.state, int(start.cursor["next_step"])
-        run_id = str(start.cursor.get("run_id", ""))
+        cursor = LoopCursor.from_dict(start.cursor)
+        state, start_step, run_id = start.state, cursor.next_step, cursor.run_id
         if config.resume:
             moved = set_aside_uncommitted_trials(folder, start_step)
             if config.loop.mode == "async":
-                from legorl_jax.async_loop import set_aside_unfinished_groups
-
-                moved += set_aside_unfinished_groups(folder, start.cursor)
+                moved += set_aside_unfinished_groups(folder, cursor)
             log.info(
                 "resumed %s at loop step %d (optimiser step %d); set aside %s",
                 folder,
@@ -305,7 +311,7 @@ async def _build_parts(
             )
 
         tracker = make_tracker(config, folder, job=job, resume_hash=run_id or None)
-        run_id = getattr(tracker.trackers[-1], "run_hash", "") or run_id
+        run_id = tracker.run_hash or run_id
         tracker.log_hparams(run_config_of(config))
         harness = get_harness(config.harness.name, **config.harness.options)
         async with (
@@ -329,7 +335,7 @@ async def _build_parts(
             if config.resume:
                 await publisher.publish(state.params, version_of(start_step))
             parts = Parts(
-                config,
+                LoopSettings.of(config),
                 trainer,
                 proxy,
                 harness,
@@ -342,7 +348,7 @@ async def _build_parts(
                 run_id=run_id,
                 executor=executor,
             )
-            yield Built(parts, state, start_step, warm, start.cursor if config.resume else None)
+            yield Built(parts, state, start_step, warm, cursor if config.resume else None)
         ended = True
     finally:
         # After a failure the followers are already told to stop (telling_peers_of_failure): no more commands.
@@ -429,6 +435,21 @@ async def warm_start_for(
         dtype=config.model.dtype,
         seed=config.seed,
     )
+
+
+async def run_loop(
+    parts: Parts, state: TrainState, *, start_step: int = 0, cursor: LoopCursor | None = None
+) -> list[StepRecord]:
+    """Runs loop steps `start_step .. loop.steps - 1` in the loop of `loop.mode`: loop.py's (sync) or
+    async_loop.py's (async, continuing a resumed run from the checkpoint's `cursor`); one record a step."""
+    if parts.settings.loop.mode == "async":
+        return await run_async_loop(parts, state, start_step=start_step, cursor=cursor)
+    if cursor is not None and cursor.mode != "sync":
+        raise ValueError(
+            f"the checkpoint was written by a loop.mode={cursor.mode!r} run: resume it in that mode (its "
+            "groups in flight would be lost)"
+        )
+    return await run_sync_loop(parts, state, start_step=start_step)
 
 
 async def train(config: Config, *, job: str = "") -> RunSummary | None:

@@ -378,10 +378,10 @@ async def run_mode(
 ) -> ModeResult:
     """One run of the loop in `mode` on a fresh trainer state; timed from the loop's start to its end."""
     from legorl_jax.harness import get_harness
-    from legorl_jax.loop import Parts, run_loop
+    from legorl_jax.loop_step import LoopSettings, Parts
     from legorl_jax.model.tokenizer import load_tokenizer
     from legorl_jax.proxy import CaptureProxy
-    from legorl_jax.run import make_tracker
+    from legorl_jax.run import make_tracker, run_loop
     from legorl_jax.train.checkpoint import Checkpointer
     from legorl_jax.train.publish import Publisher
     from legorl_jax.warm_start import gold_edits
@@ -400,7 +400,7 @@ async def run_mode(
             engine.sessions = proxy.sessions
             with Checkpointer(checkpoint, run_config={"bench": mode}) as checkpointer:
                 parts = Parts(
-                    config,
+                    LoopSettings.of(config),
                     trainer,
                     proxy,
                     get_harness(config.harness.name, **config.harness.options),

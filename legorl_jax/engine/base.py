@@ -275,3 +275,26 @@ class Engine(Protocol):
         """Finishes request `rid` now with reason "abort" (tokens so far are returned); unknown ids are
         ignored."""
         ...
+
+
+@runtime_checkable
+class Pausable(Protocol):
+    """An engine that can hold its requests around a weight update (engine/weight_update.py): `pause(mode)`
+    with a mode of `PAUSE_MODES`, then `resume()`. JaxEngine, SGLangEngine and EngineFleet are."""
+
+    async def pause(self, mode: str = "in_place") -> Any: ...
+
+    async def resume(self) -> None: ...
+
+
+def updates_between_steps(engine: object) -> bool:
+    """Whether `engine` swaps new weights in between its own decode steps (JaxEngine: an in_place update
+    then needs no pause); engines say so with a class attribute `updates_between_steps = True`."""
+    return getattr(type(engine), "updates_between_steps", False) is True
+
+
+@runtime_checkable
+class ReportsFigures(Protocol):
+    """An engine with figures of its own for the run's metrics (EngineFleet: `engine/<i>/*`)."""
+
+    async def metrics(self) -> dict[str, float]: ...

@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from legorl_jax.config import UPDATE_POLICIES
-from legorl_jax.engine.base import WeightSource
+from legorl_jax.engine.base import Pausable, WeightSource, updates_between_steps
 
 PAUSE_MODE = {"drain": "drain", "abort_resume": "abort", "in_place": "in_place"}
 
@@ -46,7 +46,7 @@ def check_update_policy(policy: Any, engine: Any = None) -> str:
     TypeError naming it."""
     if policy not in UPDATE_POLICIES:
         raise ValueError(f"update_policy must be one of {UPDATE_POLICIES}, got {policy!r}")
-    if engine is not None and policy != "in_place" and not _pausable(engine):
+    if engine is not None and policy != "in_place" and not isinstance(engine, Pausable):
         raise TypeError(
             f"update_policy {policy!r} needs an engine with pause(mode) and resume(); "
             f"{type(engine).__name__} has none (only 'in_place' works without them)"
@@ -58,8 +58,9 @@ async def update_weights(engine: Any, source: WeightSource, version: str, policy
     """Makes `engine` serve `source` as `version`, requests in flight following `policy` (module
     docstring)."""
     check_update_policy(policy, engine)
-    lands_between_steps = policy == "in_place" and getattr(engine, "updates_between_steps", False)
-    if not _pausable(engine) or lands_between_steps:  # JaxEngine loads a directory while it keeps decoding
+    lands_between_steps = policy == "in_place" and updates_between_steps(engine)
+    # JaxEngine loads a directory while it keeps decoding
+    if not isinstance(engine, Pausable) or lands_between_steps:
         await engine.update_weights(source, version)
         return
     await engine.pause(PAUSE_MODE[policy])
@@ -67,7 +68,3 @@ async def update_weights(engine: Any, source: WeightSource, version: str, policy
         await engine.update_weights(source, version)
     finally:
         await engine.resume()
-
-
-def _pausable(engine: Any) -> bool:
-    return callable(getattr(engine, "pause", None)) and callable(getattr(engine, "resume", None))

@@ -110,8 +110,17 @@ def read_jsonl_metrics(path: str | os.PathLike) -> dict[int, dict[str, float]]:
 class Trackers:
     """Sends every call to each of `trackers`."""
 
-    def __init__(self, *trackers: Any):
+    def __init__(self, *trackers: Tracker):
         self.trackers = trackers
+
+    @property
+    def run_hash(self) -> str:
+        """The run id of the first tracker that has one (an Aim run's hash), else ''."""
+        for t in self.trackers:
+            found = getattr(t, "run_hash", None)
+            if isinstance(found, str) and found:
+                return found
+        return ""
 
     def log_hparams(self, hparams: Mapping[str, Any]) -> None:
         for t in self.trackers:

@@ -2,8 +2,9 @@
 
     async with executor.slot() as slot:                # a place with capacity for one attempt
         await slot.ensure_image(task)                 # the task's image on that place's Docker daemon
-        attempt = await slot.work(task, harness=..., info=session, spec=spec, llm_options=...)
-        report = await slot.grade(task, attempt.diff, verifier_config=..., sandbox_factory=...)
+        work = Work(harness, session, spec, llm_options, verifier_config=...)  # one attempt's record
+        attempt = await slot.work(task, work)
+        report = await slot.grade(task, attempt.diff, work)
 
 The orchestrator (trial.py) keeps what belongs to the run: the proxy session (opened before `work`, its
 flags read and its record closed after), the outcome rules, the retries and the archive. A slot runs the
@@ -58,17 +59,23 @@ class Attempt:
         return self.outcome
 
 
-async def work_in_sandbox(
-    task: Task,
-    *,
-    harness: Harness,
-    info: SessionInfo,
-    spec: SandboxSpec,
-    llm_options: dict[str, Any],
-    sandbox_factory: Callable | None,
-) -> Attempt:
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """What one attempt needs where its sandbox lives: the harness, its proxy session, the sandbox's spec,
+    the harness's endpoint options, (tests) a sandbox factory, and the verifier's settings for grading."""
+
+    harness: Harness
+    info: SessionInfo
+    spec: SandboxSpec
+    llm_options: dict[str, Any]
+    sandbox_factory: Callable | None = None
+    verifier_config: VerifierConfig | None = None
+
+
+async def work_in_sandbox(task: Task, work: Work) -> Attempt:
     """The agent's part of an attempt, run where its sandbox lives: start the sandbox, run the harness
-    against the session `info`, take the diff. Sets `outcome` only on a sandbox failure or a crash."""
+    against the session `work.info`, take the diff. Sets `outcome` only on a sandbox failure or a crash."""
+    harness, info, spec, sandbox_factory = work.harness, work.info, work.spec, work.sandbox_factory
     attempt = Attempt()
     t0 = time.monotonic()
     inside = spec.network == "proxy_only"
@@ -80,7 +87,7 @@ async def work_in_sandbox(
             llm = LLMEndpoint(
                 openai_base_url=f"{base}/s/{sid}/v1" if base else info.openai_base_url,
                 anthropic_base_url=f"{base}/s/{sid}" if base else info.anthropic_base_url,
-                **llm_options,
+                **work.llm_options,
             )
             t1 = time.monotonic()
             try:
@@ -107,28 +114,12 @@ class Slot(Protocol):
         """The task's image on this place's Docker daemon, built or loaded once; raises `ImageError`."""
         ...
 
-    async def work(
-        self,
-        task: Task,
-        *,
-        harness: Harness,
-        info: SessionInfo,
-        spec: SandboxSpec,
-        llm_options: dict[str, Any],
-        sandbox_factory: Callable | None,
-    ) -> Attempt:
+    async def work(self, task: Task, work: Work) -> Attempt:
         """`work_in_sandbox` at this place."""
         ...
 
-    async def grade(
-        self,
-        task: Task,
-        diff: str,
-        *,
-        verifier_config: VerifierConfig | None,
-        sandbox_factory: Callable | None,
-    ) -> VerifierReport:
-        """The verifier on `diff` at this place; raises `VerifierError`."""
+    async def grade(self, task: Task, diff: str, work: Work) -> VerifierReport:
+        """The verifier on `diff` at this place (`work.verifier_config`); raises `VerifierError`."""
         ...
 
 
@@ -150,34 +141,11 @@ class LocalSlot:
     async def ensure_image(self, task: Task) -> None:
         await asyncio.to_thread(ensure_task_image, task)
 
-    async def work(
-        self,
-        task: Task,
-        *,
-        harness: Harness,
-        info: SessionInfo,
-        spec: SandboxSpec,
-        llm_options: dict[str, Any],
-        sandbox_factory: Callable | None,
-    ) -> Attempt:
-        return await work_in_sandbox(
-            task,
-            harness=harness,
-            info=info,
-            spec=spec,
-            llm_options=llm_options,
-            sandbox_factory=sandbox_factory,
-        )
+    async def work(self, task: Task, work: Work) -> Attempt:
+        return await work_in_sandbox(task, work)
 
-    async def grade(
-        self,
-        task: Task,
-        diff: str,
-        *,
-        verifier_config: VerifierConfig | None,
-        sandbox_factory: Callable | None,
-    ) -> VerifierReport:
-        return await grade(task, diff, sandbox_factory=sandbox_factory, config=verifier_config)
+    async def grade(self, task: Task, diff: str, work: Work) -> VerifierReport:
+        return await grade(task, diff, sandbox_factory=work.sandbox_factory, config=work.verifier_config)
 
 
 class LocalExecutor:

@@ -26,14 +26,11 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-from legorl_jax.config import RolloutConfig, VerifierConfig
-from legorl_jax.harness.base import Harness
-from legorl_jax.proxy.base import SessionInfo
-from legorl_jax.rollout.executor import Attempt, LocalSlot, NodeLost, Slot
-from legorl_jax.sandbox.base import SandboxSpec
+from legorl_jax.config import RolloutConfig
+from legorl_jax.rollout.executor import Attempt, LocalSlot, NodeLost, Slot, Work
 from legorl_jax.tasks.report import VerifierError, VerifierReport
 from legorl_jax.tasks.schema import Task
 from legorl_jax.tasks.task_image import ImageError
@@ -72,38 +69,12 @@ class _RaySlot:
     async def ensure_image(self, task: Task) -> None:
         await self._call("ensure_image", task)
 
-    async def work(
-        self,
-        task: Task,
-        *,
-        harness: Harness,
-        info: SessionInfo,
-        spec: SandboxSpec,
-        llm_options: dict[str, Any],
-        sandbox_factory: Callable | None,
-    ) -> Attempt:
-        attempt: Attempt = await self._call(
-            "work",
-            task,
-            harness=harness,
-            info=info,
-            spec=spec,
-            llm_options=llm_options,
-            sandbox_factory=sandbox_factory,
-        )
+    async def work(self, task: Task, work: Work) -> Attempt:
+        attempt: Attempt = await self._call("work", task, work)
         return attempt
 
-    async def grade(
-        self,
-        task: Task,
-        diff: str,
-        *,
-        verifier_config: VerifierConfig | None,
-        sandbox_factory: Callable | None,
-    ) -> VerifierReport:
-        report: VerifierReport = await self._call(
-            "grade", task, diff, verifier_config=verifier_config, sandbox_factory=sandbox_factory
-        )
+    async def grade(self, task: Task, diff: str, work: Work) -> VerifierReport:
+        report: VerifierReport = await self._call("grade", task, diff, work)
         return report
 
 

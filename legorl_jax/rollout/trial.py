@@ -36,7 +36,7 @@ from legorl_jax.harness.base import Harness, HarnessResult
 from legorl_jax.proxy.archive import atomic_write_text
 from legorl_jax.proxy.base import Proxy
 from legorl_jax.rollout.behaviour import behaviour_features
-from legorl_jax.rollout.executor import Attempt, LocalExecutor, NodeLost, Slot, TrialExecutor
+from legorl_jax.rollout.executor import Attempt, LocalExecutor, NodeLost, Slot, TrialExecutor, Work
 from legorl_jax.tasks.agent_sandbox import agent_sandbox_spec
 from legorl_jax.tasks.report import VerifierError
 from legorl_jax.tasks.schema import Task
@@ -88,14 +88,8 @@ async def _attempt(
     attempt = Attempt(where=slot.where)
     try:
         try:
-            attempt = await slot.work(
-                task,
-                harness=harness,
-                info=info,
-                spec=spec,
-                llm_options=llm_options,
-                sandbox_factory=sandbox_factory,
-            )
+            work = Work(harness, info, spec, llm_options, sandbox_factory, verifier_config)
+            attempt = await slot.work(task, work)
             attempt.where = slot.where
             flags = proxy.session_flags(info.session_id)
             if flags.get("engine_failed"):
@@ -106,9 +100,7 @@ async def _attempt(
             if attempt.outcome is None and attempt.result is not None:
                 t2 = time.monotonic()
                 try:
-                    attempt.report = await slot.grade(
-                        task, attempt.diff, verifier_config=verifier_config, sandbox_factory=sandbox_factory
-                    )
+                    attempt.report = await slot.grade(task, attempt.diff, work)
                     attempt.outcome = policy_outcome(attempt.result, flags)
                 except VerifierError as exc:
                     attempt.outcome, attempt.reason = Outcome.VERIFIER_FAILED, str(exc)

@@ -102,10 +102,10 @@ async def run(
     takes `delay_s` (a validation trial's `eval_delay_s`)."""
     from legorl_jax.async_loop import set_aside_unfinished_groups
     from legorl_jax.harness import get_harness
-    from legorl_jax.loop import Parts, run_loop
+    from legorl_jax.loop_step import LoopCursor, LoopSettings, Parts
     from legorl_jax.model import load_hf
     from legorl_jax.model.tokenizer import load_tokenizer
-    from legorl_jax.run import load_tasks, make_tracker, serving_proxies
+    from legorl_jax.run import load_tasks, make_tracker, run_loop, serving_proxies
     from legorl_jax.train.checkpoint import Checkpointer
     from legorl_jax.train.publish import Publisher
     from legorl_jax.train.step import Trainer
@@ -123,8 +123,8 @@ async def run(
             state, start, cursor = trainer.init_state(seed=0), 0, None
             if resume:
                 restored = ckpt.restore(trainer.abstract_state())
-                state, cursor = restored.state, restored.cursor
-                start = int(cursor["next_step"])
+                state, cursor = restored.state, LoopCursor.from_dict(restored.cursor)
+                start = cursor.next_step
                 set_aside_unfinished_groups(run_dir, cursor)
             version = f"step-{start:06d}" if resume else "default"
             engine = ScriptedEngine(
@@ -137,7 +137,7 @@ async def run(
             async with serving_proxies(config, engine, model_dir, run_dir) as (proxy, eval_proxy):
                 script.proxies = [proxy, eval_proxy]
                 parts = Parts(
-                    config,
+                    LoopSettings.of(config),
                     trainer,
                     proxy,
                     get_harness(config.harness.name, **config.harness.options),

@@ -75,15 +75,14 @@ def config_for(run_dir: pathlib.Path, args: argparse.Namespace):
 
 
 async def lead(config, *, delay_s: float = 0.0) -> dict:
-    from legorl_jax.loop import run_loop
     from legorl_jax.model.tokenizer import load_tokenizer
-    from legorl_jax.run import build_parts, load_tasks
+    from legorl_jax.run import build_parts, load_tasks, run_loop
 
     tasks, _ = load_tasks(config)
     scripted = loop_run.make_engine(load_tokenizer(config.model.path), tasks[0], config.rollout.group_size)
     scripted.delay_s = delay_s
     async with build_parts(config, rollout_engine=scripted) as built:
-        records = await run_loop(built.parts, built.state, start_step=built.start_step)
+        records = await run_loop(built.parts, built.state, start_step=built.start_step, cursor=built.cursor)
         version = built.parts.publisher.engine.weight_version
     return {
         "records": [{"step": r.step, "trained": r.trained, "metrics": r.metrics} for r in records],

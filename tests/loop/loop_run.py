@@ -108,10 +108,10 @@ async def run(
     """
     from legorl_jax.engine import open_engine
     from legorl_jax.harness import get_harness
-    from legorl_jax.loop import Parts, run_loop
+    from legorl_jax.loop_step import LoopSettings, Parts
     from legorl_jax.model import load_hf
     from legorl_jax.model.tokenizer import load_tokenizer
-    from legorl_jax.run import load_tasks, make_tracker, serving_proxies
+    from legorl_jax.run import load_tasks, make_tracker, run_loop, serving_proxies
     from legorl_jax.train.checkpoint import Checkpointer
     from legorl_jax.train.publish import Publisher
     from legorl_jax.train.step import Trainer
@@ -142,7 +142,7 @@ async def run(
         ):
             with Checkpointer(checkpoint, run_config={"test": "loop"}) as ckpt:
                 parts = Parts(
-                    config,
+                    LoopSettings.of(config),
                     trainer,
                     proxy,
                     get_harness(config.harness.name, **config.harness.options),

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from legorl_jax.async_loop import AsyncLoop, Group, group_dir, task_for_group
-from legorl_jax.loop import Parts
+from legorl_jax.loop_step import LoopSettings, Parts
 from legorl_jax.tasks.builtin import SUITE_DIR, load_builtin_task
 from legorl_jax.types import Outcome, Sequence, Trajectory
 
@@ -39,7 +39,7 @@ def _buffer_loop(max_staleness: int, version: int, groups_per_step: int = 1) -> 
         groups_per_step=groups_per_step,
     )
     task = load_builtin_task(SUITE_DIR / async_run.TASK)
-    parts = Parts(config, None, None, None, [task], [], None, None, None)
+    parts = Parts(LoopSettings.of(config), None, None, None, [task], [], None, None, None)
     return AsyncLoop(parts, None, start_step=version, cursor=None)
 
 
@@ -79,7 +79,7 @@ def test_admission_stops_at_max_staleness_plus_one_steps_of_outstanding_groups()
     loop.outstanding.add(3)
     assert not loop._may_admit()  # a fifth group could only be trained 2 versions after it started
     loop.outstanding = {0}
-    loop.trials_live = loop.cfg.rollout.concurrency
+    loop.trials_live = loop.trials.rollout.concurrency
     assert not loop._may_admit()  # no free trial slot
 
 

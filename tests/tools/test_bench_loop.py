@@ -99,7 +99,7 @@ def test_the_scripted_engine_sleeps_then_fixes_only_even_trials_then_submits_und
 def test_a_runs_figures_count_trained_trajectories_and_leave_the_first_steps_wait_out_of_the_steady_idle(
     bench, tmp_path
 ):
-    from legorl_jax.loop import StepRecord
+    from legorl_jax.loop_step import StepRecord
 
     for group, trial, seconds, outcome, reward in [
         (0, "t-0", 6.0, "submitted", 1.0),
