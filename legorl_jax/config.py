@@ -1052,6 +1052,18 @@ class Config:
     resume: bool = False
     """Continue the run in rollout.runs_dir/rollout.experiment from its last checkpoint."""
 
+    def __post_init__(self) -> None:
+        # Across groups. The async loop trains in a worker thread while process 0 serves trials; the
+        # processes that follow process 0's trainer calls (train/commands.py) are built and tested for the
+        # sync loop only, so the two are not combined.
+        distributed = self.mesh.distributed
+        if self.loop.mode == "async" and distributed.enabled and distributed.num_processes != 1:
+            raise ValueError(
+                "loop.mode='async' runs on one process: it cannot be combined with "
+                f"mesh.distributed.enabled=true (num_processes={distributed.num_processes!r}); use "
+                "loop.mode=sync on several processes, or mesh.distributed.enabled=false"
+            )
+
 
 def register_configs() -> None:
     """Registers the schemas with Hydra's ConfigStore (idempotent). Call from entry points only."""

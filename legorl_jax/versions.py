@@ -51,7 +51,7 @@ def version_numbers(per_token: Sequence[str | None], *, initial: str = "default"
     keeps the version strings only, and staleness cannot be counted for it."""
     table: dict[str | None, int] = {None: -1}
     for version in dict.fromkeys(per_token):
-        if version in table:
+        if version is None or version in table:
             continue
         try:
             table[version] = version_number(version, initial=initial)

@@ -48,3 +48,19 @@ def test_comparing_runs_imports_nothing_of_the_trainer():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_async_loop_on_several_processes_is_refused_naming_both_settings(compose_config):
+    overrides = [
+        "loop.mode=async",
+        "mesh.distributed.enabled=true",
+        "mesh.distributed.num_processes=2",
+        "mesh.distributed.process_id=0",
+        "mesh.distributed.coordinator_address=127.0.0.1:12355",
+    ]
+    with pytest.raises(
+        ValueError, match=r"loop.mode='async' .* mesh.distributed.enabled=true \(num_processes=2\)"
+    ):
+        compose_config(overrides)
+    assert compose_config(overrides[1:]).mesh.distributed.num_processes == 2  # sync on several processes
+    assert compose_config(overrides[:1]).loop.mode == "async"  # async on one
