@@ -345,6 +345,7 @@ class AsyncLoop:
             cursor=self.cursor(step + 1),
             beside_checkpoint=self._save_pending,
             loop_figures=figures,
+            in_thread=True,
         )
 
     async def _published(self, step: int, groups: list[Group], stale: int, waited: float) -> dict[str, float]:

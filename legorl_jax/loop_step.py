@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -305,21 +306,28 @@ async def save_checkpoint(
     cursor: LoopCursor,
     *,
     beside: Callable[[LoopCursor], Awaitable[None]] | None = None,
+    in_thread: bool = False,
 ) -> None:
     """Checkpoints `state` under loop step `cursor.next_step` when one is due; `beside` first writes what
-    the loop keeps next to it (async: the ended, untrained groups)."""
+    the loop keeps next to it (async: the ended, untrained groups). `in_thread` (async) saves from a worker
+    thread so trials run on; the sync loop saves from this thread (on several processes its
+    `LeadingCheckpointer` then makes its collectives where the update made its own)."""
     ckpt = parts.checkpointer
     if not ckpt.should_save(cursor.next_step):
         return
     if beside is not None:
         await beside(cursor)
-    await asyncio.to_thread(
+    save = functools.partial(
         ckpt.maybe_save,
         state,
         cursor=cursor.to_dict(),
         weights_version=version_of(cursor.next_step),
         step=cursor.next_step,
     )
+    if in_thread:
+        await asyncio.to_thread(save)
+    else:
+        save()
 
 
 async def engine_figures(parts: Parts, step: int) -> dict[str, float]:
@@ -343,12 +351,14 @@ async def finish_step(
     cursor: LoopCursor,
     beside_checkpoint: Callable[[LoopCursor], Awaitable[None]] | None = None,
     loop_figures: Callable[[], Awaitable[dict[str, float]]] | None = None,
+    in_thread: bool = False,
 ) -> StepRecord:
     """The tail of every loop step (module docstring): checkpoint → publish → engine figures → the loop's
-    figures (`loop_figures`, after the publish) → timings → monitor; returns the step's record."""
+    figures (`loop_figures`, after the publish) → timings → monitor; returns the step's record. `in_thread`:
+    `save_checkpoint`'s."""
     step, metrics, timings = end.step, end.metrics, end.timings
     t = time.monotonic()
-    await save_checkpoint(parts, state, cursor, beside=beside_checkpoint)
+    await save_checkpoint(parts, state, cursor, beside=beside_checkpoint, in_thread=in_thread)
     timings["checkpoint"] = time.monotonic() - t
     if end.publish:
         t = time.monotonic()

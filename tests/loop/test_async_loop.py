@@ -7,6 +7,7 @@ the staleness rule is checked on the loop's own buffer with groups whose token v
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -149,7 +150,7 @@ async def test_a_killed_async_run_resumes_with_nothing_trained_twice_and_ended_g
 @pytest.mark.docker
 async def test_validation_mid_run_does_not_stall_training(loop_model_dir, tmp_path):
     run_dir = tmp_path / "runs" / "val"
-    result = await async_run.run(
+    run = async_run.run(
         str(loop_model_dir),
         run_dir,
         steps=2,
@@ -158,13 +159,20 @@ async def test_validation_mid_run_does_not_stall_training(loop_model_dir, tmp_pa
         validate_every=1,
         validation_group_size=1,
         validation_tasks=1,
+        stall_timeout_s=60.0,
     )
+    # A training step that waited on a validation waiting on it (the original deadlock) never ends: fail,
+    # do not hang.
+    result = await asyncio.wait_for(run, timeout=900)
     first, second = result.records
     assert first.metrics["val/trials"] == 1 and second.metrics["val/trials"] == 1  # joined their steps
     assert second.metrics["loop/stalls"] == 0
-    eval_calls = [at for at, kind in result.script.log if kind == "eval"]
     assert second.train_window is not None
-    assert second.train_window[0] < max(eval_calls)  # step 1 trained while validation was still sampling
+    # Step 1's validation starts after its update ended, so the eval calls made before that end are step
+    # 0's. Training that waited for step 0's validation would start after the last of them.
+    step0_eval = [at for at, kind in result.script.log if kind == "eval" and at < second.train_window[1]]
+    assert step0_eval
+    assert second.train_window[0] < max(step0_eval)  # step 1 trained while step 0's validation sampled
 
 
 @pytest.mark.docker
