@@ -156,7 +156,7 @@ class RouterLauncher:
                     return self.base_url
                 if time.monotonic() > deadline or not self.server.running:
                     raise EngineError(
-                        f"the router at {self.base_url} lists healthy {sorted(healthy)} after "
+                        f"the router at {self.base_url} lists healthy {sorted(healthy, key=str)} after "
                         f"{self.config.startup_timeout_s:.0f} s, not all of {self.worker_urls}; its log: "
                         f"{self.server.log_path}"
                     )
@@ -322,6 +322,7 @@ class EngineFleet:
                 await self.pause("in_place")
             except EngineError as exc:
                 raise type(exc)(f"update to {version!r} not started: {exc}") from None
+        assert self._paused is not None  # paused by us or by the caller
         urls, began = self._paused
         served: dict[str, float] = {}
         self.published[version] = began

@@ -98,7 +98,7 @@ class Programs:
         self.background, self.max_cover_cost = background, max_cover_cost
         self.stalls = 0  # calls that waited for a compile
         self.covered = 0  # calls run on a larger compiled program
-        self._rent: collections.Counter[Key] = collections.Counter()  # extra seconds paid per covered key
+        self._rent: dict[Key, float] = collections.defaultdict(float)  # extra seconds paid per covered key
         self._last_seconds: dict[Key, float] = {}  # the last measured call of each program that ran
         self._compile_seconds: list[float] = []
         self._ahead_done: set[Key] = set()  # decode keys whose next context bucket is compiled or queued

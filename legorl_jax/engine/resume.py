@@ -124,7 +124,7 @@ def _merge(pieces: list[Generation], *, prompt_tokens: int) -> Generation:
     return Generation(
         output_ids=np.concatenate([p.output_ids for p in pieces]).astype(np.int32),
         output_logprobs=np.concatenate([p.output_logprobs for p in pieces]).astype(np.float32),
-        routed_experts=None if any(r is None for r in routed) else np.concatenate(routed, axis=0),
+        routed_experts=None if any(r is None for r in routed) else np.concatenate(_present(routed), axis=0),
         finish_reason=last.finish_reason,
         weight_version=versions[-1] if versions else last.weight_version,
         prompt_tokens=prompt_tokens,
@@ -132,9 +132,14 @@ def _merge(pieces: list[Generation], *, prompt_tokens: int) -> Generation:
         token_weight_versions=versions if len(set(versions)) > 1 else None,
         matched_stop=last.matched_stop,
         cached_tokens=first.cached_tokens,
-        output_top_ids=None if any(t is None for t in tops) else np.concatenate(tops, axis=0),
+        output_top_ids=None if any(t is None for t in tops) else np.concatenate(_present(tops), axis=0),
         output_top_logprobs=(
             None if any(t is None for t in tops) else np.concatenate([p.output_top_logprobs for p in pieces])
         ),
         stale_kv_tokens=sum(p.stale_kv_tokens for p in pieces),
     )
+
+
+def _present(arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    """The arrays of a list the caller found all present."""
+    return [a for a in arrays if a is not None]

@@ -269,6 +269,7 @@ class Scheduler:
         params: list[SamplingParams | None] = [None] * batch
         seeds = [0] * batch
         for i, req in enumerate(running):
+            assert req.position is not None and req.slot is not None  # a running request holds a slot
             tokens[i], positions[i], slots[i] = req.output_ids[-1], req.position, req.slot
             params[i], seeds[i] = req.sampling, req.seed
         return tokens, positions, slots, SamplingRows.host(params, seeds)
@@ -331,7 +332,7 @@ class Scheduler:
 
     def _stop_string(self, req: Request) -> str | None:
         stops = req.sampling.stop
-        if not stops:
+        if not stops or self.detokenize is None:  # submit refuses stop strings without a detokenizer
             return None
         # Checked after every token, so a match is new and ends in the newest token. Every token decodes
         # to at least one character, so it lies within the last len(stop) + 1 tokens (one more for a
@@ -359,7 +360,7 @@ class Scheduler:
                 raise RuntimeError(
                     f"request {req.rid!r} has {len(rows)} routing rows, expected {kv_len - req.routing_from}"
                 )
-        if prefilled:
+        if req.slot is not None:  # prefilled
             self.slots[req.slot] = None
             if req.epoch == self.epoch:
                 full = np.concatenate([req.prompt, np.asarray(req.output_ids, np.int32)])[:kv_len]

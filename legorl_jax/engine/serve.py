@@ -137,6 +137,8 @@ def _prompt_ids(engine: JaxEngine, req: GenerateRequest) -> list[int] | Any:
         return req.input_ids
     if engine.tokenizer is None:
         raise WireError("text needs the model's tokenizer, and this server has none: send input_ids", "text")
+    if req.text is None:
+        raise WireError("send input_ids or text, got neither", "input_ids")
     return engine.tokenizer.encode(req.text)
 
 
@@ -154,7 +156,9 @@ async def _input_logprobs(
     engine: JaxEngine, ids: Any, start: int, sampling: SamplingParams
 ) -> list[list[Any]]:
     temperature = sampling.temperature if sampling.temperature > 0 else 1.0
-    scored = await engine.prompt_logprobs(ids, max(start, 1), temperature=temperature) if len(ids) > 1 else []
+    scored: Any = (
+        await engine.prompt_logprobs(ids, max(start, 1), temperature=temperature) if len(ids) > 1 else []
+    )
     values = ([math.nan] if start == 0 else []) + [float(v) for v in scored]
     return logprob_entries(values, ids[start:])
 

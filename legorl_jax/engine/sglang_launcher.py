@@ -177,6 +177,8 @@ class ServerProcess:
         return self.process.returncode
 
     def _signal(self, sig: int) -> None:
+        if self.process is None:
+            return
         try:
             os.killpg(self.process.pid, sig)
         except (ProcessLookupError, PermissionError):

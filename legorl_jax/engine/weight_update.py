@@ -59,12 +59,13 @@ async def update_weights(engine: Any, source: WeightSource, version: str, policy
     docstring)."""
     check_update_policy(policy, engine)
     lands_between_steps = policy == "in_place" and updates_between_steps(engine)
+    pausable = engine if isinstance(engine, Pausable) else None
     # JaxEngine loads a directory while it keeps decoding
-    if not isinstance(engine, Pausable) or lands_between_steps:
+    if pausable is None or lands_between_steps:
         await engine.update_weights(source, version)
         return
-    await engine.pause(PAUSE_MODE[policy])
+    await pausable.pause(PAUSE_MODE[policy])
     try:
         await engine.update_weights(source, version)
     finally:
-        await engine.resume()
+        await pausable.resume()

@@ -195,7 +195,7 @@ def parse_sampling(params: Any) -> SamplingParams:
         return SamplingParams()
     if not isinstance(params, dict):
         raise WireError(f"sampling_params must be an object, got {params!r}", "sampling_params")
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for key, value in params.items():
         if key in _SAMPLING_FIELDS:
             if value is not None:
@@ -251,7 +251,7 @@ def parse_generate(body: Any, vocab_size: int | None = None) -> GenerateRequest:
         raise WireError(
             f"text must be a non-empty string (batched requests are not supported), got {text!r}", "text"
         )
-    flags = {}
+    flags: dict[str, Any] = {}
     for key in ("return_logprob", "return_routed_experts"):
         flags[key] = body.get(key) if body.get(key) is not None else False
         if not isinstance(flags[key], bool):
@@ -426,7 +426,7 @@ def generation_json(
     if return_logprob:
         meta["output_token_logprobs"] = logprob_entries(gen.output_logprobs, gen.output_ids)
         meta["input_token_logprobs"] = input_logprobs
-        if gen.output_top_ids is not None:
+        if gen.output_top_ids is not None and gen.output_top_logprobs is not None:
             meta["output_top_logprobs"] = [
                 logprob_entries(lps, ids)
                 for lps, ids in zip(gen.output_top_logprobs, gen.output_top_ids, strict=True)

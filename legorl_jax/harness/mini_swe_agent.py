@@ -187,7 +187,7 @@ class SandboxEnvironment:
                     "exception_info": f"An error occurred while executing the command: {reason}",
                     "extra": {"exception_type": "TimeoutExpired", "exception": reason},
                 }
-        lines = output["output"].lstrip().splitlines(keepends=True)
+        lines = str(output["output"]).lstrip().splitlines(keepends=True)
         if lines and lines[0].strip() == SUBMIT_MARKER and output["returncode"] == 0:
             submission = "".join(lines[1:])
             raise Submitted({"role": "exit", "content": submission,

@@ -425,7 +425,9 @@ class SweAgentHarness:
         with tempfile.TemporaryDirectory(prefix="legorl-swea-") as tmp:
             async with SandboxRelay(sandbox, self.server_port, self.request_timeout_s) as relay:
                 config = pathlib.Path(tmp) / "run.yaml"
-                config.write_text(yaml.safe_dump(self.run_config(task, llm, relay.port, token, f"{tmp}/out")))
+                port = relay.port
+                assert port is not None  # set when the relay started
+                config.write_text(yaml.safe_dump(self.run_config(task, llm, port, token, f"{tmp}/out")))
                 env = {
                     k: v
                     for k, v in os.environ.items()

@@ -202,7 +202,7 @@ class ExecRelay:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -224,9 +224,11 @@ class ExecRelay:
         body = await request.json()
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(body["data"]))) as archive:
             for member in archive.getmembers():
-                if member.isfile():
-                    await self.sandbox.write_file(f"{body['path'].rstrip('/')}/{member.name}",
-                                                  archive.extractfile(member).read())  # fmt: skip
+                extracted = archive.extractfile(member) if member.isfile() else None
+                if extracted is not None:
+                    await self.sandbox.write_file(
+                        f"{body['path'].rstrip('/')}/{member.name}", extracted.read()
+                    )
         return web.json_response({"ok": True})
 
 

@@ -21,6 +21,7 @@ non-weight file of that directory (tokenizer, generation config, ...) is copied 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -253,9 +254,7 @@ def save_hf(
         weight_map = {}
         for i, shard in enumerate(shards):
             name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-            _write_atomically(
-                path / name, lambda tmp, shard=shard: save_file(shard, str(tmp), metadata=metadata)
-            )
+            _write_atomically(path / name, functools.partial(_save_shard, shard, metadata=metadata))
             weight_map.update({tensor: name for tensor in shard})
         index = {
             "metadata": {"total_size": int(sum(t.nbytes for t in tensors.values()))},
@@ -267,3 +266,7 @@ def save_hf(
     config = policy.config.to_hf_dict(torch_dtype=dtype)
     _write_atomically(path / CONFIG, lambda tmp: tmp.write_text(json.dumps(config, indent=2) + "\n"))
     return path
+
+
+def _save_shard(shard: dict[str, np.ndarray], tmp: pathlib.Path, *, metadata: dict[str, str]) -> None:
+    save_file(shard, str(tmp), metadata=metadata)

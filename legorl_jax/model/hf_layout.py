@@ -42,6 +42,11 @@ NUMPY_DTYPES = {
 }
 
 
+def _reshaper(*shape: int) -> Callable[[np.ndarray], np.ndarray]:
+    """A tensor's reshape to `shape`, as an entry's `to_ours` / `to_hf`."""
+    return lambda x: x.reshape(shape)
+
+
 @dataclasses.dataclass(frozen=True)
 class Entry:
     """One of our parameters and the HF tensor(s) it is made of."""
@@ -90,8 +95,8 @@ def layer_entries(config: ArchConfig, layer: int) -> list[Entry]:
                 Entry(
                     ("self_attn", f"{name}_bias"),
                     (p + f"self_attn.{name}_proj.bias",),
-                    lambda b, heads=heads: b.reshape(heads, h),
-                    lambda b, heads=heads: b.reshape(heads * h),
+                    _reshaper(heads, h),
+                    _reshaper(heads * h),
                 )
             )
         entries.append(_same(("self_attn", "o_bias"), p + "self_attn.o_proj.bias"))

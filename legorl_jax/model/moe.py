@@ -231,6 +231,7 @@ def expert_ffn(
             x.reshape(-1, d), ids.reshape(-1, k), weights.reshape(-1, k), w_gate, w_up, w_down
         )
         return y.reshape(b, t, d)
+    assert mesh is not None  # expert axes come from a mesh
     batch_axes = sharding.mesh_axes_of("batch", b, mesh)
     gather = tuple(a for a in expert_axes if a in batch_axes)
     reduce = tuple(a for a in expert_axes if a not in batch_axes)

@@ -207,8 +207,9 @@ class Policy(nnx.Module):
         ctx = LayerContext(
             positions=positions, token_mask=positions >= 0, segment_ids=None, slots=slots, context=context
         )
-        hidden, routed, stats, cache = self._trunk(input_ids, ctx, forced_experts, cache)
-        return self._output(hidden, routed, stats, ctx, compute_logits), cache
+        hidden, routed, stats, updated = self._trunk(input_ids, ctx, forced_experts, cache)
+        assert updated is not None  # a trunk given a cache returns it
+        return self._output(hidden, routed, stats, ctx, compute_logits), updated
 
     def lm_head_weight(self) -> Float[Array, "d v"]:
         """The output projection [D, V] in the parameter dtype (the embedding transposed when tied)."""
@@ -271,7 +272,8 @@ class Policy(nnx.Module):
         # embed-sharded table cannot be resharded to batch-sharded rows without a full rematerialisation.
         table = constrain(self.embed_tokens[...], ("vocab", None))
         h = constrain(jnp.take(table, input_ids, axis=0).astype(compute), RESIDUAL_AXES)
-        routed, stats = [], None
+        routed: list[jax.Array] = []
+        stats = None
         moe_seen = 0
         for run, (is_moe, first, count) in zip(self.runs, self.run_layout, strict=True):
             run_forced = None
@@ -279,6 +281,7 @@ class Policy(nnx.Module):
                 run_forced = forced[moe_seen : moe_seen + count]
             h, ids, run_stats, cache = run(h, ctx, run_forced, cache, first)
             if is_moe:
+                assert ids is not None  # a MoE run returns its routing
                 routed.append(ids)
                 summed = jax.tree.map(lambda x: jnp.sum(x, axis=0), run_stats)
                 stats = summed if stats is None else stats + summed

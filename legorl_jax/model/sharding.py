@@ -221,7 +221,7 @@ def state_shardings(module: nnx.Module, mesh: Mesh, rules: Rules | None = None) 
     """`nnx.state(module)` with each value replaced by its NamedSharding (usable as jit / orbax shardings)."""
     state = nnx.state(module)
 
-    def sharding_of(variable: nnx.Variable) -> NamedSharding:
+    def sharding_of(variable: nnx.Variable) -> nnx.Variable:
         spec = logical_to_spec(_logical_axes_of(variable), variable.shape, mesh=mesh, rules=rules)
         return variable.replace(NamedSharding(mesh, spec))
 

@@ -159,7 +159,9 @@ class Tokenizer:
             if k.endswith("_token") and k not in special and isinstance(v, str)
         )
         for key, value in [*named_extra, *loose]:
-            special.setdefault(key, _token_text(value, f"{where}: {key}"))
+            text = _token_text(value, f"{where}: {key}")
+            if text is not None:
+                special.setdefault(key, text)
         split_special = config.get("split_special_tokens", False)
         if not isinstance(split_special, bool):
             raise ValueError(f"{where}: split_special_tokens must be a bool, got {split_special!r}")
@@ -247,6 +249,7 @@ class Tokenizer:
             return chat_template
         if own is None:
             raise ChatTemplateError(f"{self.name}: the directory has no chat template")
+        assert not isinstance(own, dict)  # several templates: returned or refused above
         return own
 
     def render(

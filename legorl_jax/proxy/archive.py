@@ -71,7 +71,7 @@ def write_archive(
             rows = b.routing[: len(b.ids)]
             pad = np.full((len(b.ids) - len(rows), *rows.shape[1:]), -1, np.int16)
             arrays[f"b{b.index}_routed_experts"] = np.concatenate([rows, pad]).astype(np.int16)
-    _atomic_write(folder / ARRAYS, lambda f: np.savez_compressed(f, **arrays))
+    _atomic_write(folder / ARRAYS, lambda f: np.savez_compressed(f, allow_pickle=False, **arrays))
     text = orjson.dumps(
         trajectory,
         option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS,

@@ -304,7 +304,8 @@ def stream_events(req: ChatRequest, c: Completion) -> Iterator[bytes]:
     if c.reasoning:
         yield chunk({"reasoning_content": c.reasoning})
     if c.content:
-        yield chunk({"content": c.content}, **({"logprobs": _logprobs(c)} if req.logprobs else {}))
+        extra: dict[str, Any] = {"logprobs": _logprobs(c)} if req.logprobs else {}
+        yield chunk({"content": c.content}, **extra)
     for i, call in enumerate(c.tool_calls):
         head = {
             "index": i,

@@ -136,11 +136,32 @@ class BwrapSandbox(ExecSandbox):
         self.limits = limits
         self.name = f"legorl-{secrets.token_hex(6)}"
         self.state: Path | None = None
-        self._root: Path | None = None
-        self._facts: ImageFacts | None = None
+        self._root_dir: Path | None = None
+        self._image_facts: ImageFacts | None = None
         self._cgroup: cgroups.CgroupLimits | None = None
         self._mounted = False
         self._oom_seen = 0
+
+    @property
+    def _dir(self) -> Path:
+        """The sandbox's state folder (`state`), once `start` made it."""
+        if self.state is None:
+            raise SandboxError(f"sandbox {self.name} is not started")
+        return self.state
+
+    @property
+    def _root(self) -> Path:
+        """The image's root filesystem, once `start` resolved it."""
+        if self._root_dir is None:
+            raise SandboxError(f"sandbox {self.name} is not started")
+        return self._root_dir
+
+    @property
+    def _facts(self) -> ImageFacts:
+        """What `start` read of the image (user, home, workdir, ...)."""
+        if self._image_facts is None:
+            raise SandboxError(f"sandbox {self.name} is not started")
+        return self._image_facts
 
     async def _start(self) -> None:
         if shutil.which("bwrap") is None:
@@ -149,7 +170,7 @@ class BwrapSandbox(ExecSandbox):
             await asyncio.to_thread(reap_orphans)
         except OSError:  # a failed sweep of others' orphans must not fail this start
             log.warning("reaping orphaned bubblewrap sandboxes failed", exc_info=True)
-        self._root, self._facts = await asyncio.to_thread(
+        self._root_dir, self._image_facts = await asyncio.to_thread(
             rootfs.resolve, self.spec.image, self.spec.workdir, self.spec.user
         )
         if self.limits == "auto":
@@ -159,11 +180,13 @@ class BwrapSandbox(ExecSandbox):
         if self.spec.network == "proxy_only":
             if not (self._root / "usr/bin/python3").exists():
                 raise SandboxError(f"network='proxy_only' on bubblewrap needs python3 in {self._root}")
+            if self.spec.proxy_port is None:
+                raise SandboxError("network='proxy_only' needs spec.proxy_port, got None")
             self._relay = await relay.start_unix_relay(
-                str(self.state / "proxy" / "s"), self.spec.proxy_port, self.spec.proxy_host
+                str(self._dir / "proxy" / "s"), self.spec.proxy_port, self.spec.proxy_host
             )
             if self._host_uid() is not None:
-                os.chmod(self.state / "proxy" / "s", 0o666)  # connect() needs write permission on the socket
+                os.chmod(self._dir / "proxy" / "s", 0o666)  # connect() needs write permission on the socket
             self.proxy_url_base = f"http://127.0.0.1:{self.spec.proxy_port}"
         self.base_commit = self._facts.base_commit
 
@@ -171,9 +194,9 @@ class BwrapSandbox(ExecSandbox):
         spec, facts = self.spec, self._facts
         self.state = state_root() / self.name
         self.state.mkdir(mode=0o711 if self._host_uid() is not None else 0o700)
-        (self.state / "seccomp.bpf").write_bytes(seccomp.filter_program())
-        (self.state / "owner.json").write_text(json.dumps(reaper.owner_labels(spec.labels)))
-        fs = self.state / "fs"
+        (self._dir / "seccomp.bpf").write_bytes(seccomp.filter_program())
+        (self._dir / "owner.json").write_text(json.dumps(reaper.owner_labels(spec.labels)))
+        fs = self._dir / "fs"
         fs.mkdir()
         if os.geteuid() == 0:
             _check(
@@ -183,7 +206,7 @@ class BwrapSandbox(ExecSandbox):
         for part in ("work", "home", "tmp", "proxy", "upper", "overlay-work"):
             (fs / part).mkdir()
         os.chmod(fs / "tmp", 0o1777)
-        (self.state / "proxy").symlink_to(fs / "proxy")
+        (self._dir / "proxy").symlink_to(fs / "proxy")
         self._check_mounts()
         if spec.read_only_root:
             source = (
@@ -195,18 +218,18 @@ class BwrapSandbox(ExecSandbox):
             if home_needs_mount(facts, spec.workdir) and home.is_dir():
                 shutil.copytree(home, fs / "home", symlinks=True, dirs_exist_ok=True)
         else:
-            (self.state / "root").mkdir()
+            (self._dir / "root").mkdir()
             # The lower layer belongs to the uid bubblewrap runs as (see the module docstring), and so does
             # the upper directory, whose owner the overlay's root directory shows.
             lower = rootfs.owned_copy(self._root, SANDBOX_HOST_UID)
             os.chown(fs / "upper", SANDBOX_HOST_UID, SANDBOX_HOST_UID)
             options = f"lowerdir={lower},upperdir={fs / 'upper'},workdir={fs / 'overlay-work'}"
             _check(
-                ["mount", "-t", "overlay", "overlay", "-o", options, str(self.state / "root")],
+                ["mount", "-t", "overlay", "overlay", "-o", options, str(self._dir / "root")],
                 "overlay mount",
             )
             if facts.workdir_source:
-                target = self.state / "root" / spec.workdir.lstrip("/")
+                target = self._dir / "root" / spec.workdir.lstrip("/")
                 shutil.copytree(facts.workdir_source, target, symlinks=True, dirs_exist_ok=True)
                 rootfs.chown_tree(target, SANDBOX_HOST_UID)
         if self._host_uid() is not None:
@@ -215,11 +238,11 @@ class BwrapSandbox(ExecSandbox):
                 rootfs.chown_tree(fs / part, SANDBOX_HOST_UID)
             # The root filesystem and mount sources may lie where that uid cannot reach (root's cache under
             # /root): bind them, read-only, under the state directory it can traverse.
-            for i, source in enumerate([str(self._root), *spec.mounts.values()]):
-                target = self.state / "binds" / str(i)
-                target.mkdir(parents=True)
-                _check(["mount", "--bind", source, str(target)], "bind mount")
-                _check(["mount", "-o", "remount,bind,ro", str(target)], "read-only remount")
+            for i, bound in enumerate([str(self._root), *spec.mounts.values()]):
+                bind = self._dir / "binds" / str(i)
+                bind.mkdir(parents=True)
+                _check(["mount", "--bind", bound, str(bind)], "bind mount")
+                _check(["mount", "-o", "remount,bind,ro", str(bind)], "read-only remount")
         if self.limits == "cgroup":
             self._cgroup = cgroups.CgroupLimits.create(
                 self.name, memory_mb=spec.memory_mb, pids=spec.pids, cpus=spec.cpus
@@ -245,7 +268,7 @@ class BwrapSandbox(ExecSandbox):
         return SANDBOX_HOST_UID if os.geteuid() == 0 else None
 
     def _argv(self, argv: list[str], workdir: str, env: dict[str, str], seccomp_fd: int) -> list[str]:
-        spec, facts, fs = self.spec, self._facts, self.state / "fs"
+        spec, facts, fs = self.spec, self._facts, self._dir / "fs"
         args = [
             "bwrap",
             "--unshare-all",
@@ -262,7 +285,7 @@ class BwrapSandbox(ExecSandbox):
             "--seccomp",
             str(seccomp_fd),
         ]
-        binds = self.state / "binds"
+        binds = self._dir / "binds"
         root = binds / "0" if self._host_uid() is not None else self._root
         if spec.read_only_root:
             args += [
@@ -283,7 +306,7 @@ class BwrapSandbox(ExecSandbox):
             if home_needs_mount(facts, spec.workdir) and facts.home != "/tmp":
                 args += ["--bind", str(fs / "home"), facts.home]
         else:
-            args += ["--bind", str(self.state / "root"), "/", "--dev", "/dev", "--proc", "/proc"]
+            args += ["--bind", str(self._dir / "root"), "/", "--dev", "/dev", "--proc", "/proc"]
         for i, (target, source) in enumerate(spec.mounts.items(), start=1):
             args += ["--ro-bind", str(binds / str(i)) if self._host_uid() is not None else source, target]
         # Through sh, so a missing command is exit 127 as on Docker, not a bubblewrap error.
@@ -320,7 +343,7 @@ class BwrapSandbox(ExecSandbox):
     ) -> RawResult:
         oom_before = self._cgroup.oom_kills() if self._cgroup else 0
         started = time.monotonic()
-        filter_fd = os.open(self.state / "seccomp.bpf", os.O_RDONLY)
+        filter_fd = os.open(self._dir / "seccomp.bpf", os.O_RDONLY)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self._argv(argv, workdir, env, filter_fd),
@@ -336,6 +359,7 @@ class BwrapSandbox(ExecSandbox):
         finally:
             os.close(filter_fd)
         out, err = CappedBuffer(limit), CappedBuffer(limit)
+        assert proc.stdout is not None and proc.stderr is not None  # both PIPE
         io = asyncio.gather(_drain(proc.stdout, out), _drain(proc.stderr, err), _feed(proc, stdin))
         timed_out = False
         try:
@@ -348,11 +372,12 @@ class BwrapSandbox(ExecSandbox):
                 _kill_group(proc.pid)  # bubblewrap's death takes its whole pid namespace with it
                 await asyncio.shield(asyncio.gather(io, return_exceptions=True))
                 await asyncio.shield(proc.wait())
+        assert proc.returncode is not None  # waited for above
         exit_code = TIMEOUT_EXIT_CODE if timed_out else proc.returncode
         if exit_code < 0:
             exit_code = 128 - exit_code
         oom = (
-            bool(self._cgroup)
+            self._cgroup is not None
             and exit_code in (137, TIMEOUT_EXIT_CODE)
             and self._cgroup.oom_kills() > oom_before
         )
@@ -395,6 +420,7 @@ async def _drain(stream: asyncio.StreamReader, buffer: CappedBuffer) -> None:
 async def _feed(proc: asyncio.subprocess.Process, stdin: Stdin) -> None:
     if stdin is None:
         return
+    assert proc.stdin is not None  # PIPE when there is input
     try:
         if isinstance(stdin, Path):
             with open(stdin, "rb") as handle:

@@ -95,6 +95,8 @@ class CgroupLimits:
         """How many processes the OOM killer has killed in this sandbox so far."""
         group = self.dirs.get("memory") or self.dirs.get("unified")
         name = "memory.events" if "unified" in self.dirs else "memory.oom_control"
+        if group is None:  # no memory controller: nothing counts OOM kills
+            return 0
         try:
             text = (group / name).read_text()
         except OSError:

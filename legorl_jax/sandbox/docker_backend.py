@@ -133,7 +133,7 @@ class _Pump:
         line, _, rest = self._head.partition(b"\n")
         if line.startswith(SESSION_MARK) and line[len(SESSION_MARK) :].isdigit():
             sid = int(line[len(SESSION_MARK) :])
-            self._loop.call_soon_threadsafe(lambda: self.session.done() or self.session.set_result(sid))
+            self._loop.call_soon_threadsafe(self._set_session, sid)
             self.stderr.add(rest)
         else:
             self.stderr.add(self._head)
@@ -149,6 +149,10 @@ class _Pump:
         if not self._head_done and self._head:
             self._head_done = True
             self.stderr.add(self._head)
+
+    def _set_session(self, sid: int) -> None:
+        if not self.session.done():
+            self.session.set_result(sid)
 
 
 def _feed(stream: Any, stdin: Stdin) -> None:
@@ -175,7 +179,7 @@ class DockerSandbox(ExecSandbox):
         self.name = f"legorl-{secrets.token_hex(6)}"
         self.container_id: str | None = None
         self.network: str | None = None
-        self._facts: seed.ImageFacts | None = None
+        self._image_facts: seed.ImageFacts | None = None
         self._supervisor: Any = None
         self._supervisor_lock = threading.Lock()
         self._oom_seen = 0
@@ -186,7 +190,7 @@ class DockerSandbox(ExecSandbox):
         client = daemon.client()
         reap = asyncio.ensure_future(daemon.call(reaper.reap_docker_orphans, client))
         try:
-            self._facts = await seed.image_facts(
+            self._image_facts = await seed.image_facts(
                 self.spec.image, self.spec.workdir, self.spec.user, want_seed=self.spec.read_only_root
             )
         finally:
@@ -198,6 +202,8 @@ class DockerSandbox(ExecSandbox):
         self._token = reaper.register(self._cleanup_sync)
         try:
             if self.spec.network == "proxy_only":
+                if self.spec.proxy_port is None:
+                    raise SandboxError("network='proxy_only' needs spec.proxy_port, got None")
                 self.network, gateway = await daemon.call(
                     docker_network.create_network,
                     client,
@@ -222,6 +228,13 @@ class DockerSandbox(ExecSandbox):
         except daemon.api_error_types() as exc:
             raise SandboxError(f"starting container for {self.spec.image!r} failed: {exc}") from exc
         self.base_commit = self._facts.base_commit
+
+    @property
+    def _facts(self) -> seed.ImageFacts:
+        """What `start` read of the image (user, home, seed, ...)."""
+        if self._image_facts is None:
+            raise SandboxError(f"sandbox {self.name} is not started")
+        return self._image_facts
 
     def _create(self, client: Any, labels: dict[str, str]) -> str:
         import docker

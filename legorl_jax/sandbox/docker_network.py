@@ -65,7 +65,7 @@ def create_network(client: Any, key: str, labels: dict[str, str], proxy_port: in
 
     suffix = key[:11]
     name, bridge, chain = f"legorl-{key}", f"{_BRIDGE_PREFIX}{suffix}", f"{_CHAIN_PREFIX}{suffix}"
-    subnets = list(ipaddress.ip_network(SUBNET_POOL).subnets(new_prefix=28))
+    subnets = list(ipaddress.IPv4Network(SUBNET_POOL).subnets(new_prefix=28))
     last_error: Exception | None = None
     for _ in range(_ATTEMPTS):
         subnet = random.choice(subnets)

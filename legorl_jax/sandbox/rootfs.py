@@ -49,8 +49,10 @@ def _untar(source: Path | Iterable[bytes], target: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    assert proc.stderr is not None  # stderr=PIPE
     try:
-        if streamed:
+        if not isinstance(source, Path):
+            assert proc.stdin is not None  # stdin=PIPE when streamed
             for chunk in source:
                 proc.stdin.write(chunk)
             proc.stdin.close()

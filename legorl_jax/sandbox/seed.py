@@ -99,8 +99,9 @@ def _read_small(api: Any, container: str, path: str) -> bytes | None:
         return None
     with tarfile.open(fileobj=io.BufferedReader(_StreamReader(stream)), mode="r|") as archive:
         for member in archive:
-            if member.isreg():
-                return archive.extractfile(member).read()
+            extracted = archive.extractfile(member) if member.isreg() else None
+            if extracted is not None:
+                return extracted.read()
     return None
 
 

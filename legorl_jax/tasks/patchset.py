@@ -121,7 +121,8 @@ def split_lines(text: str) -> list[str]:
 def _parse_git_section(lines: list[str], start: int) -> tuple[FilePatch, int]:
     header = lines[start]
     a_path, b_path = _paths_from_diff_git(header, start)
-    old_path, new_path = a_path, b_path
+    old_path: str | None = a_path
+    new_path: str | None = b_path
     old_mode = new_mode = None
     binary = False
     i = start + 1

@@ -222,7 +222,7 @@ def share(tree: dict[str, np.ndarray | None] | None) -> dict[str, np.ndarray | N
     key = f"legorl/shared/{_shared_count}"
     _shared_count += 1
     client = store_client()
-    if is_main:
+    if tree is not None:  # process 0
         header = {
             k: None if v is None else [list(np.shape(v)), np.asarray(v).dtype.str] for k, v in tree.items()
         }
@@ -239,7 +239,8 @@ def share_batch(batch: TrainBatch | None) -> TrainBatch:
     """Process 0's packed `batch` on every process (`share` of its fields); the others pass None."""
     names = [f.name for f in dataclasses.fields(TrainBatch)]
     tree = None if batch is None else {k: getattr(batch, k) for k in names}
-    return TrainBatch(**share(tree))
+    # None only where the batch has None (routed_experts of a dense model): TrainBatch's own Optional fields.
+    return TrainBatch(**share(tree))  # type: ignore[arg-type]
 
 
 def place(host: np.ndarray, sharding: Sharding) -> jax.Array:

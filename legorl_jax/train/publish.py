@@ -43,6 +43,7 @@ from legorl_jax.versions import version_number, version_numbers, version_of
 __all__ = ["PUBLISH_MODES", "Publisher", "export_hf", "version_number", "version_numbers", "version_of"]
 
 if TYPE_CHECKING:  # annotations only: importing this module loads no jax
+    from legorl_jax.engine.base import Engine
     from legorl_jax.model import Policy
 
 PUBLISH_MODES = ("disk", "in_process")
@@ -91,7 +92,7 @@ class Publisher:
 
     def __init__(
         self,
-        engine: Any,
+        engine: Engine,
         *,
         mode: str = "disk",
         to_policy: Callable[[Any], Policy] | None = None,
@@ -123,9 +124,11 @@ class Publisher:
             await update_weights(self.engine, params, version, self.update_policy)
             self.published.append(version)
             return version
+        to_policy, directory = self.to_policy, self.directory
+        assert to_policy is not None and directory is not None  # disk mode: checked in __init__
         path = await asyncio.to_thread(  # seconds of writing: the event loop keeps serving the trials
             lambda: export_hf(
-                self.to_policy(params), self.directory, version, dtype=self.dtype, source_dir=self.source_dir
+                to_policy(params), directory, version, dtype=self.dtype, source_dir=self.source_dir
             )
         )
         await update_weights(self.engine, str(path), version, self.update_policy)
@@ -134,7 +137,7 @@ class Publisher:
         return path
 
     def _prune(self, keep_path: pathlib.Path) -> None:
-        versions = [p for p in self.directory.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        versions = [p for p in keep_path.parent.iterdir() if p.is_dir() and not p.name.startswith(".")]
         versions.sort(key=lambda p: p.stat().st_mtime_ns)
         for old in versions[: max(0, len(versions) - self.keep)]:
             if old != keep_path:

@@ -79,6 +79,19 @@ class TrialScript:
         return qwen3_tool_call("submit", {})
 
 
+class FiguresEngine(ScriptedEngine):
+    """The scripted engine with figures of its own, as an engine fleet reports them (`engine/<i>/*`,
+    engine/base.py `ReportsFigures`): two engines, their requests so far and the versions published."""
+
+    async def metrics(self) -> dict[str, float]:
+        return {
+            "engine/0/healthy": 1.0,
+            "engine/1/healthy": 1.0,
+            "engine/0/running": float(len(self.calls)),
+            "engine/0/updates": float(len(self.updates)),
+        }
+
+
 @dataclasses.dataclass
 class AsyncRun:
     records: list
@@ -96,10 +109,12 @@ async def run(
     validation: bool = False,
     delay_s: float = 0.0,
     eval_delay_s: float = 0.0,
+    engine_figures: bool = False,
     **loop: object,
 ) -> AsyncRun:
     """Runs (or, with `resume`, continues from its last checkpoint) the async loop of `run_dir`; every call
-    takes `delay_s` (a validation trial's `eval_delay_s`)."""
+    takes `delay_s` (a validation trial's `eval_delay_s`); `engine_figures`: the engine reports figures of
+    its own (`FiguresEngine`)."""
     from legorl_jax.async_loop import set_aside_unfinished_groups
     from legorl_jax.harness import get_harness
     from legorl_jax.loop_step import LoopCursor, LoopSettings, Parts
@@ -127,7 +142,7 @@ async def run(
                 start = cursor.next_step
                 set_aside_unfinished_groups(run_dir, cursor)
             version = f"step-{start:06d}" if resume else "default"
-            engine = ScriptedEngine(
+            engine = (FiguresEngine if engine_figures else ScriptedEngine)(
                 tokenizer,
                 script,
                 delay_s=lambda rid: eval_delay_s if script.kind(rid) == "eval" else delay_s,

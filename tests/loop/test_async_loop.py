@@ -176,6 +176,22 @@ async def test_validation_mid_run_does_not_stall_training(loop_model_dir, tmp_pa
 
 
 @pytest.mark.docker
+async def test_an_engines_own_figures_join_every_async_step_as_in_the_sync_loop(loop_model_dir, tmp_path):
+    result = await async_run.run(
+        str(loop_model_dir), tmp_path / "runs" / "fleet", steps=2, max_staleness=1, engine_figures=True
+    )
+    for k, record in enumerate(result.records):
+        m = record.metrics
+        assert m["engine/0/healthy"] == 1.0 and m["engine/1/healthy"] == 1.0
+        assert m["engine/0/updates"] == k + 1  # read after the step's publish, as the sync loop reads them
+    rows = [
+        json.loads(line) for line in (tmp_path / "runs" / "fleet" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [row["step"] for row in rows] == [0, 1]
+    assert all("engine/1/healthy" in row["metrics"] for row in rows)  # the tracker got them too
+
+
+@pytest.mark.docker
 async def test_the_watchdog_reports_a_loop_that_made_no_progress(loop_model_dir, tmp_path, caplog):
     caplog.set_level(logging.ERROR, logger="legorl_jax.async_loop")
     result = await async_run.run(
