@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -301,7 +302,12 @@ def _head_grad_kernel(
     lax.fori_loop(0, count, tile_step, 0)
 
 
-def _compiler_params(sizes: BlockSizes, platform: str, interpret: bool, semantics: tuple[str, ...]):
+def _compiler_params(
+    sizes: BlockSizes,
+    platform: str,
+    interpret: bool,
+    semantics: tuple[Literal["parallel", "arbitrary"], ...],
+) -> Any:
     if interpret:
         return None
     if platform == "tpu":
@@ -411,7 +417,7 @@ def backward(
     rows = tuple(x for x in rows if x is not None)
     p = _pad(hidden, lm_head, rows, sizes, inv_temperature, not interpret and platform == "gpu")
     bn, bv = sizes.block_n, sizes.block_v
-    semantics = ("parallel", "arbitrary")
+    semantics: tuple[Literal["parallel", "arbitrary"], ...] = ("parallel", "arbitrary")
 
     v_tiles = (
         p.col_tiles if sizes.backward_split_v is None else min(sizes.backward_split_v // bv, p.col_tiles)

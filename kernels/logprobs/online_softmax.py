@@ -127,6 +127,7 @@ def logit_cotangent(logits: jax.Array, is_target: jax.Array, rows: BackwardRows)
     probs = jnp.exp(logits - rows.lse[:, None])
     grad = rows.g_logprobs[:, None] * (is_target.astype(jnp.float32) - probs)
     if rows.g_entropy is not None:
+        assert rows.mean_logit is not None  # asked for together with the entropy
         # exp(MASK_VALUE - lse) is exactly 0, so the huge (mean - MASK_VALUE) factor multiplies 0, not inf.
         grad = grad + rows.g_entropy[:, None] * probs * (rows.mean_logit[:, None] - logits)
     return grad

@@ -90,10 +90,18 @@ class _Reply:
             pass
 
     def set(self, value: Any) -> None:
-        self._deliver(lambda: self.future.done() or self.future.set_result(value))
+        def deliver() -> None:
+            if not self.future.done():
+                self.future.set_result(value)
+
+        self._deliver(deliver)
 
     def fail(self, exc: BaseException) -> None:
-        self._deliver(lambda: self.future.done() or self.future.set_exception(exc))
+        def deliver() -> None:
+            if not self.future.done():
+                self.future.set_exception(exc)
+
+        self._deliver(deliver)
 
 
 _STOP = object()
@@ -398,7 +406,7 @@ class JaxEngine:
 
     def _handle(self, kind: str, payload: Any, reply: _Reply | None) -> None:
         try:
-            result = None
+            result: Any = None
             if kind == "submit":
                 self.scheduler.submit(payload)
                 return  # the reply comes with the Generation
@@ -413,6 +421,7 @@ class JaxEngine:
                 self.runner.set_params(params)
                 self.scheduler.on_weights(version)
             elif kind == "pause" and payload == "drain":
+                assert reply is not None  # a pause is awaited
                 self._drains.append((reply, len(self.scheduler.running)))
                 self._paused = False  # the running requests decode on (even after a pause in place)
                 return  # the reply comes when no request runs (_check_drained)
@@ -442,7 +451,7 @@ class JaxEngine:
             rows = SamplingRows.host([r.sampling for r in admitted], [r.seed for r in admitted])
             tokens, logprobs, routed, tops = self.runner.prefill(
                 [r.prompt for r in admitted],
-                [r.slot for r in admitted],
+                [_slot_of(r) for r in admitted],
                 [r.cached_len for r in admitted],
                 rows,
                 want_top=any(r.top_logprobs for r in admitted),
@@ -481,3 +490,10 @@ def _check_version(version: Any) -> str:
     if not isinstance(version, str) or not version:
         raise ValueError(f"weight_version must be a non-empty string, got {version!r}")
     return version
+
+
+def _slot_of(request: Any) -> int:
+    """The slot an admitted request was given (admission gives every one a slot)."""
+    if request.slot is None:
+        raise RuntimeError(f"request {request.rid!r} was admitted without a slot")
+    return int(request.slot)

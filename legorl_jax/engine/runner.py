@@ -194,8 +194,9 @@ class ModelRunner:
         self.dtype = as_dtype(self.dtype_name, "engine dtype")
         self.device = device or jax.devices()[0]
         self._sharding = jax.sharding.SingleDeviceSharding(self.device)
-        self.graphdef, params, self.rest = nnx.split(policy, nnx.Param, ...)
-        self._structure = jax.tree.structure(params)
+        self.graphdef, params, *rest = nnx.split(policy, nnx.Param, ...)
+        (self.rest,) = rest  # the state that is not a parameter, in one
+        self._structure: Any = jax.tree.structure(params)
         self._shapes = [x.shape for x in jax.tree.leaves(params)]
         self.params = self._place(params)
         self.rest = jax.device_put(self.rest, self._sharding)
@@ -244,7 +245,7 @@ class ModelRunner:
                 "update_weights: in-process weights must be an nnx.State of params or a Policy, got "
                 f"{type(source).__name__}"
             )
-        if jax.tree.structure(source) != self._structure:
+        if self._structure != jax.tree.structure(source):
             raise ValueError(
                 "update_weights: the params state does not have the engine policy's structure "
                 f"({len(jax.tree.leaves(source))} leaves vs {len(self._shapes)}); pass the trainer's "
