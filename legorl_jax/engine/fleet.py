@@ -211,7 +211,7 @@ class EngineFleet:
     async def check_routing(self) -> None:
         """Raises ValueError when the fleet serves a MoE model and an engine would not return its routed
         experts through the router (module docstring)."""
-        routing = await self.router._routing()
+        routing = await self.router.routing_shape()
         if routing is None:
             return
         infos = await asyncio.gather(
@@ -363,9 +363,7 @@ class EngineFleet:
 
         async def info(url: str) -> dict[str, Any]:
             try:
-                return await self.engines[url]._json(
-                    "GET", "/get_server_info", idempotent=True, timeout_s=10.0
-                )
+                return await self.engines[url].server_info(timeout_s=10.0)
             except EngineError as exc:
                 return {"error": str(exc)}
 

@@ -276,7 +276,9 @@ class SGLangEngine:
             self._model_info = await self._json("GET", "/get_model_info", idempotent=True, timeout_s=30.0)
         return self._model_info
 
-    async def _routing(self) -> tuple[int, int, int] | None:
+    async def routing_shape(self) -> tuple[int, int, int] | None:
+        """(MoE layers, top_k, experts) of the served model, None for a dense one: the server's `routing`
+        in `/get_model_info`, else its model's config.json; cached."""
         if self.routing is not None:
             return self.routing
         info = await self.model_info()
@@ -319,7 +321,7 @@ class SGLangEngine:
             ids, sampling, return_routed_experts, routed_experts_start_len, rid, top_logprobs, session_id
         )
         start = routed_experts_start_len
-        routing = await self._routing() if return_routed_experts else None
+        routing = await self.routing_shape() if return_routed_experts else None
         headers = {self.routing_key_header: session_id} if session_id and self.routing_key_header else {}
         if return_routed_experts:  # a router drops the body field; our server behind it reads this (wire.py)
             headers[TRACESTATE_HEADER] = routed_start_tracestate(start)
@@ -475,9 +477,9 @@ class SGLangEngine:
             setattr(self, name, event)
         return event
 
-    async def server_info(self) -> dict[str, Any]:
+    async def server_info(self, *, timeout_s: float = 30.0) -> dict[str, Any]:
         """`GET /get_server_info`: the server's load figures (ours: running, waiting, prefix_cache, ...)."""
-        return await self._json("GET", "/get_server_info", idempotent=True, timeout_s=30.0)
+        return await self._json("GET", "/get_server_info", idempotent=True, timeout_s=timeout_s)
 
     async def flush_cache(self) -> bool:
         """True when the server flushed (SGLang refuses, with 400, while requests run)."""
