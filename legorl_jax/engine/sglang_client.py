@@ -158,6 +158,7 @@ class SGLangEngine:
         self._model_info: dict[str, Any] | None = None
         self._background: set[asyncio.Task] = set()
         self._in_flight = 0  # this client's generate calls sent and not answered
+        self._held = 0  # generate calls waiting for a drain to end
         self.bytes_received = 0
         """Response bytes this client has read (bodies of every endpoint, errors too), e.g. what a MoE
         fleet's routing costs on the wire (tools/bench_fleet.py --moe)."""
@@ -456,10 +457,29 @@ class SGLangEngine:
     def end_drain(self) -> None:
         self._event("_open").set()
 
+    @property
+    def draining(self) -> bool:
+        """Whether `drain` holds this client's new generate calls back now."""
+        return not self._event("_open").is_set()
+
+    @property
+    def held(self) -> int:
+        """This client's generate calls a drain holds back (not sent yet)."""
+        return self._held
+
+    @property
+    def in_flight(self) -> int:
+        """This client's generate calls sent and not answered."""
+        return self._in_flight
+
     @contextlib.asynccontextmanager
     async def _counted(self) -> AsyncIterator[None]:
         """One generate call in flight: it waits while this client is drained, then counts until it ends."""
-        await self._event("_open").wait()
+        self._held += 1
+        try:
+            await self._event("_open").wait()
+        finally:
+            self._held -= 1
         self._in_flight += 1
         try:
             yield

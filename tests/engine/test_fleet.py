@@ -75,6 +75,15 @@ async def conversation(fleet, session, turns, *, tokens=6):
     return prompt, gens
 
 
+async def until(condition, timeout_s: float = 30.0):
+    """Returns once `condition()` holds; fails naming it after `timeout_s` (a state, not a sleep, orders
+    the test)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"never true: {condition}"
+        await asyncio.sleep(0.005)
+
+
 async def hold(fleet, task):
     """Once `task`'s request runs, pauses its engine in place: held in flight (no race with a fast decode);
     fails, rather than waiting forever, if the request ended first."""
@@ -274,9 +283,10 @@ async def test_the_fleet_publishes_with_each_update_policy_through_the_router(
             task = asyncio.ensure_future(fleet.generate(PROMPT, long, rid="fl-dr"))
             busy = await hold(fleet, task)
             publish = asyncio.ensure_future(update_weights(fleet, str(new_dir), "fl-v1", "drain"))
-            await asyncio.sleep(0)  # the fleet's router client holds new requests back from here on
+            await until(lambda: fleet.router.draining)  # new requests of the fleet are held from here on
             late = asyncio.ensure_future(fleet.generate(PROMPT, SamplingParams(max_new_tokens=2)))
-            await asyncio.sleep(0.2)
+            await until(lambda: fleet.router.held == 1)  # `late` waits for the drain, not sent
+            assert fleet.router.in_flight == 1  # only the held-in-place request is out
             assert not task.done() and not publish.done() and not late.done()
             await fleet.engines[busy].resume()
             gen, _, late_gen = await asyncio.gather(task, publish, late)
