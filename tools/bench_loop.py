@@ -6,7 +6,7 @@ trainer and rollout idle shares, and the ideal beside them.
     python tools/bench_loop.py scripted --modes sync        # one side only
     python tools/bench_loop.py demo --steps 3               # experiment=demo, sync vs async
 
-Workload `scripted` (the target): the real loop (`legorl_jax.loop.run_loop`), the real trainer on a tiny MoE
+Workload `scripted` (the target): the real loop (`legorl_jax.run.run_loop`), the real trainer on a tiny MoE
 of `legorl_jax.model.tiny` (`--hidden-size`, `--layers`), the real capture proxy (`CaptureProxy.serving`),
 the built-in harness, the bubblewrap sandbox backend for the agents and the graders, and the real verifier.
 Only the engine is scripted (`ScriptedLoopEngine`, the outside boundary): every call takes `--engine-s`
