@@ -64,7 +64,7 @@ class TrialScript:
             qwen3_tool_call("submit", {})
         ]
         self.proxies: list = []  # [training proxy, validation proxy]
-        self.log: list[tuple[float, str]] = []  # (unix time, "train" | "eval") per call
+        self.log: list[tuple[float, str, str]] = []  # (unix time, "train" | "eval", trial folder) per call
 
     def kind(self, rid: str) -> str:
         sid = rid.rpartition("-")[0]
@@ -72,7 +72,8 @@ class TrialScript:
 
     def __call__(self, prompt, rid):
         sid, _, turn = rid.rpartition("-")
-        self.log.append((time.time(), self.kind(rid)))
+        folder = next(str(p.sessions[sid].trial_dir) for p in self.proxies if sid in p.sessions)
+        self.log.append((time.time(), self.kind(rid), folder))
         trial_id = next(p.sessions[sid].trial_id for p in self.proxies if sid in p.sessions)
         if trial_id.endswith("-0"):
             return self.fix[min(int(turn), len(self.fix) - 1)]
