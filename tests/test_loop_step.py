@@ -10,9 +10,18 @@ import numpy as np
 import pytest
 
 from legorl_jax.config import Config, LoopConfig, TasksConfig
-from legorl_jax.loop_step import LoopCursor, LoopSettings, Parts, nothing_to_learn, validation_due
+from legorl_jax.engine.base import EngineUnavailableError
+from legorl_jax.loop_step import (
+    LoopCursor,
+    LoopSettings,
+    Parts,
+    engine_figures,
+    nothing_to_learn,
+    validation_due,
+)
 from legorl_jax.rollout.collect import Batch
 from legorl_jax.run import run_loop
+from legorl_jax.train.publish import Publisher
 from legorl_jax.types import Outcome, Sequence, Trajectory
 
 # Cursors exactly as checkpoints written before LoopCursor hold them (loop.py and async_loop.py wrote dicts).
@@ -113,3 +122,37 @@ def test_nothing_to_learn_names_a_batch_all_dropped_and_one_without_advantage():
     flat = Batch((_trial("g", 1.0), _trial("g", 1.0)), 1.0)
     assert "every advantage is 0" in nothing_to_learn(flat)
     assert nothing_to_learn(Batch((_trial("g", 1.0), _trial("g", 0.0)), 1.0)) == ""
+
+
+class _FleetBoundary:
+    """The engine boundary of a fleet as the loop sees it: weights in, per-engine figures out (or the
+    router unreachable)."""
+
+    def __init__(self, figures: dict[str, float] | None):
+        self.figures = figures
+
+    async def update_weights(self, source, version: str) -> None:
+        return None
+
+    async def metrics(self) -> dict[str, float]:
+        if self.figures is None:
+            raise EngineUnavailableError("the router at http://127.0.0.1:1 is unreachable")
+        return dict(self.figures)
+
+
+class _PlainEngine:
+    async def update_weights(self, source, version: str) -> None:
+        return None
+
+
+def _parts_publishing_to(engine) -> Parts:
+    publisher = Publisher(engine, mode="in_process")
+    return Parts(_settings(), None, None, None, [], [], None, publisher, None)
+
+
+def test_engine_figures_are_an_engines_own_and_none_for_an_engine_without_or_unreachable(caplog):
+    figures = {"engine/0/healthy": 1.0, "engine/1/running": 2.0}
+    assert asyncio.run(engine_figures(_parts_publishing_to(_FleetBoundary(figures)), 3)) == figures
+    assert asyncio.run(engine_figures(_parts_publishing_to(_PlainEngine()), 3)) == {}
+    assert asyncio.run(engine_figures(_parts_publishing_to(_FleetBoundary(None)), 3)) == {}
+    assert any("step 3: no engine figures: the router" in r.getMessage() for r in caplog.records)
