@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import pathlib
@@ -320,17 +321,17 @@ async def _build_parts(
             open_executor(config.rollout) as executor,
         ):
             auto = "in_process" if config.engine.backend == "jax" else "disk"
-            publishing: dict[str, Any] = dict(
+            # The same publisher on one process or leading several (its calls told to the others first).
+            make_publisher = (
+                Publisher if commands is None else functools.partial(LeadingPublisher, commands=commands)
+            )
+            publisher = make_publisher(
+                engine,
                 mode=auto if config.loop.publish == "auto" else config.loop.publish,
                 to_policy=trainer.policy_of,
                 directory=config.loop.publish_dir or folder / "weights",
                 source_dir=model_dir,
                 update_policy=config.engine.update_policy,
-            )
-            publisher = (
-                Publisher(engine, **publishing)
-                if commands is None
-                else LeadingPublisher(engine, commands=commands, **publishing)
             )
             if config.resume:
                 await publisher.publish(state.params, version_of(start_step))
