@@ -159,7 +159,7 @@ async def test_validation_mid_run_does_not_stall_training(loop_model_dir, tmp_pa
         validate_every=1,
         validation_group_size=1,
         validation_tasks=1,
-        stall_timeout_s=60.0,
+        stall_timeout_s=300.0,  # a step that never comes fails wait_for below; a busy host is not a stall
     )
     # A training step that waited on a validation waiting on it (the original deadlock) never ends: fail,
     # do not hang.
