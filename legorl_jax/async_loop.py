@@ -393,11 +393,10 @@ class AsyncLoop:
 
     async def _checkpoint(self, next_step: int) -> None:
         ckpt = self.parts.checkpointer
-        if not ckpt.should_save(next_step):
+        if not ckpt.should_save(next_step) and next_step != self.cfg.loop.steps:
             return
         pending_dir = ckpt.directory / PENDING_DIR / str(next_step)
         ready = [t for g in self.ready for t in g.all_trajectories()]
-        await asyncio.to_thread(save_trajectories, pending_dir, ready)
         cursor = {
             "next_step": next_step,
             "run_id": self.parts.run_id,
@@ -408,13 +407,17 @@ class AsyncLoop:
             "pending": [g.index for g in self.ready],
             "pending_dir": str(pending_dir),
         }
-        await asyncio.to_thread(
+        await asyncio.to_thread(  # issue 40: the ended groups are written only for a save that happens
             ckpt.maybe_save,
             self.state,
             cursor=cursor,
             weights_version=version_of(next_step),
             step=next_step,
+            force=next_step == self.cfg.loop.steps,
+            prepare=lambda: save_trajectories(pending_dir, ready),
         )
+        if not (ckpt.directory / PENDING_DIR).is_dir():
+            return
         kept = set(ckpt.all_steps()) | {next_step}
         for old in (ckpt.directory / PENDING_DIR).iterdir():
             if old.name.isdigit() and int(old.name) not in kept and int(old.name) < min(kept):

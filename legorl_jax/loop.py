@@ -113,8 +113,12 @@ async def run_loop(
 
         t = time.monotonic()
         cursor = {"next_step": step + 1, "run_id": parts.run_id, "optimiser_step": int(state.step)}
-        parts.checkpointer.maybe_save(
-            state, cursor=cursor, weights_version=version_of(step + 1), step=step + 1
+        parts.checkpointer.maybe_save(  # issue 40: the run's last step is saved whatever the policy
+            state,
+            cursor=cursor,
+            weights_version=version_of(step + 1),
+            step=step + 1,
+            force=step + 1 == cfg.loop.steps,
         )
         timings["checkpoint"] = time.monotonic() - t
         if not reason:
@@ -211,7 +215,7 @@ def _nothing_to_learn(batch: Batch) -> str:
     for t in batch.kept:
         groups.setdefault(t.group_id, set()).add(t.reward)
     if all(len(rewards) == 1 for rewards in groups.values()):
-        return "every group's trials got the same reward, so every advantage is 0"
+        return "every group's rewards were equal: nothing to learn (every advantage is 0)"
     return ""
 
 

@@ -12,9 +12,11 @@ On several processes (`mesh.distributed.enabled`), process 0 runs all of the abo
 trainer and start state and follow its trainer calls (`follow_process_0`, train/commands.py); `train` returns
 None there.
 
-Starting where a run already has checkpoints is refused unless `resume=true` (nothing is overwritten); with
-`resume=true` the last checkpoint's state, loop cursor and Aim run continue, and the trial archive of steps
-after it (collected, never trained on) is moved aside to `trials/step_<s>.abandoned-<time>`.
+Starting where a run already is (trials, metrics, checkpoints: run_folder.py) is refused unless `resume=true`
+or `overwrite=true` (which moves the old run aside, never deletes it); with `resume=true` the last
+checkpoint's state, loop cursor and Aim run continue, and the trial archive of steps after it (collected,
+never trained on) is moved aside to `trials/step_<s>.abandoned-<time>`. The engines and router the run starts
+log into `logs/`; SIGTERM / SIGINT stop the run after saving what it finished (train/checkpoint.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from legorl_jax.config import Config
 from legorl_jax.loop import Parts, StepRecord, run_loop
 from legorl_jax.rollout.executor import open_executor, proxy_host
+from legorl_jax.run_folder import claim_run_folder, log_paths, with_logs_under
 from legorl_jax.tasks.schema import Task
 
 if TYPE_CHECKING:
@@ -148,6 +151,7 @@ def run_config_of(config: Config) -> dict[str, Any]:
     """The config a checkpoint records and a resume must match (minus the resume switch itself)."""
     plain = json.loads(json.dumps(dataclasses.asdict(config), default=str))
     plain.pop("resume", None)
+    plain.pop("overwrite", None)
     return plain
 
 
@@ -256,6 +260,10 @@ async def _build_parts(
     from legorl_jax.train.publish import Publisher, version_of
 
     folder = run_dir(config)
+    # issue 40: a fresh start never writes over a run (refused, or moved aside with overwrite=true)
+    replaced = claim_run_folder(folder, resume=config.resume, overwrite=config.overwrite)
+    if replaced is not None:
+        log.warning("overwrite=true: the run that was in %s is now in %s (nothing deleted)", folder, replaced)
     commands = Commands() if processes.num_processes > 1 else None
     checkpointer = open_checkpointer(config, commands)
     tracker, ended = None, False
@@ -300,7 +308,7 @@ async def _build_parts(
                 "resumed %s at loop step %d (optimiser step %d); set aside %s",
                 folder,
                 start_step,
-                start.step,
+                int(start.cursor.get("optimiser_step", start.state.step)),
                 [str(m) for m in moved] or "nothing",
             )
 
@@ -308,8 +316,11 @@ async def _build_parts(
         run_id = getattr(tracker.trackers[-1], "run_hash", "") or run_id
         tracker.log_hparams(run_config_of(config))
         harness = get_harness(config.harness.name, **config.harness.options)
+        engine_config = with_logs_under(config.engine, folder)  # issue 40: engine/router logs in the run
+        if log_paths(engine_config):
+            log.info("engine logs: %s", ", ".join(log_paths(engine_config)))
         async with (
-            open_engine(config.engine, model_dir) as engine,
+            open_engine(engine_config, model_dir) as engine,
             serving_proxies(config, rollout_engine or engine, model_dir, folder) as (proxy, eval_proxy),
             open_executor(config.rollout) as executor,
         ):
@@ -435,12 +446,16 @@ async def train(config: Config, *, job: str = "") -> RunSummary | None:
     """Runs one job (module docstring): `build_parts`, then `run_loop` from where the run starts. On a
     process other than 0 of a `mesh.distributed` run: `follow_process_0`, and None (process 0 summarises)."""
     from legorl_jax.train import distributed
+    from legorl_jax.train.checkpoint import saving_on_signal
 
     if not distributed.initialize(config.mesh.distributed).is_main:
         follow_process_0(config)
         return None
     aim_repo = config.tracking.repo if config.tracking.backend == "aim" else None
     async with build_parts(config, job=job) as built:
-        records = await run_loop(built.parts, built.state, start_step=built.start_step, cursor=built.cursor)
+        with saving_on_signal(built.parts.checkpointer):  # issue 40: SIGTERM / SIGINT save, then exit
+            records = await run_loop(
+                built.parts, built.state, start_step=built.start_step, cursor=built.cursor
+            )
     parts = built.parts
     return RunSummary(run_dir(config), records, built.warm_start, aim_repo, parts.run_id, built.start_step)

@@ -15,8 +15,9 @@ session on the proxy's address: a proxy_only sandbox through the node's relay to
 `SandboxSpec.proxy_host`), then grading.
 
 A node that dies takes its slots with it: the call in flight raises `NodeLost`, the attempt is
-`node_failed` (an infrastructure failure, counted and retried in a slot of another node), the slot leaves
-the pool, and the run goes on with the others. With no slot left the run stops with an error.
+`node_failed` (an infrastructure failure, counted and retried in a slot of another node), and every slot
+of that node leaves the pool (an idle one of the same node would take the retry and fail it again); the run
+goes on with the others. With no slot left the run stops with an error.
 A local cluster (`rollout.ray.address` empty) is one node in this machine, started with the dashboard off.
 """
 
@@ -185,6 +186,8 @@ class RayExecutor:
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[Slot]:
         slot = await self._free.get()
+        while slot is not None and slot.dead:  # a slot of a node found lost while this one waited
+            slot = await self._free.get()
         if slot is None:  # every slot is gone: pass the news on to the next waiter
             self._free.put_nowait(None)
             raise RuntimeError("every Ray node that ran trials is gone: no trial slot is left")
@@ -193,10 +196,13 @@ class RayExecutor:
         finally:
             if not slot.dead:
                 self._free.put_nowait(slot)
-            elif self.live_slots == 0:
-                self._free.put_nowait(None)
             else:
-                log.warning("trial slot on %s is gone; %d slots left", slot.where, self.live_slots)
+                for other in self.slots:  # the node is lost: none of its slots takes another attempt
+                    other.dead = other.dead or other.where == slot.where
+                if self.live_slots == 0:
+                    self._free.put_nowait(None)
+                else:
+                    log.warning("the Ray node %s is lost; %d trial slots left", slot.where, self.live_slots)
 
     async def close(self) -> None:
         """Removes the slot actors and disconnects (stopping Ray when this executor started it)."""
