@@ -34,7 +34,12 @@ from typing import TYPE_CHECKING, Any
 from legorl_jax.config import Config
 from legorl_jax.loop import Parts, StepRecord, run_loop
 from legorl_jax.rollout.executor import open_executor, proxy_host
-from legorl_jax.run_folder import claim_run_folder, log_paths, with_logs_under
+from legorl_jax.run_folder import (
+    claim_run_folder,
+    log_paths,
+    set_aside_uncommitted_checkpoints,
+    with_logs_under,
+)
 from legorl_jax.tasks.schema import Task
 
 if TYPE_CHECKING:
@@ -268,6 +273,9 @@ async def _build_parts(
     checkpointer = open_checkpointer(config, commands)
     tracker, ended = None, False
     try:
+        if config.resume:  # issue 40: resume where a step's checkpoint and its metrics row are both on disk
+            for path in set_aside_uncommitted_checkpoints(checkpointer, folder):
+                log.warning("checkpoint %s has no metrics row for its step (killed between): set aside", path)
         train_tasks, validation_tasks = load_tasks(config)
         if config.tasks.build_images:
             for task in {t.instance_id: t for t in [*train_tasks, *validation_tasks]}.values():

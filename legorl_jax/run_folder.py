@@ -11,6 +11,12 @@ into `<folder>.replaced-<time>/` beside it, and starts afresh; nothing is ever d
 `FileExistsError` names what the folder holds and both ways on. A folder with none of it (new, or only
 `hydra/` and `logs/`) is simply used.
 
+Resume point (`committed_step`): a loop step is committed when both its checkpoint (`checkpoints/<s+1>`) and
+its metrics row (step s in `metrics.jsonl`) are on disk. The loops log a step's row after its checkpoint, so
+a kill between the two leaves a checkpoint without its row; resuming from it would lose that row for good.
+`set_aside_uncommitted_checkpoints` moves such checkpoints to `checkpoints.abandoned/<s>-<time>/` (never
+deleted) so the resume starts from the last committed step and runs the step again: every step's row once.
+
 Logs: the engines and the router that `engine=fleet` (or `engine=sglang` with `launch`) starts write into
 `<folder>/logs/` (`engine-<i>.log`, `router.log`) unless their config names a file; run.py logs the paths.
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import time
+from typing import Any
 
 from legorl_jax.config import EngineConfig
 
@@ -78,6 +85,54 @@ def claim_run_folder(folder: pathlib.Path, *, resume: bool, overwrite: bool) -> 
         if entry.name not in KEPT_IN_PLACE:
             entry.rename(aside / entry.name)
     return aside
+
+
+def logged_steps(folder: pathlib.Path) -> set[int] | None:
+    """The loop steps with a row in `<folder>/metrics.jsonl`, or None when there is no such file."""
+    import json
+
+    path = folder / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    steps = set()
+    for line in path.read_text().splitlines():
+        if line.strip():
+            try:
+                steps.add(int(json.loads(line)["step"]))
+            except (ValueError, KeyError, TypeError):
+                continue  # a row cut by the kill: not a logged step
+    return steps
+
+
+def committed_step(checkpoint_steps: list[int], folder: pathlib.Path) -> int | None:
+    """The newest checkpoint whose step's metrics row is logged (module docstring); the newest checkpoint
+    when the folder has no metrics file (a process that does not write it); None without checkpoints."""
+    if not checkpoint_steps:
+        return None
+    logged = logged_steps(folder)
+    if logged is None:
+        return max(checkpoint_steps)
+    for step in sorted(checkpoint_steps, reverse=True):
+        if step - 1 in logged:
+            return step
+    return max(checkpoint_steps)  # no checkpoint has its row (rows lost another way): the newest
+
+
+def set_aside_uncommitted_checkpoints(checkpointer: Any, folder: pathlib.Path) -> list[pathlib.Path]:
+    """Moves the checkpoints newer than `committed_step` out of `checkpointer.directory` into
+    `checkpoints.abandoned/` beside it; returns their new paths."""
+    steps = checkpointer.all_steps()
+    keep = committed_step(steps, folder)
+    newer = [s for s in steps if keep is not None and s > keep]
+    if not newer:
+        return []
+    aside_root = pathlib.Path(checkpointer.directory).with_name(
+        pathlib.Path(checkpointer.directory).name + ".abandoned"
+    )
+    aside_root.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    moved = [checkpointer.move_step(s, aside_root / f"{s}-{stamp}") for s in newer]
+    return moved
 
 
 def with_logs_under(engine: EngineConfig, folder: pathlib.Path) -> EngineConfig:

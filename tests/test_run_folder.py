@@ -93,3 +93,37 @@ def test_a_launched_fleets_engine_and_router_logs_go_under_the_run_folder(tmp_pa
     )
     assert log_paths(named) == ["/elsewhere/e-0.log", "/elsewhere/r.log"]  # a named file is kept
     assert log_paths(with_logs_under(EngineConfig(), tmp_path)) == []  # the embedded engine has no log file
+
+
+def test_the_committed_step_is_the_newest_checkpoint_whose_steps_metrics_row_is_logged(tmp_path):
+    from legorl_jax.run_folder import committed_step
+
+    assert committed_step([1, 2, 3], tmp_path) == 3  # no metrics file here: the newest
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0}\n{"step": 1}\n{"step": 2, "metr')  # row 2 cut
+    assert committed_step([1, 2, 3], tmp_path) == 2  # checkpoint 3 (after step 2) lacks step 2's row
+    assert committed_step([], tmp_path) is None
+
+
+def test_a_checkpoint_without_its_steps_row_is_set_aside_not_deleted_and_the_resume_starts_before_it(
+    tmp_path,
+):
+    import jax.numpy as jnp
+    import optax
+
+    from legorl_jax.config import CheckpointConfig
+    from legorl_jax.run_folder import set_aside_uncommitted_checkpoints
+    from legorl_jax.train.checkpoint import Checkpointer
+    from legorl_jax.train.state import init_train_state
+
+    state = init_train_state({"w": jnp.ones((2, 2))}, optax.sgd(0.1), seed=0)
+    config = CheckpointConfig(directory=str(tmp_path / "checkpoints"), every=1, keep=5, async_save=False)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0}\n')  # killed after checkpoint 2, before step 1's row
+    with Checkpointer(config, run_config={}) as ckpt:
+        for step in (1, 2):
+            ckpt.maybe_save(state, cursor={"next_step": step}, weights_version=f"v{step}", step=step)
+        moved = set_aside_uncommitted_checkpoints(ckpt, tmp_path)
+        assert ckpt.all_steps() == [1] and ckpt.latest_step() == 1
+        assert [p.parent.name for p in moved] == ["checkpoints.abandoned"] and moved[0].name.startswith("2-")
+        assert (moved[0] / "meta").is_dir()  # kept whole
+        assert ckpt.maybe_save(state, cursor={"next_step": 2}, weights_version="v2", step=2)  # saved again
+        assert ckpt.all_steps() == [1, 2]

@@ -223,6 +223,15 @@ class Checkpointer:
         self._reload()
         return list(self._manager.all_steps())
 
+    def move_step(self, step: int, target: pathlib.Path) -> pathlib.Path:
+        """Moves checkpoint `step` out of the directory to `target` (kept, never deleted: a resume sets
+        aside a checkpoint it will not continue from); the checkpointer then no longer lists it."""
+        self.wait()
+        (self.directory / str(step)).rename(target)
+        self._manager.reload()
+        self._last_saved = self._manager.latest_step() or 0
+        return target
+
     def read_meta(self, step: int) -> dict[str, Any]:
         restored = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
         return dict(restored["meta"])
