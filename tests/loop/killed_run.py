@@ -7,8 +7,8 @@ Everything is the real run's: the refusal or resume of the run folder, the check
 trainer on the tiny MoE, the embedded engine the weights are published to, the proxies, the built-in
 harness, Docker sandboxes, the verifier, the metrics file. Only the engine the proxies sample from is
 scripted (the outside boundary, tests/scripted_engine.py): by trial id, trial `<task>-0` of every group
-applies the gold edit and submits, the others submit at once, so every group has an advantage and every step trains.
-Its replies depend on nothing but the trial, so a resumed run sees the batches an uninterrupted one sees.
+applies the gold edit and submits, the others submit at once, so every group has an advantage and every
+step trains. Its replies depend on nothing but the trial, so a resumed run sees the batches an uninterrupted one sees.
 
 Prints one JSON line at the end: the steps run, and a digest of the last checkpoint's parameters.
 """
