@@ -4,11 +4,11 @@ replies scripted, as a subprocess a test can kill -9 and start again:
     python killed_run.py MODEL_DIR RUN_DIR --steps 3 --mode sync [--resume] [--overwrite]
 
 Everything is the real run's: the refusal or resume of the run folder, the checkpointer and its policy, the
-trainer on the tiny MoE, the embedded engine the weights are published to, the proxies, the built-in
-harness, Docker sandboxes, the verifier, the metrics file. Only the engine the proxies sample from is
-scripted (the outside boundary, tests/scripted_engine.py): by trial id, trial `<task>-0` of every group
-applies the gold edit and submits, the others submit at once, so every group has an advantage and every
-step trains. Its replies depend on nothing but the trial, so a resumed run sees the batches an uninterrupted one sees.
+trainer on the tiny MoE, the embedded engine the weights are published to, the proxies, the built-in harness,
+Docker sandboxes, the verifier, the metrics file. Only the engine the proxies sample from is scripted (the
+outside boundary, tests/scripted_engine.py): by trial id, trial `<task>-0` of every group applies the gold
+edit and submits, the others submit at once, so every group has an advantage and every step trains. Its
+replies depend on nothing but the trial, so a resumed run sees the batches an uninterrupted one sees.
 
 Prints one JSON line at the end: the steps run, and a digest of the last checkpoint's parameters.
 """

@@ -1,6 +1,7 @@
-"""Fault injection: a run killed with SIGKILL at a random point of a step, then resumed (killed_run.py: the
-real run, the rollouts' replies scripted by trial). Afterwards every step's metrics row is there once, every
-trial of every step is archived once (the killed step's partial archive kept aside), and the parameters equal an
+"""Fault injection:
+a run killed with SIGKILL at a random point of a step, then resumed (killed_run.py: the real
+run, the rollouts' replies scripted by trial). Afterwards every step's metrics row is there once, every trial
+of every step is archived once (the killed step's partial archive kept aside), and the parameters equal an
 uninterrupted run's, whose batches are the same. A restart without `resume` is refused with nothing touched.
 
 One seed per mode runs in the default suite; more seeds are `slow`.
