@@ -185,12 +185,13 @@ class RayExecutor:
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[Slot]:
-        slot = await self._free.get()
-        while slot is not None and slot.dead:  # a slot of a node found lost while this one waited
-            slot = await self._free.get()
-        if slot is None:  # every slot is gone: pass the news on to the next waiter
-            self._free.put_nowait(None)
-            raise RuntimeError("every Ray node that ran trials is gone: no trial slot is left")
+        while True:
+            slot = await self._free.get() if self.live_slots else None
+            if slot is None:  # every slot is gone: pass the news on to the next waiter
+                self._free.put_nowait(None)
+                raise RuntimeError("every Ray node that ran trials is gone: no trial slot is left")
+            if not slot.dead:  # else: a slot of a node found lost while it waited in the pool
+                break
         try:
             yield slot
         finally:
