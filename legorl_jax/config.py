@@ -259,7 +259,10 @@ class CheckpointConfig:
     max_share: float = 0.1
     """The time budget of saving: a due save is put off while the last save's blocking seconds exceed this
     share of the seconds since it ended (a big model saves less often, never more than ~this share of the
-    run's time; 1.0: never put off). The run's last step and a signal's save are never put off."""
+    run's time). The run's last step and a signal's save are never put off."""
+    cheap_s: float = 1.0
+    """A save that blocked for less than this many seconds never puts the next one off (small models save
+    every step whatever the share)."""
     keep: int = 3
     """Keep the last K checkpoints."""
     async_save: bool = True
@@ -277,6 +280,10 @@ class CheckpointConfig:
             or not 0 < self.max_share <= 1
         ):
             raise ValueError(f"train.checkpoint.max_share must be a number in (0, 1], got {self.max_share!r}")
+        if isinstance(self.cheap_s, bool) or not isinstance(self.cheap_s, (int, float)) or self.cheap_s < 0:
+            raise ValueError(
+                f"train.checkpoint.cheap_s must be a number of seconds >= 0, got {self.cheap_s!r}"
+            )
         if self.directory is not None and (not isinstance(self.directory, str) or not self.directory):
             raise ValueError(f"train.checkpoint.directory must be a path or null, got {self.directory!r}")
 

@@ -5,19 +5,19 @@ Contract of `Checkpointer(config, run_config=...)`:
   multiple of `config.every` since the last save (a batch with several updates may step over the exact
   multiple), or when `force=True`; asynchronously when `config.async_save`: the arrays are copied off
   the device before it returns and written by a background thread while training continues.
-- The time budget (`config.max_share`): a due save is put off while the last save's blocking seconds (the
-  device-to-host copy, and the wait for the save before it) exceed `max_share` × the seconds since that save
-  ended; the put-off step is remembered (`unsaved_step`), and `save_unsaved()` writes it while its arrays
-  are alive (the next update donates them: after it, that step is lost, which the bound below allows). So a
-  run saves every step while saving is cheap, and a big model's saves stay within ~`max_share` of the time.
-  `force=True` (the run's last step) is never put off. Bound: a kill loses at most the steps since the last
-  checkpoint, which is at most `every` steps or, when saves are put off, the steps of
-  last-save-seconds / `max_share`.
-- On SIGTERM / SIGINT (`saving_on_signal`): the running loop is cancelled, the put-off step (if alive) saved,
-  the background save waited for, and the process exits with 128 + the signal's number. One
-  checkpoint holds two items: `state` (the `TrainState` pytree: step, skipped count, params, optimiser
+- One checkpoint holds two items: `state` (the `TrainState` pytree: step, skipped count, params, optimiser
   state, RNG) and `meta` (JSON: the loop cursor, an opaque dict from the loop; the weights version; the
   resolved run config).
+- The time budget (`config.max_share`): a due save is put off while the last save's blocking seconds (the
+  device-to-host copy, and the wait for the save before it) are `config.cheap_s` or more and exceed
+  `max_share` × the seconds since that save ended; the put-off step is remembered (`unsaved_step`), and
+  `save_unsaved()` writes it while its arrays are alive (the next update donates them: after it, that step
+  is lost, which the bound below allows). So a run saves every step while saving is cheap, and a big model's
+  saves stay within ~`max_share` of the time. `force=True` (the run's last step) is never put off. Bound: a
+  kill loses at most the steps since the last checkpoint: at most `every` steps or, while saves are put off,
+  the steps of last-save-seconds / `max_share`.
+- On SIGTERM / SIGINT (`saving_on_signal`): the running loop is cancelled, the put-off step (if alive) saved,
+  the background save waited for, and the process exits with 128 + the signal's number.
 - Atomic: orbax writes each step into a temporary directory and renames it into place only once every
   byte is on disk, so a crash (even SIGKILL) mid-save leaves at most an unfinished temporary directory that
   is never listed, never restored, and is cleaned up by the next manager. The last `config.keep` steps
@@ -137,6 +137,8 @@ class Checkpointer:
 
     def within_budget(self) -> bool:
         """Whether a save now keeps saving within `config.max_share` of the time (module docstring)."""
+        if self._save_cost < self.config.cheap_s:
+            return True
         return self._save_cost <= self.config.max_share * (time.monotonic() - self._saved_at)
 
     @property

@@ -224,8 +224,11 @@ def test_keep_3_leaves_3_checkpoints_without_an_orbax_warning_when_steps_are_lis
 
 
 def test_a_due_save_over_the_time_budget_is_put_off_and_save_unsaved_writes_it(tmp_path):
-    # max_share 1e-9: any real save costs more than that share of the time since it, so the next is put off.
-    config = CheckpointConfig(directory=str(tmp_path), every=1, keep=5, async_save=False, max_share=1e-9)
+    # max_share 1e-9, cheap_s 0: any real save costs more than that share of the time since it, so the next
+    # is put off.
+    config = CheckpointConfig(
+        directory=str(tmp_path), every=1, keep=5, async_save=False, max_share=1e-9, cheap_s=0.0
+    )
     with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
         assert ckpt.maybe_save(make_state(1, 1), cursor={"next_step": 1}, weights_version="v1")
         prepared = []
@@ -245,7 +248,9 @@ def test_a_due_save_over_the_time_budget_is_put_off_and_save_unsaved_writes_it(t
 
 
 def test_a_put_off_step_whose_arrays_were_donated_is_not_saved(tmp_path):
-    config = CheckpointConfig(directory=str(tmp_path), every=1, keep=5, async_save=False, max_share=1e-9)
+    config = CheckpointConfig(
+        directory=str(tmp_path), every=1, keep=5, async_save=False, max_share=1e-9, cheap_s=0.0
+    )
     with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
         ckpt.maybe_save(make_state(1, 1), cursor={}, weights_version="v1")
         state = make_state(2, 2)
@@ -263,7 +268,9 @@ def test_sigterm_saves_the_put_off_step_waits_for_the_save_and_exits_143(tmp_pat
         from legorl_jax.train.checkpoint import Checkpointer, saving_on_signal
 
         async def main():
-            config = CheckpointConfig(directory={str(tmp_path)!r}, every=1, keep=5, max_share=1e-9)
+            config = CheckpointConfig(
+                directory={str(tmp_path)!r}, every=1, keep=5, max_share=1e-9, cheap_s=0.0
+            )
             with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
                 with saving_on_signal(ckpt):
                     ckpt.maybe_save(make_state(1, 1), cursor={{}}, weights_version="v1")
@@ -281,3 +288,10 @@ def test_sigterm_saves_the_put_off_step_waits_for_the_save_and_exits_143(tmp_pat
     assert proc.wait(timeout=120) == 128 + signal.SIGTERM, proc.stderr.read()[-3000:]
     steps = sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit())
     assert steps == [1, 2]
+
+
+def test_saves_that_block_for_less_than_cheap_s_are_never_put_off(tmp_path):
+    config = CheckpointConfig(directory=str(tmp_path), every=1, keep=5, async_save=False, max_share=1e-9)
+    with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:  # cheap_s 1 s: a tiny state saves in less
+        assert all(ckpt.maybe_save(make_state(s, s), cursor={}, weights_version=f"v{s}") for s in (1, 2, 3))
+        assert ckpt.all_steps() == [1, 2, 3] and ckpt.unsaved_step is None
