@@ -90,7 +90,7 @@ class _Unsaved:
     cursor: dict[str, Any]
     weights_version: str
     step: int
-    prepare: Callable[[], None] | None
+    prepare: Callable[[], object] | None
 
 
 def _abstract(target: Any) -> Any:
@@ -154,7 +154,7 @@ class Checkpointer:
         weights_version: str,
         force: bool = False,
         step: int | None = None,
-        prepare: Callable[[], None] | None = None,
+        prepare: Callable[[], object] | None = None,
     ) -> bool:
         """Saves `state` under `step` (default: its optimiser step) when due (or `force`) and within the time
         budget (module docstring); True when started. `prepare` runs just before a save is started (the async
