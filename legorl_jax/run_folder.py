@@ -137,6 +137,8 @@ def set_aside_uncommitted_checkpoints(checkpointer: Any, folder: pathlib.Path) -
 
 def with_logs_under(engine: EngineConfig, folder: pathlib.Path) -> EngineConfig:
     """`engine` with the launched engines' and the router's logs in `<folder>/logs/` where not named."""
+    if engine.backend != "sglang":  # the embedded engine writes no log of its own
+        return engine
     logs = folder / LOGS
     sglang, router = engine.sglang, engine.router
     if sglang.log_file is None:

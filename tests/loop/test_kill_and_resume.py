@@ -24,7 +24,7 @@ pytestmark = pytest.mark.docker
 HERE = pathlib.Path(__file__).resolve().parent
 SCRIPT = HERE / "killed_run.py"
 TASK = "ratelimit-slow-rates-never-refill"
-STEPS = 3
+STEPS = 4
 
 
 def user_env() -> dict[str, str]:
@@ -74,8 +74,8 @@ def reference(loop_model_dir, tmp_path_factory):
 
 
 def kill_at_a_random_point_of_a_step(model_dir, folder, mode, seed, log_path) -> float:
-    """Starts the run, waits for step 0's checkpoint, then kills it -9 at a seeded random point within the
-    next step's length (as step 0 took); returns the delay."""
+    """Starts the run and, once step 1 is checkpointed (`checkpoints/2`), kills it -9 at a seeded random point
+    within step 2's length (as step 1 took: step 0 also compiles); returns the delay."""
     with log_path.open("w") as log:
         proc = subprocess.Popen(
             argv(model_dir, folder, mode),
@@ -85,16 +85,18 @@ def kill_at_a_random_point_of_a_step(model_dir, folder, mode, seed, log_path) ->
             env=user_env(),
         )
     deadline = time.monotonic() + 900
-    first_trial = None
-    while not (folder / "checkpoints" / "1").is_dir():
+    seen: dict[str, float] = {}
+    while "2" not in seen:
         assert proc.poll() is None, log_path.read_text()[-3000:]
-        assert time.monotonic() < deadline, "the run never checkpointed step 0"
-        if first_trial is None and (folder / "trials").is_dir() and any((folder / "trials").iterdir()):
-            first_trial = time.monotonic()
-        time.sleep(0.05)
-    step_s = time.monotonic() - (first_trial or time.monotonic())
-    delay = random.Random(seed).uniform(0.0, max(step_s, 1.0))
+        assert time.monotonic() < deadline, "the run never checkpointed step 1"
+        for step in ("1", "2"):
+            if step not in seen and (folder / "checkpoints" / step).is_dir():
+                seen[step] = time.monotonic()
+        time.sleep(0.02)
+    step_s = seen["2"] - seen.get("1", seen["2"])
+    delay = random.Random(seed).uniform(0.0, max(step_s, 0.5))
     time.sleep(delay)
+    assert proc.poll() is None, "the run ended before the kill: a step took longer than the next"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     return delay
@@ -109,6 +111,7 @@ def snapshot(root: pathlib.Path) -> dict[str, tuple[int, int]]:
 def check_resumed_run(folder: pathlib.Path, mode: str, resumed: dict, reference: dict) -> None:
     rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert sorted(r["step"] for r in rows) == list(range(STEPS))  # every step's row, once
+    assert resumed["start_step"] in (2, 3)  # killed in step 2, or after its checkpoint and before its row
     assert resumed["steps"] == list(range(resumed["start_step"], STEPS)) and all(resumed["trained"])
     # Nothing trained twice and nothing lost: the same optimiser step and parameters as the uninterrupted run.
     assert resumed["optimiser_step"] == reference["optimiser_step"] == STEPS
@@ -150,7 +153,7 @@ def kill_resume_and_check(model_dir, tmp_path, mode, seed, reference, *, check_r
     try:
         check_resumed_run(folder, mode, resumed, reference(mode))
     except AssertionError as exc:
-        raise AssertionError(f"killed {delay:.2f} s into step 1 (seed {seed}): {exc}") from exc
+        raise AssertionError(f"killed {delay:.2f} s into step 2 (seed {seed}): {exc}") from exc
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
