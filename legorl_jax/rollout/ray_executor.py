@@ -144,14 +144,17 @@ class RayExecutor:
         address = config.ray.address
         if address:
             _check_reachable(address, config.ray.connect_timeout_s)
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            context = ray.init(address=address, include_dashboard=False, log_to_driver=False)
         else:
-            ray.init(
+            context = ray.init(
                 num_cpus=config.ray.node_cpus,
                 resources={TRIAL_RESOURCE: config.trials_per_node},
                 include_dashboard=False,
                 log_to_driver=False,
             )
+        session = getattr(context, "address_info", {}).get("session_dir")
+        if session:  # each node writes its raylet's and workers' logs under its own session folder
+            log.info("Ray node logs: %s/logs on each node", session)
         try:
             nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get(TRIAL_RESOURCE, 0) >= 1]
             if not nodes:
