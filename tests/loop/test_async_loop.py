@@ -122,7 +122,6 @@ async def test_trials_keep_running_while_the_trainer_updates(loop_model_dir, tmp
     assert records[-1].metrics["loop/trajectories_trained"] == 2 * len(trained)
     assert (run_dir / "trials" / "group_0" / f"{async_run.TASK}-0" / "trial.json").is_file()
     # Groups in flight when the loop ended were cancelled: none leaves an attempt without its trial.json.
-    assert result.cursor["in_flight"]
     for attempt in run_dir.glob("trials/group_*/*/attempt_*"):
         assert (attempt.parent / "trial.json").is_file(), attempt
 
