@@ -174,3 +174,30 @@ def test_more_random_kill_points_resume_to_the_uninterrupted_runs_parameters(
     loop_model_dir, tmp_path, reference, mode, seed
 ):
     kill_resume_and_check(loop_model_dir, tmp_path, mode, seed, reference, check_refusal=False)
+
+
+@pytest.mark.slow  # a run stopped by SIGTERM and its resume (~3 min quiet)
+def test_sigterm_mid_step_exits_143_leaves_no_half_trial_and_the_run_resumes_to_the_same_parameters(
+    loop_model_dir, tmp_path, reference
+):
+    folder = tmp_path / "runs" / "sigterm"
+    log_path = tmp_path / "first.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            argv(loop_model_dir, folder, "sync"), stdout=log, stderr=subprocess.STDOUT, env=user_env()
+        )
+    deadline = time.monotonic() + 900
+    while not (folder / "checkpoints" / "2").is_dir():
+        assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+        time.sleep(0.05)
+    while not any((folder / "trials" / "step_2").glob("*/attempt_0")):  # step 2's first trial is running
+        assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=300) == 128 + signal.SIGTERM, log_path.read_text()[-3000:]
+    assert "stopped by SIGTERM" in log_path.read_text()
+    for attempt in folder.glob("trials/*/*/attempt_*"):  # the cancelled trial left no half archive
+        assert (attempt.parent / "trial.json").is_file(), attempt
+    resumed = finished(loop_model_dir, folder, "sync", "--resume")
+    assert resumed["start_step"] == 2
+    check_resumed_run(folder, "sync", resumed, reference("sync"))
