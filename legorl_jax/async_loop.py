@@ -414,11 +414,13 @@ class AsyncLoop:
             pending_dir=str(self.parts.checkpointer.directory / PENDING_DIR / str(next_step)),
         )
 
-    async def _save_pending(self, cursor: LoopCursor) -> None:
-        """Writes the ended, untrained groups beside checkpoint `cursor.next_step`; prunes the folders of
-        checkpoints no longer kept."""
-        ready = [t for g in self.ready for t in g.all_trajectories()]
-        await asyncio.to_thread(save_trajectories, pathlib.Path(cursor.pending_dir), ready)
+    def _save_pending(self, cursor: LoopCursor) -> None:
+        """Writes the ended, untrained groups of `cursor.pending` beside checkpoint `cursor.next_step` and
+        prunes the folders of checkpoints no longer kept. The checkpointer runs it just before a save that
+        happens (in the saving thread; groups that end meanwhile are not in the cursor and not written)."""
+        pending = set(cursor.pending)
+        ready = [t for g in list(self.ready) if g.index in pending for t in g.all_trajectories()]
+        save_trajectories(pathlib.Path(cursor.pending_dir), ready)
         ckpt = self.parts.checkpointer
         kept = set(ckpt.all_steps()) | {cursor.next_step}
         for old in (ckpt.directory / PENDING_DIR).iterdir():

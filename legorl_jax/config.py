@@ -253,8 +253,16 @@ class CheckpointConfig:
     directory: str | None = None
     """Root directory of the run's checkpoints, one sub-directory per step (null: `checkpoints/` in the
     run's folder)."""
-    every: int = 10
-    """Save every N optimiser steps; in the RL loop, every N loop steps (0: never)."""
+    every: int = 1
+    """Save every N optimiser steps; in the RL loop, every N loop steps (0: never). The RL loop also saves its
+    last step and, on SIGTERM / SIGINT, the last step it finished (train/checkpoint.py)."""
+    max_share: float = 0.1
+    """The time budget of saving: a due save is put off while the last save's blocking seconds exceed this
+    share of the seconds since it ended (a big model saves less often, never more than ~this share of the
+    run's time). The run's last step and a signal's save are never put off."""
+    cheap_s: float = 1.0
+    """A save that blocked for less than this many seconds never puts the next one off (small models save
+    every step whatever the share)."""
     keep: int = 3
     """Keep the last K checkpoints."""
     async_save: bool = True
@@ -266,6 +274,16 @@ class CheckpointConfig:
         if not is_int(self.every) or self.every < 0:
             raise ValueError(f"train.checkpoint.every must be an int >= 0, got {self.every!r}")
         positive_int("train.checkpoint.keep", self.keep)
+        if (
+            isinstance(self.max_share, bool)
+            or not isinstance(self.max_share, (int, float))
+            or not 0 < self.max_share <= 1
+        ):
+            raise ValueError(f"train.checkpoint.max_share must be a number in (0, 1], got {self.max_share!r}")
+        if isinstance(self.cheap_s, bool) or not isinstance(self.cheap_s, (int, float)) or self.cheap_s < 0:
+            raise ValueError(
+                f"train.checkpoint.cheap_s must be a number of seconds >= 0, got {self.cheap_s!r}"
+            )
         if self.directory is not None and (not isinstance(self.directory, str) or not self.directory):
             raise ValueError(f"train.checkpoint.directory must be a path or null, got {self.directory!r}")
 
@@ -864,6 +882,11 @@ class RolloutConfig:
     retries: int = 1
     """Further attempts of a trial whose attempt failed for infrastructure reasons (fresh sandbox and
     session)."""
+    retry_wait_s: float = 60.0
+    """Before retrying an `engine_failed` attempt, wait up to this long for the engine side to settle (every
+    engine the router routes to answers its health check: a dead one taken out, or back); then retry."""
+    retry_delay_s: float = 1.0
+    """Pause before any retry, so a failure that is about to be seen (a dead node's slots) is seen first."""
     runs_dir: str = "runs"
     """Archive root: trials go to <runs_dir>/<experiment>/trials/step_<N>/<trial>/."""
     experiment: str = "default"
@@ -884,6 +907,10 @@ class RolloutConfig:
         if not is_int(self.retries) or self.retries < 0:
             raise ValueError(f"rollout.retries must be an int >= 0, got {self.retries!r}")
         positive_number("rollout.trial_timeout_s", self.trial_timeout_s, unit="seconds")
+        for name in ("retry_wait_s", "retry_delay_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"rollout.{name} must be a number of seconds >= 0, got {value!r}")
         for name in ("runs_dir", "experiment"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"rollout.{name} must be a non-empty string, got {getattr(self, name)!r}")
@@ -1051,6 +1078,9 @@ class Config:
     """Seed of every random stream in the run."""
     resume: bool = False
     """Continue the run in rollout.runs_dir/rollout.experiment from its last checkpoint."""
+    overwrite: bool = False
+    """Start afresh where a run already is: the old run's folder is moved aside (`<name>.replaced-<time>`),
+    never deleted. Without it (or resume) such a start is refused."""
 
     def __post_init__(self) -> None:
         # Across groups. The async loop trains in a worker thread while process 0 serves trials; the

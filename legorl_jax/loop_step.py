@@ -189,7 +189,7 @@ def nothing_to_learn(batch: Batch) -> str:
     for t in batch.kept:
         groups.setdefault(t.group_id, set()).add(t.reward)
     if all(len(rewards) == 1 for rewards in groups.values()):
-        return "every group's trials got the same reward, so every advantage is 0"
+        return "every group's rewards were equal: nothing to learn (every advantage is 0)"
     return ""
 
 
@@ -305,24 +305,26 @@ async def save_checkpoint(
     state: TrainState,
     cursor: LoopCursor,
     *,
-    beside: Callable[[LoopCursor], Awaitable[None]] | None = None,
+    beside: Callable[[LoopCursor], None] | None = None,
     in_thread: bool = False,
 ) -> None:
-    """Checkpoints `state` under loop step `cursor.next_step` when one is due; `beside` first writes what
-    the loop keeps next to it (async: the ended, untrained groups). `in_thread` (async) saves from a worker
-    thread so trials run on; the sync loop saves from this thread (on several processes its
-    `LeadingCheckpointer` then makes its collectives where the update made its own)."""
+    """Checkpoints `state` under loop step `cursor.next_step` when one is due, and always after the run's
+    last step; `beside` writes what the loop keeps next to it (async: the ended, untrained groups) just
+    before a save that happens, never for one the time budget puts off (train/checkpoint.py). `in_thread`
+    (async) saves from a worker thread so trials run on; the sync loop saves from this thread (on several
+    processes its `LeadingCheckpointer` then makes its collectives where the update made its own)."""
     ckpt = parts.checkpointer
-    if not ckpt.should_save(cursor.next_step):
+    last = cursor.next_step == parts.settings.loop.steps
+    if not (last or ckpt.should_save(cursor.next_step)):
         return
-    if beside is not None:
-        await beside(cursor)
     save = functools.partial(
         ckpt.maybe_save,
         state,
         cursor=cursor.to_dict(),
         weights_version=version_of(cursor.next_step),
         step=cursor.next_step,
+        force=last,
+        prepare=None if beside is None else functools.partial(beside, cursor),
     )
     if in_thread:
         await asyncio.to_thread(save)
@@ -349,7 +351,7 @@ async def finish_step(
     end: StepEnd,
     *,
     cursor: LoopCursor,
-    beside_checkpoint: Callable[[LoopCursor], Awaitable[None]] | None = None,
+    beside_checkpoint: Callable[[LoopCursor], None] | None = None,
     loop_figures: Callable[[], Awaitable[dict[str, float]]] | None = None,
     in_thread: bool = False,
 ) -> StepRecord:

@@ -15,9 +15,11 @@ On several processes (`mesh.distributed.enabled`), process 0 runs all of the abo
 trainer and start state and follow its trainer calls (`follow_process_0`, train/commands.py); `train` returns
 None there.
 
-Starting where a run already has checkpoints is refused unless `resume=true` (nothing is overwritten); with
-`resume=true` the last checkpoint's state, loop cursor and Aim run continue, and the trial archive of steps
-after it (collected, never trained on) is moved aside to `trials/step_<s>.abandoned-<time>`.
+Starting where a run already is (trials, metrics, checkpoints: run_folder.py) is refused unless `resume=true`
+or `overwrite=true` (which moves the old run aside, never deletes it); with `resume=true` the last
+checkpoint's state, loop cursor and Aim run continue, and the trial archive of steps after it (collected,
+never trained on) is moved aside to `trials/step_<s>.abandoned-<time>`. The engines and router the run starts
+log into `logs/`; SIGTERM / SIGINT stop the run after saving what it finished (train/checkpoint.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ from legorl_jax.loop import run_sync_loop
 from legorl_jax.loop_step import LoopCursor, LoopSettings, Parts, StepRecord
 from legorl_jax.monitor.tracker import Trackers
 from legorl_jax.rollout.executors import open_executor, proxy_host
+from legorl_jax.run_folder import (
+    claim_run_folder,
+    log_paths,
+    set_aside_uncommitted_checkpoints,
+    with_logs_under,
+)
 from legorl_jax.tasks.schema import Task
 
 if TYPE_CHECKING:
@@ -157,6 +165,7 @@ def run_config_of(config: Config) -> dict[str, Any]:
     """The config a checkpoint records and a resume must match (minus the resume switch itself)."""
     plain = json.loads(json.dumps(dataclasses.asdict(config), default=str))
     plain.pop("resume", None)
+    plain.pop("overwrite", None)
     return plain
 
 
@@ -265,10 +274,17 @@ async def _build_parts(
     from legorl_jax.train.publish import Publisher, version_of
 
     folder = run_dir(config)
+    # issue 40: a fresh start never writes over a run (refused, or moved aside with overwrite=true)
+    replaced = claim_run_folder(folder, resume=config.resume, overwrite=config.overwrite)
+    if replaced is not None:
+        log.warning("overwrite=true: the run that was in %s is now in %s (nothing deleted)", folder, replaced)
     commands = Commands() if processes.num_processes > 1 else None
     checkpointer = open_checkpointer(config, commands)
     tracker, ended = None, False
     try:
+        if config.resume:  # issue 40: resume where a step's checkpoint and its metrics row are both on disk
+            for path in set_aside_uncommitted_checkpoints(checkpointer, folder):
+                log.warning("checkpoint %s has no metrics row for its step (killed between): set aside", path)
         train_tasks, validation_tasks = load_tasks(config)
         if config.tasks.build_images:
             for task in {t.instance_id: t for t in [*train_tasks, *validation_tasks]}.values():
@@ -307,7 +323,7 @@ async def _build_parts(
                 "resumed %s at loop step %d (optimiser step %d); set aside %s",
                 folder,
                 start_step,
-                start.step,
+                cursor.optimiser_step,
                 [str(m) for m in moved] or "nothing",
             )
 
@@ -315,8 +331,11 @@ async def _build_parts(
         run_id = tracker.run_hash or run_id
         tracker.log_hparams(run_config_of(config))
         harness = get_harness(config.harness.name, **config.harness.options)
+        engine_config = with_logs_under(config.engine, folder)  # issue 40: engine/router logs in the run
+        if log_paths(engine_config):
+            log.info("engine logs: %s", ", ".join(log_paths(engine_config)))
         async with (
-            open_engine(config.engine, model_dir) as engine,
+            open_engine(engine_config, model_dir) as engine,
             serving_proxies(config, rollout_engine or engine, model_dir, folder) as (proxy, eval_proxy),
             open_executor(config.rollout) as executor,
         ):
@@ -457,12 +476,16 @@ async def train(config: Config, *, job: str = "") -> RunSummary | None:
     """Runs one job (module docstring): `build_parts`, then `run_loop` from where the run starts. On a
     process other than 0 of a `mesh.distributed` run: `follow_process_0`, and None (process 0 summarises)."""
     from legorl_jax.train import distributed
+    from legorl_jax.train.checkpoint import saving_on_signal
 
     if not distributed.initialize(config.mesh.distributed).is_main:
         follow_process_0(config)
         return None
     aim_repo = config.tracking.repo if config.tracking.backend == "aim" else None
     async with build_parts(config, job=job) as built:
-        records = await run_loop(built.parts, built.state, start_step=built.start_step, cursor=built.cursor)
+        with saving_on_signal(built.parts.checkpointer):  # issue 40: SIGTERM / SIGINT save, then exit
+            records = await run_loop(
+                built.parts, built.state, start_step=built.start_step, cursor=built.cursor
+            )
     parts = built.parts
     return RunSummary(run_dir(config), records, built.warm_start, aim_repo, parts.run_id, built.start_step)

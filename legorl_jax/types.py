@@ -203,6 +203,7 @@ class Trajectory:
     )  # tool calls, edits, test runs, turns
     timings: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per phase
     verifier_report: VerifierReport | None = None  # None when the diff was never graded
+    attempts: tuple[str, ...] = ()  # every attempt's outcome value, the one that counts last (retries before)
 
     @property
     def valid(self) -> bool:

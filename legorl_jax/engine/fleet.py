@@ -133,6 +133,18 @@ async def router_workers(router_url: str) -> list[dict[str, Any]]:
     return workers
 
 
+async def _answers_health(url: str, timeout_s: float) -> bool:
+    """One GET /health, no retries: whether the engine at `url` answers 200 within `timeout_s`."""
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(
+                url.rstrip("/") + "/health", timeout=aiohttp.ClientTimeout(total=timeout_s)
+            ) as resp:
+                return resp.status == 200
+    except (aiohttp.ClientError, TimeoutError, OSError):
+        return False
+
+
 class RouterLauncher:
     """Starts sglang-router in front of `worker_urls`, waits until it lists all of them healthy, stops it."""
 
@@ -269,6 +281,16 @@ class EngineFleet:
         urls = [str(w.get("url", "")).rstrip("/") for w in workers if w.get("is_healthy")]
         return [u for u in urls if u in self.engines]
 
+    async def settled(self, timeout_s: float = 2.0) -> bool:
+        """True when the router routes to at least one engine and every engine it routes to answers its own
+        `/health` within `timeout_s`: a dead engine has been taken out (or is back). A trial whose engine
+        died is retried only then (rollout/retry.py), so the retry cannot land on the dead engine."""
+        urls = await self.healthy_engines()
+        if not urls:
+            return False
+        answers = await asyncio.gather(*(_answers_health(u, timeout_s) for u in urls))
+        return all(answers)
+
     async def pause(self, mode: str = "in_place") -> None:
         """Pauses every healthy engine with `mode` (drain: module docstring); undone by `resume()`."""
         if mode not in PAUSE_MODES:
@@ -357,13 +379,18 @@ class EngineFleet:
     # ------------------------------------------------------------------------------------------------
     # figures
 
-    async def server_info(self) -> dict[str, dict[str, Any]]:
-        """Per engine: the router's view (healthy, load) and the engine's own `/get_server_info`."""
+    async def server_info(self, info_timeout_s: float = 10.0) -> dict[str, dict[str, Any]]:
+        """Per engine: the router's view (healthy, load) and, for an engine it routes to, the engine's own
+        `/get_server_info` (asked once, within `info_timeout_s`)."""
         workers = {w["url"].rstrip("/"): w for w in await router_workers(self.router_url)}
 
         async def info(url: str) -> dict[str, Any]:
+            # An engine the router took out is not asked: a dead one would hold the step's monitoring for
+            # the client's timeout and retries (the step's other time went from 0.2 s to 14 s).
+            if not workers.get(url, {}).get("is_healthy"):
+                return {"error": "not routed to (unhealthy in the router's worker list)"}
             try:
-                return await self.engines[url].server_info(timeout_s=10.0)
+                return await self.engines[url].server_info(timeout_s=info_timeout_s, retry=False)
             except EngineError as exc:
                 return {"error": str(exc)}
 
@@ -379,7 +406,7 @@ class EngineFleet:
         cache_tokens}`, and `engine/<i>/publish_s` (the latest update's start to that engine serving it)."""
         out: dict[str, float] = {}
         latest = next(reversed(self.serving), None)
-        for i, (url, body) in enumerate((await self.server_info()).items()):
+        for i, (url, body) in enumerate((await self.server_info(info_timeout_s=2.0)).items()):
             if latest is not None and url in self.serving[latest]:
                 out[f"engine/{i}/publish_s"] = self.serving[latest][url] - self.published[latest]
             out[f"engine/{i}/healthy"] = float(body["healthy"])

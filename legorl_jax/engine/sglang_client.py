@@ -497,9 +497,10 @@ class SGLangEngine:
             setattr(self, name, event)
         return event
 
-    async def server_info(self, *, timeout_s: float = 30.0) -> dict[str, Any]:
-        """`GET /get_server_info`: the server's load figures (ours: running, waiting, prefix_cache, ...)."""
-        return await self._json("GET", "/get_server_info", idempotent=True, timeout_s=timeout_s)
+    async def server_info(self, *, timeout_s: float = 30.0, retry: bool = True) -> dict[str, Any]:
+        """`GET /get_server_info`: the server's load figures (ours: running, waiting, prefix_cache, ...).
+        `retry=False` asks once (monitoring must not wait on a dead engine through the connect retries)."""
+        return await self._json("GET", "/get_server_info", idempotent=retry, timeout_s=timeout_s)
 
     async def flush_cache(self) -> bool:
         """True when the server flushed (SGLang refuses, with 400, while requests run)."""

@@ -38,11 +38,23 @@ def dropped_by_reason(metrics: Mapping[str, float]) -> str:
     return ", ".join(parts) or "none"
 
 
+def infra_failures(metrics: Mapping[str, float]) -> str:
+    """`engine_failed 2, node_failed 1 (retried 3)`: every failed attempt by reason, kept or dropped."""
+    prefix = "rollout/infra_failures/"
+    parts = [
+        f"{k.removeprefix(prefix)} {int(v)}" for k, v in sorted(metrics.items()) if k.startswith(prefix) and v
+    ]
+    retried = int(metrics.get("rollout/retried", 0))
+    return (", ".join(parts) or "none") + (f" (retried {retried})" if retried else "")
+
+
 def step_table(metrics_by_step: Mapping[int, Mapping[str, float]]) -> str:
-    """One Markdown row per step: trials, reward, solve rate, validation, Pearson, dropped, update, time."""
+    """One Markdown row per step: trials, reward, solve rate, validation, Pearson, dropped, infrastructure
+    failures (retried or not), update, time."""
     lines = [
-        "| step | trials (scored) | reward | solve rate | val solve rate | Pearson | dropped | updated | s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| step | trials (scored) | reward | solve rate | val solve rate | Pearson | dropped "
+        "| infra failures | updated | s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for step, m in sorted(metrics_by_step.items()):
         updated = "no" if m.get("loop/skipped_update") else "yes"
@@ -50,9 +62,28 @@ def step_table(metrics_by_step: Mapping[int, Mapping[str, float]]) -> str:
             f"| {step} | {int(m.get('rollout/trials', 0))} ({int(m.get('rollout/scored', 0))}) | "
             f"{_fmt(m.get('rollout/reward_mean'))} | {_fmt(m.get('rollout/solve_rate'))} | "
             f"{_fmt(m.get('val/solve_rate'))} | {_fmt(m.get('align/prob_pearson'), 4)} | "
-            f"{dropped_by_reason(m)} | {updated} | {_fmt(m.get('time/total_s'), 0)} |"
+            f"{dropped_by_reason(m)} | {infra_failures(m)} | {updated} | {_fmt(m.get('time/total_s'), 0)} |"
         )
     return "\n".join(lines)
+
+
+RANDOM_MODEL_HINT = (
+    "the default model is the tiny random one, whose replies are noise: every trial fails alike. "
+    "`make demo` (experiment=demo) warm-starts it on demonstrations so that groups differ and RL learns"
+)
+
+
+def nothing_trained(metrics_by_step: Mapping[int, Mapping[str, float]]) -> str:
+    """Why no step updated the policy, or '' when one did (or there were no steps)."""
+    steps = list(metrics_by_step.values())
+    if not steps or not all(m.get("loop/skipped_update") for m in steps):
+        return ""
+    if all(not m.get("rollout/scored") for m in steps):
+        return "nothing was trained: every trial of every step was dropped (infrastructure failures above)"
+    return (
+        f"nothing was trained: every group's rewards were equal: nothing to learn (an advantage is a trial's "
+        f"reward against its group's; equal rewards give 0). If this is {RANDOM_MODEL_HINT}"
+    )
 
 
 PHASES = ("rollout", "packing", "train_step", "checkpoint", "publish")
@@ -107,6 +138,9 @@ def run_summary(config: Any, summary: Any) -> str:
     if summary.start_step:
         lines += [f"resumed at step {summary.start_step}", ""]
     lines += [step_table(metrics), ""]
+    why = nothing_trained(metrics)
+    if why:
+        lines += [why, ""]
     if metrics:
         first, last = metrics[min(metrics)], metrics[max(metrics)]
         lines.append(

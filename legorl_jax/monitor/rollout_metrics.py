@@ -8,7 +8,10 @@ alerts.
 Names:
 - `rollout/trials`, `rollout/scored` (policy outcomes), `rollout/coverage` (scored / trials),
   `rollout/reward_mean` and `rollout/solve_rate` (reward 1) over scored trials, `rollout/outcome/<name>`
-  per outcome, `rollout/dropped/<reason>` per infrastructure reason;
+  per outcome, `rollout/dropped/<reason>` per infrastructure reason of the trials dropped (after their
+  retries); `rollout/infra_failures/<reason>` per infrastructure reason of every failed attempt, whether or
+  not a retry made the trial good, and `rollout/retried` (attempts beyond each trial's first; both always
+  present, 0 on a clean step);
 - `behaviour/turns_per_trial`, `behaviour/tool_calls_per_turn`, `behaviour/no_tool_rate` (replies without a
   tool call / replies), `behaviour/reread_rate` (re-reads of an edited file / edits),
   `behaviour/test_run_rate` (trials that ran tests), `behaviour/response_tokens_per_trial` and `_per_turn`;
@@ -23,6 +26,10 @@ import collections
 import math
 from collections.abc import Mapping
 from typing import Any
+
+from legorl_jax.types import Outcome
+
+INFRA_REASONS = tuple(o.value for o in Outcome if o.is_infra_failure)
 
 
 def _mean(values: list[float]) -> float:
@@ -51,6 +58,15 @@ def rollout_metrics(batch: Any) -> dict[str, float]:
         m[f"rollout/outcome/{name}"] = float(count)
     for name, count in collections.Counter(t.outcome.value for t in trials if not t.valid).items():
         m[f"rollout/dropped/{name}"] = float(count)
+    failures: collections.Counter[str] = collections.Counter()
+    retried = 0
+    for t in trials:
+        attempts = t.attempts or (t.outcome.value,)
+        retried += len(attempts) - 1
+        failures.update(a for a in attempts if Outcome(a).is_infra_failure)
+    m["rollout/retried"] = float(retried)
+    for reason in INFRA_REASONS:
+        m[f"rollout/infra_failures/{reason}"] = float(failures[reason])
     f = [t.features for t in scored]
     turns = sum(x.get("turns", 0.0) for x in f)
     edits = sum(x.get("edits", 0.0) for x in f)

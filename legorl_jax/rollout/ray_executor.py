@@ -15,8 +15,9 @@ session on the proxy's address: a proxy_only sandbox through the node's relay to
 `SandboxSpec.proxy_host`), then grading.
 
 A node that dies takes its slots with it: the call in flight raises `NodeLost`, the attempt is
-`node_failed` (an infrastructure failure, counted and retried in a slot of another node), the slot leaves
-the pool, and the run goes on with the others. With no slot left the run stops with an error.
+`node_failed` (an infrastructure failure, counted and retried in a slot of another node), and every slot
+of that node leaves the pool (an idle one of the same node would take the retry and fail it again); the run
+goes on with the others. With no slot left the run stops with an error.
 A local cluster (`rollout.ray.address` empty) is one node in this machine, started with the dashboard off.
 """
 
@@ -114,14 +115,17 @@ class RayExecutor:
         address = config.ray.address
         if address:
             _check_reachable(address, config.ray.connect_timeout_s)
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            context = ray.init(address=address, include_dashboard=False, log_to_driver=False)
         else:
-            ray.init(
+            context = ray.init(
                 num_cpus=config.ray.node_cpus,
                 resources={TRIAL_RESOURCE: config.trials_per_node},
                 include_dashboard=False,
                 log_to_driver=False,
             )
+        session = getattr(context, "address_info", {}).get("session_dir")
+        if session:  # each node writes its raylet's and workers' logs under its own session folder
+            log.info("Ray node logs: %s/logs on each node", session)
         try:
             nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get(TRIAL_RESOURCE, 0) >= 1]
             if not nodes:
@@ -155,19 +159,25 @@ class RayExecutor:
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[Slot]:
-        slot = await self._free.get()
-        if slot is None:  # every slot is gone: pass the news on to the next waiter
-            self._free.put_nowait(None)
-            raise RuntimeError("every Ray node that ran trials is gone: no trial slot is left")
+        while True:
+            slot = await self._free.get() if self.live_slots else None
+            if slot is None:  # every slot is gone: pass the news on to the next waiter
+                self._free.put_nowait(None)
+                raise RuntimeError("every Ray node that ran trials is gone: no trial slot is left")
+            if not slot.dead:  # else: a slot of a node found lost while it waited in the pool
+                break
         try:
             yield slot
         finally:
             if not slot.dead:
                 self._free.put_nowait(slot)
-            elif self.live_slots == 0:
-                self._free.put_nowait(None)
             else:
-                log.warning("trial slot on %s is gone; %d slots left", slot.where, self.live_slots)
+                for other in self.slots:  # the node is lost: none of its slots takes another attempt
+                    other.dead = other.dead or other.where == slot.where
+                if self.live_slots == 0:
+                    self._free.put_nowait(None)
+                else:
+                    log.warning("the Ray node %s is lost; %d trial slots left", slot.where, self.live_slots)
 
     async def close(self) -> None:
         """Removes the slot actors and disconnects (stopping Ray when this executor started it)."""

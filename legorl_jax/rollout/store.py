@@ -52,6 +52,7 @@ def save_trajectories(folder: str | os.PathLike, trajectories: SequenceABC[Traje
                 "messages": list(t.messages),
                 "features": dict(t.features),
                 "timings": dict(t.timings),
+                "attempts": list(t.attempts),
                 "verifier_report": None if t.verifier_report is None else t.verifier_report.to_dict(),
             }
         )
@@ -101,6 +102,7 @@ def load_trajectories(folder: str | os.PathLike) -> list[Trajectory]:
                 messages=tuple(row["messages"]),
                 features=dict(row["features"]),
                 timings=dict(row["timings"]),
+                attempts=tuple(row.get("attempts", ())),
                 verifier_report=None if report is None else VerifierReport.from_dict(report),
             )
         )

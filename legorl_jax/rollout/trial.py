@@ -17,7 +17,14 @@ Outcomes (types.Outcome; docs/architecture.md §4):
 - infrastructure, dropped and counted: `sandbox_failed` (the agent sandbox did not start or prepare),
   `engine_failed` (the proxy saw the engine fail), `harness_crashed`, `verifier_failed`, `timeout` (the
   attempt ran past `rollout.trial_timeout_s`; its sandbox is removed and the harness cancelled). Such an
-  attempt is retried `rollout.retries` times with a fresh sandbox and session; the last one counts.
+  attempt is retried `rollout.retries` times with a fresh sandbox and session, once the engine side has
+  settled (rollout/retry.py: a dead engine taken out of the router, within `rollout.retry_wait_s`); the last
+  one counts. Every attempt's outcome is on the trajectory (`Trajectory.attempts`), so failures that a
+  retry made good are counted too (`rollout/infra_failures/<reason>`, `rollout/retried`).
+
+A trial cancelled before it ended (the loop stopped with it in flight) leaves no folder: an `attempt_<k>`
+without `trial.json` is never left behind (its session record, if the proxy archived one, stays under
+`sessions/`).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import dataclasses
 import json
 import logging
 import pathlib
+import shutil
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +45,7 @@ from legorl_jax.proxy.archive import atomic_write_text
 from legorl_jax.proxy.base import Proxy
 from legorl_jax.rollout.behaviour import behaviour_features
 from legorl_jax.rollout.executor import Attempt, LocalExecutor, NodeLost, Slot, TrialExecutor, Work
+from legorl_jax.rollout.retry import wait_before_retry
 from legorl_jax.tasks.agent_sandbox import agent_sandbox_spec
 from legorl_jax.tasks.report import VerifierError
 from legorl_jax.tasks.schema import Task
@@ -205,35 +214,48 @@ async def run_trial(
     llm_options = {"model": model, "step_limit": step_limit}
     attempts: list[Attempt] = []
     executor = executor or LocalExecutor()
-    for k in range(config.retries + 1):
-        folder = trial_dir / f"attempt_{k}"
-        async with executor.slot() as slot:
-            attempt = await _attempt_in_slot(
-                slot,
-                task,
-                k,
-                harness=harness,
-                proxy=proxy,
-                trial_id=trial_id,
-                folder=folder,
-                config=config,
-                llm_options=llm_options,
-                sandbox_config=sandbox_config,
-                verifier_config=verifier_config,
-                sandbox_factory=sandbox_factory,
+    existed = trial_dir.exists()
+    try:
+        for k in range(config.retries + 1):
+            folder = trial_dir / f"attempt_{k}"
+            async with executor.slot() as slot:
+                attempt = await _attempt_in_slot(
+                    slot,
+                    task,
+                    k,
+                    harness=harness,
+                    proxy=proxy,
+                    trial_id=trial_id,
+                    folder=folder,
+                    config=config,
+                    llm_options=llm_options,
+                    sandbox_config=sandbox_config,
+                    verifier_config=verifier_config,
+                    sandbox_factory=sandbox_factory,
+                )
+            _write_attempt(folder, attempt)
+            attempts.append(attempt)
+            if not attempt.ended.is_infra_failure:
+                break
+            retry = k < config.retries
+            waited = (
+                await wait_before_retry(attempt.ended, engine=getattr(proxy, "engine", None), config=config)
+                if retry
+                else ""
             )
-        _write_attempt(folder, attempt)
-        attempts.append(attempt)
-        if not attempt.ended.is_infra_failure:
-            break
-        log.warning(
-            "trial %s attempt %d on %s dropped (%s): %s",
-            trial_id,
-            k,
-            attempt.where,
-            attempt.ended.value,
-            attempt.reason[:300],
-        )
+            log.warning(
+                "trial %s attempt %d on %s dropped (%s): %s%s",
+                trial_id,
+                k,
+                attempt.where,
+                attempt.ended.value,
+                attempt.reason[:300],
+                f"; retried after waiting for {waited}" if retry else "; no retry left",
+            )
+    except asyncio.CancelledError:
+        if not existed and not (trial_dir / "trial.json").exists():
+            shutil.rmtree(trial_dir, ignore_errors=True)  # no attempt folder without its trial.json
+        raise
     final = attempts[-1]
     trajectory = _trajectory(task, trial_id, group_id, final, attempts)
     summary = {
@@ -284,4 +306,5 @@ def _trajectory(
         features=features,
         timings=timings,
         verifier_report=final.report,
+        attempts=tuple(a.ended.value for a in attempts),
     )

@@ -17,8 +17,9 @@ Contract:
 - `LeadingTrainer` (a `Trainer`): `update(state, batch, stats)` sends `update`, shares the packed batch
   (`distributed.share_batch`: its bytes through one broadcast, so every process builds its own shards),
   then updates.
-- `LeadingCheckpointer` (a `Checkpointer`): `maybe_save(state, ...)` sends `save` with its arguments (each
-  process decides the same way whether the step is due, and writes its own shards); `wait()` sends `wait`.
+- `LeadingCheckpointer` (a `Checkpointer`): a save process 0 decides on (due, and within the time budget it
+  measures) sends `save` with its arguments, forced, and each process writes its own shards; `wait()` sends
+  `wait`.
 - `LeadingPublisher` (a `Publisher`): `publish(params, version)` sends `publish`, gathers the parameters
   onto process 0 one leaf at a time (`distributed.gather_params`, never the optimiser state) and publishes
   those host arrays to the engine, which lives on process 0 alone.
@@ -137,19 +138,11 @@ class LeadingCheckpointer(Checkpointer):
         super().__init__(*args, **kwargs)
         self.commands = commands
 
-    def maybe_save(
-        self,
-        state: TrainState,
-        *,
-        cursor: dict[str, Any],
-        weights_version: str,
-        force: bool = False,
-        step: int | None = None,
-    ) -> bool:
-        self.commands.send("save", cursor=cursor, weights_version=weights_version, force=force, step=step)
-        return super().maybe_save(
-            state, cursor=cursor, weights_version=weights_version, force=force, step=step
-        )
+    def _save(self, state: TrainState, *, cursor: dict[str, Any], weights_version: str, step: int) -> None:
+        # Only a save process 0 decided on is sent, forced: the time budget (train/checkpoint.py) is measured
+        # here, and a follower deciding on its own clock could skip a collective save process 0 makes.
+        self.commands.send("save", cursor=cursor, weights_version=weights_version, force=True, step=step)
+        super()._save(state, cursor=cursor, weights_version=weights_version, step=step)
 
     def wait(self) -> None:
         self.commands.send("wait")

@@ -224,6 +224,72 @@ async def test_an_engine_that_dies_fails_its_trial_as_an_engine_failure_and_the_
             proc.stop(5)
 
 
+async def test_after_an_engine_dies_a_retry_waits_until_the_router_took_it_out_and_every_session_then_lands(
+    tiny_dense_dir, tmp_path
+):
+    import time
+
+    from legorl_jax.config import RolloutConfig
+    from legorl_jax.rollout.retry import wait_before_retry
+    from legorl_jax.types import Outcome
+
+    procs = await start_servers(tiny_dense_dir, 2, tmp_path)
+    # Health checks every 1 s, 3 failures to take an engine out: the dead engine stays routed to for ~3 s.
+    config = fleet_config([p.base_url for p in procs], health_failure_threshold=3)
+    try:
+        async with open_engine(config, "unused") as fleet:
+            assert await fleet.settled()
+            victim, survivor = procs
+            victim._signal(signal.SIGKILL)
+            victim.process.wait()
+            assert victim.base_url in await fleet.healthy_engines()  # the router has not noticed yet
+            assert not await fleet.settled()  # so a retry sent now could land on the dead engine
+            began = time.monotonic()
+            waited = await wait_before_retry(
+                Outcome.ENGINE_FAILED, engine=fleet, config=RolloutConfig(retry_wait_s=60, retry_delay_s=0)
+            )
+            assert "settle" in waited and "not settled" not in waited
+            assert await fleet.healthy_engines() == [survivor.base_url]
+            assert time.monotonic() - began < 30
+            # Every new session now lands on the live engine: none fails for the dead one.
+            for i in range(8):
+                gen = await fleet.generate(
+                    [i + 1, *PROMPT], SamplingParams(max_new_tokens=2), session_id=f"s{i}"
+                )
+                assert len(gen.output_ids) == 2
+            # Monitoring skips the engine the router took out: no wait on a dead engine.
+            t = time.monotonic()
+            figures = await fleet.metrics()
+            assert time.monotonic() - t < 3.0
+            assert figures["engine/0/healthy"] == 0.0 and figures["engine/1/healthy"] == 1.0
+    finally:
+        for proc in procs:
+            proc.stop(5)
+
+
+async def test_a_retry_waits_at_most_retry_wait_s_when_the_engine_side_never_settles(
+    tiny_dense_dir, tmp_path
+):
+    import time
+
+    from legorl_jax.config import RolloutConfig
+    from legorl_jax.rollout.retry import wait_before_retry
+    from legorl_jax.types import Outcome
+
+    (proc,) = await start_servers(tiny_dense_dir, 1, tmp_path)
+    try:
+        async with open_engine(fleet_config([proc.base_url]), "unused") as fleet:
+            proc._signal(signal.SIGKILL)
+            proc.process.wait()
+            began = time.monotonic()
+            waited = await wait_before_retry(
+                Outcome.ENGINE_FAILED, engine=fleet, config=RolloutConfig(retry_wait_s=2, retry_delay_s=0)
+            )
+            assert "not settled" in waited and 2 <= time.monotonic() - began < 10
+    finally:
+        proc.stop(5)
+
+
 async def test_publishing_reaches_every_engine_of_a_launched_fleet_with_one_version(
     tiny_dense_dir, tiny_model_tool, tmp_path
 ):

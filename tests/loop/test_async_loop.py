@@ -122,6 +122,9 @@ async def test_trials_keep_running_while_the_trainer_updates(loop_model_dir, tmp
         assert 0.0 <= m["loop/trainer_idle_share"] <= 1.0 and 0.0 <= m["loop/rollout_idle_share"] <= 1.0
     assert records[-1].metrics["loop/trajectories_trained"] == 2 * len(trained)
     assert (run_dir / "trials" / "group_0" / f"{async_run.TASK}-0" / "trial.json").is_file()
+    # Groups in flight when the loop ended were cancelled: none leaves an attempt without its trial.json.
+    for attempt in run_dir.glob("trials/group_*/*/attempt_*"):
+        assert (attempt.parent / "trial.json").is_file(), attempt
 
 
 @pytest.mark.docker

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from legorl_jax.monitor.report import PEARSON_FLOOR, curves_figure, phase_line, plot_curves, step_table
+from legorl_jax.monitor.report import (
+    PEARSON_FLOOR,
+    curves_figure,
+    nothing_trained,
+    phase_line,
+    plot_curves,
+    step_table,
+)
 
 STEPS = {
     0: {
@@ -33,8 +40,32 @@ STEPS = {
 
 def test_the_step_table_has_one_row_per_step_with_its_figures_and_drops():
     rows = step_table(STEPS).splitlines()
-    assert rows[2] == "| 0 | 8 (7) | 0.250 | 0.250 | - | 0.9991 | sandbox_failed 1 | yes | 100 |"
-    assert rows[3] == "| 1 | 8 (0) | - | - | - | - | engine_failed 8 | no | 100 |"
+    assert rows[2] == "| 0 | 8 (7) | 0.250 | 0.250 | - | 0.9991 | sandbox_failed 1 | none | yes | 100 |"
+    assert rows[3] == "| 1 | 8 (0) | - | - | - | - | engine_failed 8 | none | no | 100 |"
+
+
+def test_the_step_table_counts_infra_failures_that_a_retry_made_good():
+    steps = {
+        0: {
+            "rollout/trials": 4,
+            "rollout/scored": 4,
+            "rollout/infra_failures/engine_failed": 2,
+            "rollout/infra_failures/node_failed": 1,
+            "rollout/infra_failures/timeout": 0,
+            "rollout/retried": 3,
+        }
+    }
+    row = step_table(steps).splitlines()[2]
+    assert "| none | engine_failed 2, node_failed 1 (retried 3) |" in row  # nothing dropped, all counted
+
+
+def test_the_summary_says_why_nothing_was_trained_when_every_groups_rewards_were_equal():
+    equal = {s: {"rollout/scored": 2.0, "loop/skipped_update": 1.0} for s in (0, 1)}
+    assert "every group's rewards were equal: nothing to learn" in nothing_trained(equal)
+    assert "make demo" in nothing_trained(equal)
+    dropped = {0: {"rollout/scored": 0.0, "loop/skipped_update": 1.0}}
+    assert "every trial of every step was dropped" in nothing_trained(dropped)
+    assert nothing_trained({**equal, 2: {"rollout/scored": 2.0, "loop/skipped_update": 0.0}}) == ""
 
 
 def test_the_phase_line_gives_each_phase_its_seconds_and_share_of_the_total():

@@ -1,5 +1,7 @@
 """Tracking: metric names, rollout figures and alerts from a batch of trials, and the trial text."""
 
+import dataclasses
+
 import pytest
 
 from legorl_jax.monitor.rollout_metrics import alerts, rollout_metrics, trial_text
@@ -95,6 +97,21 @@ def test_rollout_metrics_average_behaviour_over_scored_trials_and_count_drops():
     assert m["throughput/response_tokens_per_s"] == pytest.approx(
         (600 + 9999) / 60.0
     )  # dropped trials sampled too
+
+
+def test_infra_failures_are_counted_per_reason_whether_or_not_the_retry_made_the_trial_good():
+    good_after_retry = dataclasses.replace(
+        trial(0, 1.0, Outcome.SUBMITTED), attempts=("engine_failed", "submitted")
+    )
+    dropped_after_retry = dataclasses.replace(
+        trial(1, 0.0, Outcome.NODE_FAILED), attempts=("engine_failed", "node_failed")
+    )
+    clean = trial(2, 0.0, Outcome.STEP_LIMIT)  # no attempts recorded: its one outcome counts
+    m = rollout_metrics(Batch((good_after_retry, dropped_after_retry, clean), seconds=1.0))
+    assert m["rollout/infra_failures/engine_failed"] == 2 and m["rollout/infra_failures/node_failed"] == 1
+    assert m["rollout/infra_failures/timeout"] == 0  # every reason present, 0 on a clean step
+    assert m["rollout/retried"] == 2 and m["rollout/dropped/node_failed"] == 1
+    assert "rollout/dropped/engine_failed" not in m  # the retry made that trial good
 
 
 def test_trial_text_shows_the_conversation_and_its_verdict():

@@ -14,6 +14,7 @@ from scripted_engine import ScriptedEngine
 from legorl_jax.config import RolloutConfig
 from legorl_jax.engine.base import EngineError
 from legorl_jax.harness import HarnessCrashed, HarnessResult, get_harness
+from legorl_jax.monitor.rollout_metrics import rollout_metrics
 from legorl_jax.proxy.archive import read_archive
 from legorl_jax.rollout import collect, run_trial
 from legorl_jax.types import Outcome
@@ -147,6 +148,11 @@ async def test_injected_infrastructure_failures_drop_only_that_trial_with_its_re
     )  # retried once with a fresh sandbox and session
     assert by_task[healthy.instance_id].outcome is Outcome.SUBMITTED
     assert batch.dropped == {"engine_failed": 1} and len(batch.kept) == 1
+    # Both attempts are on the trajectory and counted: failures per reason, and the retry.
+    assert by_task[broken.instance_id].attempts == ("engine_failed", "engine_failed")
+    assert by_task[healthy.instance_id].attempts == ("submitted",)
+    figures = rollout_metrics(batch)
+    assert figures["rollout/infra_failures/engine_failed"] == 2 and figures["rollout/retried"] == 1
     crashed = await run_trial(
         healthy,
         harness=CrashingHarness(),

@@ -91,6 +91,28 @@ def test_a_cluster_without_trial_slots_is_refused_naming_its_address():
         cluster.shutdown()
 
 
+async def test_when_one_slot_finds_its_node_lost_no_other_slot_of_that_node_takes_a_retry():
+    from legorl_jax.rollout.ray_executor import _RaySlot
+
+    # Slots without actors: the pool's bookkeeping only (a lost node is what _call marks on a Ray error).
+    a1, a2, b1 = (
+        _RaySlot(None, "10.0.0.1/aaaa"),
+        _RaySlot(None, "10.0.0.1/aaaa"),
+        _RaySlot(None, "10.0.0.2/bbbb"),
+    )
+    executor = RayExecutor([a1, a2, b1], started_ray=False)
+    async with executor.slot() as slot:
+        assert slot is a1
+        slot.dead = True  # its call raised NodeLost
+    assert executor.live_slots == 1 and a2.dead
+    async with executor.slot() as retry:
+        assert retry is b1  # not a2, queued before it but on the lost node
+    b1.dead = True  # the last node lost too: no slot is left, said at once rather than waited for
+    with pytest.raises(RuntimeError, match="no trial slot is left"):
+        async with executor.slot():
+            pass
+
+
 @pytest.mark.docker
 async def test_trials_run_on_both_nodes_and_their_archives_come_back(
     two_tasks, tokenizer, proxy_on, tmp_path
@@ -301,3 +323,8 @@ async def test_a_node_killed_mid_trial_gives_retried_node_failures_and_a_finishe
     second = json.loads((folder / "attempt_1" / "attempt.json").read_text())
     assert first["outcome"] == "node_failed" and second["outcome"] == "submitted"
     assert first["where"] != second["where"]  # retried on the other node
+    from legorl_jax.monitor.rollout_metrics import rollout_metrics
+
+    m = rollout_metrics(batch)  # counted where users look, though the retry made the trial good
+    assert m["rollout/infra_failures/node_failed"] == 1 and m["rollout/retried"] == 1
+    assert "rollout/dropped/node_failed" not in m

@@ -28,6 +28,8 @@ def test_plus_harness_selects_a_preset(compose_config):
         (RolloutConfig, "concurrency", 0, "rollout.concurrency.*got 0"),
         (RolloutConfig, "retries", -1, "rollout.retries.*got -1"),
         (RolloutConfig, "trial_timeout_s", 0, "rollout.trial_timeout_s.*got 0"),
+        (RolloutConfig, "retry_wait_s", -1, "rollout.retry_wait_s.*got -1"),
+        (RolloutConfig, "retry_delay_s", "soon", "rollout.retry_delay_s.*got 'soon'"),
     ],
 )
 def test_a_bad_harness_or_rollout_value_is_refused_naming_it(cls, field, value, fragment):

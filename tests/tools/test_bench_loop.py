@@ -122,3 +122,25 @@ def test_a_runs_figures_count_trained_trajectories_and_leave_the_first_steps_wai
     assert bench.trainer_idle([result]) == pytest.approx(1 - 5 / 16)
     assert bench.steady_trainer_idle([result]) == pytest.approx(1 - 3 / 4)  # step 1 only: the fill left out
     assert bench.rollout_idle([result], concurrency=2) == pytest.approx(1 - 19 / 32)
+
+
+def test_a_figure_the_run_could_not_compute_is_n_a_not_a_missed_target(bench):
+    assert bench.verdict(float("nan"), False) == "n/a"  # "after step 0" of a one-step --quick run
+    assert bench.verdict(2.5, True) == "met" and bench.verdict(1.2, False) == "NOT met"
+
+
+def test_the_loops_pearson_alert_about_the_scripted_engine_is_filtered_and_others_pass(bench):
+    import logging
+
+    record = logging.LogRecord(
+        "legorl_jax.loop",
+        logging.WARNING,
+        "",
+        0,
+        "step %d: %s",
+        (0, "alignment: trainer/engine probability Pearson 0.0900 < 0.99 (replay or numerics broken?)"),
+        None,
+    )
+    other = logging.LogRecord("legorl_jax.loop", logging.WARNING, "", 0, "step 0: update skipped", (), None)
+    keep = bench.ScriptedPearsonFilter()
+    assert not keep.filter(record) and keep.filter(other)

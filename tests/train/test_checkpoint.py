@@ -207,3 +207,91 @@ def test_a_run_killed_mid_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp
     assert a.files == b.files
     for name in a.files:
         np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_keep_3_leaves_3_checkpoints_without_an_orbax_warning_when_steps_are_listed_during_saves(
+    tmp_path, caplog
+):
+    config = CheckpointConfig(directory=str(tmp_path), every=1, keep=3, async_save=True)
+    with caplog.at_level("WARNING"), Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
+        for step in range(1, 6):
+            assert ckpt.maybe_save(make_state(step, step), cursor={}, weights_version=f"v{step}")
+            ckpt.all_steps()  # the async loop lists the steps while the save runs in the background
+        ckpt.wait()
+        assert ckpt.all_steps() == [3, 4, 5]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.isdigit()) == ["3", "4", "5"]
+    assert not [r for r in caplog.records if "for deletion" in r.getMessage()]
+
+
+def test_a_due_save_over_the_time_budget_is_put_off_and_save_unsaved_writes_it(tmp_path):
+    # max_share 1e-9, cheap_s 0: any real save costs more than that share of the time since it, so the next
+    # is put off.
+    config = CheckpointConfig(
+        directory=str(tmp_path), every=1, keep=5, async_save=False, max_share=1e-9, cheap_s=0.0
+    )
+    with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
+        assert ckpt.maybe_save(make_state(1, 1), cursor={"next_step": 1}, weights_version="v1")
+        prepared = []
+        put_off = ckpt.maybe_save(
+            make_state(2, 2),
+            cursor={"next_step": 2},
+            weights_version="v2",
+            prepare=lambda: prepared.append(2),
+        )
+        assert not put_off and ckpt.unsaved_step == 2 and ckpt.all_steps() == [1] and prepared == []
+        assert ckpt.save_unsaved() == 2 and prepared == [2] and ckpt.unsaved_step is None
+        assert ckpt.maybe_save(make_state(3, 3), cursor={"next_step": 3}, weights_version="v3", force=True)
+        assert ckpt.all_steps() == [1, 2, 3]
+        restored = ckpt.restore(make_state(0, 0), step=2)
+    assert restored.cursor == {"next_step": 2}
+    assert_states_equal(restored.state, make_state(2, 2))
+
+
+def test_a_put_off_step_whose_arrays_were_donated_is_not_saved(tmp_path):
+    config = CheckpointConfig(
+        directory=str(tmp_path), every=1, keep=5, async_save=False, max_share=1e-9, cheap_s=0.0
+    )
+    with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
+        ckpt.maybe_save(make_state(1, 1), cursor={}, weights_version="v1")
+        state = make_state(2, 2)
+        ckpt.maybe_save(state, cursor={}, weights_version="v2")
+        jax.jit(lambda s: s, donate_argnums=0)(state)  # what the next update does to the state's buffers
+        assert ckpt.save_unsaved() is None and ckpt.all_steps() == [1]
+
+
+def test_sigterm_saves_the_put_off_step_waits_for_the_save_and_exits_143(tmp_path):
+    code = textwrap.dedent(f"""
+        import asyncio, sys
+        sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})
+        from test_checkpoint import make_state, RUN_CONFIG
+        from legorl_jax.config import CheckpointConfig
+        from legorl_jax.train.checkpoint import Checkpointer, saving_on_signal
+
+        async def main():
+            config = CheckpointConfig(
+                directory={str(tmp_path)!r}, every=1, keep=5, max_share=1e-9, cheap_s=0.0
+            )
+            with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:
+                with saving_on_signal(ckpt):
+                    ckpt.maybe_save(make_state(1, 1), cursor={{}}, weights_version="v1")
+                    ckpt.maybe_save(make_state(2, 2), cursor={{}}, weights_version="v2")  # put off
+                    print("ready", ckpt.unsaved_step, flush=True)
+                    await asyncio.sleep(600)
+
+        asyncio.run(main())
+    """)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().split() == ["ready", "2"], proc.stderr.read()[-3000:]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 128 + signal.SIGTERM, proc.stderr.read()[-3000:]
+    steps = sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit())
+    assert steps == [1, 2]
+
+
+def test_saves_that_block_for_less_than_cheap_s_are_never_put_off(tmp_path):
+    config = CheckpointConfig(directory=str(tmp_path), every=1, keep=5, async_save=False, max_share=1e-9)
+    with Checkpointer(config, run_config=RUN_CONFIG) as ckpt:  # cheap_s 1 s: a tiny state saves in less
+        assert all(ckpt.maybe_save(make_state(s, s), cursor={}, weights_version=f"v{s}") for s in (1, 2, 3))
+        assert ckpt.all_steps() == [1, 2, 3] and ckpt.unsaved_step is None

@@ -67,3 +67,21 @@ def test_bad_config_values_are_named(compose_config, override, message):
 def test_a_cosine_schedule_needs_room_after_its_warmup():
     with pytest.raises(ValueError, match="warmup_steps=10 must be < train.total_steps=10"):
         TrainConfig(schedule="warmup_cosine", warmup_steps=10, total_steps=10)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "fragment"),
+    [
+        ("max_share", 0, "max_share.*got 0"),
+        ("max_share", 1.5, "max_share.*got 1.5"),
+        ("cheap_s", -1, "cheap_s.*got -1"),
+    ],
+)
+def test_a_bad_checkpoint_time_budget_is_refused_naming_the_value(field, value, fragment):
+    with pytest.raises(ValueError, match=f"train.checkpoint.{fragment}"):
+        CheckpointConfig(**{field: value})
+
+
+def test_by_default_a_run_checkpoints_every_loop_step(compose_config):
+    checkpoint = compose_config([]).train.checkpoint
+    assert checkpoint.every == 1 and 0 < checkpoint.max_share <= 1
