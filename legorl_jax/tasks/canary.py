@@ -135,15 +135,25 @@ def hidden_test_sources(test_patch: str) -> dict[str, str]:
     return sources
 
 
-def plan_canaries(task: Task, *, max_twins: int = MAX_TWINS, rng: random.Random | None = None) -> CanaryPlan:
-    """Groups of twins for every eligible hidden test of `task` (see the module docstring)."""
+def plan_canaries(
+    task: Task,
+    *,
+    max_twins: int = MAX_TWINS,
+    rng: random.Random | None = None,
+    sources: Mapping[str, str] | None = None,
+) -> CanaryPlan:
+    """Groups of twins for every eligible hidden test of `task` (see the module docstring). `sources` (path →
+    text) are the hidden test files as the grading sandbox holds them once the hidden tests are applied (a
+    SWE-bench row's test patch mostly edits existing files); by default, the files `task.test_patch`
+    creates."""
     if not isinstance(max_twins, int) or max_twins < 1:
         raise ValueError(f"max_twins must be a positive int, got {max_twins!r}")
     rng = rng or secrets.SystemRandom()
     listed, failing = set(task.tests), set(task.FAIL_TO_PASS)
     found: list[tuple[str, str, ast.Module, list[_Candidate]]] = []
     parsed: dict[str, tuple[str, ast.Module]] = {}
-    for path, source in sorted(hidden_test_sources(task.test_patch).items()):
+    files = hidden_test_sources(task.test_patch) if sources is None else dict(sources)
+    for path, source in sorted(files.items()):
         try:
             tree = ast.parse(source)
         except SyntaxError as err:

@@ -97,11 +97,25 @@ def _function_of(value):
 class Watch:
     """The plugin object; `Watch(nonce_path)` records everything at once."""
 
-    def __init__(self, nonce_path):
+    def __init__(self, nonce_path, out_fd=1, keep_nonce=False, guarded=()):
         with open(nonce_path, encoding="ascii") as handle:
             self.nonce = handle.read().strip()
-        os.unlink(nonce_path)
-        self.out = os.dup(1)
+        if not keep_nonce:
+            os.unlink(nonce_path)
+        try:
+            self.out = os.dup(out_fd)
+        except OSError:  # the channel was not passed down to this process: speak on stdout
+            self.out = os.dup(1)
+        # What the run's streams and own channel are at load: a stream swapped for a pipe (to rewrite what
+        # pytest prints) is another open file at the end of the session.
+        self.streams = {fd: _file_id(fd) for fd in (1, 2)}
+        self.out_id = _file_id(self.out)
+        self.guarded = tuple(guarded)
+        self.guarded_at_load = _stats(self.guarded)
+        self.statuses = {}
+        self.failing = 0
+        self.exitstatus = None
+        self.started = False
         self.write = os.write
         self.tests = 0
         self.reported = {}
@@ -150,6 +164,13 @@ class Watch:
         value = namespace[key]
         self.recorded.append((label, namespace, key, value, getattr(_function_of(value), "__code__", None)))
 
+    def start(self):
+        """Says that a session starts; the verifier counts sessions that never said `end`."""
+        if not self.started:
+            self.started = True
+            self.say("start")
+        return self
+
     def say(self, *words):
         self.write(self.out, ("\n" + " ".join((_TAG, self.nonce, *map(str, words))) + "\n").encode())
 
@@ -180,8 +201,11 @@ class Watch:
         return found + self._process_changes()
 
     def _process_changes(self):
-        """Trace, profile and monitoring hooks, and hook implementations registered by others."""
+        """Trace, profile and monitoring hooks, hook implementations registered by others, and the watch's
+        own channel swapped for another file."""
         found = []
+        if _file_id(self.out) != self.out_id:
+            found.append("the watch's own output channel")
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("sys.settrace/sys.setprofile")
         if getattr(threading, "gettrace", lambda: None)() or getattr(threading, "getprofile", lambda: None)():
@@ -206,7 +230,12 @@ class Watch:
                 continue
             for impl in caller.get_hookimpls():
                 where = getattr(getattr(impl.function, "__code__", None), "co_filename", "")
-                ours = impl.plugin is self or id(impl.plugin) in installed or where.startswith(self.own_dirs)
+                ours = (
+                    impl.plugin is self
+                    or getattr(impl.function, "__self__", None) is self  # the module form (`plugin_module`)
+                    or id(impl.plugin) in installed
+                    or where.startswith(self.own_dirs)
+                )
                 if not ours and os.path.basename(where) != "conftest.py":
                     found.append(f"hook {hook} implemented in {where or impl.plugin_name}")
         return found
@@ -218,6 +247,9 @@ class Watch:
                 self.say("tampered", f"{what} (seen {when})")
 
     # -- pytest hooks ---------------------------------------------------------------------------------
+
+    def pytest_sessionstart(self, session):
+        self.start()  # loaded as a module plugin (`PYTEST_PLUGINS`): a `--version` run starts no session
 
     def pytest_configure(self, config):
         self.config = config
@@ -251,6 +283,9 @@ class Watch:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
+        status = _status_of(report)
+        if status is not None:
+            self.statuses[report.nodeid] = _worse(self.statuses.get(report.nodeid), status)
         kept = self.reported.pop(id(report), None)
         if kept is None or kept[1] != report.outcome:
             self.say("tampered", f"the {report.when} report of {report.nodeid} changed after it was made")
@@ -258,9 +293,78 @@ class Watch:
     def pytest_runtest_logfinish(self, nodeid, location):
         self.check(f"after {nodeid}")
         self.tests += 1
-        self.say("ok", self.tests)
+        status = self.statuses.get(nodeid, "missing")
+        self.failing += status in ("failed", "error")
+        self.say("ok", self.tests, status, nodeid)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session):
         self.check("at the end of the session")
-        self.say("end", self.tests)
+        self.exitstatus = int(session.exitstatus)
+        now = _stats(self.guarded)
+        for i, path in enumerate(self.guarded):  # no zip(strict=): SWE-bench images run Python 3.6+
+            if now[i] != self.guarded_at_load[i]:
+                self.say("tampered", f"{path} was written during the test run, before the verifier's step")
+        self._check_streams("at the end of the session")
+        self.say("end", self.tests, self.exitstatus, self.failing)
+
+    def _check_streams(self, when):
+        for fd, was in self.streams.items():
+            if _file_id(fd) != was:
+                self.say("tampered", f"file descriptor {fd} is another file than at load ({when})")
+                self.streams[fd] = _file_id(fd)
+
+    def finish(self, code):
+        """Called by the verifier's bootstrap once `pytest.main` returned `code`: the process reached pytest's
+        own exit path (an `os._exit` or a kill before it leaves no `exit` line) with its streams as at
+        load."""
+        self.check("after the session")
+        self._check_streams("after the session")
+        self.say("exit", int(code))
+        return int(code)
+
+
+def _file_id(fd):
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _stats(paths):
+    """Size, mtime and inode of each path (None where there is none)."""
+    out = []
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode))
+    return out
+
+
+_ORDER = ("error", "failed", "xpassed", "passed", "xfailed", "skipped")
+
+
+def _worse(old, new):
+    if old is None:
+        return new
+    return old if _ORDER.index(old) <= _ORDER.index(new) else new
+
+
+def _status_of(report):
+    """A phase report's status in the verifier's words (a failing set-up or teardown is an error)."""
+    xfail = hasattr(report, "wasxfail")
+    if report.when == "call":
+        if report.outcome == "skipped":
+            return "xfailed" if xfail else "skipped"
+        if report.outcome == "passed":
+            return "xpassed" if xfail else "passed"
+        return "failed"
+    if report.outcome == "failed":
+        return "error"
+    if report.outcome == "skipped":
+        return "xfailed" if xfail else "skipped"
+    return None
