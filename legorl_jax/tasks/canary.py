@@ -54,7 +54,7 @@ import math
 import random
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from legorl_jax.tasks.patchset import parse_patch, split_lines
 from legorl_jax.tasks.schema import Task
@@ -141,11 +141,14 @@ def plan_canaries(
     max_twins: int = MAX_TWINS,
     rng: random.Random | None = None,
     sources: Mapping[str, str] | None = None,
+    test_id: Callable[[str, str], str] | None = None,
 ) -> CanaryPlan:
     """Groups of twins for every eligible hidden test of `task` (see the module docstring). `sources` (path →
     text) are the hidden test files as the grading sandbox holds them once the hidden tests are applied (a
     SWE-bench row's test patch mostly edits existing files); by default, the files `task.test_patch`
-    creates."""
+    creates. `test_id(path, name)` is how the task's lists and its runner name a test function (pytest's
+    `path::name` by default; sympy's runner names it `name` alone)."""
+    test_id = test_id or _node_id
     if not isinstance(max_twins, int) or max_twins < 1:
         raise ValueError(f"max_twins must be a positive int, got {max_twins!r}")
     rng = rng or secrets.SystemRandom()
@@ -161,7 +164,7 @@ def plan_canaries(
                 f"task {task.instance_id!r}: hidden test {path!r} does not parse: {err}"
             ) from None
         parsed[path] = source, tree
-        candidates = [c for c in _candidates(tree, source) if f"{path}::{c.function.name}" in listed]
+        candidates = [c for c in _candidates(tree, source) if test_id(path, c.function.name) in listed]
         if candidates:
             found.append((path, source, tree, candidates))
     if not found:
@@ -172,7 +175,7 @@ def plan_canaries(
         )
     groups = [(path, c) for path, _, _, cands in found for c in cands]
     sizes = _group_sizes(
-        [f"{p}::{c.function.name}" in failing for p, c in groups],
+        [test_id(p, c.function.name) in failing for p, c in groups],
         [_capacity(c) for _, c in groups],
         max_twins,
     )
@@ -186,22 +189,22 @@ def plan_canaries(
         lines = split_lines(source if source.endswith("\n") else source + "\n")
         blocks: list[str] = []
         for candidate in candidates:
-            original = f"{path}::{candidate.function.name}"
+            original = test_id(path, candidate.function.name)
             values = _group_values(candidate, lines, size_of[id(candidate)], rng)
             names = _fresh_names(tree, taken, len(values), rng)
             taken |= set(names)
             for name, value in zip(names, values, strict=True):
                 blocks.append(_copy(lines, candidate, name, value))
                 if value is None:
-                    renamed[original] = f"{path}::{name}"
+                    renamed[original] = test_id(path, name)
                 else:
-                    canaries.append(Canary(f"{path}::{name}", original))
+                    canaries.append(Canary(test_id(path, name), original))
             if original in failing:
                 survival /= len(values)
         files[path] = _rewrite(lines, tree, [c.function for c in candidates], blocks, rng)
     shortfall = None
     if survival > TARGET_SURVIVAL:
-        shortfall = _shortfall(task, parsed, groups, sizes, survival, len(canaries), max_twins)
+        shortfall = _shortfall(task, parsed, groups, sizes, survival, len(canaries), max_twins, test_id)
     return CanaryPlan(files, tuple(canaries), renamed, survival, shortfall)
 
 
@@ -213,11 +216,12 @@ def _shortfall(
     survival: float,
     twins: int,
     max_twins: int,
+    test_id: Callable[[str, str], str],
 ) -> str:
     """Why `survival` stays above the target: which FAIL_TO_PASS tests have no twins and why not, and what
     stopped the groups of those that have (the cap on twins, or a constant with few values)."""
     failing = set(task.FAIL_TO_PASS)
-    eligible = [(f"{p}::{c.function.name}", c, n) for (p, c), n in zip(groups, sizes, strict=True)]
+    eligible = [(test_id(p, c.function.name), c, n) for (p, c), n in zip(groups, sizes, strict=True)]
     eligible = [(i, c, n) for i, c, n in eligible if i in failing]
     text = (
         f"canary survival {survival:.1e} is above the {TARGET_SURVIVAL:.0e} target: {len(eligible)} of the "
@@ -226,7 +230,7 @@ def _shortfall(
     full = [(i, c, n) for i, c, n in eligible if n >= _capacity(c)]
     if full:
         text += "; " + "; ".join(
-            f"{i.split('::')[1]} has {n} members, every value its constant can take"
+            f"{i.rsplit('::', 1)[-1]} has {n} members, every value its constant can take"
             + (" (a dict key: only its digits vary)" if c.key else "")
             for i, c, n in full
         )
@@ -245,11 +249,15 @@ def _shortfall(
             without.setdefault(node_id.split("[", 1)[0], []).append(node_id)
     if without:
         text += ". No twins for " + "; ".join(
-            f"{base.split('::')[1]}{f' ({len(ids)} cases)' if len(ids) > 1 else ''}: "
+            f"{base.rsplit('::', 1)[-1]}{f' ({len(ids)} cases)' if len(ids) > 1 else ''}: "
             + _why_no_twins(base, parsed)
             for base, ids in without.items()
         )
     return text
+
+
+def _node_id(path: str, name: str) -> str:
+    return f"{path}::{name}"
 
 
 def _why_no_twins(node_id: str, parsed: Mapping[str, tuple[str, ast.Module]]) -> str:

@@ -27,7 +27,7 @@ import functools
 import importlib
 import pkgutil
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from legorl_jax.tasks.pytest_report import parse_pytest_log
 from legorl_jax.tasks.swebench_parsers import SWEBENCH_PARSERS
@@ -145,7 +145,7 @@ class StreamReading:
     problems: tuple[str, ...]
 
 
-def read_stream(parse: LogParser, log: str) -> StreamReading:
+def read_stream(parse: LogParser, log: str, tests: Collection[str] | None = None) -> StreamReading:
     """The statuses `parse` gives `log` as a whole (as swebench grades), each made the worst status any single
     line gives that test, and the problems of the stream:
 
@@ -155,7 +155,9 @@ def read_stream(parse: LogParser, log: str) -> StreamReading:
     - a test's status after the runner's own closing line (pytest's counts, unittest's `Ran N tests`, sympy's
       `tests finished`), which the runner never prints.
 
-    Each line is parsed alone with the same parser, so every parser's own line shapes count."""
+    Each line is parsed alone with the same parser, so every parser's own line shapes count. With `tests`
+    (the listed tests), only their statuses count as late: what another runner prints after its closing line
+    (unittest's `FAILED (failures=2)`) reads as a status to a parser of another format."""
     whole = parse(log)
     statuses = dict(whole)
     problems: list[str] = []
@@ -178,7 +180,7 @@ def read_stream(parse: LogParser, log: str) -> StreamReading:
                     f"stream: {test} is reported {status} on output line {number + 1} after failing on line "
                     f"{first_bad[test] + 1}: a second status, which would win under swebench's parser"
                 )
-            if last_summary is not None and number > last_summary:
+            if last_summary is not None and number > last_summary and (tests is None or test in tests):
                 late.append(test)
     if late:
         problems.append(

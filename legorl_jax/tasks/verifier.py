@@ -1039,29 +1039,40 @@ class _SwebenchRun:
                 ) from err
             sources[path] = raw.decode("utf-8", "replace")
         try:
-            self.plan = plan_canaries(self.task, sources=sources)
+            sympy = SWEBENCH_PARSERS.get(self.task.log_parser) is SWEBENCH_PARSERS["parse_log_sympy"]
+            self.plan = plan_canaries(
+                self.task, sources=sources, test_id=(lambda _path, name: name) if sympy else None
+            )
         except CanaryError as err:
             self.shortfall = f"no canary twins: {err}"
             return
         self.shortfall = self.plan.shortfall
 
     def _canary_files(self) -> tuple[list[str], str]:
-        """The hidden test files twins may go into, or ([], why none)."""
-        args = swebench_pytest_args(self.task.test_cmd)
-        if args is None or self.watched_cmd is None:
-            return [], "the row's command is not one plain pytest run, so the verifier cannot tell what runs"
-        if self.task.log_parser not in _NODE_ID_PARSERS:
-            return [], f"the log parser {self.task.log_parser!r} does not report pytest node ids"
-        if any(a == "-k" or a.startswith("-k") or a == "--lf" or a == "--deselect" for a in args):
-            return [], "the row's command selects tests by keyword or deselects some"
+        """The hidden test files twins may go into, or ([], why none): files the command names whole, for a
+        plain pytest run read by a parser of node ids, or sympy's `bin/test` (which runs every `test_`
+        function of the files it is given)."""
+        sympy = SWEBENCH_PARSERS.get(self.task.log_parser) is SWEBENCH_PARSERS["parse_log_sympy"]
+        if sympy:
+            args = shlex.split(self.task.test_cmd.strip().split("\n")[-1].split(" && ")[-1])
+            if any(a in ("-k", "--kw") or a.startswith(("-k", "--kw")) for a in args):
+                return [], "the row's command selects tests by keyword"
+        else:
+            pytest_args = swebench_pytest_args(self.task.test_cmd)
+            if pytest_args is None or self.watched_cmd is None:
+                return [], "the row's command is not one plain pytest run or sympy's bin/test"
+            if self.task.log_parser not in _NODE_ID_PARSERS:
+                return [], f"the log parser {self.task.log_parser!r} does not report pytest node ids"
+            args = pytest_args
+            if any(a.startswith(("-k", "--lf", "--last-failed", "--deselect", "--sw")) for a in args):
+                return [], "the row's command selects tests by keyword or deselects some"
         named = set(args)
         paths = []
         for patch in parse_patch(self.task.test_patch):
             path = patch.new_path
             if path is None or not path.endswith(".py") or patch.binary:
                 continue
-            selected = any(a.startswith(f"{path}::") for a in args)
-            if path in named and not selected:
+            if path in named and not any(a.startswith(f"{path}::") for a in args):
                 paths.append(path)
         if not paths:
             return [], "the row's command names no hidden test file whole (it selects test ids, or none)"
@@ -1099,7 +1110,9 @@ class _SwebenchRun:
                 "no_result",
             )
         parse = resolve_log_parser(self.task.log_parser, self.task.tests + self._twin_ids())
-        reading = read_stream(parse, out[first + len(self.start) : last])
+        renamed = self.plan.renamed if self.plan else {}
+        listed = {renamed.get(t, t) for t in self.task.tests} | set(self._twin_ids())
+        reading = read_stream(parse, out[first + len(self.start) : last], listed)
         parsed = reading.statuses
         if not parsed:
             raise VerifierError(
@@ -1107,7 +1120,6 @@ class _SwebenchRun:
                 f"test result in the output (exit {result.exit_code})",
                 "no_result",
             )
-        renamed = self.plan.renamed if self.plan else {}
         statuses = {t: parsed.get(renamed.get(t, t), "missing") for t in self.task.tests}
         failing = [t for t, s in parsed.items() if s in ("failed", "error")]
         problems = list(reading.problems)
@@ -1120,9 +1132,8 @@ class _SwebenchRun:
         if self.watched_cmd is not None:
             passed = sum(s == "passed" for s in parsed.values())
             problems.extend(watch_problems(result.stderr, self.nonce, passed, exit_code=result.exit_code))
-            listed = {renamed.get(t, t): parsed.get(renamed.get(t, t), "missing") for t in self.task.tests}
-            listed.update({t: parsed.get(t, "missing") for t in self._twin_ids()})
-            problems.extend(watch_disagreements(read_watch(result.stderr, self.nonce), listed, parse))
+            seen = {t: parsed.get(t, "missing") for t in listed}
+            problems.extend(watch_disagreements(read_watch(result.stderr, self.nonce), seen, parse))
         if self.plan is not None:
             problems.extend(canary_problems(self.plan, parsed))
         hidden = hidden_test_paths(self.task.test_patch)
