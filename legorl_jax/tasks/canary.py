@@ -290,16 +290,18 @@ def _why_no_twins(node_id: str, parsed: Mapping[str, tuple[str, ast.Module]]) ->
 def canary_problems(plan: CanaryPlan, seen: Mapping[str, str]) -> list[str]:
     """What the twins of `plan` prove about a run, from `seen` (run node id → reported status): a twin must
     fail when its original passed (not judged when its original failed, see the module note)."""
-    problems = []
+    wrong: dict[str, list[str]] = {}  # original -> what its wrong twins were reported, one line per original
     for canary in plan.canaries:
         got = seen.get(canary.node_id, "missing")
         original = seen.get(plan.renamed.get(canary.original, canary.original), "missing")
         if original == "passed" and got != "failed":
-            problems.append(
-                f"canary: a must-fail twin of {canary.original} was reported {got}, not failed, while the "
-                "test it copies passed: something in the test process rewrites results or makes == lie"
-            )
-    return problems
+            wrong.setdefault(canary.original, []).append(got)
+    return [
+        f"canary: {len(got)} must-fail twin{'s' * (len(got) > 1)} of {original} "
+        f"{'were' if len(got) > 1 else 'was'} reported {'/'.join(sorted(set(got)))}, not failed, while the "
+        "test it copies passed: something in the test process rewrites results or makes == lie"
+        for original, got in wrong.items()
+    ]
 
 
 def _group_sizes(is_failing: list[bool], capacity: list[float], max_twins: int) -> list[int]:

@@ -26,13 +26,26 @@ than
      names and places do not single out the original (`canary`), and the watch plugin (`pytest_watch`,
      passed inline, registered before any conftest or repository code) reports any change to pytest's
      outcome-deciding functions, hooks and outcome classes;
-   - SWE-bench tasks: the test script between random start/end markers, read by the task's log parser;
-     a non-zero exit with no failing test, or a zero exit with one, is tampering. A command that is set-up
-     (`source`, `conda activate`, `cd`, `export`) then one plain `pytest ...` or `python -m pytest ...`, as
-     swebench writes it for its pytest repositories, runs with the watch plugin too (no `-P`: these images
-     run older Pythons). They get no canary twins: their hidden tests mostly edit existing test files, which
-     `canary` (new files only) does not rewrite, and the row's command, not the verifier, picks what runs;
-   - Harbor tasks: `bash /tests/test.sh`, then `/logs/verifier/reward.txt` (a number) or `reward.json`.
+   - SWE-bench tasks: the test script (passed as `bash -c`: a script file could be rewritten under bash)
+     between random start/end markers, its stdout and stderr merged as swebench's harness merges them, read
+     by the task's log parser and line by line (`log_parsers.read_stream`: the worst status any line gives a
+     test wins; a pass after a failure, or a listed test's status after the runner's closing line, is
+     tampering); a non-zero exit with no failing test, or a zero exit with one, is tampering, and so is a
+     test file whose inode changed after the run started (ctime). A command that is set-up (`source`,
+     `conda activate`, `cd`, `export`) then one plain `pytest ...` or `python -m pytest ...`, as swebench
+     writes it for its pytest repositories, runs with the watch plugin too (no `-P`: these images run older
+     Pythons), speaking on the exec's stderr (fd 9), not on the stream it checks: each test's outcome as
+     pytest's reports gave it, pytest's own exit code, which the process must exit with. Canary twins are
+     planted where the row allows them (`_SwebenchRun._canary_files`: plain pytest rows read by a parser of
+     node ids, and sympy's `bin/test`, in the hidden test files the command names whole, as the hidden
+     tests left them), with the survival probability and its shortfall stated per grade;
+   - Harbor tasks: `bash /tests/test.sh` under a wrapper that prints a per-grade marker with test.sh's
+     status on its own channel (no marker, a signal's status or another wrapper exit is tampering); where
+     the tests are pytest, every pytest session runs under the watch (`PYTEST_PLUGINS`, the module form),
+     which also flags a reward file written while the tests ran. Then `/logs/verifier/reward.txt` (a
+     number) or `reward.json`; a reward above 0 whose sessions never ended or ran no test, a reward of 1
+     whose sessions saw a failure, a reward file no file of the verifier names, or a changed file of
+     `/tests` is tampering.
 5. Processes the test run left behind are listed and killed before any result file is read. Result files
    are read with a timeout and a byte cap, only when they are regular files (a FIFO or a link to
    `/dev/zero` is tampering, not a hang), and XML is parsed with `defusedxml`. For Harbor tasks, whose
@@ -59,7 +72,8 @@ read), cannot make the grader hang or read anything but a capped regular file, c
 grader keeps (deleted before the run), any inconsistent forgery of the three result sources is caught, and so
 is any replaced or wrapped pytest run, report or hook function that the watch plugin records (built-in tasks,
 and SWE-bench rows whose command is a plain pytest run; other SWE-bench commands, such as django's
-runtests.py and sympy's bin/test, have only the exit-code check against their log).
+runtests.py and sympy's bin/test, have the stream checks, the exit code against their log and, for sympy's,
+canary twins: a consistent rewrite of a Django-style row's whole stream is not caught, see docs/security.md).
 Residual risk: a forger that reads the planted file and guesses which member of each FAIL_TO_PASS group is the
 original survives a grade with probability `VerifierReport.canary_survival`, the product of 1/group size;
 groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs grading time).
@@ -836,6 +850,8 @@ def watch_disagreements(
             problems.append(f"watch: the output says {test} {status}, but no such test ran under the watch")
         elif (good and seen in ("failed", "error")) or (bad and seen in ("passed", "xpassed")):
             problems.append(f"watch: the output says {test} {status}, the watch inside pytest saw {seen}")
+    if len(problems) > 5:  # one forgery, many tests: name five
+        problems[5:] = [f"watch: and {len(problems) - 5} more tests the output and the watch disagree on"]
     return problems
 
 

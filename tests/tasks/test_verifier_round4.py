@@ -159,9 +159,14 @@ def test_a_rewritten_stream_scores_0_and_is_named(config, rows, row):
     )
     reports = _grade(config, [(rows[row], _in_package(REWRITES[v])) for v in labels])
     _assert_caught(reports, labels)
+    worked = 0
     for label, report in zip(labels, reports, strict=True):
+        if report.tests.get(rows[row].FAIL_TO_PASS[0]) != "passed":
+            continue  # the rewrite lost the output (its pump raced the exit): a crash, scored 0 above
+        worked += 1
         caught_by = "canary:" if row == "sympy" else ("watch:", "canary:")
         assert any(t.startswith(caught_by) for t in report.tampering), (label, report.tampering)
+    assert worked, [r.output[-2000:] for r in reports]  # at least one variant forged the failing test
 
 
 def test_django_rows_read_their_statuses_on_stderr_and_forged_stdout_lines_score_0(config, rows):
