@@ -745,6 +745,17 @@ def is_python_pytest(argv: list[str]) -> bool:
     )
 
 
+_UNITTEST_SETTINGS = '_SETTINGS = {"nonce_path": "", "fd": 9}'
+
+
+@functools.cache
+def _unittest_watch_source() -> str:
+    source = (Path(__file__).with_name("unittest_watch.py")).read_text(encoding="utf-8")
+    if _UNITTEST_SETTINGS not in source:
+        raise VerifierError("unittest_watch.py lost its settings line", "internal")
+    return source
+
+
 @functools.cache
 def _watch_source() -> str:
     return (Path(__file__).with_name("pytest_watch.py")).read_text(encoding="utf-8")
@@ -1035,7 +1046,11 @@ class _SwebenchRun:
         self.nonce = secrets.token_hex(16)
         self.nonce_path = f"{scratch}/{secrets.token_hex(16)}"
         self.watched_cmd = swebench_watched_command(task.test_cmd, self.nonce_path, _WATCH_FD)
-        self.nonce_file = None if self.watched_cmd is None else (self.nonce_path, self.nonce)
+        # unittest-style rows (Django's runtests.py) get the unittest watch as `sitecustomize` instead.
+        django = SWEBENCH_PARSERS.get(task.log_parser) is SWEBENCH_PARSERS["parse_log_django"]
+        self.unittest_dir = f"{scratch}/py" if self.watched_cmd is None and django else None
+        watched = self.watched_cmd is not None or self.unittest_dir is not None
+        self.nonce_file = (self.nonce_path, self.nonce) if watched else None
         self.plan: CanaryPlan | None = None
         self.shortfall: str | None = None
 
@@ -1097,6 +1112,13 @@ class _SwebenchRun:
     async def execute(self, sandbox: Sandbox) -> ExecResult:
         for path, source in (self.plan.files if self.plan else {}).items():
             await sandbox.write_file(posixpath.join(self.task.workdir, path), source)
+        setup = []
+        if self.unittest_dir is not None:
+            settings = repr({"nonce_path": self.nonce_path, "fd": _WATCH_FD})
+            source = _unittest_watch_source().replace(_UNITTEST_SETTINGS, f"_SETTINGS = {settings}", 1)
+            await sandbox.write_file(f"{self.unittest_dir}/sitecustomize.py", source)
+            quoted = shlex.quote(self.unittest_dir)
+            setup.append(f'export PYTHONPATH={quoted}"${{PYTHONPATH:+:$PYTHONPATH}}"')
         body = "\n".join(
             [
                 "set -uo pipefail",
@@ -1104,6 +1126,7 @@ class _SwebenchRun:
                 # The watch's channel is the exec's stderr; the runner's two streams are merged on stdout.
                 f"exec {_WATCH_FD}>&2 2>&1",
                 _STARTED_AT,
+                *setup,
                 f"echo '{self.start}'",
                 self.watched_cmd or self.task.test_cmd,
                 "rc=$?",
@@ -1150,6 +1173,8 @@ class _SwebenchRun:
             problems.extend(watch_problems(result.stderr, self.nonce, passed, exit_code=result.exit_code))
             seen = {t: parsed.get(t, "missing") for t in listed}
             problems.extend(watch_disagreements(read_watch(result.stderr, self.nonce), seen, parse))
+        if self.unittest_dir is not None:
+            problems.extend(self._unittest_problems(result, {t: parsed.get(t, "missing") for t in listed}))
         if self.plan is not None:
             problems.extend(canary_problems(self.plan, parsed))
         hidden = hidden_test_paths(self.task.test_patch)
@@ -1171,6 +1196,22 @@ class _SwebenchRun:
             canary_survival=self.plan.survival if self.plan else 1.0,
             canary_shortfall=self.shortfall,
         )
+
+    def _unittest_problems(self, result: ExecResult, seen: Mapping[str, str]) -> list[str]:
+        """What the unittest watch (`unittest_watch`) says, where it saw any test: a change it saw, a
+        process that reported tests and never reached its exit handler, a test the log and it disagree on."""
+        lines = read_watch(result.stderr, self.nonce)
+        if not lines.starts:
+            return []  # no test reached unittest's result methods under the watch (another runner)
+        problems = [
+            f"watch: unittest's machinery was changed inside the test process: {t}" for t in lines.tampered
+        ]
+        if len(lines.ends) < lines.starts:
+            problems.append(
+                "watch: a process that reported test results never reached its exit handlers (os._exit, a "
+                "signal, or an exit handler of the package's ended it)"
+            )
+        return problems + watch_disagreements(lines, seen)
 
     def _twin_ids(self) -> tuple[str, ...]:
         return tuple(c.node_id for c in self.plan.canaries) if self.plan else ()

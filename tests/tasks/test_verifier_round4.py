@@ -152,7 +152,7 @@ def test_a_passing_line_printed_after_the_run_scores_0_and_is_named(config, rows
         assert report.tests[rows[row].FAIL_TO_PASS[0]] in ("failed", "error"), (label, report.tests)
 
 
-@pytest.mark.parametrize("row", ["pytest-ours", "pytest-swebench-parser", "pytest-set-up-shape", "sympy"])
+@pytest.mark.parametrize("row", sorted(ROWS))
 def test_a_rewritten_stream_scores_0_and_is_named(config, rows, row):
     labels = (
         ["every_pipe", "terminal_writer"] if row.startswith("pytest") else ["stdout_and_stderr", "every_pipe"]
@@ -164,7 +164,8 @@ def test_a_rewritten_stream_scores_0_and_is_named(config, rows, row):
         if report.tests.get(rows[row].FAIL_TO_PASS[0]) != "passed":
             continue  # the rewrite lost the output (its pump raced the exit): a crash, scored 0 above
         worked += 1
-        caught_by = "canary:" if row == "sympy" else ("watch:", "canary:")
+        # sympy's rows by their canary twins, Django's by the unittest watch, pytest's by either.
+        caught_by = {"sympy": "canary:", "django": "watch:"}.get(row, ("watch:", "canary:"))
         assert any(t.startswith(caught_by) for t in report.tampering), (label, report.tampering)
     assert worked, [r.output[-2000:] for r in reports]  # at least one variant forged the failing test
 
