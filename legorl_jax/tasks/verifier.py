@@ -1042,7 +1042,10 @@ class _SwebenchRun:
     def __init__(self, task: Task, scratch: str, timeout: float) -> None:
         self.task, self.timeout = task, timeout
         nonce = secrets.token_hex(12)
-        self.start, self.end = f">>>>> Start Test Output {nonce}", f">>>>> End Test Output {nonce}"
+        # The end marker's nonce reaches the script through a file it reads and deletes before anything else
+        # runs (never its command line, which any process can read): code under test cannot print it.
+        self.end_nonce, self.end_path = secrets.token_hex(12), f"{scratch}/{secrets.token_hex(16)}"
+        self.start, self.end = f">>>>> Start Test Output {nonce}", f">>>>> End Test Output {self.end_nonce}"
         self.nonce = secrets.token_hex(16)
         self.nonce_path = f"{scratch}/{secrets.token_hex(16)}"
         self.watched_cmd = swebench_watched_command(task.test_cmd, self.nonce_path, _WATCH_FD)
@@ -1119,8 +1122,10 @@ class _SwebenchRun:
             await sandbox.write_file(f"{self.unittest_dir}/sitecustomize.py", source)
             quoted = shlex.quote(self.unittest_dir)
             setup.append(f'export PYTHONPATH={quoted}"${{PYTHONPATH:+:$PYTHONPATH}}"')
+        await sandbox.write_file(self.end_path, self.end_nonce)
         body = "\n".join(
             [
+                _read_secret("_legorl_end", self.end_path),
                 "set -uo pipefail",
                 f"cd {shlex.quote(self.task.workdir)}",
                 # The watch's channel is the exec's stderr; the runner's two streams are merged on stdout.
@@ -1130,7 +1135,7 @@ class _SwebenchRun:
                 f"echo '{self.start}'",
                 self.watched_cmd or self.task.test_cmd,
                 "rc=$?",
-                f"echo '{self.end}'",
+                'echo ">>>>> End Test Output $_legorl_end"',
                 "exit $rc",
                 "",
             ]
@@ -1217,6 +1222,14 @@ class _SwebenchRun:
         return tuple(c.node_id for c in self.plan.canaries) if self.plan else ()
 
 
+def _read_secret(variable: str, path: str) -> str:
+    """A script line that reads `path` into the shell `variable` and deletes it: the value then lives only
+    in that shell's memory, which no process it starts can read (ptrace, hence /proc/<pid>/mem, of an
+    ancestor is refused, and Docker drops CAP_SYS_PTRACE)."""
+    quoted = shlex.quote(path)
+    return f"read -r {variable} < {quoted}; rm -f {quoted}"
+
+
 async def _changed_during_run(
     sandbox: Sandbox, result: ExecResult, folder: str, keep: Callable[[str], bool]
 ) -> list[str]:
@@ -1282,7 +1295,8 @@ class _HarborRun:
         self.nonce = secrets.token_hex(16)
         self.nonce_path = f"{scratch}/{secrets.token_hex(16)}"
         self.nonce_file: tuple[str, str] | None = (self.nonce_path, self.nonce) if self.watched else None
-        self.done = f"LEGORL-HARBOR-DONE {secrets.token_hex(16)}"
+        self.done_nonce, self.done_path = secrets.token_hex(16), f"{scratch}/{secrets.token_hex(16)}"
+        self.done = f"LEGORL-HARBOR-DONE {self.done_nonce}"  # its nonce read from a file, as `_SwebenchRun`'s
         self.module = f"legorl_watch_{secrets.token_hex(8)}"
 
     async def prepare(self, sandbox: Sandbox) -> None:
@@ -1302,7 +1316,10 @@ class _HarborRun:
                 f'export PYTHONPATH={path}"${{PYTHONPATH:+:$PYTHONPATH}}"',
                 f'export PYTEST_PLUGINS={self.module}"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}"',
             ]
-        lines += [self.task.test_cmd, "rc=$?", f'echo "{self.done} $rc" >&{_WATCH_FD}', "exit $rc", ""]
+        lines += [self.task.test_cmd, "rc=$?", f'echo "LEGORL-HARBOR-DONE $_legorl_done $rc" >&{_WATCH_FD}']
+        lines += ["exit $rc", ""]
+        await sandbox.write_file(self.done_path, self.done_nonce)
+        lines.insert(0, _read_secret("_legorl_done", self.done_path))
         script = f"{self.scratch}/harbor.sh"
         await sandbox.write_file(script, "\n".join(lines))
         return await _exec(

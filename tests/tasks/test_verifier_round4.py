@@ -13,7 +13,16 @@ import shutil
 
 import pytest
 from harbor_fixture import GOLD_DIFF, write_harbor_task
-from round4_attacks import FORGED_ON_STDOUT_FIRST, HARBOR, LAST_LINE, REWRITES, forged
+from round4_attacks import (
+    FORGED_ON_STDOUT_FIRST,
+    FORGES_THE_MARKERS,
+    HARBOR,
+    HARBOR_FRESH,
+    LAST_LINE,
+    REWRITES,
+    REWRITES_A_TEST_FILE,
+    forged,
+)
 from runner_rows import GOLD as RUNNER_GOLD
 from runner_rows import build_runner_image, write_runner_jsonl
 from swebench_fixture import GOLD as CALC_GOLD
@@ -199,3 +208,31 @@ def _harbor_diff(code: str) -> str:
         + "".join(f"+{line}\n" for line in lines)
         + " def add(a, b):\n     return a - b\n"
     )
+
+
+# -- the red team's fresh classes on the new surfaces ---------------------------------------------------
+@pytest.mark.parametrize("row", ["pytest-swebench-parser", "django", "sympy"])
+def test_forged_output_markers_read_from_the_process_table_score_0_and_are_named(config, rows, row):
+    (report,) = _grade(config, [(rows[row], _in_package(forged(FORGES_THE_MARKERS, ROWS[row])))])
+    _assert_caught([report], ["markers"])
+    assert "MARKER-NOT-FOUND" in report.output  # the end marker's nonce is in no command line or environment
+
+
+@pytest.mark.parametrize("row", ["pytest-ours", "django", "sympy"])
+def test_a_test_file_changed_while_the_tests_run_scores_0_and_is_named(config, rows, row):
+    (report,) = _grade(config, [(rows[row], _in_package(REWRITES_A_TEST_FILE))])
+    _assert_caught([report], ["rewrites"])
+    assert any(t.startswith("test files were changed while the tests ran") for t in report.tampering)
+
+
+@pytest.mark.parametrize("attack", sorted(HARBOR_FRESH))
+def test_a_harbor_wrapper_forged_or_a_test_sh_rewritten_scores_0_and_is_flagged(config, harbor_task, attack):
+    (report,) = _grade(config, [(harbor_task, _harbor_diff(HARBOR_FRESH[attack]))])
+    _assert_caught([report], [attack])
+    if attack == "forges_the_wrappers_marker_and_kills_it":
+        assert "HARBOR-MARKER-NOT-FOUND" in report.output
+    expected = {
+        "forges_the_wrappers_marker_and_kills_it": "tests/test.sh's run was cut short",
+        "appends_a_reward_step_to_test_sh": "the task's verifier files in /tests were changed",
+    }[attack]
+    assert any(t.startswith(expected) for t in report.tampering), report.tampering
