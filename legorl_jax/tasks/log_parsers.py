@@ -130,7 +130,7 @@ def _normalise(raw: Mapping[str, str]) -> dict[str, str]:
 # runner's: it prints nothing about a test once it has summed the run up.
 _RUN_SUMMARY_RE = re.compile(
     r"^(?:=*\s*(?:(?:\d+ [a-z]+,? ?)+|no tests ran) in [0-9.]+ ?s(?:econds)?\b.*"
-    r"|Ran \d+ tests? in [0-9.]+s|tests finished: .* in [0-9.]+ seconds)\s*$"
+    r"|Ran \d+ tests? in [0-9.]+s|=*\s*tests finished: .* in [0-9.]+ seconds\s*=*)\s*$"
 )
 _BAD = frozenset({"failed", "error"})
 _GOOD = frozenset({"passed", "xpassed", "skipped", "xfailed"})
