@@ -38,7 +38,9 @@ than
      pytest's reports gave it, pytest's own exit code, which the process must exit with. Canary twins are
      planted where the row allows them (`_SwebenchRun._canary_files`: plain pytest rows read by a parser of
      node ids, and sympy's `bin/test`, in the hidden test files the command names whole, as the hidden
-     tests left them), with the survival probability and its shortfall stated per grade;
+     tests left them), with the survival probability and its shortfall stated per grade. Rows read by
+     `parse_log_django` run under the unittest watch (`unittest_watch`, as `sitecustomize`). The end
+     marker's nonce reaches the script through a file it reads and deletes first (`_read_secret`);
    - Harbor tasks: `bash /tests/test.sh` under a wrapper that prints a per-grade marker with test.sh's
      status on its own channel (no marker, a signal's status or another wrapper exit is tampering); where
      the tests are pytest, every pytest session runs under the watch (`PYTEST_PLUGINS`, the module form),
@@ -1261,6 +1263,10 @@ async def _changed_during_run(
     return sorted(p for p in paths if keep(p))
 
 
+_HARBOR_NO_TWINS = (
+    "no canary twins: a Harbor task's reward is its tests/test.sh's verdict on the whole run, which a "
+    "must-fail twin would turn to 0 for every honest fix"
+)
 _REWARD_DIR = "/logs/verifier"
 _REWARD_NAMES = ("reward.txt", "reward.json")
 # A Harbor verifier that sets these itself would drop the watch the verifier passes down (and pytest would
@@ -1355,7 +1361,13 @@ class _HarborRun:
                     f"{_REWARD_DIR}/{other} exists, but the task's verifier names only {named}: something "
                     "else wrote it"
                 )
-        return RunVerdict(self._statuses(result), tuple(found), reward=verdict.reward)
+        return RunVerdict(
+            self._statuses(result),
+            tuple(found),
+            reward=verdict.reward,
+            canary_survival=1.0,
+            canary_shortfall=_HARBOR_NO_TWINS,
+        )
 
     def _run_problems(self, result: ExecResult) -> list[str]:
         """Whether test.sh ended and the wrapper's own step after it ran."""
