@@ -22,11 +22,24 @@ named only once one fails):
 - a call phase that raised anything but a skip or xfail outcome, on a test without an xfail mark, made a
   `failed` report, one that raised nothing a `passed` report, and that report reached the log unchanged.
 
-It writes to a duplicate of the original stdout taken at load (pytest's output capture cannot swallow it),
-each line tagged with a nonce that only the verifier and this plugin know (read from a file the plugin
-deletes at load): `LEGORL-WATCH <nonce> tampered <what>` when a check fails, `... ok <n>` after each test,
-`... end <n>` at the end. The verifier treats a `tampered` line, or an `end` line missing or counting other
-than the tests in the JUnit report, as tampering: reward 0 with the changed name in the report.
+It writes to a duplicate, taken at load, of the file descriptor the verifier names (`out_fd`: the exec's
+stderr, not the stream pytest reports on, so rewriting pytest's output does not reach it; pytest's output
+capture cannot swallow it either), each line tagged with a nonce that only the verifier and this plugin know
+(read from a file the plugin deletes at load, or keeps when several sessions share it): `LEGORL-WATCH
+<nonce> start` when a session starts, `... tampered <what>` when a check fails, `... ok <n> <status>
+<node id>` after each test (its worst outcome over set-up, call and teardown, from pytest's own reports),
+`... end <n> <exit status> <failing>` at the end of the session, and `... exit <code>` once `pytest.main`
+returned (`finish`, called by the verifier's bootstrap: a process ended by `os._exit`, a signal or an exit
+handler never says it). At the end of the session and at `finish` it also checks that file descriptors 1
+and 2 and its own channel are the files they were at load (a stream swapped for a pipe that rewrites
+pytest's report is another file), and, given `guarded` paths (a Harbor reward file), that none of them was
+written while the tests ran. The verifier treats a `tampered` line, a session that started and never said
+`end`, an `end` counting other than the tests it saw, an `exit` code other than the process's, or a test
+the output and the `ok` lines disagree on, as tampering: reward 0 with the reason in the report.
+
+The module form (`verifier._WATCH_MODULE`) registers the same object through `PYTEST_PLUGINS` for pytest
+runs the verifier does not start itself (a Harbor task's tests/test.sh): its hook functions are the bound
+methods of one `Watch`, which `_foreign_hooks` counts as the watch's own.
 
 What a deeper attacker could still do, and what it costs: code in the same process can do anything the
 plugin can. Knowing this scheme, it can find the plugin and its nonce in memory (`gc.get_objects()`) and
