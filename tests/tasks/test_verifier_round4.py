@@ -1,8 +1,8 @@
 """The round-4 red team (issue 39) on SWE-bench-format rows of every runner shape SWE-bench's parsers read
 (pytest read by our parser and by swebench's, in the fixture's `python -m pytest` shape and swebench's
 `set-up && pytest` shape; Django's runtests.py, whose statuses are on stderr; sympy's bin/test) and on a
-Harbor task, graded for real on Docker and on bubblewrap (no daemon answering; `slow`: it exports the
-images first). Every forgery scores 0 and the report names what caught it; gold still scores 1 and the
+Harbor task, graded for real on Docker and on bubblewrap (`slow`: it exports the images' root filesystems
+first). Every forgery scores 0 and the report names what caught it; gold still scores 1 and the
 empty diff 0 on every row."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from swebench_fixture import REPO as CALC_REPO
 from swebench_fixture import build_swebench_image, write_jsonl
 
 from legorl_jax.config import VerifierConfig
-from legorl_jax.sandbox import daemon, images
+from legorl_jax.sandbox import images
 from legorl_jax.tasks.harbor import load_harbor_task
 from legorl_jax.tasks.report import VerifierReport
 from legorl_jax.tasks.swebench import load_swebench_file
@@ -56,17 +56,12 @@ ROWS = {
 @pytest.fixture(
     scope="module", params=["docker", pytest.param("bwrap", marks=pytest.mark.slow)], ids=["docker", "bwrap"]
 )
-def config(request, tmp_path_factory):
-    """Grading on one backend; for bubblewrap no Docker daemon answers once the images exist."""
-    with pytest.MonkeyPatch.context() as patch:
-        if request.param == "bwrap":
-            if shutil.which("bwrap") is None:
-                pytest.skip("bubblewrap is not installed on this host (tools/system_setup.sh installs it)")
-            _images(tmp_path_factory)  # built while the daemon still answers
-            _harbor(tmp_path_factory)
-            patch.setenv("DOCKER_HOST", f"unix://{tmp_path_factory.mktemp('nodaemon')}/none.sock")
-            assert not daemon.available()
-        yield VerifierConfig(concurrency=3, backend=request.param)
+def config(request):
+    """Grading on one backend. Bubblewrap runs the grading sandboxes itself; the daemon only exports each
+    image's root filesystem to it once (as on any host whose tasks come as Docker images)."""
+    if request.param == "bwrap" and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed on this host (tools/system_setup.sh installs it)")
+    return VerifierConfig(concurrency=3, backend=request.param)
 
 
 _BUILT: dict[str, object] = {}
