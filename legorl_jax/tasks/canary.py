@@ -54,7 +54,7 @@ import math
 import random
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from legorl_jax.tasks.patchset import parse_patch, split_lines
 from legorl_jax.tasks.schema import Task
@@ -135,15 +135,28 @@ def hidden_test_sources(test_patch: str) -> dict[str, str]:
     return sources
 
 
-def plan_canaries(task: Task, *, max_twins: int = MAX_TWINS, rng: random.Random | None = None) -> CanaryPlan:
-    """Groups of twins for every eligible hidden test of `task` (see the module docstring)."""
+def plan_canaries(
+    task: Task,
+    *,
+    max_twins: int = MAX_TWINS,
+    rng: random.Random | None = None,
+    sources: Mapping[str, str] | None = None,
+    test_id: Callable[[str, str], str] | None = None,
+) -> CanaryPlan:
+    """Groups of twins for every eligible hidden test of `task` (see the module docstring). `sources` (path →
+    text) are the hidden test files as the grading sandbox holds them once the hidden tests are applied (a
+    SWE-bench row's test patch mostly edits existing files); by default, the files `task.test_patch`
+    creates. `test_id(path, name)` is how the task's lists and its runner name a test function (pytest's
+    `path::name` by default; sympy's runner names it `name` alone)."""
+    test_id = test_id or _node_id
     if not isinstance(max_twins, int) or max_twins < 1:
         raise ValueError(f"max_twins must be a positive int, got {max_twins!r}")
     rng = rng or secrets.SystemRandom()
     listed, failing = set(task.tests), set(task.FAIL_TO_PASS)
     found: list[tuple[str, str, ast.Module, list[_Candidate]]] = []
     parsed: dict[str, tuple[str, ast.Module]] = {}
-    for path, source in sorted(hidden_test_sources(task.test_patch).items()):
+    files = hidden_test_sources(task.test_patch) if sources is None else dict(sources)
+    for path, source in sorted(files.items()):
         try:
             tree = ast.parse(source)
         except SyntaxError as err:
@@ -151,7 +164,7 @@ def plan_canaries(task: Task, *, max_twins: int = MAX_TWINS, rng: random.Random 
                 f"task {task.instance_id!r}: hidden test {path!r} does not parse: {err}"
             ) from None
         parsed[path] = source, tree
-        candidates = [c for c in _candidates(tree, source) if f"{path}::{c.function.name}" in listed]
+        candidates = [c for c in _candidates(tree, source) if test_id(path, c.function.name) in listed]
         if candidates:
             found.append((path, source, tree, candidates))
     if not found:
@@ -162,7 +175,7 @@ def plan_canaries(task: Task, *, max_twins: int = MAX_TWINS, rng: random.Random 
         )
     groups = [(path, c) for path, _, _, cands in found for c in cands]
     sizes = _group_sizes(
-        [f"{p}::{c.function.name}" in failing for p, c in groups],
+        [test_id(p, c.function.name) in failing for p, c in groups],
         [_capacity(c) for _, c in groups],
         max_twins,
     )
@@ -176,22 +189,22 @@ def plan_canaries(task: Task, *, max_twins: int = MAX_TWINS, rng: random.Random 
         lines = split_lines(source if source.endswith("\n") else source + "\n")
         blocks: list[str] = []
         for candidate in candidates:
-            original = f"{path}::{candidate.function.name}"
+            original = test_id(path, candidate.function.name)
             values = _group_values(candidate, lines, size_of[id(candidate)], rng)
             names = _fresh_names(tree, taken, len(values), rng)
             taken |= set(names)
             for name, value in zip(names, values, strict=True):
                 blocks.append(_copy(lines, candidate, name, value))
                 if value is None:
-                    renamed[original] = f"{path}::{name}"
+                    renamed[original] = test_id(path, name)
                 else:
-                    canaries.append(Canary(f"{path}::{name}", original))
+                    canaries.append(Canary(test_id(path, name), original))
             if original in failing:
                 survival /= len(values)
         files[path] = _rewrite(lines, tree, [c.function for c in candidates], blocks, rng)
     shortfall = None
     if survival > TARGET_SURVIVAL:
-        shortfall = _shortfall(task, parsed, groups, sizes, survival, len(canaries), max_twins)
+        shortfall = _shortfall(task, parsed, groups, sizes, survival, len(canaries), max_twins, test_id)
     return CanaryPlan(files, tuple(canaries), renamed, survival, shortfall)
 
 
@@ -203,11 +216,12 @@ def _shortfall(
     survival: float,
     twins: int,
     max_twins: int,
+    test_id: Callable[[str, str], str],
 ) -> str:
     """Why `survival` stays above the target: which FAIL_TO_PASS tests have no twins and why not, and what
     stopped the groups of those that have (the cap on twins, or a constant with few values)."""
     failing = set(task.FAIL_TO_PASS)
-    eligible = [(f"{p}::{c.function.name}", c, n) for (p, c), n in zip(groups, sizes, strict=True)]
+    eligible = [(test_id(p, c.function.name), c, n) for (p, c), n in zip(groups, sizes, strict=True)]
     eligible = [(i, c, n) for i, c, n in eligible if i in failing]
     text = (
         f"canary survival {survival:.1e} is above the {TARGET_SURVIVAL:.0e} target: {len(eligible)} of the "
@@ -216,7 +230,7 @@ def _shortfall(
     full = [(i, c, n) for i, c, n in eligible if n >= _capacity(c)]
     if full:
         text += "; " + "; ".join(
-            f"{i.split('::')[1]} has {n} members, every value its constant can take"
+            f"{i.rsplit('::', 1)[-1]} has {n} members, every value its constant can take"
             + (" (a dict key: only its digits vary)" if c.key else "")
             for i, c, n in full
         )
@@ -235,11 +249,15 @@ def _shortfall(
             without.setdefault(node_id.split("[", 1)[0], []).append(node_id)
     if without:
         text += ". No twins for " + "; ".join(
-            f"{base.split('::')[1]}{f' ({len(ids)} cases)' if len(ids) > 1 else ''}: "
+            f"{base.rsplit('::', 1)[-1]}{f' ({len(ids)} cases)' if len(ids) > 1 else ''}: "
             + _why_no_twins(base, parsed)
             for base, ids in without.items()
         )
     return text
+
+
+def _node_id(path: str, name: str) -> str:
+    return f"{path}::{name}"
 
 
 def _why_no_twins(node_id: str, parsed: Mapping[str, tuple[str, ast.Module]]) -> str:
@@ -272,16 +290,18 @@ def _why_no_twins(node_id: str, parsed: Mapping[str, tuple[str, ast.Module]]) ->
 def canary_problems(plan: CanaryPlan, seen: Mapping[str, str]) -> list[str]:
     """What the twins of `plan` prove about a run, from `seen` (run node id → reported status): a twin must
     fail when its original passed (not judged when its original failed, see the module note)."""
-    problems = []
+    wrong: dict[str, list[str]] = {}  # original -> what its wrong twins were reported, one line per original
     for canary in plan.canaries:
         got = seen.get(canary.node_id, "missing")
         original = seen.get(plan.renamed.get(canary.original, canary.original), "missing")
         if original == "passed" and got != "failed":
-            problems.append(
-                f"canary: a must-fail twin of {canary.original} was reported {got}, not failed, while the "
-                "test it copies passed: something in the test process rewrites results or makes == lie"
-            )
-    return problems
+            wrong.setdefault(canary.original, []).append(got)
+    return [
+        f"canary: {len(got)} must-fail twin{'s' * (len(got) > 1)} of {original} "
+        f"{'were' if len(got) > 1 else 'was'} reported {'/'.join(sorted(set(got)))}, not failed, while the "
+        "test it copies passed: something in the test process rewrites results or makes == lie"
+        for original, got in wrong.items()
+    ]
 
 
 def _group_sizes(is_failing: list[bool], capacity: list[float], max_twins: int) -> list[int]:

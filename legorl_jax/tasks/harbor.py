@@ -77,22 +77,37 @@ def is_harbor_dir(path: Path) -> bool:
     return (path / "task.toml").is_file() and (path / "instruction.md").is_file()
 
 
+def is_multi_step_harbor_dir(path: Path) -> bool:
+    """True for a multi-step Harbor task: a task.toml with `steps`, or a `steps/` directory (its instructions
+    live per step, so the directory may hold no top-level instruction.md)."""
+    if not (path / "task.toml").is_file():
+        return False
+    if (path / "steps").is_dir():
+        return True
+    try:
+        config = tomllib.loads((path / "task.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False  # loading it says what is wrong
+    return bool(config.get("steps"))
+
+
 def load_harbor_tasks(path: Path) -> list[Task]:
     """One task directory, or every task directory directly inside `path`, sorted by id."""
     path = Path(path)
     if is_harbor_dir(path):
         return [load_harbor_task(path)]
-    dirs = [d for d in sorted(path.iterdir()) if d.is_dir() and is_harbor_dir(d)] if path.is_dir() else []
+    children = sorted(path.iterdir()) if path.is_dir() else []
+    dirs = [d for d in children if d.is_dir() and (is_harbor_dir(d) or is_multi_step_harbor_dir(d))]
     if not dirs:
         raise TaskError(
             str(path), "directory", f"holds no Harbor task (task.toml + instruction.md): {str(path)!r}"
         )
     tasks = []
     for d in dirs:
-        try:
-            tasks.append(load_harbor_task(d))
-        except MultiStepTaskError as err:
-            log.warning("skipping Harbor task %s: %s", d, err)
+        if is_multi_step_harbor_dir(d):
+            log.warning("skipping Harbor task %s: a multi-step task, which is not supported", d)
+            continue
+        tasks.append(load_harbor_task(d))
     return sorted(tasks, key=lambda t: t.instance_id)
 
 

@@ -22,10 +22,12 @@ Statuses come back in `pytest_report.STATUSES` vocabulary (swebench's `PASSED`/`
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Collection, Mapping
 
 from legorl_jax.tasks.pytest_report import parse_pytest_log
 from legorl_jax.tasks.swebench_parsers import SWEBENCH_PARSERS
@@ -121,3 +123,77 @@ def _normalise(raw: Mapping[str, str]) -> dict[str, str]:
         value = getattr(status, "value", status)
         out[str(test)] = _SWEBENCH_STATUS.get(str(value).upper(), str(value).lower())
     return out
+
+
+# The closing line of each runner SWE-bench's parsers read: pytest's counts, unittest's (Django's runtests.py)
+# `Ran N tests in Xs`, sympy's `tests finished: ...`. A test's status after the last of them is not the
+# runner's: it prints nothing about a test once it has summed the run up.
+_RUN_SUMMARY_RE = re.compile(
+    r"^(?:=*\s*(?:(?:\d+ [a-z]+,? ?)+|no tests ran) in [0-9.]+ ?s(?:econds)?\b.*"
+    r"|Ran \d+ tests? in [0-9.]+s|=*\s*tests finished: .* in [0-9.]+ seconds\s*=*)\s*$"
+)
+_BAD = frozenset({"failed", "error"})
+_GOOD = frozenset({"passed", "xpassed", "skipped", "xfailed"})
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamReading:
+    """A runner's merged output read line by line: the worst status each test was given anywhere, and every
+    sign that something other than the runner wrote statuses into it."""
+
+    statuses: dict[str, str]
+    problems: tuple[str, ...]
+
+
+def read_stream(parse: LogParser, log: str, tests: Collection[str] | None = None) -> StreamReading:
+    """The statuses `parse` gives `log` as a whole (as swebench grades), each made the worst status any single
+    line gives that test, and the problems of the stream:
+
+    - a test given a failing status (`failed`/`error`) on one line and a passing or skipping one on a later
+      line: no runner SWE-bench names does that (pytest's `-rA` lists passes before errors and failures;
+      unittest and sympy print one status a test), while swebench's parsers let the last line win;
+    - a test's status after the runner's own closing line (pytest's counts, unittest's `Ran N tests`, sympy's
+      `tests finished`), which the runner never prints.
+
+    Each line is parsed alone with the same parser, so every parser's own line shapes count. With `tests`
+    (the listed tests), only their statuses count as late: what another runner prints after its closing line
+    (unittest's `FAILED (failures=2)`) reads as a status to a parser of another format."""
+    whole = parse(log)
+    statuses = dict(whole)
+    problems: list[str] = []
+    first_bad: dict[str, int] = {}
+    flagged: set[str] = set()
+    lines = log.split("\n")
+    summaries = [i for i, line in enumerate(lines) if _RUN_SUMMARY_RE.match(line.strip())]
+    last_summary = summaries[-1] if summaries else None
+    late: list[str] = []
+    for number, line in enumerate(lines):
+        if not line.strip():
+            continue
+        for test, status in parse(line).items():
+            statuses[test] = _worst(statuses.get(test), status)
+            if status in _BAD:
+                first_bad.setdefault(test, number)
+            elif status in _GOOD and test in first_bad and test not in flagged:
+                flagged.add(test)
+                problems.append(
+                    f"stream: {test} is reported {status} on output line {number + 1} after failing on line "
+                    f"{first_bad[test] + 1}: a second status, which would win under swebench's parser"
+                )
+            if last_summary is not None and number > last_summary and (tests is None or test in tests):
+                late.append(test)
+    if late:
+        problems.append(
+            f"stream: statuses after the runner's closing line (line {last_summary + 1}), which the runner "
+            f"does not print: {sorted(set(late))[:5]}"
+        )
+    return StreamReading(statuses, tuple(problems))
+
+
+def _worst(old: str | None, new: str) -> str:
+    order = ("error", "failed", "xpassed", "passed", "xfailed", "skipped")
+    if old is None or old not in order:
+        return new
+    if new not in order:
+        return old
+    return old if order.index(old) <= order.index(new) else new

@@ -22,11 +22,24 @@ named only once one fails):
 - a call phase that raised anything but a skip or xfail outcome, on a test without an xfail mark, made a
   `failed` report, one that raised nothing a `passed` report, and that report reached the log unchanged.
 
-It writes to a duplicate of the original stdout taken at load (pytest's output capture cannot swallow it),
-each line tagged with a nonce that only the verifier and this plugin know (read from a file the plugin
-deletes at load): `LEGORL-WATCH <nonce> tampered <what>` when a check fails, `... ok <n>` after each test,
-`... end <n>` at the end. The verifier treats a `tampered` line, or an `end` line missing or counting other
-than the tests in the JUnit report, as tampering: reward 0 with the changed name in the report.
+It writes to a duplicate, taken at load, of the file descriptor the verifier names (`out_fd`: the exec's
+stderr, not the stream pytest reports on, so rewriting pytest's output does not reach it; pytest's output
+capture cannot swallow it either), each line tagged with a nonce that only the verifier and this plugin know
+(read from a file the plugin deletes at load, or keeps when several sessions share it): `LEGORL-WATCH
+<nonce> start` when a session starts, `... tampered <what>` when a check fails, `... ok <n> <status>
+<node id>` after each test (its worst outcome over set-up, call and teardown, from pytest's own reports),
+`... end <n> <exit status> <failing>` at the end of the session, and `... exit <code>` once `pytest.main`
+returned (`finish`, called by the verifier's bootstrap: a process ended by `os._exit`, a signal or an exit
+handler never says it). At the end of the session and at `finish` it also checks that file descriptors 1
+and 2 and its own channel are the files they were at load (a stream swapped for a pipe that rewrites
+pytest's report is another file), and, given `guarded` paths (a Harbor reward file), that none of them was
+written while the tests ran. The verifier treats a `tampered` line, a session that started and never said
+`end`, an `end` counting other than the tests it saw, an `exit` code other than the process's, or a test
+the output and the `ok` lines disagree on, as tampering: reward 0 with the reason in the report.
+
+The module form (`verifier._WATCH_MODULE`) registers the same object through `PYTEST_PLUGINS` for pytest
+runs the verifier does not start itself (a Harbor task's tests/test.sh): its hook functions are the bound
+methods of one `Watch`, which `_foreign_hooks` counts as the watch's own.
 
 What a deeper attacker could still do, and what it costs: code in the same process can do anything the
 plugin can. Knowing this scheme, it can find the plugin and its nonce in memory (`gc.get_objects()`) and
@@ -97,11 +110,25 @@ def _function_of(value):
 class Watch:
     """The plugin object; `Watch(nonce_path)` records everything at once."""
 
-    def __init__(self, nonce_path):
+    def __init__(self, nonce_path, out_fd=1, keep_nonce=False, guarded=()):
         with open(nonce_path, encoding="ascii") as handle:
             self.nonce = handle.read().strip()
-        os.unlink(nonce_path)
-        self.out = os.dup(1)
+        if not keep_nonce:
+            os.unlink(nonce_path)
+        try:
+            self.out = os.dup(out_fd)
+        except OSError:  # the channel was not passed down to this process: speak on stdout
+            self.out = os.dup(1)
+        # What the run's streams and own channel are at load: a stream swapped for a pipe (to rewrite what
+        # pytest prints) is another open file at the end of the session.
+        self.streams = {fd: _file_id(fd) for fd in (1, 2)}
+        self.out_id = _file_id(self.out)
+        self.guarded = tuple(guarded)
+        self.guarded_at_load = _stats(self.guarded)
+        self.statuses = {}
+        self.failing = 0
+        self.exitstatus = None
+        self.started = False
         self.write = os.write
         self.tests = 0
         self.reported = {}
@@ -150,6 +177,13 @@ class Watch:
         value = namespace[key]
         self.recorded.append((label, namespace, key, value, getattr(_function_of(value), "__code__", None)))
 
+    def start(self):
+        """Says that a session starts; the verifier counts sessions that never said `end`."""
+        if not self.started:
+            self.started = True
+            self.say("start")
+        return self
+
     def say(self, *words):
         self.write(self.out, ("\n" + " ".join((_TAG, self.nonce, *map(str, words))) + "\n").encode())
 
@@ -180,8 +214,11 @@ class Watch:
         return found + self._process_changes()
 
     def _process_changes(self):
-        """Trace, profile and monitoring hooks, and hook implementations registered by others."""
+        """Trace, profile and monitoring hooks, hook implementations registered by others, and the watch's
+        own channel swapped for another file."""
         found = []
+        if _file_id(self.out) != self.out_id:
+            found.append("the watch's own output channel")
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("sys.settrace/sys.setprofile")
         if getattr(threading, "gettrace", lambda: None)() or getattr(threading, "getprofile", lambda: None)():
@@ -206,7 +243,12 @@ class Watch:
                 continue
             for impl in caller.get_hookimpls():
                 where = getattr(getattr(impl.function, "__code__", None), "co_filename", "")
-                ours = impl.plugin is self or id(impl.plugin) in installed or where.startswith(self.own_dirs)
+                ours = (
+                    impl.plugin is self
+                    or getattr(impl.function, "__self__", None) is self  # the module form (`plugin_module`)
+                    or id(impl.plugin) in installed
+                    or where.startswith(self.own_dirs)
+                )
                 if not ours and os.path.basename(where) != "conftest.py":
                     found.append(f"hook {hook} implemented in {where or impl.plugin_name}")
         return found
@@ -218,6 +260,9 @@ class Watch:
                 self.say("tampered", f"{what} (seen {when})")
 
     # -- pytest hooks ---------------------------------------------------------------------------------
+
+    def pytest_sessionstart(self, session):
+        self.start()  # loaded as a module plugin (`PYTEST_PLUGINS`): a `--version` run starts no session
 
     def pytest_configure(self, config):
         self.config = config
@@ -251,6 +296,9 @@ class Watch:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
+        status = _status_of(report)
+        if status is not None:
+            self.statuses[report.nodeid] = _worse(self.statuses.get(report.nodeid), status)
         kept = self.reported.pop(id(report), None)
         if kept is None or kept[1] != report.outcome:
             self.say("tampered", f"the {report.when} report of {report.nodeid} changed after it was made")
@@ -258,9 +306,78 @@ class Watch:
     def pytest_runtest_logfinish(self, nodeid, location):
         self.check(f"after {nodeid}")
         self.tests += 1
-        self.say("ok", self.tests)
+        status = self.statuses.get(nodeid, "missing")
+        self.failing += status in ("failed", "error")
+        self.say("ok", self.tests, status, nodeid)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session):
         self.check("at the end of the session")
-        self.say("end", self.tests)
+        self.exitstatus = int(session.exitstatus)
+        now = _stats(self.guarded)
+        for i, path in enumerate(self.guarded):  # no zip(strict=): SWE-bench images run Python 3.6+
+            if now[i] != self.guarded_at_load[i]:
+                self.say("tampered", f"{path} was written during the test run, before the verifier's step")
+        self._check_streams("at the end of the session")
+        self.say("end", self.tests, self.exitstatus, self.failing)
+
+    def _check_streams(self, when):
+        for fd, was in self.streams.items():
+            if _file_id(fd) != was:
+                self.say("tampered", f"file descriptor {fd} is another file than at load ({when})")
+                self.streams[fd] = _file_id(fd)
+
+    def finish(self, code):
+        """Called by the verifier's bootstrap once `pytest.main` returned `code`: the process reached pytest's
+        own exit path (an `os._exit` or a kill before it leaves no `exit` line) with its streams as at
+        load."""
+        self.check("after the session")
+        self._check_streams("after the session")
+        self.say("exit", int(code))
+        return int(code)
+
+
+def _file_id(fd):
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _stats(paths):
+    """Size, mtime and inode of each path (None where there is none)."""
+    out = []
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode))
+    return out
+
+
+_ORDER = ("error", "failed", "xpassed", "passed", "xfailed", "skipped")
+
+
+def _worse(old, new):
+    if old is None:
+        return new
+    return old if _ORDER.index(old) <= _ORDER.index(new) else new
+
+
+def _status_of(report):
+    """A phase report's status in the verifier's words (a failing set-up or teardown is an error)."""
+    xfail = hasattr(report, "wasxfail")
+    if report.when == "call":
+        if report.outcome == "skipped":
+            return "xfailed" if xfail else "skipped"
+        if report.outcome == "passed":
+            return "xpassed" if xfail else "passed"
+        return "failed"
+    if report.outcome == "failed":
+        return "error"
+    if report.outcome == "skipped":
+        return "xfailed" if xfail else "skipped"
+    return None

@@ -4,7 +4,8 @@
 - a `.jsonl` / `.json` / `.parquet` file → SWE-bench / SWE-Gym / SWE-rebench style rows
   (`swebench.load_swebench_file`).
 - a directory that is one task (a built-in task dir: `task.toml` + `repo/`; a Harbor task dir: `task.toml`
-  + `instruction.md`) → that task; a directory of such directories → all of them.
+  + `instruction.md`) → that task; a directory of such directories → all of them, but for multi-step Harbor
+  tasks (`steps` in task.toml, or a `steps/` directory), which are skipped with a warning naming each.
 
 `split` keeps the tasks of that split; a split no task has is an error listing the splits there are, so a
 typo never trains on nothing. Two tasks with one id in a suite are an error. `find_task` picks one task by
@@ -14,15 +15,17 @@ id with an error that lists near names. Everything raises `TaskError`.
 from __future__ import annotations
 
 import difflib
+import logging
 from pathlib import Path
 from typing import Any
 
 from legorl_jax.tasks.builtin import is_task_dir, load_builtin_suite, load_builtin_task
-from legorl_jax.tasks.harbor import is_harbor_dir, load_harbor_task
+from legorl_jax.tasks.harbor import is_harbor_dir, is_multi_step_harbor_dir, load_harbor_task
 from legorl_jax.tasks.schema import Task, TaskError
 from legorl_jax.tasks.swebench import DEFAULT_IMAGE_TEMPLATE, load_swebench_file
 
 BUILTIN = "builtin"
+log = logging.getLogger(__name__)
 
 
 def load_suite(
@@ -84,13 +87,17 @@ def _load_all(name_or_path: str | Path, rows: dict[str, Any]) -> list[Task]:
         )
     if is_task_dir(path):
         return [load_builtin_task(path)]
-    if is_harbor_dir(path):
-        return [load_harbor_task(path)]
+    if is_harbor_dir(path) or is_multi_step_harbor_dir(path):
+        return [load_harbor_task(path)]  # a multi-step task alone is an error saying so
     children = [d for d in sorted(path.iterdir()) if d.is_dir() and not d.name.startswith(".")]
     tasks: list[Task] = []
+    skipped = []
     for child in children:
         if is_task_dir(child):
             tasks.append(load_builtin_task(child))
+        elif is_multi_step_harbor_dir(child):
+            skipped.append(child.name)
+            log.warning("skipping Harbor task %s: a multi-step task, which is not supported", child)
         elif is_harbor_dir(child):
             tasks.append(load_harbor_task(child))
         elif (child / "task.toml").exists() or (child / "repo").exists():
@@ -100,5 +107,6 @@ def _load_all(name_or_path: str | Path, rows: dict[str, Any]) -> list[Task]:
                 f"looks like a task but lacks repo/ or instruction.md: {str(child)!r}",
             )
     if not tasks:
-        raise TaskError(str(path), "suite", f"holds no task directory: {str(path)!r}")
+        also = f" (only multi-step Harbor tasks, which are not supported: {skipped})" if skipped else ""
+        raise TaskError(str(path), "suite", f"holds no task directory: {str(path)!r}{also}")
     return sorted(tasks, key=lambda t: t.instance_id)

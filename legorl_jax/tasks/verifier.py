@@ -26,13 +26,28 @@ than
      names and places do not single out the original (`canary`), and the watch plugin (`pytest_watch`,
      passed inline, registered before any conftest or repository code) reports any change to pytest's
      outcome-deciding functions, hooks and outcome classes;
-   - SWE-bench tasks: the test script between random start/end markers, read by the task's log parser;
-     a non-zero exit with no failing test, or a zero exit with one, is tampering. A command that is set-up
-     (`source`, `conda activate`, `cd`, `export`) then one plain `pytest ...` or `python -m pytest ...`, as
-     swebench writes it for its pytest repositories, runs with the watch plugin too (no `-P`: these images
-     run older Pythons). They get no canary twins: their hidden tests mostly edit existing test files, which
-     `canary` (new files only) does not rewrite, and the row's command, not the verifier, picks what runs;
-   - Harbor tasks: `bash /tests/test.sh`, then `/logs/verifier/reward.txt` (a number) or `reward.json`.
+   - SWE-bench tasks: the test script (passed as `bash -c`: a script file could be rewritten under bash)
+     between random start/end markers, its stdout and stderr merged as swebench's harness merges them, read
+     by the task's log parser and line by line (`log_parsers.read_stream`: the worst status any line gives a
+     test wins; a pass after a failure, or a listed test's status after the runner's closing line, is
+     tampering); a non-zero exit with no failing test, or a zero exit with one, is tampering, and so is a
+     test file whose inode changed after the run started (ctime). A command that is set-up (`source`,
+     `conda activate`, `cd`, `export`) then one plain `pytest ...` or `python -m pytest ...`, as swebench
+     writes it for its pytest repositories, runs with the watch plugin too (no `-P`: these images run older
+     Pythons), speaking on the exec's stderr (fd 9), not on the stream it checks: each test's outcome as
+     pytest's reports gave it, pytest's own exit code, which the process must exit with. Canary twins are
+     planted where the row allows them (`_SwebenchRun._canary_files`: plain pytest rows read by a parser of
+     node ids, and sympy's `bin/test`, in the hidden test files the command names whole, as the hidden
+     tests left them), with the survival probability and its shortfall stated per grade. Rows read by
+     `parse_log_django` run under the unittest watch (`unittest_watch`, as `sitecustomize`). The end
+     marker's nonce reaches the script through a file it reads and deletes first (`_read_secret`);
+   - Harbor tasks: `bash /tests/test.sh` under a wrapper that prints a per-grade marker with test.sh's
+     status on its own channel (no marker, a signal's status or another wrapper exit is tampering); where
+     the tests are pytest, every pytest session runs under the watch (`PYTEST_PLUGINS`, the module form),
+     which also flags a reward file written while the tests ran. Then `/logs/verifier/reward.txt` (a
+     number) or `reward.json`; a reward above 0 whose sessions never ended or ran no test, a reward of 1
+     whose sessions saw a failure, a reward file no file of the verifier names, or a changed file of
+     `/tests` is tampering.
 5. Processes the test run left behind are listed and killed before any result file is read. Result files
    are read with a timeout and a byte cap, only when they are regular files (a FIFO or a link to
    `/dev/zero` is tampering, not a hang), and XML is parsed with `defusedxml`. For Harbor tasks, whose
@@ -59,7 +74,8 @@ read), cannot make the grader hang or read anything but a capped regular file, c
 grader keeps (deleted before the run), any inconsistent forgery of the three result sources is caught, and so
 is any replaced or wrapped pytest run, report or hook function that the watch plugin records (built-in tasks,
 and SWE-bench rows whose command is a plain pytest run; other SWE-bench commands, such as django's
-runtests.py and sympy's bin/test, have only the exit-code check against their log).
+runtests.py and sympy's bin/test, have the stream checks, the exit code against their log and, for sympy's,
+canary twins: a consistent rewrite of a Django-style row's whole stream is not caught, see docs/security.md).
 Residual risk: a forger that reads the planted file and guesses which member of each FAIL_TO_PASS group is the
 original survives a grade with probability `VerifierReport.canary_survival`, the product of 1/group size;
 groups grow until it reaches 1e-3 or the grade's twins reach 64 (each failing twin costs grading time).
@@ -91,8 +107,8 @@ from pathlib import Path
 
 from legorl_jax.config import VerifierConfig
 from legorl_jax.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxSpec
-from legorl_jax.tasks.canary import CanaryError, canary_problems, plan_canaries
-from legorl_jax.tasks.log_parsers import resolve_log_parser
+from legorl_jax.tasks.canary import CanaryError, CanaryPlan, canary_problems, plan_canaries
+from legorl_jax.tasks.log_parsers import read_stream, resolve_log_parser
 from legorl_jax.tasks.patchset import PatchError, format_patch, parse_patch
 from legorl_jax.tasks.protection import (
     FilteredPatch,
@@ -111,6 +127,7 @@ from legorl_jax.tasks.pytest_report import (
 )
 from legorl_jax.tasks.report import ApplyResult, VerifierError, VerifierReport, cap_text
 from legorl_jax.tasks.schema import Task
+from legorl_jax.tasks.swebench_parsers import SWEBENCH_PARSERS
 
 SandboxFactory = Callable[[SandboxSpec], Sandbox]
 APPLY_TIMEOUT_S = 120.0
@@ -419,7 +436,8 @@ async def _grade_in(
     elif task.kind == "swebench":
         run = _SwebenchRun(task, scratch, timeout)
     else:
-        run = _HarborRun(task, timeout)
+        run = _HarborRun(task, scratch, timeout)
+    await run.prepare(sandbox)
     durations["plan"] = time.monotonic() - phase
     phase = time.monotonic()
     # Nothing the grader keeps may be within the tests' reach: the agent's patch, the pristine hidden tests
@@ -688,15 +706,21 @@ async def _kill_leftovers(sandbox: Sandbox, baseline: dict[str, str]) -> tuple[s
 
 
 def pytest_argv(
-    test_cmd: str, workdir: str, watch_nonce_path: str | None = None, *, isolate: bool = True
+    test_cmd: str,
+    workdir: str,
+    watch_nonce_path: str | None = None,
+    *,
+    isolate: bool = True,
+    watch_fd: int = 1,
 ) -> list[str]:
     """`test_cmd` as argv, with `python[3] -m pytest` run as `python -P` and the repository root appended to
     `sys.path` (after the standard library and site-packages), so no module of the agent's can shadow
     pytest, its imports or the standard library; the package under test still imports. With
     `watch_nonce_path`, the watch plugin (`pytest_watch`, its text inline: no file to touch) is registered
-    before pytest reads a conftest or imports the repository. `isolate=False` (SWE-bench rows: their images
-    run Pythons older than `-P`, and their suites import as `python -m pytest` lets them) keeps the
-    interpreter's own path, the current directory first, and only adds the watch."""
+    before pytest reads a conftest or imports the repository, speaks on a duplicate of `watch_fd`, and says
+    `exit <code>` once `pytest.main` returned (the process reached pytest's own exit path). `isolate=False`
+    (SWE-bench rows: their images run Pythons older than `-P`, and their suites import as `python -m pytest`
+    lets them) keeps the interpreter's own path, the current directory first, and only adds the watch."""
     argv = shlex.split(test_cmd)
     if is_python_pytest(argv):
         if watch_nonce_path is None:
@@ -704,8 +728,8 @@ def pytest_argv(
         else:
             start = (
                 f"_ns = {{'__name__': 'legorl_watch'}}; exec(compile({_watch_source()!r}, '<legorl-watch>', "
-                f"'exec'), _ns); _code = pytest.main(plugins=[_ns['Watch']({watch_nonce_path!r})]); "
-                "sys.stdout.flush(); raise SystemExit(int(_code))"
+                f"'exec'), _ns); _w = _ns['Watch']({watch_nonce_path!r}, {int(watch_fd)}).start(); "
+                "_code = pytest.main(plugins=[_w]); sys.stdout.flush(); raise SystemExit(_w.finish(_code))"
             )
         if not isolate:
             return [argv[0], "-c", f"import sys; import pytest; {start}", *argv[3:]]
@@ -723,29 +747,124 @@ def is_python_pytest(argv: list[str]) -> bool:
     )
 
 
+_UNITTEST_SETTINGS = '_SETTINGS = {"nonce_path": "", "fd": 9}'
+
+
+@functools.cache
+def _unittest_watch_source() -> str:
+    source = (Path(__file__).with_name("unittest_watch.py")).read_text(encoding="utf-8")
+    if _UNITTEST_SETTINGS not in source:
+        raise VerifierError("unittest_watch.py lost its settings line", "internal")
+    return source
+
+
 @functools.cache
 def _watch_source() -> str:
     return (Path(__file__).with_name("pytest_watch.py")).read_text(encoding="utf-8")
 
 
-def watch_problems(stdout: str, nonce: str, passed: int) -> list[str]:
-    """What the watch plugin's lines (`pytest_watch`) in `stdout` say: every change it saw, and whether it
-    spoke to the end of the session about at least the `passed` tests the JUnit report counts."""
-    problems, ok, end = [], 0, None
-    for kind, rest in re.findall(rf"{_WATCH_TAG} {re.escape(nonce)} (tampered|ok|end) ?([^\n]*)", stdout):
+@dataclasses.dataclass(frozen=True)
+class WatchLines:
+    """What the watch plugin (`pytest_watch`) said in one run: its nonce-tagged lines, read back."""
+
+    tampered: tuple[str, ...] = ()
+    statuses: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """The status the watch saw for each test node id (the worst over sessions)."""
+    oks: int = 0
+    starts: int = 0
+    ends: tuple[tuple[int, int, int], ...] = ()
+    """(tests seen, session exit status, failing tests) for each session that reached its end."""
+    exits: tuple[int, ...] = ()
+    """The code `pytest.main` returned, per process that reached pytest's exit path (inline bootstrap)."""
+
+    @property
+    def failing(self) -> int:
+        return sum(s in ("failed", "error") for s in self.statuses.values())
+
+
+def read_watch(text: str, nonce: str) -> WatchLines:
+    """The watch's lines in `text` for `nonce`."""
+    tampered, statuses, oks, starts, ends, exits = [], {}, 0, 0, [], []
+    for kind, rest in re.findall(
+        rf"{_WATCH_TAG} {re.escape(nonce)} (tampered|ok|end|start|exit) ?([^\n]*)", text
+    ):
+        rest = rest.strip()
         if kind == "tampered":
-            problems.append(f"watch: pytest's machinery was changed inside the test process: {rest.strip()}")
+            tampered.append(rest)
         elif kind == "ok":
-            ok += 1
+            oks += 1
+            parts = rest.split(" ", 2)
+            if len(parts) == 3:
+                old = statuses.get(parts[2])
+                statuses[parts[2]] = parts[1] if old is None else _worse_status(old, parts[1])
+        elif kind == "start":
+            starts += 1
+        elif kind == "end":
+            numbers = [int(n) for n in rest.split() if n.lstrip("-").isdigit()]
+            ends.append(tuple((numbers + [0, 0, 0])[:3]))
         else:
-            end = rest.strip()
-    if end is None:
+            exits.append(int(rest) if rest.lstrip("-").isdigit() else -1)
+    return WatchLines(tuple(tampered), statuses, oks, starts, tuple(ends), tuple(exits))  # type: ignore[arg-type]
+
+
+def _worse_status(old: str, new: str) -> str:
+    order = ("error", "failed", "xpassed", "passed", "xfailed", "skipped", "missing")
+    if old not in order or new not in order:
+        return old if new not in order else new
+    return old if order.index(old) <= order.index(new) else new
+
+
+def watch_problems(text: str, nonce: str, passed: int, *, exit_code: int | None = None) -> list[str]:
+    """What the watch plugin's lines (`pytest_watch`) in `text` say: every change it saw, whether it spoke to
+    the end of every session it started about at least the `passed` tests the run's report counts, and,
+    given the test process's `exit_code`, whether that process left through pytest's own exit path with
+    the code pytest returned."""
+    lines = read_watch(text, nonce)
+    problems = [f"watch: pytest's machinery was changed inside the test process: {t}" for t in lines.tampered]
+    if not lines.ends or len(lines.ends) < lines.starts:
         problems.append("watch: the watch plugin inside pytest fell silent before the end of the session")
-    elif end != str(ok) or ok < passed:
+        return problems
+    seen = sum(e[0] for e in lines.ends)
+    if seen != lines.oks or lines.oks < passed:
         problems.append(
-            f"watch: the watch plugin saw {ok} tests end (its closing line says {end}), the JUnit report "
-            f"counts {passed} passed"
+            f"watch: the watch plugin saw {lines.oks} tests end (its closing line says {seen}), the run's "
+            f"report counts {passed} passed"
         )
+    if exit_code is not None:
+        if not lines.exits:
+            problems.append(
+                f"watch: the test process exited {exit_code} without returning from pytest's run (an exit "
+                "handler, os._exit or a signal ended it after its session)"
+            )
+        elif lines.exits[-1] != exit_code:
+            problems.append(
+                f"watch: pytest's run returned {lines.exits[-1]} but the test process exited {exit_code}"
+            )
+    return problems
+
+
+def watch_disagreements(
+    lines: WatchLines, statuses: Mapping[str, str], parse: Callable[[str], dict[str, str]] | None = None
+) -> list[str]:
+    """Every test that `statuses` (the runner's output as the task's parser read it) reports passing while
+    the watch saw it fail or never saw it run, and every one reported failing that the watch saw pass. The
+    watch's node ids are put through `parse` (as a one-line `PASSED <id>` log) to get the parser's own
+    spelling of them."""
+    watch: dict[str, str] = {}
+    for node_id, status in lines.statuses.items():
+        names = list(parse(f"PASSED {node_id}")) if parse is not None else [node_id]
+        for name in names or [node_id]:
+            watch[name] = _worse_status(watch[name], status) if name in watch else status
+    problems = []
+    for test, status in statuses.items():
+        seen = watch.get(test)
+        good, bad = status in ("passed", "xpassed"), status in ("failed", "error")
+        if good and seen is None:
+            problems.append(f"watch: the output says {test} {status}, but no such test ran under the watch")
+        elif (good and seen in ("failed", "error")) or (bad and seen in ("passed", "xpassed")):
+            problems.append(f"watch: the output says {test} {status}, the watch inside pytest saw {seen}")
+    if len(problems) > 5:  # one forgery, many tests: name five
+        problems[5:] = [f"watch: and {len(problems) - 5} more tests the output and the watch disagree on"]
     return problems
 
 
@@ -768,10 +887,14 @@ class _BuiltinRun:
         secrets.SystemRandom().shuffle(self.run_ids)
         self.watched = False
 
+    async def prepare(self, sandbox: Sandbox) -> None:
+        """Nothing to read from the sandbox: the plan is made from the task's own hidden test files."""
+
     async def execute(self, sandbox: Sandbox) -> ExecResult:
         for path, source in self.plan.files.items():
             await sandbox.write_file(posixpath.join(self.task.workdir, path), source)
-        command = pytest_argv(self.task.test_cmd, self.task.workdir, self.nonce_path)
+        # The watch speaks on the exec's stderr, pytest on its stdout: rewriting one does not reach the other.
+        command = pytest_argv(self.task.test_cmd, self.task.workdir, self.nonce_path, watch_fd=2)
         self.watched = command[1:2] == ["-P"]
         # --maxfail=0 (no limit) overrides a -x in the task's command, which would let a twin end the run.
         argv = [
@@ -823,7 +946,10 @@ class _BuiltinRun:
         seen = statuses_for(report, self.run_ids)
         problems.extend(canary_problems(self.plan, seen))
         if self.watched:
-            problems.extend(watch_problems(result.stdout, self.nonce, report.passed))
+            problems.extend(
+                watch_problems(result.stderr, self.nonce, report.passed, exit_code=result.exit_code)
+            )
+            problems.extend(watch_disagreements(read_watch(result.stderr, self.nonce), seen))
         if problems and result.truncated:
             problems.append("the test output hit the capture limit, so its summary could not be checked")
         return RunVerdict(
@@ -846,7 +972,21 @@ _PYTEST_SCRIPT_PYTHON = (
 )
 
 
-def swebench_watched_command(test_cmd: str, nonce_path: str) -> str | None:
+def swebench_pytest_args(test_cmd: str) -> list[str] | None:
+    """The arguments of the one plain pytest run `test_cmd` ends in (see `swebench_watched_command`), or
+    None when it does not end in one."""
+    lines = test_cmd.strip().split("\n")
+    segments = lines[-1].split(" && ")
+    setup, last = [*lines[:-1], *segments[:-1]], segments[-1].strip()
+    if not last or set(last) & _SHELL_SYNTAX or not all(s.strip().startswith(_SETUP_PREFIXES) for s in setup):
+        return None
+    argv = shlex.split(last)
+    if is_python_pytest(argv):
+        return argv[3:]
+    return argv[1:] if argv[0] == "pytest" else None
+
+
+def swebench_watched_command(test_cmd: str, nonce_path: str, watch_fd: int = 1) -> str | None:
     """`test_cmd` with the watch plugin, when it is set-up lines or `&&`-joined set-up commands (`source`,
     `conda activate`, `cd`, `export`, as swebench writes them) ending in one plain `pytest ...` or
     `python[3] -m pytest ...` with no shell syntax; None for any other command (django's runtests.py,
@@ -859,9 +999,11 @@ def swebench_watched_command(test_cmd: str, nonce_path: str) -> str | None:
         return None
     argv = shlex.split(last)
     if is_python_pytest(argv):
-        run = shlex.join(pytest_argv(last, "", nonce_path, isolate=False))
+        run = shlex.join(pytest_argv(last, "", nonce_path, isolate=False, watch_fd=watch_fd))
     elif argv[0] == "pytest":
-        python = pytest_argv(shlex.join(["python3", "-m", *argv]), "", nonce_path, isolate=False)
+        python = pytest_argv(
+            shlex.join(["python3", "-m", *argv]), "", nonce_path, isolate=False, watch_fd=watch_fd
+        )
         python[2] = python[2].replace("import sys;", "import sys; del sys.path[0];", 1)
         run = f"{{ {_PYTEST_SCRIPT_PYTHON} {shlex.join(python[1:])}; }}"
     else:
@@ -869,36 +1011,140 @@ def swebench_watched_command(test_cmd: str, nonce_path: str) -> str | None:
     return "\n".join([*lines[:-1], " && ".join([*segments[:-1], run])])
 
 
+# The first line a SWE-bench or Harbor run's script prints on its own channel: the sandbox's clock then.
+_STARTED_TAG = "LEGORL-RUN-STARTED"
+_TEST_REASONS = ("test file", "hidden test")
+_STARTED_AT = f'echo "{_STARTED_TAG} $(date +%s.%N)" >&9'  # 9: `_WATCH_FD`
+# Parsers that read pytest's node ids as pytest prints them (`path::name`), which canary twins can be read by.
+_NODE_ID_PARSERS = frozenset(
+    {"pytest"}
+    | {
+        name
+        for name, parser in SWEBENCH_PARSERS.items()
+        if parser
+        in (
+            SWEBENCH_PARSERS["parse_log_pytest"],
+            SWEBENCH_PARSERS["parse_log_pytest_options"],
+            SWEBENCH_PARSERS["parse_log_pytest_v2"],
+            SWEBENCH_PARSERS["parse_log_matplotlib"],
+        )
+    }
+)
+# The file descriptor the SWE-bench script gives the watch: the exec's stderr, while the runner's own stdout
+# and stderr are merged on its stdout (as swebench's harness runs `eval.sh ... 2>&1`).
+_WATCH_FD = 9
+
+
 class _SwebenchRun:
-    """The task's test script between random markers, read by its log parser. A test command that ends in
-    one plain pytest run (`swebench_watched_command`) runs with the watch plugin, as built-in tasks do."""
+    """The task's test script between random markers, its stdout and stderr merged (as swebench's harness
+    captures `eval.sh`), read by its log parser line by line (`log_parsers.read_stream`). A test command that
+    ends in one plain pytest run (`swebench_watched_command`) runs with the watch plugin, speaking on the
+    exec's stderr, and with canary twins of the eligible hidden tests of the files the command names."""
 
     def __init__(self, task: Task, scratch: str, timeout: float) -> None:
         self.task, self.timeout = task, timeout
         nonce = secrets.token_hex(12)
-        self.start, self.end = f">>>>> Start Test Output {nonce}", f">>>>> End Test Output {nonce}"
-        self.script = f"{scratch}/eval.sh"
+        # The end marker's nonce reaches the script through a file it reads and deletes before anything else
+        # runs (never its command line, which any process can read): code under test cannot print it.
+        self.end_nonce, self.end_path = secrets.token_hex(12), f"{scratch}/{secrets.token_hex(16)}"
+        self.start, self.end = f">>>>> Start Test Output {nonce}", f">>>>> End Test Output {self.end_nonce}"
         self.nonce = secrets.token_hex(16)
         self.nonce_path = f"{scratch}/{secrets.token_hex(16)}"
-        self.watched_cmd = swebench_watched_command(task.test_cmd, self.nonce_path)
-        self.nonce_file = None if self.watched_cmd is None else (self.nonce_path, self.nonce)
+        self.watched_cmd = swebench_watched_command(task.test_cmd, self.nonce_path, _WATCH_FD)
+        # unittest-style rows (Django's runtests.py) get the unittest watch as `sitecustomize` instead.
+        django = SWEBENCH_PARSERS.get(task.log_parser) is SWEBENCH_PARSERS["parse_log_django"]
+        self.unittest_dir = f"{scratch}/py" if self.watched_cmd is None and django else None
+        watched = self.watched_cmd is not None or self.unittest_dir is not None
+        self.nonce_file = (self.nonce_path, self.nonce) if watched else None
+        self.plan: CanaryPlan | None = None
+        self.shortfall: str | None = None
+
+    async def prepare(self, sandbox: Sandbox) -> None:
+        """Plans canary twins in the hidden test files the command runs, as the hidden tests left them."""
+        files, why = self._canary_files()
+        if not files:
+            self.shortfall = f"no canary twins: {why}"
+            return
+        sources = {}
+        for path in files:
+            try:
+                raw = await sandbox.read_file(posixpath.join(self.task.workdir, path))
+            except (SandboxError, OSError) as err:
+                raise VerifierError(
+                    f"task {self.task.instance_id!r}: reading hidden test {path!r} failed: {err}", "sandbox"
+                ) from err
+            sources[path] = raw.decode("utf-8", "replace")
+        try:
+            sympy = SWEBENCH_PARSERS.get(self.task.log_parser) is SWEBENCH_PARSERS["parse_log_sympy"]
+            self.plan = plan_canaries(
+                self.task, sources=sources, test_id=(lambda _path, name: name) if sympy else None
+            )
+        except CanaryError as err:
+            self.shortfall = f"no canary twins: {err}"
+            return
+        self.shortfall = self.plan.shortfall
+
+    def _canary_files(self) -> tuple[list[str], str]:
+        """The hidden test files twins may go into, or ([], why none): files the command names whole, for a
+        plain pytest run read by a parser of node ids, or sympy's `bin/test` (which runs every `test_`
+        function of the files it is given)."""
+        sympy = SWEBENCH_PARSERS.get(self.task.log_parser) is SWEBENCH_PARSERS["parse_log_sympy"]
+        if sympy:
+            args = shlex.split(self.task.test_cmd.strip().split("\n")[-1].split(" && ")[-1])
+            if any(a in ("-k", "--kw") or a.startswith(("-k", "--kw")) for a in args):
+                return [], "the row's command selects tests by keyword"
+        else:
+            pytest_args = swebench_pytest_args(self.task.test_cmd)
+            if pytest_args is None or self.watched_cmd is None:
+                return [], "the row's command is not one plain pytest run or sympy's bin/test"
+            if self.task.log_parser not in _NODE_ID_PARSERS:
+                return [], f"the log parser {self.task.log_parser!r} does not report pytest node ids"
+            args = pytest_args
+            if any(a.startswith(("-k", "--lf", "--last-failed", "--deselect", "--sw")) for a in args):
+                return [], "the row's command selects tests by keyword or deselects some"
+        named = set(args)
+        paths = []
+        for patch in parse_patch(self.task.test_patch):
+            path = patch.new_path
+            if path is None or not path.endswith(".py") or patch.binary:
+                continue
+            if path in named and not any(a.startswith(f"{path}::") for a in args):
+                paths.append(path)
+        if not paths:
+            return [], "the row's command names no hidden test file whole (it selects test ids, or none)"
+        return paths, ""
 
     async def execute(self, sandbox: Sandbox) -> ExecResult:
+        for path, source in (self.plan.files if self.plan else {}).items():
+            await sandbox.write_file(posixpath.join(self.task.workdir, path), source)
+        setup = []
+        if self.unittest_dir is not None:
+            settings = repr({"nonce_path": self.nonce_path, "fd": _WATCH_FD})
+            source = _unittest_watch_source().replace(_UNITTEST_SETTINGS, f"_SETTINGS = {settings}", 1)
+            await sandbox.write_file(f"{self.unittest_dir}/sitecustomize.py", source)
+            quoted = shlex.quote(self.unittest_dir)
+            setup.append(f'export PYTHONPATH={quoted}"${{PYTHONPATH:+:$PYTHONPATH}}"')
+        await sandbox.write_file(self.end_path, self.end_nonce)
         body = "\n".join(
             [
-                "#!/bin/bash",
+                _read_secret("_legorl_end", self.end_path),
                 "set -uo pipefail",
                 f"cd {shlex.quote(self.task.workdir)}",
+                # The watch's channel is the exec's stderr; the runner's two streams are merged on stdout.
+                f"exec {_WATCH_FD}>&2 2>&1",
+                _STARTED_AT,
+                *setup,
                 f"echo '{self.start}'",
                 self.watched_cmd or self.task.test_cmd,
                 "rc=$?",
-                f"echo '{self.end}'",
+                'echo ">>>>> End Test Output $_legorl_end"',
                 "exit $rc",
                 "",
             ]
         )
-        await sandbox.write_file(self.script, body)
-        return await _exec(sandbox, ["bash", self.script], timeout=self.timeout, workdir=self.task.workdir)
+        # Passed as `bash -c`, never as a file: bash reads a script file as it runs, so code under test could
+        # rewrite the lines after its own (the exit status, the end marker).
+        return await _exec(sandbox, ["bash", "-c", body], timeout=self.timeout, workdir=self.task.workdir)
 
     async def read(self, sandbox: Sandbox, result: ExecResult, leftovers: tuple[str, ...]) -> RunVerdict:
         out = result.stdout
@@ -909,60 +1155,278 @@ class _SwebenchRun:
                 f"(exit {result.exit_code}): {(result.stderr or out)[-2000:]}",
                 "no_result",
             )
-        parsed = resolve_log_parser(self.task.log_parser, self.task.tests)(
-            out[first + len(self.start) : last]
-        )
+        parse = resolve_log_parser(self.task.log_parser, self.task.tests + self._twin_ids())
+        renamed = self.plan.renamed if self.plan else {}
+        listed = {renamed.get(t, t) for t in self.task.tests} | set(self._twin_ids())
+        reading = read_stream(parse, out[first + len(self.start) : last], listed)
+        parsed = reading.statuses
         if not parsed:
             raise VerifierError(
                 f"task {self.task.instance_id!r}: the log parser {self.task.log_parser!r} found no "
                 f"test result in the output (exit {result.exit_code})",
                 "no_result",
             )
-        statuses = {t: parsed.get(t, "missing") for t in self.task.tests}
+        statuses = {t: parsed.get(renamed.get(t, t), "missing") for t in self.task.tests}
         failing = [t for t, s in parsed.items() if s in ("failed", "error")]
-        problems = []
+        problems = list(reading.problems)
+        if out.count(self.end) > 1 or out.count(self.start) > 1:
+            problems.append("stream: the verifier's per-grade output markers appear more than once")
         if result.exit_code != 0 and not failing:
             problems.append(f"the test command exited {result.exit_code} but its log shows no failing test")
         if result.exit_code == 0 and failing:
             problems.append(f"the test command exited 0 but its log shows failing tests {failing[:5]}")
         if self.watched_cmd is not None:
-            problems.extend(watch_problems(out, self.nonce, sum(s == "passed" for s in parsed.values())))
-        return RunVerdict(statuses, tuple(problems))
+            passed = sum(s == "passed" for s in parsed.values())
+            problems.extend(watch_problems(result.stderr, self.nonce, passed, exit_code=result.exit_code))
+            seen = {t: parsed.get(t, "missing") for t in listed}
+            problems.extend(watch_disagreements(read_watch(result.stderr, self.nonce), seen, parse))
+        if self.unittest_dir is not None:
+            problems.extend(self._unittest_problems(result, {t: parsed.get(t, "missing") for t in listed}))
+        if self.plan is not None:
+            problems.extend(canary_problems(self.plan, parsed))
+        hidden = hidden_test_paths(self.task.test_patch)
+        changed = await _changed_during_run(
+            sandbox,
+            result,
+            self.task.workdir,
+            lambda p: (
+                p.endswith(".py") and protected_reason(p, hidden=hidden) in ("test file", "hidden test")
+            ),
+        )
+        if changed:
+            problems.append(f"test files were changed while the tests ran: {changed[:5]}")
+        if problems and result.truncated:
+            problems.append("the test output hit the capture limit, so its summary could not be checked")
+        return RunVerdict(
+            statuses,
+            tuple(problems),
+            canary_survival=self.plan.survival if self.plan else 1.0,
+            canary_shortfall=self.shortfall,
+        )
+
+    def _unittest_problems(self, result: ExecResult, seen: Mapping[str, str]) -> list[str]:
+        """What the unittest watch (`unittest_watch`) says, where it saw any test: a change it saw, a
+        process that reported tests and never reached its exit handler, a test the log and it disagree on."""
+        lines = read_watch(result.stderr, self.nonce)
+        if not lines.starts:
+            return []  # no test reached unittest's result methods under the watch (another runner)
+        problems = [
+            f"watch: unittest's machinery was changed inside the test process: {t}" for t in lines.tampered
+        ]
+        if len(lines.ends) < lines.starts:
+            problems.append(
+                "watch: a process that reported test results never reached its exit handlers (os._exit, a "
+                "signal, or an exit handler of the package's ended it)"
+            )
+        return problems + watch_disagreements(lines, seen)
+
+    def _twin_ids(self) -> tuple[str, ...]:
+        return tuple(c.node_id for c in self.plan.canaries) if self.plan else ()
+
+
+def _read_secret(variable: str, path: str) -> str:
+    """A script line that reads `path` into the shell `variable` and deletes it: the value then lives only
+    in that shell's memory, which no process it starts can read (ptrace, hence /proc/<pid>/mem, of an
+    ancestor is refused, and Docker drops CAP_SYS_PTRACE)."""
+    quoted = shlex.quote(path)
+    return f"read -r {variable} < {quoted}; rm -f {quoted}"
+
+
+async def _changed_during_run(
+    sandbox: Sandbox, result: ExecResult, folder: str, keep: Callable[[str], bool]
+) -> list[str]:
+    """Files under `folder` whose inode changed after the run started (ctime, which no user can set back),
+    that `keep` (a path relative to `folder`) says the run must not change; the start time is the first line
+    the run's script printed on its own channel, before any code under test ran."""
+    m = re.match(rf"{_STARTED_TAG} ([0-9]+(?:\.[0-9]+)?)", result.stderr)
+    if m is None:
+        return [f"the run's script never said when it started, so changes to {folder} cannot be checked"]
+    found = await _exec(
+        sandbox,
+        [
+            "find",
+            ".",
+            "-path",
+            "./.git",
+            "-prune",
+            "-o",
+            "-type",
+            "f",
+            "-newerct",
+            f"@{m.group(1)}",
+            "-print",
+        ],
+        workdir=folder,
+        timeout=READ_TIMEOUT_S,
+    )
+    paths = [p.removeprefix("./") for p in found.stdout.splitlines() if p.startswith("./")]
+    return sorted(p for p in paths if keep(p))
+
+
+_HARBOR_NO_TWINS = (
+    "no canary twins: a Harbor task's reward is its tests/test.sh's verdict on the whole run, which a "
+    "must-fail twin would turn to 0 for every honest fix"
+)
+_REWARD_DIR = "/logs/verifier"
+_REWARD_NAMES = ("reward.txt", "reward.json")
+# A Harbor verifier that sets these itself would drop the watch the verifier passes down (and pytest would
+# fail to import it), so such a verifier runs unwatched.
+_WATCH_ENV = ("PYTHONPATH", "PYTEST_PLUGINS")
+# The module form of the watch for pytest runs the verifier does not start itself (a Harbor task's
+# tests/test.sh): `PYTEST_PLUGINS` names it, so it is registered before any conftest or test module, in
+# every pytest session test.sh starts, and speaks on the file descriptor the verifier's wrapper opened.
+_WATCH_MODULE = """\
+_NS = {{"__name__": "legorl_watch"}}
+exec(compile({source!r}, "<legorl-watch>", "exec"), _NS)
+_WATCH = _NS["Watch"]({nonce_path!r}, {fd}, True, {guarded!r})
+globals().update({{k: getattr(_WATCH, k) for k in dir(_WATCH) if k.startswith("pytest_")}})
+"""
 
 
 class _HarborRun:
-    """`bash /tests/test.sh`, then the reward file it wrote."""
+    """`bash /tests/test.sh` under the verifier's wrapper, then the reward file it wrote. Where the task's
+    tests are pytest, every pytest session test.sh starts runs under the watch plugin (module form, through
+    `PYTEST_PLUGINS`), which also checks that no reward file was written while the tests ran. The wrapper
+    prints a per-grade marker with test.sh's exit status once it has ended, on a channel of its own: a
+    missing marker (the shell was killed) or a status of a signal is flagged, and so is a reward above 0
+    from a run whose pytest sessions never ended or never ran a test, a reward of 1 from a run whose
+    sessions saw a test fail, and a reward file that no file of the task's verifier names."""
 
-    def __init__(self, task: Task, timeout: float) -> None:
-        self.task, self.timeout = task, timeout
-        self.nonce_file: tuple[str, str] | None = None
+    def __init__(self, task: Task, scratch: str, timeout: float) -> None:
+        self.task, self.timeout, self.scratch = task, timeout, scratch
+        texts = _verifier_texts(task)
+        self.pytest = any(re.search(r"\bpytest\b", t) for t in texts)
+        self.watched = self.pytest and not any(name in t for t in texts for name in _WATCH_ENV)
+        self.reward_names = {n for n in _REWARD_NAMES if any(n in t for t in texts)}
+        self.nonce = secrets.token_hex(16)
+        self.nonce_path = f"{scratch}/{secrets.token_hex(16)}"
+        self.nonce_file: tuple[str, str] | None = (self.nonce_path, self.nonce) if self.watched else None
+        self.done_nonce, self.done_path = secrets.token_hex(16), f"{scratch}/{secrets.token_hex(16)}"
+        self.done = f"LEGORL-HARBOR-DONE {self.done_nonce}"  # its nonce read from a file, as `_SwebenchRun`'s
+        self.module = f"legorl_watch_{secrets.token_hex(8)}"
+
+    async def prepare(self, sandbox: Sandbox) -> None:
+        """Nothing to plan: the task's verifier decides what runs."""
 
     async def execute(self, sandbox: Sandbox) -> ExecResult:
         env = {str(k): str(v) for k, v in dict(self.task.metadata.get("verifier_env", {})).items()}
+        lines = [f"exec {_WATCH_FD}>&2", _STARTED_AT]
+        if self.watched:
+            guarded = tuple(f"{_REWARD_DIR}/{n}" for n in _REWARD_NAMES)
+            module = _WATCH_MODULE.format(
+                source=_watch_source(), nonce_path=self.nonce_path, fd=_WATCH_FD, guarded=guarded
+            )
+            await sandbox.write_file(f"{self.scratch}/py/{self.module}.py", module)
+            path = shlex.quote(f"{self.scratch}/py")
+            lines += [
+                f'export PYTHONPATH={path}"${{PYTHONPATH:+:$PYTHONPATH}}"',
+                f'export PYTEST_PLUGINS={self.module}"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}"',
+            ]
+        lines += [self.task.test_cmd, "rc=$?", f'echo "LEGORL-HARBOR-DONE $_legorl_done $rc" >&{_WATCH_FD}']
+        lines += ["exit $rc", ""]
+        await sandbox.write_file(self.done_path, self.done_nonce)
+        lines.insert(0, _read_secret("_legorl_done", self.done_path))
+        # `bash -c`, never a script file: bash reads a file as it runs, so code under test could append lines
+        # that the wrapper's shell, which holds the marker's nonce, would run.
+        script = "\n".join(lines)
         return await _exec(
-            sandbox, shlex.split(self.task.test_cmd), timeout=self.timeout, workdir=self.task.workdir, env=env
+            sandbox, ["bash", "-c", script], timeout=self.timeout, workdir=self.task.workdir, env=env
         )
 
     async def read(self, sandbox: Sandbox, result: ExecResult, leftovers: tuple[str, ...]) -> RunVerdict:
-        tampering = (
-            (f"processes outlived tests/test.sh and could have rewritten the reward: {list(leftovers)[:5]}",)
-            if leftovers
-            else ()
-        )
+        tampering = list(self._run_problems(result))
+        if leftovers:
+            tampering.append(
+                f"processes outlived tests/test.sh and could have rewritten the reward: {list(leftovers)[:5]}"
+            )
         try:
-            return await self._reward(sandbox, result, tampering)
+            verdict = await self._reward(sandbox, result, tuple(tampering))
         except VerifierError as err:
-            if not leftovers:
+            if not tampering:
                 raise
             # Killed mid-write, deleting it, garbling it: what survivors leave is theirs, not the verifier's.
             return RunVerdict(reward=0.0, tampering=(*tampering, f"the reward could not be read: {err}"))
+        found = list(verdict.tampering)
+        if self.watched:
+            found += self._watch_problems(result, verdict.reward or 0.0)
+        root = Path(self.task.verifier_dir)
+        changed = await _changed_during_run(sandbox, result, "/tests", lambda p: (root / p).is_file())
+        if changed:
+            found.append(f"the task's verifier files in /tests were changed while test.sh ran: {changed[:5]}")
+        if len(self.reward_names) == 1:
+            (named,) = self.reward_names
+            (other,) = (n for n in _REWARD_NAMES if n != named)
+            data, refused = await _read_untrusted(sandbox, f"{_REWARD_DIR}/{other}", _MAX_REWARD_BYTES)
+            if data is not None or refused is not None:
+                found.append(
+                    f"{_REWARD_DIR}/{other} exists, but the task's verifier names only {named}: something "
+                    "else wrote it"
+                )
+        return RunVerdict(
+            self._statuses(result),
+            tuple(found),
+            reward=verdict.reward,
+            canary_survival=1.0,
+            canary_shortfall=_HARBOR_NO_TWINS,
+        )
+
+    def _run_problems(self, result: ExecResult) -> list[str]:
+        """Whether test.sh ended and the wrapper's own step after it ran."""
+        done = re.findall(rf"{re.escape(self.done)} (-?\d+)", result.stderr)
+        if not done:
+            return [
+                f"tests/test.sh's run was cut short (exit {result.exit_code}): the verifier's own step after "
+                "it never ran, so its shell was killed"
+            ]
+        if len(done) > 1:
+            return ["the verifier's end-of-run marker appears more than once: it was forged"]
+        rc = int(done[0])
+        if rc >= 128:
+            return [f"tests/test.sh was killed by signal {rc - 128} (exit {rc})"]
+        if result.exit_code != rc:
+            # The wrapper exits with test.sh's status right after the marker: anything else ended it.
+            return [f"the verifier's wrapper exited {result.exit_code}, not with test.sh's status {rc}"]
+        return []
+
+    def _watch_problems(self, result: ExecResult, reward: float) -> list[str]:
+        lines = read_watch(result.stderr + "\n" + result.stdout, self.nonce)
+        problems = [
+            f"watch: pytest's machinery was changed inside the test process: {t}" for t in lines.tampered
+        ]
+        if len(lines.ends) < lines.starts:
+            problems.append(
+                "watch: a pytest session under tests/test.sh never reached its end (os._exit or a signal "
+                "ended the test process)"
+            )
+        if reward > 0 and (not lines.ends or lines.oks == 0):
+            problems.append(
+                f"the reward is {reward:g} but no test ran to the end of a pytest session under the watch: "
+                "the tests never ran"
+            )
+        if reward >= 1.0 and (lines.failing or any(e[1] != 0 for e in lines.ends)):
+            problems.append(
+                f"the reward is {reward:g} but the watched pytest sessions saw {lines.failing} failing tests "
+                f"(exit statuses {[e[1] for e in lines.ends]})"
+            )
+        return problems
+
+    def _statuses(self, result: ExecResult) -> dict[str, str]:
+        """The listed tests' statuses as the watch saw them (node ids matched by their ending)."""
+        if not self.watched:
+            return {}
+        seen = read_watch(result.stderr + "\n" + result.stdout, self.nonce).statuses
+        out = {}
+        for test in self.task.tests:
+            match = [s for node, s in seen.items() if node == test or node.endswith("/" + test)]
+            out[test] = match[0] if match else "missing"
+        return out
 
     async def _reward(self, sandbox: Sandbox, result: ExecResult, tampering: tuple[str, ...]) -> RunVerdict:
         for name, parse in (
             ("reward.txt", lambda raw: _number(self.task, raw.strip(), "reward.txt")),
             ("reward.json", lambda raw: _json_reward(self.task, raw)),
         ):
-            data, refused = await _read_untrusted(sandbox, f"/logs/verifier/{name}", _MAX_REWARD_BYTES)
+            data, refused = await _read_untrusted(sandbox, f"{_REWARD_DIR}/{name}", _MAX_REWARD_BYTES)
             if refused is not None:
                 return RunVerdict(
                     reward=0.0, tampering=(*tampering, f"the reward file was replaced: {refused}")
@@ -974,6 +1438,18 @@ class _HarborRun:
             f"reward.json (exit {result.exit_code}): {(result.stderr or result.stdout)[-2000:]}",
             "no_result",
         )
+
+
+def _verifier_texts(task: Task) -> list[str]:
+    """The text of every file of a Harbor task's verifier directory (tests/)."""
+    root = Path(task.verifier_dir) if task.verifier_dir else None
+    if root is None or not root.is_dir():
+        return []
+    texts = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= 1 << 20:
+            texts.append(path.read_bytes().decode("utf-8", "replace"))
+    return texts
 
 
 def _number(task: Task, raw: str, what: str) -> float:

@@ -18,6 +18,7 @@ from legorl_jax.sandbox import images
 from legorl_jax.sandbox.images import ImageError
 from legorl_jax.tasks.agent_sandbox import oracle_diff
 from legorl_jax.tasks.harbor import load_harbor_task
+from legorl_jax.tasks.pytest_report import parse_summary
 from legorl_jax.tasks.report import VerifierError
 from legorl_jax.tasks.swebench import load_swebench_file
 from legorl_jax.tasks.task_image import ensure_task_image
@@ -113,7 +114,10 @@ def test_a_swebench_row_is_graded_through_its_log_parser(swebench_task):
     }
     assert empty.reward == 0.0 and empty.failed_tests == ("tests/test_add.py::test_add",)
     assert hack.reward == 0.0 and [c.reason for c in hack.removed_changes] == ["test file"]
-    assert "2 passed" in gold.output and "1 failed, 1 passed" in empty.output
+    gold_counts, empty_counts = parse_summary(gold.output), parse_summary(empty.output)
+    assert gold_counts["passed"] == 2 and empty_counts["passed"] == 1, (gold_counts, empty_counts)
+    # The row's hidden test file gets must-fail canary twins, the same number each grade.
+    assert gold_counts["failed"] == empty_counts["failed"] - 1 > 0 and gold.canary_survival < 0.05
 
 
 # The row's command as the fixture writes it, and as swebench writes its pytest repositories' (set-up

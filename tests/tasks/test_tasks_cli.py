@@ -133,3 +133,26 @@ def test_validate_checks_gold_and_empty_for_each_chosen_task(tmp_path):
 def test_the_module_entry_point_prints_usage():
     out = cli("--help")
     assert out.returncode == 0 and "validate" in out.stdout and "exit codes" in out.stdout.lower()
+
+
+def test_list_on_a_harbor_folder_with_multi_step_tasks_lists_the_others_and_warns(tmp_path):
+    from harbor_fixture import TASK_TOML, write_harbor_task
+
+    write_harbor_task(tmp_path / "set" / "add")
+    # Multi-step as Harbor writes them: `[[steps]]` in task.toml with each step's instruction under steps/
+    # (no top-level instruction.md), and a task with a steps/ folder beside its instruction.md.
+    per_step = tmp_path / "set" / "two-steps"
+    per_step.mkdir(parents=True)
+    (per_step / "task.toml").write_text(
+        TASK_TOML.replace("legorl/harbor-add", "legorl/two-steps") + '\n[[steps]]\nname = "write"\n'
+    )
+    (per_step / "steps" / "write").mkdir(parents=True)
+    (per_step / "steps" / "write" / "instruction.md").write_text("write it\n")
+    steps_dir = write_harbor_task(
+        tmp_path / "set" / "steps-dir", task_toml=TASK_TOML.replace("legorl/harbor-add", "legorl/steps-dir")
+    )
+    (steps_dir / "steps" / "one").mkdir(parents=True)
+    out = cli("list", "--suite", str(tmp_path / "set"), "--json")
+    assert out.returncode == 0, out.stderr
+    assert [r["id"] for r in json.loads(out.stdout)] == ["harbor-add"]
+    assert "two-steps" in out.stderr and "steps-dir" in out.stderr and "multi-step" in out.stderr
