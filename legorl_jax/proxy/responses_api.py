@@ -70,7 +70,7 @@ _KNOWN = frozenset(
         "parallel_tool_calls",
     }
 )
-_TEXT_PARTS = ("input_text", "output_text", "text")
+_TEXT_PARTS = ("input_text", "output_text", "text", "reasoning_text", "summary_text")
 _MODEL_ITEMS = ("reasoning", "function_call", "custom_tool_call", "local_shell_call")
 _OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 _LOCAL_SHELL_SCHEMA = {
