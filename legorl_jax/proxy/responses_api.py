@@ -189,12 +189,15 @@ def _call(item: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
     else:  # local_shell_call
         action = item.get("action")
         command = action.get("command") if isinstance(action, dict) else None
-        if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
+        if (
+            not isinstance(action, dict)
+            or not isinstance(command, list)
+            or not all(isinstance(c, str) for c in command)
+        ):
             raise bad_request(
                 f"{where}.action must be {{type: exec, command: [str, ...]}}, got {preview(action)}",
                 f"{where}.action",
             )
-        assert isinstance(action, dict)
         args: dict[str, Any] = {"command": command}
         if action.get("working_directory") is not None:
             args["workdir"] = action["working_directory"]
@@ -284,6 +287,7 @@ def parse_tools(value: Any) -> tuple[list[dict[str, Any]], dict[str, ToolKind], 
             for j, sub in enumerate(inner):
                 add(sub, f"{where}.tools[{j}]", tool["name"])
             return
+        fn: dict[str, Any]
         if kind == LOCAL_SHELL:
             fn = {
                 "name": LOCAL_SHELL,
@@ -321,7 +325,7 @@ def parse_tools(value: Any) -> tuple[list[dict[str, Any]], dict[str, ToolKind], 
             return
         else:
             raise bad_request(f"{where}.type must be a tool type, got {preview(kind)}", f"{where}.type")
-        kinds.setdefault(fn["name"], ToolKind("custom" if kind == "custom" else str(kind), namespace))
+        kinds.setdefault(str(fn["name"]), ToolKind("custom" if kind == "custom" else str(kind), namespace))
         tools.append({"type": "function", "function": fn})
 
     for i, tool in enumerate(value):

@@ -135,3 +135,21 @@ def test_the_preset_points_codex_at_the_sessions_responses_url_with_its_own_conf
     assert config["web_search"] == "disabled" and config["agents"]["enabled"] is False
     assert config["model_context_window"] == 16384 and harness.network == "proxy_only"
     assert json.loads(json.dumps(harness.mounts)) == {PACKAGE.mount: str(harness.root / "bin")}
+
+
+@pytest.mark.harness
+@pytest.mark.docker
+@needs_install
+async def test_a_prompt_over_the_context_ends_codex_as_context_overflow(
+    builtin_tasks, tokenizer, proxy_on, tmp_path
+):
+    task = builtin_tasks[TASK]
+    engine = ScriptedEngine(tokenizer, [tool_call("exec_command", cmd="ls")])
+    # Codex's instructions and tools are several thousand tokens: its first call is refused.
+    proxy = await proxy_on(engine, context_length=2048)
+    trajectory, record, _, _ = await trial_with_probe(
+        task, get_harness("codex"), proxy, tmp_path, step_limit=8
+    )
+    log = (tmp_path / "trial" / "attempt_0" / "harness.log").read_text()
+    assert trajectory.outcome is Outcome.CONTEXT_OVERFLOW and trajectory.reward == 0.0, log[-3000:]
+    assert record["flags"]["context_overflow"] and engine.calls == []
