@@ -25,7 +25,9 @@ tool items its `--json` event stream completes (a command, a file change, an MCP
 that called a tool) and stops it once `llm.step_limit` of them are done. How a run ends: `turn.completed`
 (a reply without a tool call ends Codex's turn) -> `submitted`, or `no_tool_collapse` when that reply was
 the proxy's "Session terminated" text; stopped by the watchdog -> `step_limit`; a `turn.failed` / `error`
-event carrying the proxy's context-length refusal -> `context_overflow`. Anything else (a non-zero exit, a
+event carrying the proxy's context-length refusal -> `context_overflow`; a turn Codex fails on a reply cut by
+its token budget (the proxy answers it `incomplete`, as OpenAI does, and Codex gives up on it: its tool call
+is unreadable) -> `format_failure`, the policy's doing, kept in the loss. Anything else (a non-zero exit, a
 failed turn for another reason, no events) is `HarnessCrashed` with its output.
 """
 
@@ -57,6 +59,8 @@ TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call")
 """Item types of Codex's `--json` events that a model call with a tool call produces."""
 CONTEXT_REFUSALS = ("maximum context length", "context_length_exceeded", "context window")
 """In the proxy's context-overflow error (session.context_message, its code), or Codex's account of it."""
+INCOMPLETE = "Incomplete response returned"
+"""Codex's failure on a reply the proxy marked `incomplete` (cut by its budget: `response.incomplete`)."""
 TERMINATED = "Session terminated:"
 """How the proxy's reply starts after it ended the session for replies without tool calls."""
 STOPPED = "legorl: stopped Codex after"
@@ -205,6 +209,8 @@ def result_of(exit_code: int, stdout: str, output: str) -> HarnessResult:
     failed = " ".join(json.dumps(e) for e in failures)
     if (failed_turn or not finished) and any(r in failed for r in CONTEXT_REFUSALS):
         return HarnessResult(Outcome.CONTEXT_OVERFLOW, steps, output, features)
+    if failed_turn and INCOMPLETE in failed:
+        return HarnessResult(Outcome.FORMAT_FAILURE, steps, output, features)
     if failed_turn or exit_code != 0 or not finished:
         raise HarnessCrashed(
             f"Codex exited {exit_code} with {len(failures)} failure event(s):\n{output[-4000:]}"

@@ -22,7 +22,7 @@ from native_trial import (
 from scripted_engine import ScriptedEngine
 
 from legorl_jax.harness import LLMEndpoint, get_harness
-from legorl_jax.harness.codex import INSTALL_COMMAND, PACKAGE, STOPPED, events_of
+from legorl_jax.harness.codex import INCOMPLETE, INSTALL_COMMAND, PACKAGE, STOPPED, events_of
 from legorl_jax.harness.native_agent import installed
 from legorl_jax.types import Outcome
 from legorl_jax.warm_start import codex_demonstration_replies, qwen3_tool_call
@@ -153,3 +153,19 @@ async def test_a_prompt_over_the_context_ends_codex_as_context_overflow(
     log = (tmp_path / "trial" / "attempt_0" / "harness.log").read_text()
     assert trajectory.outcome is Outcome.CONTEXT_OVERFLOW and trajectory.reward == 0.0, log[-3000:]
     assert record["flags"]["context_overflow"] and engine.calls == []
+
+
+@pytest.mark.harness
+@pytest.mark.docker
+@needs_install
+async def test_a_reply_cut_by_its_token_budget_ends_codex_as_a_format_failure_kept_in_the_loss(
+    builtin_tasks, tokenizer, proxy_on, tmp_path
+):
+    task = builtin_tasks[TASK]
+    proxy = await proxy_on(ScriptedEngine(tokenizer, ["word " * 50]), max_response_tokens=8)
+    trajectory, record, _, _ = await trial_with_probe(
+        task, get_harness("codex"), proxy, tmp_path, step_limit=8
+    )
+    log = (tmp_path / "trial" / "attempt_0" / "harness.log").read_text()
+    assert trajectory.outcome is Outcome.FORMAT_FAILURE and trajectory.valid, log[-3000:]
+    assert record["turns"][0]["finish_reason"] == "length" and INCOMPLETE in log
