@@ -346,3 +346,26 @@ async def test_the_sdk_raises_its_own_errors_for_a_bad_request_and_an_unknown_se
     gone = openai.AsyncOpenAI(base_url=proxy.base_url + "/s/" + "0" * 32 + "/v1", api_key="x", max_retries=0)
     with pytest.raises(openai.NotFoundError):
         await gone.responses.create(model="p", input="x")
+
+
+async def test_a_rewritten_history_opens_a_new_branch_with_its_own_verbatim_record(scripted, serve):
+    engine = scripted(["One.", "Two.", "Three."])
+    proxy = await serve(engine)
+    info = proxy.open_session()
+    client = client_of(info)
+    r = await client.responses.create(model="p", instructions=INSTRUCTIONS, input="Fix calc.py.")
+    history = [
+        USER,
+        *[item.model_dump(exclude_none=True) for item in r.output],
+        {"role": "user", "content": "Go on."},
+    ]
+    await client.responses.create(model="p", instructions=INSTRUCTIONS, input=history)
+    # The harness compacts: the earlier turns are replaced by a summary.
+    await client.responses.create(
+        model="p", instructions=INSTRUCTIONS, input="Summary: fixing calc.py. Go on."
+    )
+    session = proxy.sessions[info.session_id]
+    assert [t.branch for t in session.turns] == [0, 0, 1] and session.counters["rewrites"] == 1
+    record = await proxy.close_session(info.session_id)
+    assert [b["opened_by"] for b in record.branches][1] == "rewrite"
+    assert len(record.sequences) == 2 and all(s.loss_mask.sum() > 0 for s in record.sequences)
