@@ -195,9 +195,8 @@ def codex_demonstration_replies(task: Task, render_call: Any) -> list[str]:
     """The assistant texts of a demonstration through Codex: its shell tool (`exec_command`) running
     `apply_patch` with the gold patch (Codex intercepts that command and applies the patch itself), then a
     reply without a tool call, which ends Codex's turn."""
-    patch = apply_patch_text(task)
-    fence = next(f for f in ("EOF", "PATCH_EOF", "LEGORL_PATCH_EOF") if f not in patch.split("\n"))
-    command = f"apply_patch <<'{fence}'\n{patch}\n{fence}"
+    # Every line of the patch starts with "***", "@@", " ", "-" or "+", so none ends the here-document.
+    command = f"apply_patch <<'EOF'\n{apply_patch_text(task)}\nEOF"
     return [render_call("exec_command", {"cmd": command}), "The fix is applied."]
 
 
