@@ -405,7 +405,7 @@ class CaptureProxy:
             session.responses[completion.id] = responses_api.conversation(req, completion)
             session.response_bodies[completion.id] = reply
         if req.stream:
-            return await _stream(request, responses_api.stream_events(req, completion))
+            return await _stream(request, responses_api.stream_events(reply))
         return _json_response(reply)
 
     async def _stored_response(self, request: web.Request) -> web.Response:

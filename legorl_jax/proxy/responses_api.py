@@ -500,13 +500,13 @@ def output_items(req: ResponsesRequest, c: Completion) -> list[dict[str, Any]]:
     return items
 
 
-def response_json(req: ResponsesRequest, c: Completion, *, created_at: int | None = None) -> dict[str, Any]:
+def response_json(req: ResponsesRequest, c: Completion) -> dict[str, Any]:
     """The response object of `c` (complete, or `incomplete` when its token budget cut it)."""
     cut = c.finish_reason == "length"
     return {
         "id": c.id,
         "object": "response",
-        "created_at": c.created if created_at is None else created_at,
+        "created_at": c.created,
         "status": "incomplete" if cut else "completed",
         "completed_at": None if cut else c.created,
         "error": None,
@@ -534,9 +534,9 @@ def conversation(req: ResponsesRequest, c: Completion) -> tuple[dict[str, Any], 
     return req.prior + tuple(items_to_messages(output_items(req, c), "output"))
 
 
-def stream_events(req: ResponsesRequest, c: Completion) -> Iterator[bytes]:
-    """The SSE events of `c` in the Responses API's order (module docstring)."""
-    full = response_json(req, c)
+def stream_events(full: dict[str, Any]) -> Iterator[bytes]:
+    """The SSE events of the finished response object `full` (`response_json`) in the Responses API's order
+    (module docstring)."""
     seq = 0
 
     def event(kind: str, **data: Any) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import tomllib
 
+import numpy as np
 import pytest
 from native_trial import (
     assert_every_sampled_token_recorded,
@@ -75,6 +76,9 @@ async def test_a_scripted_fix_through_codex_scores_reward_one_records_every_toke
     assert all(t["routed_experts_rows"] > 0 for t in record["turns"])
     assert not any(record["flags"].values()), record["flags"]
     assert_every_sampled_token_recorded(trajectory, tokenizer, script)
+    # ... and the routing of every position the engine forwarded (all but the last token), none left -1.
+    (seq,) = trajectory.sequences
+    assert (np.asarray(seq.routed_experts)[: len(seq.token_ids) - 1] >= 0).all()
     assert_only_the_proxy_was_reached(probe, hits)
 
 
