@@ -344,7 +344,12 @@ def parse_request(body: dict[str, Any], stored: Mapping[str, tuple[dict[str, Any
     previous = body.get("previous_response_id")
     prior: list[dict[str, Any]] = []
     if previous is not None:
-        if not isinstance(previous, str) or previous not in stored:
+        if not isinstance(previous, str):
+            raise bad_request(
+                f"previous_response_id must be a response id string, got {preview(previous)}",
+                "previous_response_id",
+            )
+        if previous not in stored:
             raise ProxyError(
                 404,
                 "not_found",

@@ -320,6 +320,20 @@ async def _post(url, body):
         ({"input": "x", "temperature": "hot"}, "temperature", "'hot'"),
         ({"input": "x", "max_output_tokens": 0}, "max_output_tokens", "got 0"),
         ({"input": "x", "include": "all"}, "include", "'all'"),
+        ({"input": "x", "instructions": 5}, "instructions", "got 5"),
+        ({"input": "x", "previous_response_id": 5}, "previous_response_id", "got 5"),
+        (
+            {"input": [{"type": "function_call_output", "call_id": "c", "output": {"a": 1}}]},
+            "input[0].output",
+            "{'a': 1}",
+        ),
+        ({"input": [{"role": "user", "content": None}]}, "input[0].content", "None"),
+        (
+            {"input": "x", "tools": [{"type": "namespace", "name": "ns", "tools": "all"}]},
+            "tools[0].tools",
+            "'all'",
+        ),
+        ({"input": "x", "stream": "yes"}, "stream", "'yes'"),
         (
             {"input": [{"type": "reasoning", "summary": [], "encrypted_content": ENCRYPTED_PREFIX + "!!"}]},
             "input[0].encrypted_content",
