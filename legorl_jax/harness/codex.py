@@ -15,7 +15,7 @@ configured by its own config file, `$CODEX_HOME/config.toml` (`config_toml`), wr
 before the run: one custom model provider `capture` at the session's OpenAI URL with `wire_api =
 "responses"` (the proxy's `POST /v1/responses`, reached through the `proxy_only` network) and no key of
 anyone's; approvals `never` and Codex's own sandbox off (`danger-full-access`), because the trial sandbox is
-the sandbox (Codex's bubblewrap cannot nest inside it) and commands must run where the repository is; the
+the sandbox (its limits stay intact) and commands must run, unasked, where the repository is; the
 model's context window (`context_tokens`); web search, sub-agents, goals, apps, plugins, image generation,
 hooks and update checks off, so its tools are the shell (`exec_command`, with which it also applies
 `apply_patch` edits) and little else, and nothing reaches outside. No file of Codex's is changed.
