@@ -1,5 +1,6 @@
-"""What Claude Code, OpenCode and Codex (npm-published native agents, run inside the sandbox) share: the install
-command when missing, an idempotent install, and the tiny model's own sampling ending in a policy outcome."""
+"""What Claude Code, OpenCode and Codex (npm-published native agents, run inside the sandbox) share: the
+install command when missing, an idempotent install, and the tiny model's own sampling ending in a policy
+outcome."""
 
 from __future__ import annotations
 
