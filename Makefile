@@ -27,7 +27,7 @@ images: setup system
 
 # Third-party harnesses (tools/install_harness.py; idempotent, offline once their wheels are cached). A harness
 # whose install fails is reported and its `harness` tests skip with the reason; the rest of the suite runs.
-HARNESS_NAMES ?= mini_swe_agent swe_agent claude_code opencode terminus_2 openhands
+HARNESS_NAMES ?= mini_swe_agent swe_agent claude_code opencode terminus_2 openhands codex
 harnesses: setup
 	@for h in $(HARNESS_NAMES); do $(PY) tools/install_harness.py $$h || echo "make: harness $$h not installed (its tests will skip)" >&2; done
 

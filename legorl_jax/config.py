@@ -819,7 +819,7 @@ class HarnessConfig:
 
     name: str = "builtin"
     """A name registered in `legorl_jax.harness.names.HARNESSES`: builtin | mini_swe_agent | swe_agent |
-    claude_code | opencode | terminus_2 | openhands."""
+    claude_code | opencode | terminus_2 | openhands | codex."""
     step_limit: int = 30
     """Most model calls (agent steps) per trial."""
     model: str = "legorl-policy"

@@ -11,7 +11,10 @@ A random-initialised tiny model cannot call tools, so RL on it never sees a rewa
 demonstrations the way a rollout is made: the real built-in harness runs in a real sandbox against the
 capture proxy, whose engine (`TeacherEngine`) replies with the gold patch's edits as the harness's own tool
 calls (`str_replace` per hunk, with the fewest context lines that make `old` unique in the file, then
-`submit`); the tools really run, the verifier grades the result, and only demonstrations scored 1 are kept.
+`submit`). With `harness.name` codex the demonstrator is Codex CLI itself, on the proxy's Responses surface:
+its shell tool runs `apply_patch` with the gold patch, then a reply without a tool call ends its turn
+(`codex_demonstration_replies`); any other harness is demonstrated through the built-in one. The tools really
+run, the verifier grades the result, and only demonstrations scored 1 are kept.
 The recorded sequences (the proxy's exact token ids, loss mask on the assistant tokens) are trained on by the
 same `Trainer.update` with advantage 1 and no importance weighting: with one update per batch the ratio is
 exactly 1, so the policy-gradient step is the log-likelihood gradient; its `nll` is the loss reported. The
@@ -152,6 +155,55 @@ def demonstration_replies(task: Task, render_call: Any) -> list[str]:
     return [render_call(name, args) for name, args in calls]
 
 
+def apply_patch_text(task: Task) -> str:
+    """The gold patch in Codex's `apply_patch` format: `*** Add File` / `*** Delete File` / `*** Update File`
+    sections, an update's hunks each after a bare `@@` with the diff's own context, `-` and `+` lines (Codex
+    finds each hunk's old lines in order in the file, so the diff's context is what places it)."""
+    out = ["*** Begin Patch"]
+    for patch in parse_patch(task.patch):
+        if patch.binary or (patch.old_path and patch.new_path and patch.old_path != patch.new_path):
+            raise ValueError(
+                f"task {task.instance_id!r}: apply_patch cannot express the gold patch's change of "
+                f"{patch.path!r} (binary or renamed)"
+            )
+        hunks = _hunk_lines(patch.text)
+        if patch.old_path is None:
+            out.append(f"*** Add File: {patch.new_path}")
+            out += [line for hunk in hunks for line in hunk if line.startswith("+")]
+        elif patch.new_path is None:
+            out.append(f"*** Delete File: {patch.old_path}")
+        else:
+            out.append(f"*** Update File: {patch.new_path}")
+            for hunk in hunks:
+                out += ["@@", *hunk]
+    out.append("*** End Patch")
+    return "\n".join(out)
+
+
+def _hunk_lines(text: str) -> list[list[str]]:
+    """The ` `/`-`/`+` lines of every hunk of one file's diff, without their newlines."""
+    hunks: list[list[str]] = []
+    for line in split_lines(text):
+        if line.startswith("@@"):
+            hunks.append([])
+        elif hunks and line[:1] in (" ", "-", "+"):
+            hunks[-1].append(line.rstrip("\n"))
+    return hunks
+
+
+def codex_demonstration_replies(task: Task, render_call: Any) -> list[str]:
+    """The assistant texts of a demonstration through Codex: its shell tool (`exec_command`) running
+    `apply_patch` with the gold patch (Codex intercepts that command and applies the patch itself), then a
+    reply without a tool call, which ends Codex's turn."""
+    # Every line of the patch starts with "***", "@@", " ", "-" or "+", so none ends the here-document.
+    command = f"apply_patch <<'EOF'\n{apply_patch_text(task)}\nEOF"
+    return [render_call("exec_command", {"cmd": command}), "The fix is applied."]
+
+
+DEMONSTRATIONS = {"builtin": demonstration_replies, "codex": codex_demonstration_replies}
+"""Harness name -> its demonstration's replies; any other harness is demonstrated through the built-in one."""
+
+
 def qwen3_tool_call(name: str, arguments: dict[str, Any]) -> str:
     """A tool call as a Qwen3 (hermes JSON) model writes it."""
     return (
@@ -263,10 +315,15 @@ async def record_demonstrations(
         experiment="demonstrations",
     )
     proxy_config = dataclasses.replace(proxy, archive_dir=str(folder / "sessions"), max_consecutive_no_tool=0)
-    demonstrator = BuiltinHarness(**harness.options) if harness.name == "builtin" else BuiltinHarness()
+    demonstrator: Any = BuiltinHarness(**harness.options) if harness.name == "builtin" else BuiltinHarness()
+    replies_of = DEMONSTRATIONS.get(harness.name, demonstration_replies)
+    if harness.name == "codex":
+        from legorl_jax.harness.codex import CodexHarness
+
+        demonstrator = CodexHarness(**harness.options)
     kept = []
     for task in tasks:
-        replies = demonstration_replies(task, qwen3_tool_call)
+        replies = replies_of(task, qwen3_tool_call)
         engine = TeacherEngine(tokenizer, replies, max_len=max_len, eos_id=eos)
         capture = CaptureProxy(engine, tokenizer, proxy_config)
         await capture.start("127.0.0.1", 0)

@@ -18,7 +18,7 @@ def test_every_registered_harness_is_a_valid_harness_name(name):
 
 def test_a_harness_name_outside_the_registry_is_refused_with_the_registered_names():
     with pytest.raises(
-        ValueError, match=r"harness.name must be one of \('builtin', .*'openhands'\), got 'aider'"
+        ValueError, match=r"harness.name must be one of \('builtin', .*'openhands', 'codex'\), got 'aider'"
     ):
         HarnessConfig(name="aider")
 

@@ -26,7 +26,7 @@ LAYERS: list[list[str]] = [
     ["legorl_jax.tasks", "legorl_jax.harness"],
     ["legorl_jax.proxy", "legorl_jax.train"],
     ["legorl_jax.rollout"],
-    ["legorl_jax.warm_start", "legorl_jax.loop_step"],
+    ["legorl_jax.warm_start", "legorl_jax.loop_step", "legorl_jax.run_folder"],
     ["legorl_jax.loop", "legorl_jax.async_loop"],
     ["legorl_jax.run"],
 ]

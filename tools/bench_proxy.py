@@ -1,10 +1,11 @@
-"""Latency the capture proxy adds over calling the engine directly, beside the LiteLLM proxy, at 1/16/64
-sessions.
+"""Latency the capture proxy adds over calling the engine directly, on its chat-completions and its Responses
+surface, beside the LiteLLM proxy, at 1/16/64 sessions.
 
     python tools/bench_proxy.py [--sessions 1,16,64] [--turns 10] [--rounds 3] [--engine-ms 500] \
         [--tool-ms 1000] [--start-ms 1000]
 
-Needs the bench extra (`pip install -e '.[bench]'`: LiteLLM's proxy server). Five processes on this machine:
+Needs the bench extra (`pip install -e '.[bench]'`: LiteLLM's proxy server), unless `--without-litellm`
+leaves that peer out. Five processes on this machine:
 - a backend standing in for the model: it answers SGLang's `/generate` (token ids in and out, log-probs and
   routing rows, through our wire format) and OpenAI's `/v1/chat/completions` (the same reply as text) after
   the same fixed `--engine-ms`, so every path pays the same "model" time and the difference is the proxy's;
@@ -17,9 +18,11 @@ Needs the bench extra (`pip install -e '.[bench]'`: LiteLLM's proxy server). Fiv
   harnesses take 0.4-15 s to start, tools/bench_rollout.py) and a tool time between calls (uniform in
   [0, `--tool-ms`]), the same seeded draws on every path: the agentic shape, sessions do not all call at the
   same instant.
-Per configuration the same conversations go five ways: backend `/generate` directly (the baseline of ours and
-the relay), ours, the relay, backend `/v1/chat/completions` directly (LiteLLM's baseline), LiteLLM. Added
-latency = the path's p50 (p99) minus its baseline's p50 (p99). The five are measured in rotating order for
+Per configuration the same conversations go six ways: backend `/generate` directly (the baseline of ours and
+the relay), ours on chat completions, ours on the Responses API (`/v1/responses`, the whole history resent
+as items each turn, as Codex sends it), the relay, backend `/v1/chat/completions` directly (LiteLLM's
+baseline), LiteLLM. Added latency = the path's p50 (p99) minus its baseline's p50 (p99). The six are
+measured in rotating order for
 `--rounds` rounds, so drift in the host's load hits them alike. Quiet host (tools/hostload.py): publishable
 only if the load average was below 1 when the run began and other processes took under 0.15 of a core during
 every path's run.
@@ -92,6 +95,7 @@ BASH = {
         },
     },
 }
+BASH_RESPONSES = {"type": "function", **BASH["function"]}  # the same tool in the Responses API's shape
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "XLA_FLAGS": ""}
 LITELLM_KEY = "sk-bench-" + os.urandom(16).hex()  # LiteLLM's proxy refuses to start without a master key
 
@@ -287,13 +291,19 @@ async def conversation(
     tool_s: list[float],
     start_s: float = 0.0,
 ) -> None:
-    """One session's calls; `path` picks the wire: generate (the `prompts` as token ids), chat (OpenAI body).
+    """One session's calls; `path` picks the wire: generate (the `prompts` as token ids), chat (OpenAI body),
+    responses (the Responses API: instructions, the history as items, the reply's items appended each turn).
     Before its first call the session waits its start-up time, as a harness starts, and between calls its tool
     time, as an agent runs its tool (the same seeded draws on every path)."""
     await asyncio.sleep(start_s)
     messages = list(FIRST)
+    items: list[dict] = [FIRST[1]]
     for turn in range(turns):
-        if path == "generate":
+        if path == "responses":
+            body = {"model": "bench", "instructions": FIRST[0]["content"], "input": items,
+                    "tools": [BASH_RESPONSES]}  # fmt: skip
+            target = session_url + "/responses"
+        elif path == "generate":
             body = {"input_ids": prompts[turn], "return_logprob": True, "return_routed_experts": True,
                     "sampling_params": {"max_new_tokens": 256, "temperature": 1.0}}  # fmt: skip
             target = url + "/generate"
@@ -310,6 +320,12 @@ async def conversation(
         call_id = f"call_{turn}"
         if path == "chat":
             call_id = reply["choices"][0]["message"]["tool_calls"][0]["id"]
+        if path == "responses":
+            call_id = reply["output"][-1]["call_id"]
+            items += [
+                *reply["output"],
+                {"type": "function_call_output", "call_id": call_id, "output": TOOL_RESULT},
+            ]
         messages = after_turn(messages, call_id)
 
 
@@ -329,20 +345,23 @@ async def run_path(
     headers = {"Authorization": f"Bearer {LITELLM_KEY}"} if name == "litellm" else {}
     async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
         session_urls = [None] * sessions
-        if name == "ours":
+        if name in OURS:
             admin = {"Authorization": "Bearer bench-admin-token"}
             for i in range(sessions):
                 async with http.post(
                     urls["ours"] + "/admin/sessions", json={"task_id": "bench"}, headers=admin
                 ) as r:
                     session_urls[i] = (await r.json())["openai_base_url"]
-        path = "generate" if name in ("direct-generate", "relay") else "chat"
+        path = {"direct-generate": "generate", "relay": "generate", "ours-responses": "responses"}.get(
+            name, "chat"
+        )
         base = {
             "direct-generate": urls["backend"],
             "relay": urls["relay"],
             "direct-chat": urls["backend"] + "/v1",
             "litellm": urls["litellm"] + "/v1",
             "ours": None,
+            "ours-responses": None,
         }[name]
         prompts = generate_prompts(tok, turns) if path == "generate" else None
         rng = np.random.default_rng(0)
@@ -364,13 +383,16 @@ async def run_path(
                 for i in range(sessions)
             )
         )
-        if name == "ours":
+        if name in OURS:
             admin = {"Authorization": "Bearer bench-admin-token"}
             for u in session_urls:
                 sid = u.rsplit("/s/", 1)[1].split("/")[0]
                 async with http.delete(f"{urls['ours']}/admin/sessions/{sid}", headers=admin) as r:
                     await r.read()
     return latencies
+
+
+OURS = ("ours", "ours-responses")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -439,7 +461,9 @@ async def bench(args: argparse.Namespace) -> None:
             stdout=subprocess.DEVNULL,
             stderr=open(tmp / "relay.log", "w"),
         ),
-        subprocess.Popen(
+    ]
+    if not args.without_litellm:
+        procs.append(subprocess.Popen(
             [
                 str(pathlib.Path(sys.executable).parent / "litellm"),
                 "--model",
@@ -454,14 +478,15 @@ async def bench(args: argparse.Namespace) -> None:
             env={**ENV, "OPENAI_API_KEY": "x", "LITELLM_MASTER_KEY": LITELLM_KEY},
             stdout=subprocess.DEVNULL,
             stderr=open(tmp / "litellm.log", "w"),
-        ),  # fmt: skip
-    ]
+        ))  # fmt: skip
     try:
         await wait_up(urls["backend"] + "/health", procs[0])
         await wait_up(urls["ours"] + "/health", procs[1], tmp / "ours.log")
         await wait_up(urls["relay"] + "/health", procs[2], tmp / "relay.log")
-        await wait_up(urls["litellm"] + "/health/liveliness", procs[3], tmp / "litellm.log")
-        names = ["direct-generate", "ours", "relay", "direct-chat", "litellm"]
+        names = ["direct-generate", "ours", "ours-responses", "relay"]
+        if not args.without_litellm:
+            await wait_up(urls["litellm"] + "/health/liveliness", procs[3], tmp / "litellm.log")
+            names += ["direct-chat", "litellm"]
         for name in names:  # warm-up: imports, first renders, connection pools
             await run_path(name, urls, tok, 2, 2)
         meter = hostload.ForeignCPU()
@@ -496,19 +521,26 @@ async def bench(args: argparse.Namespace) -> None:
     print()
     print(
         "| sessions | calls/path | direct /generate p50 / p99 ms | ours p50 / p99 ms | **ours added** p50 / "
-        "p99 ms | relay added p50 / p99 ms | direct chat p50 / p99 ms | LiteLLM p50 / p99 ms | LiteLLM "
-        "added p50 / p99 ms |"
+        "p99 ms | **ours Responses added** p50 / p99 ms | relay added p50 / p99 ms | direct chat p50 / p99 "
+        "ms | LiteLLM p50 / p99 ms | LiteLLM added p50 / p99 ms |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for sessions, f in rows:
-        dg, ours, relay, dc, lite = (f[n] for n in ("direct-generate", "ours", "relay", "direct-chat",
-                                                     "litellm"))  # fmt: skip
+        dg, ours, resp, relay = (f[n] for n in ("direct-generate", "ours", "ours-responses", "relay"))
+        peer = "n/a | n/a | n/a"
+        if "litellm" in f:
+            dc, lite = f["direct-chat"], f["litellm"]
+            peer = (f"{dc[0]:.1f} / {dc[1]:.1f} | {lite[0]:.1f} / {lite[1]:.1f} | "
+                    f"{lite[0] - dc[0]:.2f} / {lite[1] - dc[1]:.2f}")  # fmt: skip
         print(f"| {sessions} | {ours[2]} | {dg[0]:.1f} / {dg[1]:.1f} | {ours[0]:.1f} / {ours[1]:.1f} | "
               f"**{ours[0] - dg[0]:.2f} / {ours[1] - dg[1]:.2f}** | "
-              f"{relay[0] - dg[0]:.2f} / {relay[1] - dg[1]:.2f} | "
-              f"{dc[0]:.1f} / {dc[1]:.1f} | {lite[0]:.1f} / {lite[1]:.1f} | "
-              f"{lite[0] - dc[0]:.2f} / {lite[1] - dc[1]:.2f} |")  # fmt: skip
+              f"**{resp[0] - dg[0]:.2f} / {resp[1] - dg[1]:.2f}** | "
+              f"{relay[0] - dg[0]:.2f} / {relay[1] - dg[1]:.2f} | {peer} |")  # fmt: skip
     print()
+    for sessions, f in rows:
+        dg, ours, resp = (f[n] for n in ("direct-generate", "ours", "ours-responses"))
+        p50, p99 = (resp[0] - dg[0]) / (ours[0] - dg[0]), (resp[1] - dg[1]) / (ours[1] - dg[1])
+        print(f"{sessions} sessions: Responses added / chat added: p50 {p50:.2f}, p99 {p99:.2f}")
     print(
         "peer: LiteLLM proxy (litellm[proxy]) on its OpenAI-compatible route to the same backend, measured "
         "in the same run; relay: a bare aiohttp hop to the same backend (the floor of this stack)"
@@ -540,6 +572,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="HF directory for the tokenizer/template (default: a tiny model made here)",
     )
+    p.add_argument(
+        "--without-litellm",
+        action="store_true",
+        help="leave the LiteLLM peer out (no bench extra needed): ours on both surfaces and the relay only",
+    )
     p.add_argument("--serve-backend", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--serve-relay", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--upstream", default=None, help=argparse.SUPPRESS)
@@ -550,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve_backend is not None:
         serve_backend(args.model, args.serve_backend, args.engine_ms)
         return 0
-    missing = missing_from_bench_extra()
+    missing = [] if args.without_litellm else missing_from_bench_extra()
     if missing:
         sys.exit(
             f"tools/bench_proxy.py needs the bench extra (LiteLLM's proxy server); not installed: "

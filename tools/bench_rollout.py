@@ -295,6 +295,7 @@ HARNESS_SCRIPTS = {
     "opencode": "test_opencode",
     "terminus_2": "test_terminus_2",
     "openhands": "test_openhands",
+    "codex": "test_codex",
 }
 """Harness -> the test module whose `fix_script(task)` is its scripted fix (opencode's also answers its title
 call: `AgentOrTitle`)."""

@@ -22,6 +22,9 @@ Run it with the interpreter of the environment the harness must land in (`make t
   whose `engines.node` this machine's Node 20 satisfies) via `npm install`, keeping only its native
   executable, which the adapter bind-mounts read-only into the trial sandbox
   (`legorl_jax.harness.native_agent`). npm's own cache makes a re-install work offline.
+- `codex`: `@openai/codex` 0.171.0 the same way: npm installs the launcher and its platform package (a static
+  musl executable, from the npm registry like everything else), and only that executable is kept and
+  bind-mounted (`legorl_jax.harness.codex`).
 - `terminus_2`: terminal-bench 0.2.18 (its Terminus-2 agent) in its own Python >= 3.12 virtualenv, plus the
   host's tmux staged for the sandbox (`legorl_jax.harness.terminus_2`).
 - `openhands`: the OpenHands SDK and tools 1.58.2 in their own Python 3.12 virtualenv, plus that Python
@@ -145,6 +148,7 @@ INSTALLERS = {
     "opencode": install_native("opencode"),
     "terminus_2": install_terminus_2,
     "openhands": install_openhands,
+    "codex": install_native("codex"),
 }
 
 

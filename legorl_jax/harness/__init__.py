@@ -1,7 +1,7 @@
 """Harnesses: unmodified coding agents configured to work on a task against a capture-proxy session.
 
     from legorl_jax.harness import get_harness
-    # builtin | mini_swe_agent | swe_agent | claude_code | opencode | terminus_2 | openhands
+    # builtin | mini_swe_agent | swe_agent | claude_code | opencode | terminus_2 | openhands | codex
     harness = get_harness("builtin")
     result = await harness.run(task, sandbox, llm)
 

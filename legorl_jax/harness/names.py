@@ -10,4 +10,5 @@ HARNESSES = {
     "opencode": "legorl_jax.harness.opencode:OpenCodeHarness",
     "terminus_2": "legorl_jax.harness.terminus_2:Terminus2Harness",
     "openhands": "legorl_jax.harness.openhands:OpenHandsHarness",
+    "codex": "legorl_jax.harness.codex:CodexHarness",
 }

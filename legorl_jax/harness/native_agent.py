@@ -1,20 +1,20 @@
-"""Agents shipped as one native binary on the npm registry (Claude Code, OpenCode): install once, run in the
-sandbox.
+"""Agents shipped as one native binary on the npm registry (Claude Code, OpenCode, Codex): install once, run
+in the sandbox.
 
     package = NativePackage("claude_code", "@anthropic-ai/claude-code", "2.1.197", ...)
     install(package)                          # tools/install_harness.py NAME; idempotent, offline once cached
     root = require(package)                   # the install dir, or HarnessNotInstalled naming the command
     result = await run_binary(sandbox, package, argv, env=..., timeout=...)
 
-Both agents are Bun-compiled executables linked against glibc only, published as per-platform npm
-packages beside a thin launcher package. `install` runs `npm install` of the pinned launcher version into
-`install_dir(name)/npm` (npm keeps the tarballs in its cache, so a re-install works offline), takes the
-platform package's executable, and hard-links (or copies) it to `install_dir(name)/bin/<binary>`; writing
-`installed.json` last is what makes it installed. The adapters bind-mount that `bin/` read-only at
-`package.mount` in the trial sandbox and run it there with `sandbox.exec`: no Node in the sandbox, nothing
-downloaded at trial time. They execute their tools where they run, so their sandbox uses network
-`proxy_only` (only the capture proxy is reachable). The pinned versions are those whose `engines.node` this
-machine's Node 20 satisfies.
+Claude Code and OpenCode are Bun-compiled executables linked against glibc only, Codex a static (musl) Rust
+executable; each is published as per-platform npm packages beside a thin launcher package. `install` runs
+`npm install` of the pinned launcher version into `install_dir(name)/npm` (npm keeps the tarballs in its
+cache, so a re-install works offline), takes the platform package's executable, and hard-links (or copies) it
+to `install_dir(name)/bin/<binary>`; writing `installed.json` last is what makes it installed. The adapters
+bind-mount that `bin/` read-only at `package.mount` in the trial sandbox and run it there with `sandbox.exec`:
+no Node in the sandbox, nothing downloaded at trial time. They execute their tools where they run, so their
+sandbox uses network `proxy_only` (only the capture proxy is reachable). The pinned versions are those whose
+`engines.node` this machine's Node 20 satisfies.
 """
 
 from __future__ import annotations

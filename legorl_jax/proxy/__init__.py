@@ -11,9 +11,9 @@ time the sampled ids, behaviour log-probs and routed experts (docs/alignment.md 
     python -m legorl_jax.proxy --engine-url URL --model DIR --host 127.0.0.1 --port P --admin-token TOKEN
 
 Modules: base.py (the `Proxy` protocol the rollout uses), app.py (HTTP, sessions' lifecycle), session.py (one
-session), recorder.py (branches and verbatim token record), toolcalls.py (parsers), openai_api.py and
-anthropic_api.py (wire formats), chat.py (the surface-neutral request and reply), archive.py (the trial
-folder). Importing this package loads no jax.
+session), recorder.py (branches and verbatim token record), toolcalls.py (parsers), openai_api.py,
+responses_api.py and anthropic_api.py (wire formats), chat.py (the surface-neutral request and reply),
+archive.py (the trial folder). Importing this package loads no jax.
 """
 
 from __future__ import annotations

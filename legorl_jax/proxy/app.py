@@ -14,8 +14,9 @@ session id in its path):
   that resolves outside is a 400) that no open or archived session uses (else 409);
   `GET /admin/sessions/{id}/trajectory`; `DELETE /admin/sessions/{id}` (closes and archives; returns the
   archive folder and the branch summaries). A wrong or missing token: 401, nothing done.
-- `POST /s/{id}/v1/chat/completions`, `GET /s/{id}/v1/models` (OpenAI); `POST /s/{id}/v1/messages` (also
-  `?beta=true`), `POST /s/{id}/v1/messages/count_tokens` (Anthropic); `GET`/`HEAD /`, `/health` and
+- `POST /s/{id}/v1/chat/completions`, `GET /s/{id}/v1/models` (OpenAI); `POST /s/{id}/v1/responses`,
+  `GET /s/{id}/v1/responses/{response id}` (OpenAI Responses, responses_api.py); `POST /s/{id}/v1/messages`
+  (also `?beta=true`), `POST /s/{id}/v1/messages/count_tokens` (Anthropic); `GET`/`HEAD /`, `/health` and
   `/s/{id}` (probes).
 Errors are in the surface's own format (openai_api.error_json, anthropic_api.error_json) and name the field
 and the received value: unknown session 404, malformed body 400, body over `max_body_bytes` 413, prompt over
@@ -42,7 +43,7 @@ from aiohttp import web
 
 from legorl_jax.config import EngineConfig, ProxyConfig
 from legorl_jax.engine.base import Engine
-from legorl_jax.proxy import anthropic_api, openai_api
+from legorl_jax.proxy import anthropic_api, openai_api, responses_api
 from legorl_jax.proxy.archive import TRAJECTORY, write_archive
 from legorl_jax.proxy.base import SessionInfo
 from legorl_jax.proxy.chat import ProxyError, bad_request, preview
@@ -267,6 +268,8 @@ class CaptureProxy:
         r.add_get("/s/{sid}/", self._session_probe)
         r.add_get("/s/{sid}/v1/models", self._models)
         r.add_post("/s/{sid}/v1/chat/completions", self._chat_completions)
+        r.add_post("/s/{sid}/v1/responses", self._responses)
+        r.add_get("/s/{sid}/v1/responses/{rid}", self._stored_response)
         r.add_post("/s/{sid}/v1/messages", self._messages)
         r.add_post("/s/{sid}/v1/messages/count_tokens", self._count_tokens)
         return app
@@ -390,6 +393,27 @@ class CaptureProxy:
         if req.stream:
             return await _stream(request, surface.stream_events(req, completion))
         return _json_response(surface.response_json(req, completion))
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        """One model call on the Responses surface; a stored reply is kept for `previous_response_id`."""
+        session = self.session(request.match_info["sid"])
+        body = await _json_body(request, self.config.max_json_depth)
+        req = responses_api.parse_request(body, session.responses)
+        completion = await session.complete(req.chat)
+        reply = responses_api.response_json(req, completion)
+        if req.store:
+            session.responses[completion.id] = responses_api.conversation(req, completion)
+            session.response_bodies[completion.id] = reply
+        if req.stream:
+            return await _stream(request, responses_api.stream_events(reply))
+        return _json_response(reply)
+
+    async def _stored_response(self, request: web.Request) -> web.Response:
+        session = self.session(request.match_info["sid"])
+        rid = request.match_info["rid"]
+        if rid not in session.response_bodies:
+            raise ProxyError(404, "not_found", f"no stored response {preview(rid, 48)} in this session")
+        return _json_response(session.response_bodies[rid])
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
         self.session(request.match_info["sid"])

@@ -75,7 +75,7 @@ def preview(value: Any, limit: int = 80) -> str:
 class ChatRequest:
     """One model call in surface-neutral form."""
 
-    surface: str  # "openai" | "anthropic"
+    surface: str  # "openai" | "responses" | "anthropic"
     model: str
     messages: tuple[dict[str, Any], ...]  # OpenAI-style, as the chat template takes them
     tools: tuple[dict[str, Any], ...] | None  # OpenAI function tools

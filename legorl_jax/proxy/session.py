@@ -124,6 +124,10 @@ class Session:
             "ignored_fields": collections.Counter(),
         }
         self.main_system: str | None = None
+        # The Responses surface's stored responses (responses_api.py): id -> the conversation a follow-up
+        # naming it continues, and id -> the response object (GET /v1/responses/{id}).
+        self.responses: dict[str, tuple[dict[str, Any], ...]] = {}
+        self.response_bodies: dict[str, dict[str, Any]] = {}
         self.opened_at = time.time()
         self.closed = False
         self._lock = asyncio.Lock()
@@ -435,7 +439,7 @@ class Session:
 
 
 def _reply_id(surface: str) -> str:
-    return ("msg_" if surface == "anthropic" else "chatcmpl-") + secrets.token_hex(12)
+    return {"anthropic": "msg_", "responses": "resp_"}.get(surface, "chatcmpl-") + secrets.token_hex(12)
 
 
 def _replace_content(c: Completion, text: str) -> Completion:

@@ -1,5 +1,6 @@
-"""What Claude Code and OpenCode (npm-published native agents, run inside the sandbox) share: the install
-command when missing, an idempotent install, and the tiny model's own sampling ending in a policy outcome."""
+"""What Claude Code, OpenCode and Codex (npm-published native agents, run inside the sandbox) share: the
+install command when missing, an idempotent install, and the tiny model's own sampling ending in a policy
+outcome."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ POLICY_OUTCOMES = {Outcome.SUBMITTED, Outcome.STEP_LIMIT, Outcome.CONTEXT_OVERFL
 
 def _names(*, installed_only: bool) -> list:
     params = []
-    for name in ("claude_code", "opencode"):
+    for name in ("claude_code", "opencode", "codex"):
         package = importlib.import_module(f"legorl_jax.harness.{name}").PACKAGE
         skip = pytest.mark.skipif(
             installed_only and installed(package) is None,

@@ -59,3 +59,42 @@ async def test_stop_below_ends_the_warm_start_once_the_demonstration_nll_is_unde
 def test_stop_below_must_be_a_positive_number_or_null(bad):
     with pytest.raises(ValueError, match=rf"stop_below \(or null\) must be a positive number, got {bad!r}"):
         WarmStartConfig(stop_below=bad)
+
+
+def test_the_codex_teachers_patch_adds_updates_and_deletes_files_in_apply_patch_form():
+    from legorl_jax.tasks.registry import load_suite
+    from legorl_jax.warm_start import apply_patch_text, codex_demonstration_replies, qwen3_tool_call
+
+    gold = (
+        "diff --git a/new.py b/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/new.py\n@@ -0,0 +1,2 @@\n"
+        "+x = 1\n+EOF\n"
+        "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,3 +1,3 @@\n def add(a, b):\n"
+        "-    return a - b\n+    return a + b\n \n"
+        "@@ -9,2 +9,2 @@\n def neg(a):\n-    return a\n+    return -a\n"
+        "diff --git a/old.py b/old.py\ndeleted file mode 100644\n--- a/old.py\n+++ /dev/null\n@@ -1 +0,0 @@\n"
+        "-y = 2\n"
+    )
+    task = dataclasses.replace(load_suite("builtin")[0], patch=gold)
+    assert apply_patch_text(task).split("\n") == [
+        "*** Begin Patch",
+        "*** Add File: new.py",
+        "+x = 1",
+        "+EOF",
+        "*** Update File: calc.py",
+        "@@",
+        " def add(a, b):",
+        "-    return a - b",
+        "+    return a + b",
+        " ",
+        "@@",
+        " def neg(a):",
+        "-    return a",
+        "+    return -a",
+        "*** Delete File: old.py",
+        "*** End Patch",
+    ]
+    call, final = codex_demonstration_replies(task, qwen3_tool_call)
+    # Codex's shell tool runs apply_patch on it (a here-document no patch line can end: each has its prefix).
+    arguments = json.loads(call.split("\n")[1])["arguments"]
+    assert arguments == {"cmd": f"apply_patch <<'EOF'\n{apply_patch_text(task)}\nEOF"}
+    assert "<tool_call>" not in final
