@@ -638,6 +638,11 @@ class EngineConfig:
     device: int | None = None
     """jax: index (into `jax.devices()`) of the device the engine runs on; null: the first. Async training
     on one host puts it outside the trainer's `mesh.devices`."""
+    mem_fraction: float | None = 0.5
+    """jax: KV cache budget, a fraction of the device memory free at start (engine/kv_budget.py: slots are
+    given up to fit, and a cache that cannot hold one slot of max_len is refused); null: no budget."""
+    kv_gib: float | None = None
+    """jax: KV cache budget in GiB, instead of mem_fraction."""
     weight_version: str = "default"
     """Version reported until the first update (as SGLang: "default"); a launched server gets it too."""
     url: str | None = None
@@ -692,6 +697,14 @@ class EngineConfig:
             raise ValueError(f"engine.weight_version must be a non-empty string, got {self.weight_version!r}")
         if self.device is not None and (not is_int(self.device) or self.device < 0):
             raise ValueError(f"engine.device must be a device index >= 0 or null, got {self.device!r}")
+        if self.mem_fraction is not None and (
+            isinstance(self.mem_fraction, bool)
+            or not isinstance(self.mem_fraction, int | float)
+            or not 0 < self.mem_fraction <= 1
+        ):
+            raise ValueError(f"engine.mem_fraction must lie in (0, 1] or be null, got {self.mem_fraction!r}")
+        if self.kv_gib is not None:
+            positive_number("engine.kv_gib", self.kv_gib)
         if self.update_policy not in UPDATE_POLICIES:
             raise ValueError(
                 f"engine.update_policy must be one of {UPDATE_POLICIES}, got {self.update_policy!r}"

@@ -74,7 +74,8 @@ async def open_engine(
         options: dict[str, Any] = dict(max_running=config.max_running, max_len=config.max_len,
                        min_bucket=config.min_prefill_bucket, prefill_chunk=config.chunked_prefill_size,
                        weight_version=config.weight_version, cache_slots=config.prefix_cache_slots,
-                       cache_tokens=config.prefix_cache_tokens)  # fmt: skip
+                       cache_tokens=config.prefix_cache_tokens, mem_fraction=config.mem_fraction,
+                       kv_gib=config.kv_gib)  # fmt: skip
         if config.device is not None:  # apart from the trainer's mesh.devices (async training on one host)
             import jax
 

@@ -65,11 +65,12 @@ from legorl_jax.engine.base import (
     check_input_ids,
     check_logprob_args,
 )
+from legorl_jax.engine.kv_budget import budget_bytes, kv_bytes_per_token, size_kv_cache
 from legorl_jax.engine.prefix_cache import PrefixCache
 from legorl_jax.engine.runner import ModelRunner
 from legorl_jax.engine.sampler import SamplingRows
 from legorl_jax.engine.scheduler import Request, Scheduler
-from legorl_jax.model.policy import Policy
+from legorl_jax.model.policy import Policy, as_dtype
 from legorl_jax.model.tokenizer import Tokenizer
 from legorl_jax.types import Generation
 
@@ -132,14 +133,39 @@ class JaxEngine:
         min_context: int = 128,
         compile_in_background: bool = True,
         device: Any = None,
+        kv_gib: float | None = None,
+        mem_fraction: float | None = None,
     ):
         """`device` (a `jax.Device`, default the first) holds the weights and the KV cache. `cache_slots`
         spare KV slots hold finished requests' prefixes (0: no prefix cache), together at most
         `cache_tokens` tokens (None: no limit but the slots). With `compile_in_background` a call
         whose bucket has no compiled program yet runs on a compiled larger bucket, its own compiling on a
         background thread once it has come up often enough (programs.py); False compiles every new bucket in
-        the engine thread."""
-        max_len = policy.config.max_position_embeddings if max_len is None else max_len
+        the engine thread. `kv_gib` (GiB) or `mem_fraction` (of the memory the device has free) bound the KV
+        cache (kv_budget.py): an unasked `max_len` is capped to fit, then prefix-cache and running slots are
+        given up, and a `KVBudgetError` names the numbers when not one slot fits; `kv_sizing` says what was
+        allocated. Neither: slots × max_len as asked."""
+        if not isinstance(policy, Policy):
+            raise TypeError(f"policy must be a legorl_jax.model.Policy, got {type(policy).__name__}")
+        budget, source = budget_bytes(kv_gib=kv_gib, mem_fraction=mem_fraction, device=device)
+        c = policy.config
+        self.kv_sizing = size_kv_cache(
+            bytes_per_token=kv_bytes_per_token(
+                c.num_hidden_layers,
+                c.num_key_value_heads,
+                c.head_dim,
+                as_dtype(dtype or policy.dtype, "engine dtype").itemsize,
+            ),
+            running=max_running,
+            cache_slots=cache_slots,
+            max_len=max_len,
+            model_max_len=c.max_position_embeddings,
+            budget=budget,
+            source=source,
+        )
+        log.info("%s", self.kv_sizing.describe())
+        max_running, cache_slots = self.kv_sizing.running, self.kv_sizing.cache_slots
+        max_len = self.kv_sizing.max_len
         cache = PrefixCache(cache_slots, cache_tokens)
         self.runner = ModelRunner(
             policy, max_running + cache_slots, max_len, min_bucket=min_bucket, prefill_chunk=prefill_chunk,

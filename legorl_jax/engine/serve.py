@@ -12,6 +12,11 @@ back. Unasked, the rows start where the request's `tracestate: legorl=routed_exp
 (our client sends it; the router forwards that header; wire.py), else at 0: the whole sequence
 (`routed_experts_start_len` in the response says which). A request that asks still gets what it asked
 for. `/get_server_info` says which mode (`"return_routed_experts": "request" | "always"`).
+The KV cache is sized to a budget (`--mem-fraction`, default 0.5 of the memory free after loading, or
+`--kv-gib`; engine/kv_budget.py): a model whose config names more positions than fit gets a shorter
+`max_len` and fewer prefix-cache slots, never the out-of-memory killer; the sizing is printed at start and
+`/get_model_info` reports `max_total_num_tokens` and `kv_cache_gib`. A cache that cannot hold one slot of an
+asked `--max-len` exits 2 with the numbers.
 The port opens only once the model is loaded and the smallest prefill bucket and the decode program are
 compiled (a warm-up request), so `/health` answering means ready. SIGTERM or SIGINT closes the port,
 aborts what is in flight and exits 0.
@@ -62,6 +67,7 @@ from legorl_jax.engine.base import (
     SamplingParams,
 )
 from legorl_jax.engine.jax_engine import JaxEngine
+from legorl_jax.engine.kv_budget import KVBudgetError
 from legorl_jax.engine.wire import (
     CONTEXT_OVERFLOW,
     ROUTING_KEY_HEADER,
@@ -229,6 +235,9 @@ async def model_info(request: web.Request) -> web.Response:
             "architectures": list(c.architectures),
             "weight_version": engine.weight_version,
             "context_length": engine.max_len,
+            # The KV cache as sized at start (kv_budget.py): SGLang reports max_total_num_tokens likewise.
+            "max_total_num_tokens": engine.kv_sizing.slots * engine.max_len,
+            "kv_cache_gib": round(engine.kv_sizing.total_bytes / (1 << 30), 4),
             "vocab_size": c.vocab_size,
             "routing": routing,
             # `/generate` takes `session_id` (the prefix cache hint); clients send it only when this is true.
@@ -358,10 +367,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--max-running", type=int, default=32, help="decode slots (concurrent requests)")
-    p.add_argument("--max-len", type=int, default=None, help="context length (default: the model's)")
+    p.add_argument(
+        "--max-len",
+        type=int,
+        default=None,
+        help="context length (default: the model's, capped to what the KV budget gives every slot)",
+    )
+    p.add_argument(
+        "--mem-fraction",
+        type=float,
+        default=DEFAULT_MEM_FRACTION,
+        help=(
+            "KV cache budget: this fraction of the memory free at start, after the weights "
+            f"(default {DEFAULT_MEM_FRACTION}; SGLang's --mem-fraction-static)"
+        ),
+    )
+    p.add_argument(
+        "--kv-gib", type=float, default=None, help="KV cache budget in GiB (wins over --mem-fraction)"
+    )
     p.add_argument("--min-bucket", type=int, default=16, help="smallest prefill length bucket")
     p.add_argument(
-        "--chunked-prefill-size", type=int, default=None, help="longest prefill chunk (default: max-len)"
+        "--chunked-prefill-size",
+        type=int,
+        default=4096,
+        help="longest prompt chunk prefilled at once, bounding prefill memory (default 4096, as engine.yaml)",
     )
     p.add_argument(
         "--prefix-cache-slots",
@@ -405,6 +434,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+DEFAULT_MEM_FRACTION = 0.5
+"""Half of what is free: the server's KV cache never takes the memory its own prefill and the host need."""
+
+
 async def _serve(args: argparse.Namespace) -> None:
     engine = JaxEngine.from_dir(
         args.model,
@@ -417,7 +450,10 @@ async def _serve(args: argparse.Namespace) -> None:
         cache_slots=args.max_running if args.prefix_cache_slots is None else args.prefix_cache_slots,
         cache_tokens=args.prefix_cache_tokens,
         compile_in_background=not args.no_background_compile,
+        kv_gib=args.kv_gib,
+        mem_fraction=args.mem_fraction,
     )
+    print(f"legorl_jax.engine.serve: {engine.kv_sizing.describe()}", file=sys.stderr, flush=True)
     try:
         if not args.no_warmup:
             await engine.generate([0], SamplingParams(max_new_tokens=2, temperature=0.0), rid="warmup")
@@ -451,7 +487,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    asyncio.run(_serve(args))
+    try:
+        asyncio.run(_serve(args))
+    except KVBudgetError as exc:
+        print(f"legorl_jax.engine.serve: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
