@@ -182,7 +182,7 @@ def read_stream(parse: LogParser, log: str, tests: Collection[str] | None = None
                 )
             if last_summary is not None and number > last_summary and (tests is None or test in tests):
                 late.append(test)
-    if late:
+    if late and last_summary is not None:
         problems.append(
             f"stream: statuses after the runner's closing line (line {last_summary + 1}), which the runner "
             f"does not print: {sorted(set(late))[:5]}"

@@ -784,7 +784,11 @@ class WatchLines:
 
 def read_watch(text: str, nonce: str) -> WatchLines:
     """The watch's lines in `text` for `nonce`."""
-    tampered, statuses, oks, starts, ends, exits = [], {}, 0, 0, [], []
+    tampered: list[str] = []
+    statuses: dict[str, str] = {}
+    ends: list[tuple[int, int, int]] = []
+    exits: list[int] = []
+    oks = starts = 0
     for kind, rest in re.findall(
         rf"{_WATCH_TAG} {re.escape(nonce)} (tampered|ok|end|start|exit) ?([^\n]*)", text
     ):
@@ -801,10 +805,11 @@ def read_watch(text: str, nonce: str) -> WatchLines:
             starts += 1
         elif kind == "end":
             numbers = [int(n) for n in rest.split() if n.lstrip("-").isdigit()]
-            ends.append(tuple((numbers + [0, 0, 0])[:3]))
+            seen, status, failing = (numbers + [0, 0, 0])[:3]
+            ends.append((seen, status, failing))
         else:
             exits.append(int(rest) if rest.lstrip("-").isdigit() else -1)
-    return WatchLines(tuple(tampered), statuses, oks, starts, tuple(ends), tuple(exits))  # type: ignore[arg-type]
+    return WatchLines(tuple(tampered), statuses, oks, starts, tuple(ends), tuple(exits))
 
 
 def _worse_status(old: str, new: str) -> str:
