@@ -19,8 +19,11 @@ Implementations:
   "splash"     `kernel.py`: Pallas splash attention (TPU), segment ids + causal + GQA. Only for the
                natural layout (q_index and kv_index absent: every row's index is its position), since its
                causal mask is static.
-  "reference"  `reference.py`: dense mask and softmax, autodiff gradients; the test oracle.
-  "auto"       "splash" on TPU for the natural layout, else "xla".
+  "reference"  `reference.py`: dense mask and softmax, autodiff gradients; the test oracle. For the
+               natural layout it skips the score blocks above the diagonal in 4 static query chunks,
+               as the model's packed attention did before this op (benchmarks compare the two).
+  "auto"       "splash" on TPU for the natural layout, else "xla"; inside `default_impl(name)` the
+               named one (what benchmarks and end-to-end oracle tests use to run a whole model on it).
 
 Checks at the entry raise ValueError / TypeError naming the received value: ranks, shapes, head counts
 that do not group, dtypes, unknown impl, a non-positive scale.
@@ -28,9 +31,12 @@ that do not group, dtypes, unknown impl, a non-positive scale.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import math
+from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +46,22 @@ from legorl_jax.kernels.attention import kernel, reference, xla
 
 IMPLS = ("auto", "xla", "splash", "reference")
 _FLOAT_DTYPES = (jnp.float32, jnp.bfloat16, jnp.float16)
+
+
+_DEFAULT_IMPL: contextvars.ContextVar[str | None] = contextvars.ContextVar("attention_impl", default=None)
+REFERENCE_CAUSAL_CHUNKS = 4
+
+
+@contextlib.contextmanager
+def default_impl(impl: str) -> Iterator[None]:
+    """Inside the block (read while tracing), impl="auto" means `impl`."""
+    if impl not in IMPLS or impl == "auto":
+        raise ValueError(f"default_impl takes one of {IMPLS[1:]}, got {impl!r}")
+    token = _DEFAULT_IMPL.set(impl)
+    try:
+        yield
+    finally:
+        _DEFAULT_IMPL.reset(token)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +103,8 @@ def attention(
         raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if impl == "auto" and _DEFAULT_IMPL.get() is not None:
+        impl = _DEFAULT_IMPL.get()
     if impl == "auto":
         impl = "splash" if jax.default_backend() == "tpu" and natural and s == t else "xla"
     if block_sizes is not None and impl != "xla":
@@ -89,7 +113,8 @@ def attention(
         raise TypeError(f"block_sizes must be an xla.BlockSizes, got {type(block_sizes).__name__}")
     if impl == "reference":
         mask = reference.visibility(q_segment_ids, kv_segment_ids, q_index, kv_index)
-        return reference.attention(q, k, v, mask, float(scale))
+        chunks = REFERENCE_CAUSAL_CHUNKS if natural and s == t else 1
+        return reference.attention(q, k, v, mask, float(scale), causal_chunks=chunks)
     if impl == "splash":
         if not natural or s != t:
             raise ValueError(

@@ -34,10 +34,27 @@ def attention(
     v: Float[Array, "b s k h"],
     mask: Bool[Array, "b t s"],
     scale: float,
+    *,
+    causal_chunks: int = 1,
 ) -> Float[Array, "b t n h"]:
     """Softmax attention of grouped queries under a dense mask. Queries that see no key get zeros (the
-    blockwise op's convention), so the oracle and the op agree everywhere, padding included."""
+    blockwise op's convention), so the oracle and the op agree everywhere, padding included.
+
+    The G query heads of a kv head join its T positions into one [G*T] axis, so both matmuls are plain
+    batched ones over (B, K) with contiguous operands (on XLA:CPU 2.4x faster than the 5-d layout).
+    `causal_chunks` > 1 (only for a causal `mask` over S = T) splits the queries into that many static
+    blocks, each against the keys up to its own end (with 4, 10/16 of the score matrix): the model's
+    packed attention before the blockwise op, kept for side-by-side benchmarks."""
     b, t, n, h = q.shape
+    if causal_chunks > 1 and t >= 2 * causal_chunks:
+        bounds = [t * i // causal_chunks for i in range(causal_chunks + 1)]
+        return jnp.concatenate(
+            [
+                attention(q[:, lo:hi], k[:, :hi], v[:, :hi], mask[:, lo:hi, :hi], scale)
+                for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+            ],
+            axis=1,
+        )
     kv_heads, s = k.shape[2], k.shape[1]
     groups = n // kv_heads
     q = q.reshape(b, t, kv_heads, groups, h).transpose(0, 2, 3, 1, 4).reshape(b, kv_heads, groups * t, h)
