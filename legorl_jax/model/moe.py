@@ -236,16 +236,18 @@ def expert_ffn(
     reduce = tuple(a for a in expert_axes if a not in batch_axes)
     sizes = dict(zip(mesh.axis_names, mesh.axis_sizes, strict=True))
     per_device = w_gate.shape[0] // math.prod(sizes[a] for a in expert_axes)
-    tokens, experts = P(batch_axes or None), P(expert_axes)
+    # Context parallelism: the token axis stays split over the `seq` axes (each device its own tokens).
+    seq_axes = tuple(a for a in sharding.mesh_axes_of("seq", t, mesh) if a not in expert_axes)
+    tokens, experts = P(batch_axes or None, seq_axes or None), P(expert_axes)
 
     def local(x, ids, weights, w_gate, w_up, w_down):
         if gather:
             x, ids, weights = (jax.lax.all_gather(a, gather, axis=0, tiled=True) for a in (x, ids, weights))
         first = jax.lax.axis_index(expert_axes) * per_device
-        rows = x.shape[0]
+        rows, local_t = x.shape[:2]
         y = grouped_experts(
             x.reshape(-1, d), ids.reshape(-1, k), weights.reshape(-1, k), w_gate, w_up, w_down, first
-        ).reshape(rows, t, d)
+        ).reshape(rows, local_t, d)
         if reduce:
             y = jax.lax.psum(y, reduce)
         if gather:
