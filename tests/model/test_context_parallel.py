@@ -3,7 +3,6 @@ axis computes what one device computes: log-probs, gradients and routing of the 
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
