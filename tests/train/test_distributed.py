@@ -310,8 +310,15 @@ def test_a_context_parallel_step_on_2_processes_equals_the_step_on_1_process(tmp
     for key, value in update.metrics.items():
         assert summary["metrics"][key] == pytest.approx(value, abs=1e-6, nan_ok=True), key
     assert update.metrics["align/routing_coverage"] > 0.9
+    # The dK / dV reduce-scatter crosses processes (gloo) here, so sums meet in another order than on one
+    # process: first moments to 1e-5 of their scale; weights to 1e-6 (an Adam step of lr 1e-3 whose
+    # m / sqrt(v) moved by 1e-3 where a gradient element is near zero; measured 1.7e-7).
+    mu = jax.tree.leaves(optax.tree_utils.tree_get(state.opt_state, "mu"))
+    for mine, theirs in zip(mu, leaves_of(tmp_path / "mu.npz"), strict=True):
+        mine = np.asarray(mine)
+        np.testing.assert_allclose(theirs, mine, atol=1e-5 * float(np.abs(mine).max()), rtol=0)
     for mine, theirs in zip(jax.tree.leaves(state.params), leaves_of(tmp_path / "params.npz"), strict=True):
-        np.testing.assert_allclose(theirs, np.asarray(mine), atol=1e-7, rtol=0)
+        np.testing.assert_allclose(theirs, np.asarray(mine), atol=1e-6, rtol=0)
 
 
 @pytest.mark.slow
