@@ -136,7 +136,7 @@ class Attention(nnx.Module):
         k = apply_rope(self.k_norm(self._project(x, "k")), positions, inv_freq, attention_factor)
         v = self._project(x, "v")
         scale = self.config.head_dim**-0.5
-        if cache is None and context_parallel.shards(x.shape[1]) > 1:
+        if cache is None and context_parallel.shards(*x.shape[:2]) > 1:
             out = context_parallel.attention(q, k, v, segment_ids, scale)
         elif cache is None:
             out = blockwise_attention(q, k, v, q_segment_ids=segment_ids, scale=scale)

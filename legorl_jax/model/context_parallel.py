@@ -44,17 +44,22 @@ from legorl_jax.kernels.attention import attention as blockwise_attention
 from legorl_jax.model import sharding
 
 
-def seq_axes(length: int) -> tuple[str, ...]:
-    """The mesh axes a row of `length` tokens is split over (none without a mesh or a `seq` rule)."""
+def seq_axes(batch: int, length: int) -> tuple[str, ...]:
+    """The mesh axes the tokens of `batch` rows of `length` are split over, as the activations
+    [batch, seq, ...] resolve (a mesh axis the batch already uses is not the tokens'); none without a
+    mesh or a `seq` rule."""
     mesh = sharding.current_mesh()
     if mesh is None:
         return ()
-    return sharding.mesh_axes_of("seq", length, mesh)
+    entry = sharding.logical_to_spec(("batch", "seq"), (batch, length), mesh=mesh)[1]
+    if entry is None:
+        return ()
+    return (entry,) if isinstance(entry, str) else tuple(entry)
 
 
-def shards(length: int) -> int:
-    """How many pieces a row of `length` tokens is split into (1: no context parallelism)."""
-    axes = seq_axes(length)
+def shards(batch: int, length: int) -> int:
+    """How many pieces each of `batch` rows of `length` tokens is split into (1: no context parallelism)."""
+    axes = seq_axes(batch, length)
     if not axes:
         return 1
     mesh = sharding.current_mesh()
@@ -94,9 +99,9 @@ def from_layout(x: jax.Array, count: int, axis: int = 1) -> jax.Array:
 def attention(q, k, v, segment_ids, scale: float) -> jax.Array:
     """Packed attention of a row in the load-balanced layout, split along tokens (module docstring)."""
     b, t = q.shape[:2]
-    axes = seq_axes(t)
-    index = jnp.broadcast_to(jnp.asarray(layout(t, shards(t))), (b, t))
-    spec = P(None, axes)
+    axes = seq_axes(b, t)
+    index = jnp.broadcast_to(jnp.asarray(layout(t, shards(b, t))), (b, t))
+    spec = P(None, axes)  # only the token axes are manual; the batch's stay automatic
 
     def local(q, k, v, seg, idx):
         gather = functools.partial(jax.lax.all_gather, axis_name=axes, axis=1, tiled=True)

@@ -168,7 +168,7 @@ class Policy(nnx.Module):
         positions = self._check_like(positions, input_ids, "positions")
         forced_experts = self._check_forced(forced_experts, input_ids.shape)
         # Context parallelism: the layers run on the row in its load-balanced order (context_parallel.py).
-        shards = context_parallel.shards(input_ids.shape[1])
+        shards = context_parallel.shards(*input_ids.shape)
         if shards > 1:
             input_ids, positions, segment_ids = (
                 context_parallel.to_layout(x, shards) for x in (input_ids, positions, segment_ids)

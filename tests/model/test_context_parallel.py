@@ -26,7 +26,7 @@ TINY_MOE = ArchConfig(
     rms_norm_eps=1e-6,
     rope_theta=10000.0,
     max_position_embeddings=256,
-    num_experts=4,
+    num_experts=8,
     num_experts_per_tok=2,
     moe_intermediate_size=16,
     norm_topk_prob=True,
@@ -79,10 +79,28 @@ def logprobs_grads_routing(policy, ids, targets, segments, mesh=None, rules=None
         return fn(params)
 
 
-@pytest.mark.parametrize("preset", [{"fsdp": 2, "expert": 2, "context": 2}, {"fsdp": 1, "context": 8}])
-def test_context_parallel_forward_gradients_and_routing_equal_one_device(preset):
-    """On the 8 CPU devices, with context beside fsdp and expert, and with all 8 on context: the row is
-    split along its tokens, and log-probs, routing and every gradient equal the single-device run."""
+@pytest.mark.parametrize(
+    ("preset", "expected_shards"),
+    [
+        ({"fsdp": 2, "expert": 2, "context": 2}, 2),
+        ({"fsdp": 1, "context": 8}, 8),
+        # conf/mesh/h200x8_long's layout on 4 rows: the batch takes no axis (4 rows do not split 8 ways),
+        # the tokens the expert axis, and MoE gathers the row's tokens over it.
+        (
+            {
+                "fsdp": 1,
+                "expert": 8,
+                "rules": [["embed", ["fsdp", "expert"]], ["seq", ["context", "expert"]]],
+            },
+            8,
+        ),
+    ],
+    ids=["fsdp_expert_context", "context8", "h200x8_long"],
+)
+def test_context_parallel_forward_gradients_and_routing_equal_one_device(preset, expected_shards):
+    """On the 8 CPU devices, with context beside fsdp and expert, with all 8 on context, and with the
+    tokens on the expert axis: the row is split along its tokens, and log-probs, routing and every gradient
+    equal the single-device run."""
     policy = init_policy(TINY_MOE, seed=0)
     ids, targets, segments = packed_batch(3, 4, 64)
     (loss1, (lp1, routed1)), grads1 = logprobs_grads_routing(policy, ids, targets, segments)
@@ -92,7 +110,7 @@ def test_context_parallel_forward_gradients_and_routing_equal_one_device(preset)
     sharded = init_policy(TINY_MOE, seed=0)
     place_on_mesh(sharded, mesh, rules)
     with jax.set_mesh(mesh), use_rules(rules):
-        assert context_parallel.shards(64) == preset["context"]
+        assert context_parallel.shards(4, 64) == expected_shards
     (loss8, (lp8, routed8)), grads8 = logprobs_grads_routing(sharded, ids, targets, segments, mesh, rules)
 
     np.testing.assert_array_equal(np.asarray(routed8), np.asarray(routed1))
