@@ -14,6 +14,9 @@ trainer's step differentiates.
            side by side; the dense side only up to --dense-max (its compile itself needs the memory).
   time     seconds per gradient step at the demo's row lengths, the two attentions alternated --rounds
            times in one process (each side the best of --reps per round), median of the per-round ratios.
+  prefill  the engine's cached attention of one prefill chunk against a KV cache (4 rows, the tiny MoE's
+           heads): the dense `attend` over the context vs the blockwise op (kv index = cache entry), what
+           `Attention` runs for a chunk of >= 64 tokens; alternated rounds, median ratio.
   run      one real gradient step at each --run length in its own worker process: wall time of the step
            (compile excluded) and the worker's peak RSS (VmHWM).
 """
@@ -123,6 +126,63 @@ def time_steps(lengths: list[int], rounds: int, reps: int) -> list[tuple[int, fl
     return rows
 
 
+def time_prefill(cases: list[tuple[int, int, int]], rounds: int, reps: int) -> list[tuple]:
+    """Per (chunk, context, first position): median ms dense, blockwise, median ratio blockwise / dense."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from legorl_jax.kernels.attention import attention
+    from legorl_jax.model import cache as kv
+    from legorl_jax.model.attention import attend
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for t, c, start in cases:
+        b = 4
+        q = jnp.asarray(rng.standard_normal((b, t, 4, 16)), jnp.float32)
+        k = jnp.asarray(rng.standard_normal((b, c, 2, 16)), jnp.float32)
+        pos = jnp.broadcast_to(jnp.arange(start, start + t, dtype=jnp.int32), (b, t))
+        index = jnp.broadcast_to(jnp.arange(c, dtype=jnp.int32), (b, c))
+        programs = {
+            "dense": jax.jit(lambda q, k, pos: attend(q, k, k, kv.visible(pos, c), 0.25)),  # noqa: B023
+            "blockwise": jax.jit(
+                lambda q, k, pos: attention(  # noqa: B023
+                    q,
+                    k,
+                    k,
+                    q_segment_ids=(pos >= 0).astype(jnp.int32),
+                    kv_segment_ids=jnp.ones((b, c), jnp.int32),  # noqa: B023
+                    q_index=pos,
+                    kv_index=index,  # noqa: B023
+                    scale=0.25,
+                )
+            ),
+        }
+        np.testing.assert_allclose(programs["dense"](q, k, pos), programs["blockwise"](q, k, pos), atol=1e-5)
+        times: dict[str, list[float]] = {name: [] for name in programs}
+        for _ in range(rounds):
+            for name, program in programs.items():
+                best = float("inf")
+                for _ in range(reps):
+                    begin = time.perf_counter()
+                    jax.block_until_ready(program(q, k, pos))
+                    best = min(best, time.perf_counter() - begin)
+                times[name].append(best)
+        ratio = statistics.median(x / d for x, d in zip(times["blockwise"], times["dense"], strict=True))
+        rows.append(
+            (
+                t,
+                c,
+                start,
+                1000 * statistics.median(times["dense"]),
+                1000 * statistics.median(times["blockwise"]),
+                ratio,
+            )
+        )
+    return rows
+
+
 def run_worker(length: int) -> None:
     """One real blockwise gradient step; prints JSON {seconds, peak_rss_mib}."""
     import jax
@@ -160,6 +220,7 @@ def main() -> None:
     parser.add_argument("--time", type=ints, default=ints("1024,2048"), help="row lengths timed side by side")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--prefill", action="store_true", help="time a prefill chunk's cached attention")
     parser.add_argument("--run", type=ints, default=ints("16384,32768"), help="lengths run once for real")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -188,6 +249,12 @@ def main() -> None:
         print("|---:|---:|---:|---:|---:|")
         for length, dense, block, ratio, spread in time_steps(args.time, args.rounds, args.reps):
             print(f"| {length:,} | {dense:.4f} | {block:.4f} | {ratio:.2f} | {spread:.0%} |", flush=True)
+    if args.prefill:
+        print("\n| chunk | context | first position | dense ms | blockwise ms | blockwise / dense |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        cases = [(256, 1024, 512), (512, 4096, 3000)]
+        for t, c, start, dense, block, ratio in time_prefill(cases, args.rounds, args.reps):
+            print(f"| {t} | {c:,} | {start:,} | {dense:.2f} | {block:.2f} | {ratio:.2f} |", flush=True)
     if args.run:
         print("\n| tokens | step s (compile excluded) | peak RSS MiB |")
         print("|---:|---:|---:|")
