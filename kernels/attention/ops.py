@@ -87,7 +87,7 @@ def attention(
 
     `kv_segment_ids` defaults to `q_segment_ids` (self-attention over the row, S = T); `q_index` and
     `kv_index` default to each row's positions 0..T-1 / 0..S-1. `block_sizes` (xla only) defaults to
-    `xla.BlockSizes.for_platform(backend)`.
+    `xla.BlockSizes.for_platform(backend, max(T, S))`.
     """
     q, k, v = _check_qkv(q, k, v)
     b, t = q.shape[:2]
@@ -122,7 +122,9 @@ def attention(
                 f"q_index={'given' if q_index is not None else None}, S={s}, T={t}"
             )
         return kernel.splash_attention(q, k, v, q_segment_ids, float(scale))
-    plan = _Plan(scale=float(scale), sizes=block_sizes or xla.BlockSizes.for_platform(jax.default_backend()))
+    plan = _Plan(
+        scale=float(scale), sizes=block_sizes or xla.BlockSizes.for_platform(jax.default_backend(), max(t, s))
+    )
     return _blockwise(q, k, v, q_segment_ids, kv_segment_ids, q_index, kv_index, plan)
 
 

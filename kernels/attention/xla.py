@@ -54,12 +54,15 @@ class BlockSizes:
         positive_int("block_k", self.block_k)
 
     @classmethod
-    def for_platform(cls, platform: str) -> BlockSizes:
-        """XLA:CPU: 256. The attention gradient alone (4 query / 2 kv heads of 16, 4 segments, alternated
-        rounds on this 2-core box at load ~20, so rough): at 1,024 tokens 256 ran 0.07-0.23x the dense
-        time, 512 0.44x, one 1,024 block 1.8x; at 4,096 128 and 256 tie, 512 is 1.5x slower.
-        Accelerators: 512 (fewer, larger matmuls per loop step; unmeasured)."""
-        return cls(256, 256) if platform == "cpu" else cls()
+    def for_platform(cls, platform: str, length: int) -> BlockSizes:
+        """The default for a row of `length` tokens. XLA:CPU: 128 up to 4,096 tokens, 256 beyond. The tiny
+        MoE's whole log-prob gradient step at 1,024 tokens (7 alternated rounds, load 20-100 on this 2-core
+        box, so rough): 128 blocks 0.53x the dense step's time, 256 1.05x; the attention gradient alone at
+        4,096: 128 and 256 tie, 512 1.5x slower; longer rows take 256 to keep the loop's step count (and
+        its per-step overhead) down. Accelerators: 512 (fewer, larger matmuls per step; unmeasured)."""
+        if platform != "cpu":
+            return cls()
+        return cls(128, 128) if length <= 4096 else cls(256, 256)
 
 
 def _ceil_to(n: int, block: int) -> int:
