@@ -134,22 +134,23 @@ def test_fully_masked_block_pairs_are_not_visited():
 @pytest.mark.parametrize("with_grad", [False, True], ids=["forward", "gradient"])
 def test_compiled_attention_memory_is_linear_in_the_row(with_grad):
     """XLA's compiled temporaries: at T = 8192 under 1/8 of one float32 [T, T] matrix (the dense oracle
-    holds several per head), and doubling the row from 4096 adds less than half (one score tile of
-    [B, K, G*512, 512] is the constant part; measured 18.7 -> 24.7 MiB forward, 19.8 -> 24.8 gradient)."""
+    holds several per head), and doubling the row from 4096 at most doubles them, at fixed blocks of 256
+    (quadratic memory would quadruple; measured 9.3 -> 16.2 MiB forward)."""
 
     def temporaries(t: int) -> int:
         args = [jax.ShapeDtypeStruct((1, t, heads, 32), jnp.float32) for heads in (4, 2, 2)]
         seg = jax.ShapeDtypeStruct((1, t), jnp.int32)
 
         def fn(q, k, v, seg):
-            return attention(q, k, v, q_segment_ids=seg, scale=0.2, impl="xla").sum()
+            blocks = BlockSizes(256, 256)
+            return attention(q, k, v, q_segment_ids=seg, scale=0.2, impl="xla", block_sizes=blocks).sum()
 
         compiled = jax.jit(jax.grad(fn, argnums=(0, 1, 2)) if with_grad else fn).lower(*args, seg).compile()
         return compiled.memory_analysis().temp_size_in_bytes
 
     short, long = temporaries(4096), temporaries(8192)
     assert long < 8192 * 8192 * 4 // 8, f"{long / 2**20:.1f} MiB at 8192"
-    assert long < 1.5 * short, f"{short / 2**20:.1f} -> {long / 2**20:.1f} MiB"
+    assert long < 2.1 * short, f"{short / 2**20:.1f} -> {long / 2**20:.1f} MiB"
 
 
 def test_auto_is_blockwise_xla_on_cpu():
