@@ -22,8 +22,12 @@ Implementations:
   "reference"  `reference.py`: dense mask and softmax, autodiff gradients; the test oracle. For the
                natural layout it skips the score blocks above the diagonal in 4 static query chunks,
                as the model's packed attention did before this op (benchmarks compare the two).
-  "auto"       "splash" on TPU for the natural layout, else "xla"; inside `default_impl(name)` the
-               named one (what benchmarks and end-to-end oracle tests use to run a whole model on it).
+  "auto"       "splash" on TPU for the natural layout, else "xla" (GPU included: `jax.nn.
+               dot_product_attention(implementation="cudnn")` takes no segment ids, only a dense mask,
+               and cuDNN's packed-offsets form could not be lowered without the CUDA plugin where this
+               was written, so the GPU runs the blockwise XLA path, lowered for an H200 in the tests);
+               inside `default_impl(name)` the named one (what benchmarks use to run a whole model on
+               the dense path side by side).
 
 Checks at the entry raise ValueError / TypeError naming the received value: ranks, shapes, head counts
 that do not group, dtypes, unknown impl, a non-positive scale.
