@@ -51,7 +51,7 @@ class ModelConfig:
             raise ValueError(f"model.path must be an HF model directory, got {self.path!r}")
 
 
-MESH_AXES = ("data", "fsdp", "tensor", "expert")
+MESH_AXES = ("data", "fsdp", "tensor", "expert", "context")
 # The closed vocabulary of logical axes model code names (docs/style.md rule 10); legorl_jax/model/sharding.py
 # maps them to MESH_AXES.
 LOGICAL_AXES = ("batch", "seq", "embed", "heads", "kv_heads", "head_dim", "mlp", "experts", "vocab", "layers")
@@ -120,6 +120,9 @@ class MeshConfig:
     """Tensor (megatron-style) parallelism over heads / mlp / vocab."""
     expert: int = 1
     """Expert parallelism over the MoE experts axis."""
+    context: int = 1
+    """Context parallelism: each packed row split along its tokens over this many devices (the logical
+    `seq` axis; model/context_parallel.py). Rows must be a multiple of 2 x context tokens."""
     rules: list[Any] | None = None
     """Overrides of the logical axis rules: a list of [logical_axis, mesh_axis | [mesh_axes] | null]."""
     distributed: DistributedConfig = dataclasses.field(default_factory=DistributedConfig)

@@ -2,11 +2,17 @@
 
 Two ways to see keys:
 - packed (`segment_ids` given): a token attends to earlier-or-equal tokens of its own row with the same
-  segment id; segment 0 is padding and attends to nothing useful (its outputs are finite and unspecified).
-  Attention never crosses a segment boundary.
+  segment id; segment 0 is padding and attends to nothing (output 0). Attention never crosses a segment
+  boundary. This is the blockwise op `legorl_jax.kernels.attention` (FlashAttention-2's recurrence, fully
+  masked block pairs skipped, memory linear in the row; splash attention on TPU), with each token's index
+  in the row as its place for the causal rule (`index`, default 0..T-1; the context-parallel layout
+  gives each device its own tokens' indices and the whole row's K/V, context_parallel.py).
 - cached (`cache` given): the call's K/V are written into the cache (cache.py) at this layer's index
   first, then each token attends to its slot's entries at indices <= its position, reading only the
-  first `context` entries when the call names one.
+  first `context` entries when the call names one. A call of at least `BLOCKWISE_MIN_QUERIES` tokens (a
+  prefill chunk) runs the same blockwise op against the cache (kv index = cache entry, q index = the
+  token's position), so a long prompt's prefill never builds [chunk, context] scores; decode steps (a
+  token or a few per row) keep the dense `attend`, whose scores are [T, context] and which is faster there.
 
 Scores and softmax are float32 (HF eager casts the softmax to float32 too); masked scores take the
 float32 minimum rather than -inf so a fully masked (padding) row stays finite.
@@ -23,7 +29,9 @@ import numpy as np
 from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
+from legorl_jax.kernels.attention import attention as blockwise_attention
 from legorl_jax.model import cache as kv
+from legorl_jax.model import context_parallel
 from legorl_jax.model.architecture import ArchConfig
 from legorl_jax.model.layers import RMSNorm, apply_rope, normal_init, param, rope_for, zeros_init
 
@@ -39,7 +47,8 @@ def segment_mask(segment_ids: Int[Array, "b t"]) -> Bool[Array, "b t s"]:
     return causal[None] & same & real
 
 
-CAUSAL_CHUNKS = 4  # packed attention splits its queries into this many blocks (`attend(causal_chunks=)`)
+CAUSAL_CHUNKS = 4  # `attend(causal_chunks=)`'s default split of a causal mask's queries
+BLOCKWISE_MIN_QUERIES = 64  # cached calls with this many tokens per row or more (prefill) go blockwise
 
 
 def attend(
@@ -127,14 +136,29 @@ class Attention(nnx.Module):
         k = apply_rope(self.k_norm(self._project(x, "k")), positions, inv_freq, attention_factor)
         v = self._project(x, "v")
         scale = self.config.head_dim**-0.5
-        if cache is None:
-            out = attend(q, k, v, segment_mask(segment_ids), scale, causal_chunks=CAUSAL_CHUNKS)
+        if cache is None and context_parallel.shards(*x.shape[:2]) > 1:
+            out = context_parallel.attention(q, k, v, segment_ids, scale)
+        elif cache is None:
+            out = blockwise_attention(q, k, v, q_segment_ids=segment_ids, scale=scale)
         else:
             cache = kv.write(cache, layer, k, v, positions, slots)
             context = cache.max_len if context is None else context
             keys, values = kv.read(cache, layer, slots, context)  # [B, C, K, H]
             keys, values = keys.astype(x.dtype), values.astype(x.dtype)
-            out = attend(q, keys, values, kv.visible(positions, context), scale)
+            if x.shape[1] >= BLOCKWISE_MIN_QUERIES:
+                b = x.shape[0]
+                out = blockwise_attention(
+                    q,
+                    keys,
+                    values,
+                    q_segment_ids=(positions >= 0).astype(jnp.int32),
+                    kv_segment_ids=jnp.ones((b, context), jnp.int32),
+                    q_index=positions,
+                    kv_index=jnp.broadcast_to(jnp.arange(context, dtype=jnp.int32), (b, context)),
+                    scale=scale,
+                )
+            else:
+                out = attend(q, keys, values, kv.visible(positions, context), scale)
         out = jnp.einsum("btnh,nhd->btd", out, self.o_proj[...].astype(x.dtype))
         if self.config.attention_bias:
             out = out + self.o_bias[...].astype(x.dtype)

@@ -232,23 +232,35 @@ def expert_ffn(
         )
         return y.reshape(b, t, d)
     assert mesh is not None  # expert axes come from a mesh
-    batch_axes = sharding.mesh_axes_of("batch", b, mesh)
+    # Context parallelism: the token axis stays split over the `seq` axes (each device its own tokens);
+    # an expert axis that splits the tokens gathers them along the row as one that splits rows does.
+    batch_axes, seq_axes = (
+        () if e is None else (e,) if isinstance(e, str) else tuple(e)
+        for e in sharding.logical_to_spec(("batch", "seq"), (b, t), mesh=mesh)
+    )
     gather = tuple(a for a in expert_axes if a in batch_axes)
-    reduce = tuple(a for a in expert_axes if a not in batch_axes)
+    gather_seq = tuple(a for a in expert_axes if a in seq_axes)
+    reduce = tuple(a for a in expert_axes if a not in batch_axes and a not in seq_axes)
     sizes = dict(zip(mesh.axis_names, mesh.axis_sizes, strict=True))
     per_device = w_gate.shape[0] // math.prod(sizes[a] for a in expert_axes)
-    tokens, experts = P(batch_axes or None), P(expert_axes)
+    tokens, experts = P(batch_axes or None, seq_axes or None), P(expert_axes)
 
     def local(x, ids, weights, w_gate, w_up, w_down):
         if gather:
             x, ids, weights = (jax.lax.all_gather(a, gather, axis=0, tiled=True) for a in (x, ids, weights))
+        if gather_seq:
+            x, ids, weights = (
+                jax.lax.all_gather(a, gather_seq, axis=1, tiled=True) for a in (x, ids, weights)
+            )
         first = jax.lax.axis_index(expert_axes) * per_device
-        rows = x.shape[0]
+        rows, local_t = x.shape[:2]
         y = grouped_experts(
             x.reshape(-1, d), ids.reshape(-1, k), weights.reshape(-1, k), w_gate, w_up, w_down, first
-        ).reshape(rows, t, d)
+        ).reshape(rows, local_t, d)
         if reduce:
             y = jax.lax.psum(y, reduce)
+        if gather_seq:
+            y = jax.lax.psum_scatter(y, gather_seq, scatter_dimension=1, tiled=True)
         if gather:
             y = jax.lax.psum_scatter(y, gather, scatter_dimension=0, tiled=True)
         return y

@@ -55,6 +55,7 @@ from jaxtyping import Array, Float, Int
 
 from legorl_jax.kernels.logprobs import token_logprobs as fused_token_logprobs
 from legorl_jax.model import cache as kv
+from legorl_jax.model import context_parallel
 from legorl_jax.model.architecture import ArchConfig
 from legorl_jax.model.decoder import RESIDUAL_AXES, LayerContext, LayerRun
 from legorl_jax.model.layers import RMSNorm, normal_init, param
@@ -166,10 +167,21 @@ class Policy(nnx.Module):
         positions = positions_from_segments(segment_ids) if positions is None else positions
         positions = self._check_like(positions, input_ids, "positions")
         forced_experts = self._check_forced(forced_experts, input_ids.shape)
+        # Context parallelism: the layers run on the row in its load-balanced order (context_parallel.py).
+        shards = context_parallel.shards(*input_ids.shape)
+        if shards > 1:
+            input_ids, positions, segment_ids = (
+                context_parallel.to_layout(x, shards) for x in (input_ids, positions, segment_ids)
+            )
+            if forced_experts is not None:
+                forced_experts = context_parallel.to_layout(forced_experts, shards, axis=2)
         ctx = LayerContext(
             positions=positions, token_mask=segment_ids > 0, segment_ids=segment_ids, slots=None
         )
         hidden, routed, stats, _ = self._trunk(input_ids, ctx, forced_experts, None)
+        if shards > 1:
+            hidden = constrain(context_parallel.from_layout(hidden, shards), RESIDUAL_AXES)
+            routed = None if routed is None else context_parallel.from_layout(routed, shards, axis=2)
         return self._output(hidden, routed, stats, ctx, compute_logits)
 
     def init_cache(self, num_slots: int, max_len: int, dtype: str | None = None) -> kv.KVCache:

@@ -5,7 +5,8 @@ Contract (docs/style.md rules 9-11):
   its logical names in the Flax NNX variable metadata key `out_sharding` (written once, by
   `layers.param`); activations are constrained at block boundaries with `constrain`.
 - One rules table, `DEFAULT_RULES`, maps each logical axis to an ordered tuple of mesh axes of
-  `MESH_AXES = (data, fsdp, tensor, expert)`. `MeshConfig.rules` overrides entries (`rules_from_config`).
+  `MESH_AXES = (data, fsdp, tensor, expert, context)`. `MeshConfig.rules` overrides entries
+  (`rules_from_config`).
 - Resolving a logical spec for an array of a known shape (`logical_to_spec`) drops a mesh axis when an
   earlier dimension already uses it (so activations `[batch, seq, embed]` put fsdp on batch, and the same
   rules put it on embed for weights), when it has size 1, or when the dimension is not divisible by the
@@ -41,11 +42,12 @@ from legorl_jax.config import LOGICAL_AXES, MESH_AXES, MeshConfig
 Rules = tuple[tuple[str, tuple[str, ...]], ...]
 
 # Weights: fsdp shards the model dimension, tensor the heads / mlp / vocab, expert the experts.
+# Context parallelism: context shards the tokens of a row (context_parallel.py).
 # Activations: batch takes data, fsdp and expert, so attention is never computed redundantly on the
 # expert axis; the MoE block gathers the tokens of its expert group itself (moe.py).
 DEFAULT_RULES: Rules = (
     ("batch", ("data", "fsdp", "expert")),
-    ("seq", ()),
+    ("seq", ("context",)),
     ("embed", ("fsdp",)),
     ("heads", ("tensor",)),
     ("kv_heads", ("tensor",)),
@@ -126,8 +128,8 @@ def make_mesh(mesh_config: MeshConfig, devices: Sequence[jax.Device] | None = No
     if sizes["fsdp"] == -1:
         if len(devices) % fixed:
             raise ValueError(
-                f"mesh: data*tensor*expert = {fixed} does not divide the {len(devices)} devices, so fsdp=-1 "
-                "has no size"
+                f"mesh: data*tensor*expert*context = {fixed} does not divide the {len(devices)} devices, so "
+                "fsdp=-1 has no size"
             )
         sizes["fsdp"] = len(devices) // fixed
     shape = tuple(sizes[axis] for axis in MESH_AXES)

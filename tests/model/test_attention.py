@@ -56,3 +56,22 @@ def test_causal_chunks_give_the_attention_of_the_whole_score_matrix(packed, chun
     # (2.4e-7 at 2.5), which a fixed 1e-6 held by only 4x.
     t = q.shape[1]
     np.testing.assert_allclose(chunked[real], whole[real], atol=t * 2.0**-24 * np.abs(whole[real]).max())
+
+
+def test_two_2048_token_sequences_packed_in_one_row_equal_each_alone(moe_config):
+    """The policy on one 4,096-token row holding two 2,048-token sequences (several attention blocks each,
+    one segment boundary between blocks) gives each sequence the logits it gets alone (fp32, 1e-4 on
+    order-1 logits: other block boundaries reorder the sums through 3 layers)."""
+    import dataclasses
+
+    import jax.numpy as jnp
+
+    from legorl_jax.model import init_policy
+
+    policy = init_policy(dataclasses.replace(moe_config, max_position_embeddings=4096), seed=2)
+    forward = jax.jit(lambda ids, seg: policy(ids, segment_ids=seg).logits)
+    ids = np.random.default_rng(3).integers(0, moe_config.vocab_size, (1, 4096)).astype(np.int32)
+    packed = forward(jnp.asarray(ids), jnp.asarray(np.repeat([1, 2], 2048)[None], jnp.int32))
+    alone = [forward(jnp.asarray(ids[:, i : i + 2048]), jnp.ones((1, 2048), jnp.int32)) for i in (0, 2048)]
+    np.testing.assert_allclose(np.asarray(packed[0, :2048]), np.asarray(alone[0][0]), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(np.asarray(packed[0, 2048:]), np.asarray(alone[1][0]), atol=1e-4, rtol=0)

@@ -66,6 +66,36 @@ def test_prefill_then_decode_matches_the_full_forward_in_several_slots(
         )
 
 
+def test_a_long_prompt_prefilled_in_blockwise_chunks_matches_the_full_forward(
+    moe_policy, jit_forward, cached_step, tokens
+):
+    """Chunks of >= BLOCKWISE_MIN_QUERIES tokens attend to the cache through the blockwise op (kv index =
+    cache entry, q index = position): a 200-token prompt in three chunks of 96 positions (the last one mostly
+    padding), beside a 150-token one in another slot, gives the full forward's logits."""
+    from legorl_jax.model.attention import BLOCKWISE_MIN_QUERIES
+
+    length, chunk = 200, 96
+    assert chunk >= BLOCKWISE_MIN_QUERIES
+    seqs = tokens(2, length, seed=5)
+    cache = moe_policy.init_cache(num_slots=2, max_len=256)
+    slots = np.array([1, 0], np.int32)
+    logits = []
+    for lo in range(0, length, chunk):
+        hi = min(lo + chunk, length)
+        ids = np.zeros((2, chunk), np.int32)
+        pos = np.full((2, chunk), -1, np.int32)
+        ids[:, : hi - lo] = seqs[:, lo:hi]
+        pos[0, : hi - lo] = np.arange(lo, hi)
+        if lo < 150:
+            pos[1, : min(hi, 150) - lo] = np.arange(lo, min(hi, 150))
+        out, cache = cached_step(cache, ids, pos, slots)
+        logits.append(np.asarray(out.logits[:, : hi - lo]))
+    got = np.concatenate(logits, axis=1)
+    reference = jit_forward(moe_policy)(np.asarray(seqs))
+    np.testing.assert_allclose(got[0], np.asarray(reference.logits[0]), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(got[1, :150], np.asarray(reference.logits[1, :150]), atol=1e-4, rtol=0)
+
+
 def test_padding_writes_nothing_and_other_slots_stay_untouched(moe_policy, cached_step, tokens):
     cache = moe_policy.init_cache(num_slots=3, max_len=8)
     ids = tokens(1, 4, seed=1)

@@ -20,6 +20,7 @@ def test_make_mesh_gives_fsdp_the_devices_the_other_axes_leave():
         "fsdp": 4,
         "tensor": 2,
         "expert": 1,
+        "context": 1,
     }
 
 
@@ -27,7 +28,7 @@ def test_make_mesh_gives_fsdp_the_devices_the_other_axes_leave():
     "config, message",
     [
         (MeshConfig(fsdp=2, tensor=2), r"needs 4 devices, but 8 are available"),
-        (MeshConfig(tensor=3), r"data\*tensor\*expert = 3 does not divide the 8 devices"),
+        (MeshConfig(tensor=3), r"data\*tensor\*expert\*context = 3 does not divide the 8 devices"),
     ],
 )
 def test_make_mesh_rejects_sizes_that_do_not_match_the_devices(config, message):

@@ -157,6 +157,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--die-at-step", type=int, default=None)
     parser.add_argument("--collectives-only", action="store_true")
     parser.add_argument("--follow", action="store_true")
+    parser.add_argument("--mesh", default=None, help="the MeshConfig fields as JSON (default: MESH)")
     args = parser.parse_args(argv)
 
     from legorl_jax.config import CheckpointConfig, DistributedConfig, MeshConfig
@@ -188,7 +189,7 @@ def main(argv: list[str]) -> None:
     from legorl_jax.train.publish import export_hf
     from legorl_jax.train.step import Trainer
 
-    mesh_config = MeshConfig(**MESH)
+    mesh_config = MeshConfig(**(MESH if args.mesh is None else json.loads(args.mesh)))
     algo, train = step_configs()
     from legorl_jax.train.commands import Commands, LeadingTrainer
 

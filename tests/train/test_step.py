@@ -172,6 +172,38 @@ def test_step_on_the_8_device_mesh_equals_the_single_device_step(micro4_trainer)
     assert metrics1["align/routing_coverage"] > 0.9 and 0.0 < metrics1["align/routing_agreement"] < 1.0
 
 
+def test_a_context_parallel_step_on_the_8_device_mesh_equals_the_single_device_step(micro4_trainer):
+    """conf/mesh/cpu8_context: rows split along their tokens over 2 devices, beside fsdp 2 x expert 2 (the
+    row of 32 tokens in 4 chunks, each device an early and a late one): loss, gradients and routing
+    replay/agreement as on one device."""
+    mesh_config = mesh_preset("cpu8_context")
+    assert (mesh_config.fsdp, mesh_config.expert, mesh_config.context) == (2, 2, 2)
+    algo, train = tiny_run.tiny_configs(micro_batch_rows=4, learning_rate=1e-3, routing_agreement_every=1)
+    sharded = Trainer(
+        init_policy(tiny_run.TINY_MOE, seed=0),
+        algo,
+        train,
+        mesh=make_mesh(mesh_config),
+        rules=rules_from_config(mesh_config),
+    )
+    trajs = tiny_run.make_trajectories(7, n=12, routing=sharded.routing)
+    batch, stats = pack(sharded, trajs, min_rows=8)
+    assert sharded._row_sharding().spec == jax.sharding.PartitionSpec(("fsdp", "expert"), "context")
+
+    before = jax.device_get(micro4_trainer.initial_params)
+    state8, metrics8 = tiny_run.update(sharded, sharded.init_state(seed=0), batch, stats)
+    state1, metrics1 = tiny_run.update(micro4_trainer, micro4_trainer.init_state(seed=0), batch, stats)
+    rel = reordering_rtol(batch)
+    assert_first_moments_close(state8, state1, rel=rel)
+    assert_first_moments_close(state8, state1, rel=2 * rel, moment="nu")
+    lr = metrics1["train/lr"]
+    assert_first_adam_steps_close(state8, state1, before, lr, lr, rel)
+    assert metrics8.keys() == metrics1.keys()
+    for key, value in metrics1.items():
+        assert metrics8[key] == pytest.approx(value, abs=1e-5, nan_ok=True), key
+    assert metrics1["align/routing_coverage"] > 0.9 and 0.0 < metrics1["align/routing_agreement"] < 1.0
+
+
 def test_the_h200x8_preset_shards_every_weight_but_the_head_dim_norms_over_8_devices_and_steps_like_one():
     # The 8×H200 layout run on the 8 CPU devices: experts over `expert`, every other weight along its
     # embed dimension over the same axis. Without the preset's embed rule, attention, embeddings and the

@@ -39,13 +39,22 @@ def test_dr_grpo_preset_values_drop_the_std_and_the_length_normalisation(compose
 
 
 @pytest.mark.parametrize(
-    "preset, devices", [("cpu8", 8), ("gpu1", 1), ("h200x8", 8), ("h200x8x2", 16), ("h200x8x8", 64)]
+    "preset, devices",
+    [
+        ("cpu8", 8),
+        ("cpu8_context", 8),
+        ("gpu1", 1),
+        ("h200x8", 8),
+        ("h200x8_long", 8),
+        ("h200x8x2", 16),
+        ("h200x8x8", 64),
+    ],
 )
 def test_every_mesh_preset_composes_and_spans_its_device_count(compose_config, preset, devices):
     mesh = compose_config([f"mesh={preset}"]).mesh
     assert isinstance(mesh, MeshConfig)
     # A preset whose axes multiply to another count would fail make_mesh on the machine it names.
-    assert mesh.data * mesh.fsdp * mesh.tensor * mesh.expert == devices
+    assert mesh.data * mesh.fsdp * mesh.tensor * mesh.expert * mesh.context == devices
 
 
 @pytest.mark.parametrize(
