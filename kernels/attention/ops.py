@@ -107,8 +107,9 @@ def attention(
         raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-    if impl == "auto" and _DEFAULT_IMPL.get() is not None:
-        impl = _DEFAULT_IMPL.get()
+    chosen = _DEFAULT_IMPL.get()
+    if impl == "auto" and chosen is not None:
+        impl = chosen
     if impl == "auto":
         impl = "splash" if jax.default_backend() == "tpu" and natural and s == t else "xla"
     if block_sizes is not None and impl != "xla":

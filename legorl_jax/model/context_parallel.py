@@ -63,6 +63,7 @@ def shards(batch: int, length: int) -> int:
     if not axes:
         return 1
     mesh = sharding.current_mesh()
+    assert mesh is not None  # seq axes come from a mesh
     sizes = dict(zip(mesh.axis_names, mesh.axis_sizes, strict=True))
     count = int(np.prod([sizes[a] for a in axes]))
     if length % (2 * count):
