@@ -28,12 +28,13 @@ TORCH=("torch==2.14.1" "torchvision==0.29.1")
 SGLANG="sglang==0.5.23"
 # The runtime dependencies of sglang.launch_server on the CPU path, at sglang 0.5.23's pins where it pins.
 DEPS=(
-  "aiohttp" "anthropic>=0.20.0" "blobfile==3.0.0" "compressed-tensors==0.18.0" "einops" "fastapi" "gguf"
-  "interegular" "msgspec" "numpy<3" "openai==2.8.0" "openai-harmony==0.0.4" "orjson" "packaging"
-  "partial_json_parser" "pillow" "prometheus-client>=0.20.0" "psutil" "pybase64" "pydantic"
-  "python-dateutil<3" "python-multipart" "pyzmq>=25.1.2" "regex" "requests" "safetensors" "scipy"
-  "sentencepiece==0.2.1" "setproctitle" "tiktoken" "tokenizers==0.23.2" "tqdm" "transformers==5.19.0"
-  "uvicorn>=0.51" "uvloop" "watchfiles" "xxhash" "zstandard"
+  "aiohttp" "anthropic>=0.20.0" "apache-tvm-ffi==0.1.11" "blobfile==3.0.0" "compressed-tensors==0.18.0"
+  "dill" "einops" "fastapi" "gguf" "interegular" "IPython" "jsonschema" "msgspec" "numpy<3" "openai==2.8.0"
+  "openai-harmony==0.0.4" "orjson" "packaging" "partial_json_parser" "pillow" "prometheus-client>=0.20.0"
+  "psutil" "pybase64" "pydantic" "python-dateutil<3" "python-multipart" "pyzmq>=25.1.2" "regex" "requests"
+  "safetensors" "scipy" "sentencepiece==0.2.1" "setproctitle" "soundfile==0.13.1" "tiktoken"
+  "tokenizers==0.23.2" "tqdm" "transformers==5.19.0" "uvicorn>=0.51" "uvloop" "watchfiles" "xgrammar==0.2.7"
+  "xxhash" "zstandard"
 )
 STAMP="$VENV/.stamp"
 want="$(printf '%s\n' "${TORCH[@]}" "$SGLANG" "${DEPS[@]}"; cat "$SUPPORT"/sgl_kernel/__init__.py "$SUPPORT"/sglang_cpu_hostmem.py "$SUPPORT"/sglang_cpu_hostmem.pth | sha256sum)"
@@ -79,6 +80,8 @@ cp "$SUPPORT/sglang_cpu_hostmem.py" "$SUPPORT/sglang_cpu_hostmem.pth" "$site/"
 # The server's imports, in a fresh process (the .pth runs first), are the check that the environment works.
 SGLANG_USE_CPU_ENGINE=1 "$VENV/bin/python" -c '
 import sys, torch, sglang, sglang.launch_server, sglang.srt.mem_cache.pool_host.common as c, sglang_cpu_hostmem
+import sglang.srt.entrypoints.http_server, sglang.srt.managers.scheduler, sglang.srt.managers.detokenizer_manager
+import sglang.srt.model_executor.model_runner, sglang.srt.models.qwen3_moe, sglang.srt.models.qwen3
 assert c.ALLOC_MEMORY_FUNCS["cpu"] is sglang_cpu_hostmem.alloc_plain_host, "host-memory fix not applied"
 print("make_sglang_venv: sglang", sglang.__version__, "torch", torch.__version__, "python", sys.version.split()[0])'
 printf '%s' "$want" >"$STAMP"

@@ -96,6 +96,7 @@ log = logging.getLogger(__name__)
 
 _SGLANG_OVERFLOW = "longer than the model's context length"
 _JSON_HEADERS = {"Content-Type": "application/json"}
+KEEPALIVE_S = 2.0  # below uvicorn's 5 s keep-alive (SGLang's server), see _client
 
 
 def routing_of(model_dir: str | os.PathLike) -> tuple[int, int, int] | None:
@@ -189,7 +190,10 @@ class SGLangEngine:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.max_connections))
+            # SGLang's uvicorn closes a connection idle for 5 s; reusing one it is closing loses the request
+            # ("Server disconnected", never re-sent): connections idle longer than KEEPALIVE_S are not reused.
+            connector = aiohttp.TCPConnector(limit=self.max_connections, keepalive_timeout=KEEPALIVE_S)
+            self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
     async def _request(
@@ -373,16 +377,18 @@ class SGLangEngine:
             "input_ids": ids.tolist(),
             "sampling_params": {**sampling_json(SamplingParams(max_new_tokens=0, temperature=temperature))},
             "return_logprob": True,
-            "logprob_start_len": start,
+            # SGLang scores positions from logprob_start_len on but leaves the first one's value null (it
+            # computes no logits before it), so ask from one earlier and drop that entry.
+            "logprob_start_len": start - 1,
         }
         reply = await self._json("POST", "/generate", body, idempotent=True)
         entries = reply.get("meta_info", {}).get("input_token_logprobs")
-        if not isinstance(entries, list) or len(entries) != len(ids) - start:
+        if not isinstance(entries, list) or len(entries) != len(ids) - start + 1:
             got = len(entries) if isinstance(entries, list) else entries
             raise EngineError(
-                f"/generate returned input_token_logprobs of {got!r} entries, expected {len(ids) - start}"
+                f"/generate returned input_token_logprobs of {got!r} entries, expected {len(ids) - start + 1}"
             )
-        values = [e[0] if isinstance(e, list) and e else None for e in entries]
+        values = [e[0] if isinstance(e, list) and e else None for e in entries[1:]]
         if any(not isinstance(v, (int, float)) for v in values):
             raise EngineError(f"/generate returned non-numeric input_token_logprobs: {values[:4]!r}...")
         return np.asarray(values, np.float32)
