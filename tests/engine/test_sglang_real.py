@@ -145,13 +145,14 @@ async def test_the_launcher_starts_a_healthy_server_and_stops_its_process_group(
             assert (await engine.model_info())["model_path"] == str(model_dirs[0])
     finally:
         await launcher.stop()
-    assert not launcher.server.running
-    with pytest.raises(ProcessLookupError):  # the whole group (scheduler, detokenizer) is gone
-        os.killpg(launcher.server.process.pid, 0)
+    assert not launcher.server.running and launcher.server.process.returncode is not None
+    async with SGLangEngine(url, retries=0, connect_timeout_s=2) as engine:
+        assert not await engine.health()  # nothing of it answers any more
 
 
 async def test_a_server_that_fails_to_start_is_reported_with_its_log(sglang_python, tmp_path):
-    launcher = SGLangLauncher(_config(), tmp_path / "no-model-here", env=CPU_ENV)
+    offline = {**CPU_ENV, "HF_HUB_OFFLINE": "1"}  # no Hub lookup of the missing directory's name
+    launcher = SGLangLauncher(_config(), tmp_path / "no-model-here", env=offline)
     with pytest.raises(EngineError, match="exited with code") as err:
         await launcher.start()
     assert "no-model-here" in str(err.value) and str(launcher.server.log_path) in str(err.value)
@@ -197,21 +198,26 @@ async def _mid_flight(client, policy, model_dirs, n=200):
     assert not long.done(), "the long request ended before the update: raise n"
     update = asyncio.ensure_future(update_weights(client, str(model_dirs[1]), f"v-{policy}", policy))
     await asyncio.sleep(0.05)
-    late = await client.generate(PROMPT, SamplingParams(max_new_tokens=6, temperature=0.0, ignore_eos=True))
+    late = await client.generate(
+        PROMPT, SamplingParams(max_new_tokens=6, temperature=0.0, ignore_eos=True), return_routed_experts=True
+    )
     await update
     return await long, late
 
 
 def _split_check(references, gen, versions):
-    """Each token's log-prob is the one of the weights its recorded version names (the tokens of each
-    version checked on the prefix they were sampled after)."""
+    """Each token's log-prob and routing are those of the weights its recorded version names, over the
+    prefix it was sampled after (a resumed piece re-prefilled that prefix on its own weights)."""
     tokens = np.concatenate([PROMPT, gen.output_ids]).astype(np.int32)
     per_token = gen.token_weight_versions or (gen.weight_version,) * len(gen.output_ids)
+    rows = gen.routed_experts.astype(np.int32)
     for version, reference in zip(versions, references, strict=True):
         idx = np.flatnonzero(np.asarray(per_token) == version)
-        if not idx.size:
-            continue
-        replayed = reference.token_logprobs(tokens, gen.routed_experts.astype(np.int32))[len(PROMPT) - 1 :]
+        assert idx.size, f"no token of version {version}"
+        _, native = reference.logits_and_routing(tokens)
+        at = len(PROMPT) - 1 + idx  # the row that produced each token's logits
+        np.testing.assert_array_equal(np.sort(rows[at], -1), np.sort(native[at], -1))
+        replayed = reference.token_logprobs(tokens, native)[len(PROMPT) - 1 :]
         np.testing.assert_allclose(gen.output_logprobs[idx], replayed[idx], atol=LOGPROB_TOL, rtol=0)
 
 
@@ -269,7 +275,12 @@ async def test_in_place_continues_the_request_on_the_new_weights_and_tags_each_t
 
 @pytest.fixture
 async def proxy(client, model_dirs, tmp_path):
-    config = ProxyConfig(max_response_tokens=10, max_consecutive_no_tool=0, archive_dir=str(tmp_path / "a"))
+    config = ProxyConfig(
+        max_response_tokens=10,
+        max_consecutive_no_tool=0,
+        archive_dir=str(tmp_path / "a"),
+        context_length=WIDTH,
+    )
     started = CaptureProxy(client, load_tokenizer(model_dirs[0]), config, admin_token="t")
     await started.start("127.0.0.1", 0)
     yield started
