@@ -281,7 +281,7 @@ async def proxy(client, model_dirs, tmp_path):
         archive_dir=str(tmp_path / "a"),
         context_length=WIDTH,
     )
-    started = CaptureProxy(client, load_tokenizer(model_dirs[0]), config, admin_token="t")
+    started = CaptureProxy(client, load_tokenizer(model_dirs[0]), config, admin_token="test-admin-token")
     await started.start("127.0.0.1", 0)
     yield started
     await started.stop()
