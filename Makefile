@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system images harnesses lint typecheck test test-all demo fixtures clean
+.PHONY: setup system images harnesses sglang-env lint typecheck test test-all demo fixtures clean
 
 # The venv is rebuilt only when the project's metadata changes (idempotent).
 $(VENV)/.stamp: pyproject.toml setup.py
@@ -31,6 +31,11 @@ HARNESS_NAMES ?= mini_swe_agent swe_agent claude_code opencode terminus_2 openha
 harnesses: setup
 	@for h in $(HARNESS_NAMES); do $(PY) tools/install_harness.py $$h || echo "make: harness $$h not installed (its tests will skip)" >&2; done
 
+# Real SGLang on the CPU for the `sglang` tests (tools/make_sglang_venv.sh: .venv-sglang, Python 3.11, several
+# GB; idempotent). A failed install is reported and those tests skip with the reason; the rest of the suite runs.
+sglang-env:
+	@bash tools/make_sglang_venv.sh || echo "make: .venv-sglang not built (the sglang tests will skip)" >&2
+
 # Style as pyproject's [tool.ruff] states it (seconds); the first step of `make test`.
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -43,7 +48,7 @@ typecheck: setup
 test: lint typecheck setup system images harnesses
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test-all: setup system images harnesses
+test-all: setup system images harnesses sglang-env
 	$(PY) -m pytest -q -m '' $(PYTEST_ARGS)
 
 # The whole loop on the embedded defaults (conf/experiment/demo.yaml): a warm start on gold-patch
@@ -58,4 +63,4 @@ fixtures:
 	.venv-ref/bin/python tools/make_hf_fixtures.py --out tests/fixtures
 
 clean:
-	rm -rf $(VENV) .venv-ref .pytest_cache
+	rm -rf $(VENV) .venv-ref .venv-sglang .pytest_cache

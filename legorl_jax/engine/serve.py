@@ -27,8 +27,8 @@ Routes (field names and formats: wire.py):
   (prompt tokens served from the prefix cache; `session_id` asks it to keep a conversation), weight_version,
   output/input_token_logprobs with `return_logprob`, routed_experts and routed_experts_start_len with
   `return_routed_experts` or `--return-routed-experts always`).
-  `logprob_start_len >= 0` also scores the prompt from that position (its first token, without context,
-  gets null), with the request's temperature (1 when greedy).
+  `logprob_start_len >= 0` also scores the prompt from that position on (its first entry is null, as
+  SGLang's is: SGLang computes no logits before it), with the request's temperature (1 when greedy).
 - `GET /health` (200 ready, 503 not), `GET /get_model_info`, `GET /get_server_info` (load figures).
 - `POST /update_weights_from_disk {model_path, weight_version, abort_all_requests}`: in place, requests in
   flight continue on the new weights (jax_engine.py); a null weight_version keeps the current one.
@@ -162,10 +162,11 @@ async def _input_logprobs(
     engine: JaxEngine, ids: Any, start: int, sampling: SamplingParams
 ) -> list[list[Any]]:
     temperature = sampling.temperature if sampling.temperature > 0 else 1.0
+    # As SGLang (0.5.23): the first scored position's value is null whatever `start` is.
     scored: Any = (
-        await engine.prompt_logprobs(ids, max(start, 1), temperature=temperature) if len(ids) > 1 else []
+        await engine.prompt_logprobs(ids, start + 1, temperature=temperature) if len(ids) > start + 1 else []
     )
-    values = ([math.nan] if start == 0 else []) + [float(v) for v in scored]
+    values = [math.nan] + [float(v) for v in scored]
     return logprob_entries(values, ids[start:])
 
 

@@ -32,9 +32,10 @@ its radix cache keeps shared prefixes without a hint), so there the hint is drop
 Behind a router (engine/fleet.py), `routing_key_header` names the header that carries `session_id` as
 the routing key, so one session's turns stay on one engine.
 
-Weight versions: `meta_info.weight_version` is SGLang's; `meta_info.token_weight_versions` (one per output
-token, sent only when an update landed mid-request) is our server's extension. Real SGLang does not send
-it, so there `token_weight_versions` stays None and every token is tagged with the final `weight_version`.
+Weight versions: `meta_info.weight_version` is the version at the reply; when an update landed mid-request
+SGLang (0.5.23, and our server likewise) adds `meta_info.weight_versions`, spans of output positions per
+version, read into `Generation.token_weight_versions` (wire.py), so every token carries the version that
+sampled it on either server.
 
 Pausing (`pause(mode)`, `resume()`; the update policies of weight_update.py): `in_place` and `abort` are
 SGLang's `/pause_generation` modes. SGLang has no drain mode, so `drain` is done here, client side:
@@ -44,7 +45,12 @@ clients of the server, if any, stay paused in place). `resume()` continues the s
 calls go. Only this client's requests are drained: share one client per server (the proxy does).
 
 `update_weights` takes an HF directory only (`/update_weights_from_disk`, a path the *server* can read):
-in-process params cannot cross HTTP; save them with `legorl_jax.model.save_hf` first.
+in-process params cannot cross HTTP; save them with `legorl_jax.model.save_hf` first. SGLang flushes its
+radix cache after an update and fails the update (`success: false`, the weights loaded all the same) when
+it cannot, i.e. while a request holds its slot; so while this client has the server paused `in_place` the
+update is sent with `flush_cache: false`: the requests paused in place keep their K/V, and the radix cache
+keeps the old weights' prefixes with them (a later request that reuses one attends to old K/V too: the
+in-place trade-off, which `drain` and `abort_resume` do not make, since nothing runs when they update).
 """
 
 from __future__ import annotations
@@ -90,6 +96,7 @@ log = logging.getLogger(__name__)
 
 _SGLANG_OVERFLOW = "longer than the model's context length"
 _JSON_HEADERS = {"Content-Type": "application/json"}
+KEEPALIVE_S = 2.0  # below uvicorn's 5 s keep-alive (SGLang's server), see _client
 
 
 def routing_of(model_dir: str | os.PathLike) -> tuple[int, int, int] | None:
@@ -163,6 +170,7 @@ class SGLangEngine:
         """Response bytes this client has read (bodies of every endpoint, errors too), e.g. what a MoE
         fleet's routing costs on the wire (tools/bench_fleet.py --moe)."""
         self._open: asyncio.Event | None = None  # cleared while drained: new generate calls wait
+        self._paused_in_place = False  # this client paused the server in place (no flush on update)
         self._ended: asyncio.Event | None = None  # set whenever one of them ends
 
     async def __aenter__(self) -> SGLangEngine:
@@ -183,7 +191,10 @@ class SGLangEngine:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.max_connections))
+            # SGLang's uvicorn closes a connection idle for 5 s; reusing one it is closing loses the request
+            # ("Server disconnected", never re-sent): connections idle longer than KEEPALIVE_S are not reused.
+            connector = aiohttp.TCPConnector(limit=self.max_connections, keepalive_timeout=KEEPALIVE_S)
+            self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
     async def _request(
@@ -369,16 +380,18 @@ class SGLangEngine:
             "input_ids": ids.tolist(),
             "sampling_params": {**sampling_json(SamplingParams(max_new_tokens=0, temperature=temperature))},
             "return_logprob": True,
-            "logprob_start_len": start,
+            # SGLang scores positions from logprob_start_len on but leaves the first one's value null (it
+            # computes no logits before it), so ask from one earlier and drop that entry.
+            "logprob_start_len": start - 1,
         }
         reply = await self._json("POST", "/generate", body, idempotent=True)
         entries = reply.get("meta_info", {}).get("input_token_logprobs")
-        if not isinstance(entries, list) or len(entries) != len(ids) - start:
+        if not isinstance(entries, list) or len(entries) != len(ids) - start + 1:
             got = len(entries) if isinstance(entries, list) else entries
             raise EngineError(
-                f"/generate returned input_token_logprobs of {got!r} entries, expected {len(ids) - start}"
+                f"/generate returned input_token_logprobs of {got!r} entries, expected {len(ids) - start + 1}"
             )
-        values = [e[0] if isinstance(e, list) and e else None for e in entries]
+        values = [e[0] if isinstance(e, list) and e else None for e in entries[1:]]
         if any(not isinstance(v, (int, float)) for v in values):
             raise EngineError(f"/generate returned non-numeric input_token_logprobs: {values[:4]!r}...")
         return np.asarray(values, np.float32)
@@ -393,6 +406,8 @@ class SGLangEngine:
         if not isinstance(version, str) or not version:
             raise ValueError(f"weight_version must be a non-empty string, got {version!r}")
         body = {"model_path": os.fspath(source), "weight_version": version}
+        if self._paused_in_place:  # SGLang cannot flush while requests hold in place (module docstring)
+            body["flush_cache"] = False
         try:
             reply = await self._json("POST", "/update_weights_from_disk", body, idempotent=False)
         except BadRequestError as exc:
@@ -436,11 +451,13 @@ class SGLangEngine:
         except BaseException:
             self.end_drain()  # not paused: nothing would resume the held calls
             raise
+        self._paused_in_place = mode == "in_place"
 
     async def resume(self) -> None:
         try:
             await self._json("POST", "/continue_generation", {}, idempotent=False, timeout_s=60.0)
         finally:
+            self._paused_in_place = False
             self.end_drain()
 
     async def drain(self) -> int:

@@ -18,14 +18,18 @@ One module owns the field names so the server (serve.py) and the client (sglang_
   `[P + N - 1 - start, L, K]`. Our extensions: `routed_experts_start_len` beside `routed_experts` (the
   position of its first row: a server that returns routing unasked, `serve.py --return-routed-experts
   always`, starts where our `tracestate` member says, else at 0), and, sent only when an update landed
-  mid-request, `token_weight_versions` (one per output token) and `stale_kv_tokens`
-  (`Generation.stale_kv_tokens`).
+  mid-request, `stale_kv_tokens` (`Generation.stale_kv_tokens`). When an update landed mid-request the
+  reply also carries SGLang's own (0.5.23) `weight_versions`: spans `[{version, start, end}, ...]` of output
+  token positions, in order, covering every output token (`weight_version_spans`).
 - Headers: `x-smg-routing-key` (sglang-router's routing key: the session id) and our member of
   `tracestate` naming the asked routing start, both read by our server when a router dropped the body's
   fields (ROUTING_KEY_HEADER, ROUTED_START_MEMBER below).
 - `generation_from_json(...)` reads a response back into a `Generation` (routing stored compactly). Rows
   that start before the asked `routed_experts_start_len` (the response says where they start) are cut to
-  it, so a request whose fields a router dropped reads exactly what it asked for.
+  it, so a request whose fields a router dropped reads exactly what it asked for. `weight_versions` spans
+  become `Generation.token_weight_versions` (None when one version sampled every token); a server that
+  sends spans but no `stale_kv_tokens` (real SGLang) gets the tokens after the first span counted as
+  sampled over old K/V: only an in-place update leaves a request running across versions.
 
 Errors a server reports are `{"error": {"message": ..., "field": ..., "type": ...}}` with HTTP 400;
 `type` is "context_overflow" for a prompt that does not fit (SGLang's own message says "longer than the
@@ -420,7 +424,7 @@ def generation_json(
         "e2e_latency": e2e_latency,
     }
     if gen.token_weight_versions is not None:
-        meta["token_weight_versions"] = list(gen.token_weight_versions)
+        meta["weight_versions"] = weight_version_spans(gen.token_weight_versions)
     if gen.stale_kv_tokens:
         meta["stale_kv_tokens"] = int(gen.stale_kv_tokens)
     if return_logprob:
@@ -515,7 +519,10 @@ def generation_from_json(
     top_ids = top_lps = None
     if top_logprobs:
         top_lps, top_ids = _top_logprobs(meta, len(output_ids), top_logprobs)
-    versions = meta.get("token_weight_versions")
+    versions = token_versions_from_spans(meta.get("weight_versions"), len(output_ids))
+    stale = meta.get("stale_kv_tokens")
+    if stale is None:  # SGLang's reply: tokens after the first version's span ran over its K/V
+        stale = 0 if versions is None else len(output_ids) - versions.count(versions[0])
     return Generation(
         output_ids=np.asarray(output_ids, np.int32),
         output_logprobs=np.asarray([e[0] for e in entries], np.float32),
@@ -524,13 +531,50 @@ def generation_from_json(
         weight_version=str(meta.get("weight_version", "default")),
         prompt_tokens=int(meta.get("prompt_tokens", prompt_tokens)),
         routed_experts_start=routed_experts_start_len,
-        token_weight_versions=None if versions is None else tuple(str(v) for v in versions),
+        token_weight_versions=versions,
         matched_stop=finish.get("matched"),
         cached_tokens=int(meta.get("cached_tokens") or 0),
         output_top_ids=top_ids,
         output_top_logprobs=top_lps,
-        stale_kv_tokens=int(meta.get("stale_kv_tokens") or 0),
+        stale_kv_tokens=int(stale or 0),
     )
+
+
+def weight_version_spans(per_token: Any) -> list[dict[str, Any]]:
+    """SGLang's `meta_info.weight_versions` for per-output-token versions: one `{version, start, end}` per
+    run of equal versions (end exclusive)."""
+    spans: list[dict[str, Any]] = []
+    for i, version in enumerate(per_token):
+        if spans and spans[-1]["version"] == version:
+            spans[-1]["end"] = i + 1
+        else:
+            spans.append({"version": str(version), "start": i, "end": i + 1})
+    return spans
+
+
+def token_versions_from_spans(spans: Any, n: int) -> tuple[str, ...] | None:
+    """Per-output-token versions from `meta_info.weight_versions` (None: absent, or one version throughout);
+    a WireError naming the spans unless they are `{version, start, end}` runs covering [0, n) in order."""
+    if spans is None:
+        return None
+    ok = isinstance(spans, list) and all(
+        isinstance(s, dict) and isinstance(s.get("version"), str) and _is_int(s.get("start"))
+        and _is_int(s.get("end")) for s in spans
+    )  # fmt: skip
+    if ok:
+        edge = 0
+        for span in spans:
+            ok = ok and span["start"] == edge and span["end"] >= span["start"]
+            edge = span["end"]
+        ok = ok and edge == n
+    if not ok:
+        raise WireError(
+            f"meta_info.weight_versions must be [{{version, start, end}}, ...] spans covering output tokens "
+            f"[0, {n}) in order, got {str(spans)[:200]}",
+            "weight_versions",
+        )
+    versions = tuple(span["version"] for span in spans for _ in range(span["end"] - span["start"]))
+    return versions if len(set(versions)) > 1 else None
 
 
 def _top_logprobs(meta: dict, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:

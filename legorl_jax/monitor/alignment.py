@@ -20,6 +20,17 @@ and are jittable; they return float32 scalars keyed by their logged names.
 - `align/routing_agreement`: over recorded pairs, the fraction of recorded experts that the trainer's own
   (native, not replayed) top-k also picks — order-free set overlap / K.
 
+`version_alignment(metrics, train_logprobs, rollout_logprobs, mask, token_versions, trainer_version)`
+(async mode, where a batch mixes weights versions): the trainer's π_old is the policy of
+`trainer_version` only, so a token sampled under an older version differs from it by the policy's own
+movement, not by replay or numerics. It returns `metrics` with the log-prob figures above recomputed over
+the sampled tokens whose version is the trainer's (`align/same_version_tokens` counts them; without any, the
+log-prob figures are dropped: nothing was judged) and the same figures over the older tokens as
+`offpolicy/<name>_cross` (`offpolicy/cross_version_tokens` counts them; `offpolicy/prob_pearson_all` is the
+Pearson over both, what `align/prob_pearson` read before the split). Tokens of no known version (-1) go to
+neither; a batch with no known version at all keeps `metrics` as they are. So `align/*` stays the health
+gate in async mode, and the policy lag shows in `offpolicy/*`.
+
 Masks here are positions whose *target* is sampled, so the routing at position t (which produced the
 logits of token t + 1) is judged exactly where it mattered; any real dtype, a position counts where > 0.
 Shapes in the annotations: l MoE layers, b rows, t positions, k experts per token.
@@ -27,8 +38,22 @@ Shapes in the annotations: l MoE layers, b rows, t positions, k experts per toke
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int, Real
+
+LOGPROB_KEYS = (
+    "align/prob_pearson",
+    "align/k1",
+    "align/k3",
+    "align/max_abs_logprob_diff",
+    "align/prob_diff_mean",
+    "align/prob_diff_max",
+    "align/is_ess",
+)
+"""The figures of `logprob_alignment` (the ones a token's weights version changes the meaning of)."""
 
 
 def _masked_mean(x: Float[Array, "b t"], m: Bool[Array, "b t"], n: Float[Array, ""]) -> Float[Array, ""]:
@@ -91,4 +116,48 @@ def routing_alignment(
         hit = (recorded[..., :, None] == native[..., None, :]).any(-1).mean(-1)
         judged = replayed & m
         out["align/routing_agreement"] = jnp.where(judged, hit, 0.0).sum() / jnp.maximum(judged.sum(), 1)
+    return out
+
+
+def version_alignment(
+    metrics: Mapping[str, float],
+    train_logprobs: np.ndarray,
+    rollout_logprobs: np.ndarray,
+    mask: np.ndarray,
+    token_versions: np.ndarray,
+    trainer_version: int,
+) -> dict[str, float]:
+    """`metrics` with the log-prob figures split by weights version (module docstring): `align/*` over the
+    sampled tokens of `trainer_version`, `offpolicy/*_cross` over older ones. Arrays are host `[B, T]`,
+    target-aligned; `token_versions` is -1 where unknown. A token newer than the trainer is a ValueError."""
+    if isinstance(trainer_version, bool) or not isinstance(trainer_version, int) or trainer_version < 0:
+        raise ValueError(f"trainer_version must be an int >= 0, got {trainer_version!r}")
+    versions = np.asarray(token_versions)
+    sampled = np.asarray(mask) > 0
+    if versions.shape != sampled.shape:
+        raise ValueError(f"token_versions has shape {versions.shape}, the mask {sampled.shape}")
+    if (sampled & (versions > trainer_version)).any():
+        raise ValueError(
+            f"a sampled token has version {int(versions[sampled].max())}, newer than the trainer's "
+            f"{trainer_version}"
+        )
+    if not (sampled & (versions >= 0)).any():  # no version recorded: nothing to split by
+        return dict(metrics)
+    same = sampled & (versions == trainer_version)
+    cross = sampled & (versions >= 0) & (versions < trainer_version)
+    out = {k: v for k, v in metrics.items() if k not in LOGPROB_KEYS}
+
+    def figures(select: np.ndarray) -> dict[str, float]:
+        got = logprob_alignment(
+            jnp.asarray(train_logprobs), jnp.asarray(rollout_logprobs), jnp.asarray(select)
+        )
+        return {k: float(v) for k, v in got.items()}
+
+    if same.any():
+        out.update(figures(same))
+    if cross.any():
+        out.update({f"offpolicy/{k.removeprefix('align/')}_cross": v for k, v in figures(cross).items()})
+    out["offpolicy/prob_pearson_all"] = figures(same | cross)["align/prob_pearson"]
+    out["align/same_version_tokens"] = float(same.sum())
+    out["offpolicy/cross_version_tokens"] = float(cross.sum())
     return out

@@ -31,8 +31,10 @@
   rollout correction's `train/is_*` figures over the whole batch (`loss.importance_stats`: ratio mean, max
   and min, capped share, ESS, computed beside the alignment from the same π_old, no extra forward), with
   `trainer_version` given the same per version gap of `TrainBatch.token_versions` (`train/is_*_gap_<k>`,
-  monitor/offpolicy.py) and the packer's `batch/*`; `UpdateResult.nll` is the sampled tokens' negative
-  log-likelihood under π_old and `UpdateResult.logprob_diffs` the per-token trainer − behaviour log-probs.
+  monitor/offpolicy.py) and the log-prob `align/*` figures over the tokens of the trainer's own version only,
+  older ones in `offpolicy/*_cross` (`monitor.alignment.version_alignment`), and the packer's `batch/*`;
+  `UpdateResult.nll` is the sampled tokens' negative log-likelihood under π_old and
+  `UpdateResult.logprob_diffs` the per-token trainer − behaviour log-probs.
   A learning rate of 0 logs a warning every step it trains at it.
 
 Every program takes the `TrainBatch` pytree as it is; `device_batch` puts one on the mesh.
@@ -63,7 +65,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from legorl_jax.config import AlgoConfig, TrainConfig
 from legorl_jax.model.policy import Policy, TokenLogprobs
 from legorl_jax.model.sharding import DEFAULT_RULES, Rules, logical_to_spec, state_shardings, use_rules
-from legorl_jax.monitor.alignment import logprob_alignment, routing_alignment
+from legorl_jax.monitor.alignment import logprob_alignment, routing_alignment, version_alignment
 from legorl_jax.monitor.offpolicy import gap_metrics
 from legorl_jax.train import distributed
 from legorl_jax.train.batch import PackStats, RoutingSpec
@@ -504,6 +506,8 @@ class Trainer:
             versions = np.asarray(host.token_versions)[sampled]
             known = versions >= 0  # -1: a sampled token whose version was not recorded
             out.update(gap_metrics(trainer_version - versions[known], diffs[known]))
+            out = version_alignment(out, lp, host.behaviour_logprobs, host.loss_mask, host.token_versions,
+                                    trainer_version)  # fmt: skip
         nll = float(-lp[sampled].mean()) if sampled.any() else 0.0
         return state, UpdateResult(metrics=out, nll=nll, logprob_diffs=diffs)
 

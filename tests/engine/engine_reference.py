@@ -25,22 +25,24 @@ def _logprobs(graphdef, state, ids, targets, segments, forced, temperature):
 
 
 class Reference:
-    """Jitted full (packed) forwards of one policy at fixed width MAX_LEN: the oracle of the engine tests."""
+    """Jitted full (packed) forwards of one policy at a fixed width (MAX_LEN unless given): the oracle of
+    the engine tests."""
 
-    def __init__(self, policy):
+    def __init__(self, policy, width=MAX_LEN):
         self.graphdef, self.state = nnx.split(policy)
         self.config = policy.config
+        self.width = width  # every forward is padded to it (one compile)
 
     def _pad(self, tokens):
-        ids = np.zeros((1, MAX_LEN), np.int32)
+        ids = np.zeros((1, self.width), np.int32)
         ids[0, : len(tokens)] = tokens
-        seg = np.zeros((1, MAX_LEN), np.int32)
+        seg = np.zeros((1, self.width), np.int32)
         seg[0, : len(tokens)] = 1
         return ids, seg
 
     def _forced(self, routed):
         c = self.config
-        forced = np.full((c.num_moe_layers, 1, MAX_LEN, c.num_experts_per_tok), -1, np.int32)
+        forced = np.full((c.num_moe_layers, 1, self.width, c.num_experts_per_tok), -1, np.int32)
         if routed is not None:
             forced[:, 0, : len(routed)] = np.asarray(routed, np.int32).transpose(1, 0, 2)
         return forced

@@ -182,6 +182,40 @@ async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_confi
     np.testing.assert_array_equal(gen.routed_experts, routed)
 
 
+async def test_sglangs_weight_version_spans_become_each_tokens_version():
+    """SGLang 0.5.23 reports an update that landed mid-request as `meta_info.weight_versions` spans (its
+    `add_weight_versions_to_meta_info`), without our `stale_kv_tokens`: the tokens after the first span ran
+    over the old version's K/V (only an in-place update leaves a request running across versions)."""
+    meta = {
+        "id": "r",
+        "finish_reason": {"type": "length", "length": 5},
+        "prompt_tokens": 2,
+        "completion_tokens": 5,
+        "weight_version": "v2",
+        "output_token_logprobs": [[-0.5, t, None] for t in (11, 12, 13, 14, 15)],
+        "weight_versions": [{"version": "v1", "start": 0, "end": 2}, {"version": "v2", "start": 2, "end": 5}],
+    }
+    fake = Fake(
+        lambda req, body: web.json_response(
+            {"text": "", "output_ids": [11, 12, 13, 14, 15], "meta_info": meta}
+        )
+    )
+    sampling = SamplingParams(max_new_tokens=5)
+    async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url("")), retries=0) as client:
+        gen = await client.generate([1, 2], sampling)
+        assert gen.token_weight_versions == ("v1", "v1", "v2", "v2", "v2") and gen.weight_version == "v2"
+        assert gen.stale_kv_tokens == 3
+        meta["weight_versions"] = [{"version": "v2", "start": 0, "end": 5}]  # one version: nothing to tag
+        gen = await client.generate([1, 2], sampling)
+        assert gen.token_weight_versions is None and gen.stale_kv_tokens == 0
+        meta["weight_versions"] = [
+            {"version": "v1", "start": 0, "end": 2},
+            {"version": "v2", "start": 3, "end": 5},
+        ]
+        with pytest.raises(EngineError, match=r"weight_versions must be .* covering output tokens \[0, 5\)"):
+            await client.generate([1, 2], sampling)
+
+
 async def test_routing_rows_from_before_the_asked_start_are_cut_to_it(engine_model_dir):
     """Our server under `--return-routed-experts always` behind a router: the request's fields were
     dropped, the reply carries every row from 0 and says so; the client keeps [start, P + N - 1)."""

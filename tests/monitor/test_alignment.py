@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from legorl_jax.monitor.alignment import logprob_alignment, routing_alignment
+from legorl_jax.monitor.alignment import LOGPROB_KEYS, logprob_alignment, routing_alignment, version_alignment
+from legorl_jax.monitor.rollout_metrics import alerts
 
 
 def test_identical_logprobs_are_perfectly_aligned():
@@ -70,3 +71,68 @@ def test_routing_coverage_and_agreement_count_recorded_pairs_only():
     masked = routing_alignment(recorded, native, jnp.asarray([[1.0, 0.0, 0.0]]))
     assert float(masked["align/routing_coverage"]) == pytest.approx(1.0)
     assert float(masked["align/routing_agreement"]) == pytest.approx(0.75)
+
+
+def _mixed_versions_batch():
+    """One row of 8 sampled tokens: 4 of version 5 the trainer reproduces exactly, 3 of version 4 whose
+    behaviour log-probs are another policy's, one of unknown version (-1); a ninth position is not sampled."""
+    rng = np.random.default_rng(1)
+    train = np.log(rng.uniform(0.05, 1.0, (1, 9)))
+    rollout = train.copy()
+    rollout[0, 4:7] = np.log(rng.uniform(0.05, 1.0, 3))  # the old policy's numbers
+    rollout[0, 7] -= 3.0  # unknown version: counted nowhere
+    versions = np.asarray([[5, 5, 5, 5, 4, 4, 4, -1, 5]], np.int32)
+    mask = np.asarray([[1, 1, 1, 1, 1, 1, 1, 1, 0]], np.float32)
+    return train, rollout, mask, versions
+
+
+def test_version_alignment_judges_the_trainers_own_version_and_reports_older_tokens_as_offpolicy():
+    train, rollout, mask, versions = _mixed_versions_batch()
+    before = {"align/prob_pearson": 0.5, "align/k1": 9.0, "align/routing_coverage": 1.0, "train/loss": 2.0}
+    out = version_alignment(before, train, rollout, mask, versions, trainer_version=5)
+    # The same-version tokens agree exactly: a healthy gate, whatever the older tokens do.
+    assert out["align/prob_pearson"] == pytest.approx(1.0, abs=1e-6)
+    assert out["align/k1"] == 0.0 and out["align/max_abs_logprob_diff"] == 0.0
+    assert out["align/same_version_tokens"] == 4 and out["offpolicy/cross_version_tokens"] == 3
+    # The older tokens' figures are those of logprob_alignment over exactly them.
+    cross = np.zeros_like(mask)
+    cross[0, 4:7] = 1
+    expected = logprob_alignment(jnp.asarray(train), jnp.asarray(rollout), jnp.asarray(cross))
+    for key, value in expected.items():
+        assert out[f"offpolicy/{key.removeprefix('align/')}_cross"] == pytest.approx(float(value), abs=1e-6)
+    both = np.asarray([[1, 1, 1, 1, 1, 1, 1, 0, 0]], np.float32)
+    whole = float(
+        logprob_alignment(jnp.asarray(train), jnp.asarray(rollout), jnp.asarray(both))["align/prob_pearson"]
+    )
+    assert out["offpolicy/prob_pearson_all"] == pytest.approx(whole, abs=1e-6) and whole < 0.99
+    # Figures a version does not change pass through untouched; the input is not modified.
+    assert out["align/routing_coverage"] == 1.0 and out["train/loss"] == 2.0 and before["align/k1"] == 9.0
+
+
+def test_version_alignment_without_tokens_of_the_trainers_version_judges_nothing_and_alerts_nothing():
+    train, rollout, mask, versions = _mixed_versions_batch()
+    out = version_alignment({"align/prob_pearson": 0.9}, train, rollout, mask, versions, trainer_version=7)
+    assert not any(k in out for k in LOGPROB_KEYS) and out["align/same_version_tokens"] == 0
+    assert out["offpolicy/cross_version_tokens"] == 7
+    assert alerts(out) == []
+    # A real misalignment among the trainer's own tokens still alerts.
+    broken = rollout.copy()
+    broken[0, :4] = np.log(np.asarray([0.9, 0.1, 0.8, 0.2]))
+    train[0, :4] = np.log(np.asarray([0.1, 0.9, 0.2, 0.8]))
+    sick = version_alignment({}, train, broken, mask, versions, trainer_version=5)
+    assert any("replay or numerics broken" in a for a in alerts(sick))
+
+
+def test_version_alignment_without_known_versions_keeps_the_figures_and_names_bad_input():
+    train, rollout, mask, _ = _mixed_versions_batch()
+    unknown = np.full(mask.shape, -1, np.int32)
+    assert version_alignment({"align/prob_pearson": 0.97}, train, rollout, mask, unknown, 3) == {
+        "align/prob_pearson": 0.97
+    }
+    _, _, _, versions = _mixed_versions_batch()
+    with pytest.raises(ValueError, match="a sampled token has version 5, newer than the trainer's 4"):
+        version_alignment({}, train, rollout, mask, versions, trainer_version=4)
+    with pytest.raises(ValueError, match="trainer_version must be an int >= 0, got -1"):
+        version_alignment({}, train, rollout, mask, versions, trainer_version=-1)
+    with pytest.raises(ValueError, match=r"token_versions has shape \(1, 3\), the mask \(1, 9\)"):
+        version_alignment({}, train, rollout, mask, versions[:, :3], trainer_version=5)

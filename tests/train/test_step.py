@@ -607,6 +607,18 @@ def test_update_reports_is_figures_per_version_gap_and_token_versions_never_reco
     assert m["train/is_ratio_mean_gap_0"] == pytest.approx(w[versions == 3].mean(), rel=1e-6)
     assert m["train/is_ratio_mean_gap_1"] == pytest.approx(w[versions == 2].mean(), rel=1e-6)
     assert "train/is_ratio_mean_gap_2" not in m
+    # The alignment gate judges only the tokens of the trainer's own version; the older ones' drift from it
+    # is the policy's lag and goes to offpolicy/*, so it cannot read as broken replay.
+    behaviour = batch.behaviour_logprobs[batch.loss_mask > 0].astype(np.float64)
+    train = behaviour + result.logprob_diffs
+    same, old = versions == 3, versions == 2
+    assert m["align/same_version_tokens"] == same.sum() and m["offpolicy/cross_version_tokens"] == old.sum()
+    pearson = np.corrcoef(np.exp(train[same]), np.exp(behaviour[same]))[0, 1]
+    assert m["align/prob_pearson"] == pytest.approx(pearson, abs=1e-4)
+    assert m["align/k1"] == pytest.approx(-result.logprob_diffs[same].mean(), abs=1e-5)
+    assert m["offpolicy/k1_cross"] == pytest.approx(-result.logprob_diffs[old].mean(), abs=1e-5)
+    everything = np.corrcoef(np.exp(train), np.exp(behaviour))[0, 1]
+    assert m["offpolicy/prob_pearson_all"] == pytest.approx(everything, abs=1e-4)
 
     # Another batch of the same shape with other version values, or none at all, runs the same compiled
     # programs: the versions stay on the host (a batch without them would otherwise be a new pytree).
@@ -624,3 +636,9 @@ def test_update_reports_is_figures_per_version_gap_and_token_versions_never_reco
     assert {k: p._cache_size() for k, p in programs.items()} == compiled
     assert "train/is_ratio_mean_gap_0" not in unversioned.metrics
     assert again.metrics["train/is_ratio_mean_gap_2"] == pytest.approx(m["train/is_ratio_mean"], rel=1e-6)
+    # No token of the trainer's version 9: nothing to judge alignment by (the figures are absent, no alert),
+    # every token's drift is cross-version; without versions the figures cover every sampled token.
+    assert "align/prob_pearson" not in again.metrics and again.metrics["align/same_version_tokens"] == 0
+    assert again.metrics["offpolicy/prob_pearson_cross"] == pytest.approx(everything, abs=1e-4)
+    assert unversioned.metrics["align/prob_pearson"] == pytest.approx(everything, abs=1e-4)
+    assert "align/same_version_tokens" not in unversioned.metrics
