@@ -154,7 +154,6 @@ def train_on(
         advantages,
         max_tokens=cfg.train.max_tokens,
         row_multiple=parts.trainer.row_multiple,
-        overflow=cfg.train.overflow,
         routing=parts.trainer.routing,
     )
     timings = {"packing": time.monotonic() - t}
