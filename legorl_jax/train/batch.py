@@ -99,7 +99,9 @@ class PackStats:
 
     def as_metrics(self) -> dict[str, float]:
         metrics = {
-            f"batch/{f.name}": float(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "refused"
+            f"batch/{f.name}": float(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.name != "refused"
         }
         metrics["batch/fill"] = self.fill
         return metrics
