@@ -77,12 +77,17 @@ def route(
 def router_stats(
     ids: Int[Array, "b t k"], probs: Float[Array, "b t e"], token_mask: Bool[Array, "b t"]
 ) -> RouterStats:
+    """Counts by a scatter-add of the masked (token, slot) pairs, never a [B, T, K, E] one-hot (512 MiB of
+    float32 at 128k tokens and Qwen3-30B-A3B's K = 8 of E = 128)."""
     mask = token_mask.astype(jnp.float32)
-    one_hot = jax.nn.one_hot(ids, probs.shape[-1], dtype=jnp.float32)  # [B, T, K, E]
-    return RouterStats(
-        expert_counts=jnp.einsum("btke,bt->ke", one_hot, mask),
-        prob_sums=jnp.einsum("bte,bt->e", probs, mask),
+    k, e = ids.shape[-1], probs.shape[-1]
+    slot = jnp.broadcast_to(jnp.arange(k, dtype=ids.dtype), ids.shape)
+    counts = (
+        jnp.zeros((k, e), jnp.float32)
+        .at[slot.reshape(-1), ids.reshape(-1)]
+        .add(jnp.broadcast_to(mask[..., None], ids.shape).reshape(-1))
     )
+    return RouterStats(expert_counts=counts, prob_sums=jnp.einsum("bte,bt->e", probs, mask))
 
 
 def load_balancing_loss(
@@ -125,6 +130,9 @@ def _swiglu(dot, xs, w_gate, w_up, w_down):
     return dot((jax.nn.silu(gate) * up).astype(dtype), w_down.astype(dtype))
 
 
+TILES_PER_STEP = 16  # tiles one step of the tiled path's scan runs (a multiple of it is padded up to)
+
+
 def _tiled_matmuls(
     xs: Float[Array, "r d"],
     tile_expert: Int[Array, " tiles"],
@@ -132,24 +140,44 @@ def _tiled_matmuls(
     w_up: Float[Array, "e d f"],
     w_down: Float[Array, "e f d"],
 ) -> Float[Array, "r d"]:
-    """SwiGLU of each `tile`-row block of `xs` through the expert named by `tile_expert` (float32 sums).
+    """SwiGLU of each `tile`-row block of `xs` through the expert named by `tile_expert` (float32 sums,
+    returned in `xs`'s dtype).
 
-    One batched matmul per projection over all tiles, each against its expert's weights gathered per tile
-    ([tiles, D, F]: about 3x the expert weights at the tile size `tile_rows` picks). On XLA:CPU that runs
-    ~1.5x faster forward and backward than a `lax.scan` of per-tile matmuls (one small dot after another,
-    on one core); skipping the unused tiles of the static bound with a `lax.cond` in such a scan saved
-    forward time but slowed the gradient and, under expert parallelism, deadlocked (devices taking
+    Batched matmuls over `TILES_PER_STEP` tiles at a time, each tile against its expert's weights gathered
+    per tile ([tiles, D, F]). Up to that many tiles run as one batch (the tiny models: no loop at all); more
+    go through a `lax.scan` of such batches whose body is checkpointed to keep only its matmul outputs, so
+    the gathered weights exist for one step at a time, forward and backward (their gradients are summed
+    into the [E, D, F] ones step by step). Gathering them for every tile at once cost 3 weight copies per
+    tile and 3 float32 gradients of them in the backward: 11.5 GiB of temporaries for one Qwen3-30B-A3B MoE
+    block at 4k tokens, 19.3 GiB at 8k; 2.65 and 3.59 GiB this way (BENCHMARKS.md, "Long context"). Batching tiles runs ~1.5x faster on
+    XLA:CPU than one small dot per tile; skipping the unused tiles of the static bound with a `lax.cond`
+    saved forward time but slowed the gradient and, under expert parallelism, deadlocked (devices taking
     different branches around the weights' collectives)."""
     tiles = tile_expert.shape[0]
     d = xs.shape[-1]
     rows = xs.reshape(tiles, -1, d)  # [tiles, tile, D]
-    gate, up, down = (w.astype(xs.dtype)[tile_expert] for w in (w_gate, w_up, w_down))  # per tile
+    tile = rows.shape[1]
 
     def dot(a, w):
         return jnp.einsum("trd,tdf->trf", a, w, preferred_element_type=jnp.float32)
 
-    hidden = (jax.nn.silu(dot(rows, gate)) * dot(rows, up)).astype(xs.dtype)
-    return dot(hidden, down).reshape(-1, d)
+    def swiglu(rows: jax.Array, experts: jax.Array) -> jax.Array:
+        gate, up, down = (w.astype(xs.dtype)[experts] for w in (w_gate, w_up, w_down))  # per tile
+        hidden = (jax.nn.silu(dot(rows, gate)) * dot(rows, up)).astype(xs.dtype)
+        return dot(hidden, down).astype(xs.dtype)  # the caller casts to this dtype anyway
+
+    if tiles <= TILES_PER_STEP:
+        return swiglu(rows, tile_expert).reshape(-1, d)
+    if tiles % TILES_PER_STEP:
+        raise ValueError(f"{tiles} tiles: more than {TILES_PER_STEP} must come in a multiple of it")
+    steps = tiles // TILES_PER_STEP
+    rows = rows.reshape(steps, TILES_PER_STEP, tile, d)
+    experts = tile_expert.reshape(steps, TILES_PER_STEP)
+    body = jax.checkpoint(
+        lambda carry, step: (carry, swiglu(*step)), policy=jax.checkpoint_policies.dots_saveable
+    )
+    _, out = jax.lax.scan(body, None, (rows, experts))  # [steps, TILES_PER_STEP, tile, D]
+    return out.reshape(-1, d)
 
 
 def grouped_experts(
@@ -196,6 +224,8 @@ def grouped_experts(
         pairs = n * k
         tile = tile_rows(pairs, local_experts)
         tiles = -(-(pairs + local_experts * (tile - 1)) // tile)
+        if tiles > TILES_PER_STEP:  # whole steps of the tiled scan; the extra tiles hold no pair
+            tiles = -(-tiles // TILES_PER_STEP) * TILES_PER_STEP
         padded = -(-group_sizes // tile) * tile  # each group rounded up to whole tiles
         padded_end = jnp.cumsum(padded)
         group_start = jnp.cumsum(group_sizes) - group_sizes
