@@ -150,9 +150,9 @@ def _tiled_matmuls(
     into the [E, D, F] ones step by step). Gathering them for every tile at once cost 3 weight copies per
     tile and 3 float32 gradients of them in the backward: 11.5 GiB of temporaries for one Qwen3-30B-A3B MoE
     block at 4k tokens, 19.3 GiB at 8k; 2.65 and 3.59 GiB this way (BENCHMARKS.md, "Long context").
-    Batching tiles runs ~1.5x faster on XLA:CPU than one small dot per tile; skipping the unused tiles of the static bound with a `lax.cond`
-    saved forward time but slowed the gradient and, under expert parallelism, deadlocked (devices taking
-    different branches around the weights' collectives)."""
+    Batching tiles runs ~1.5x faster on XLA:CPU than one small dot per tile; skipping the unused tiles of
+    the static bound with a `lax.cond` saved forward time but slowed the gradient and, under expert
+    parallelism, deadlocked (devices taking different branches around the weights' collectives)."""
     tiles = tile_expert.shape[0]
     d = xs.shape[-1]
     rows = xs.reshape(tiles, -1, d)  # [tiles, tile, D]
