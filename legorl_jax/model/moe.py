@@ -149,7 +149,8 @@ def _tiled_matmuls(
     the gathered weights exist for one step at a time, forward and backward (their gradients are summed
     into the [E, D, F] ones step by step). Gathering them for every tile at once cost 3 weight copies per
     tile and 3 float32 gradients of them in the backward: 11.5 GiB of temporaries for one Qwen3-30B-A3B MoE
-    block at 4k tokens, 19.3 GiB at 8k; 2.65 and 3.59 GiB this way (BENCHMARKS.md, "Long context").
+    block at 4k tokens, 19.3 GiB at 8k; with `move_rows` and the fused slot sum 2.4 GiB at 4k, 8 at 32k
+    (BENCHMARKS.md, "Long context").
     Batching tiles runs ~1.5x faster on XLA:CPU than one small dot per tile; skipping the unused tiles of
     the static bound with a `lax.cond` saved forward time but slowed the gradient and, under expert
     parallelism, deadlocked (devices taking different branches around the weights' collectives)."""
@@ -178,6 +179,30 @@ def _tiled_matmuls(
     )
     _, out = jax.lax.scan(body, None, (rows, experts))  # [steps, TILES_PER_STEP, tile, D]
     return out.reshape(-1, d)
+
+
+@jax.custom_vjp
+def move_rows(
+    x: Float[Array, "m d"], index: Int[Array, " r"], inverse: Int[Array, " m"]
+) -> Float[Array, "r d"]:
+    """`x[index]` (rows whose index is out of range are 0) for an `index` that reads each row of `x` at
+    most once, `inverse` naming for each row of `x` the row it went to (out of range: none). Its gradient
+    is then a gather by `inverse` as well: JAX's own transpose of a gather is a scatter-add, which XLA:CPU
+    runs over a 32-bit copy of the rows (2 GiB a buffer for the 262k (token, slot) pairs of 32k tokens)."""
+    return jnp.take(x, index, axis=0, mode="fill", fill_value=0)
+
+
+def _move_rows_fwd(x, index, inverse):
+    return move_rows(x, index, inverse), (index, inverse)
+
+
+def _move_rows_bwd(residuals, cotangent):
+    index, inverse = residuals
+    zero = np.zeros(index.shape, jax.dtypes.float0), np.zeros(inverse.shape, jax.dtypes.float0)
+    return (jnp.take(cotangent, inverse, axis=0, mode="fill", fill_value=0), *zero)
+
+
+move_rows.defvjp(_move_rows_fwd, _move_rows_bwd)
 
 
 def grouped_experts(
@@ -210,7 +235,8 @@ def grouped_experts(
     key = jnp.where(held, flat, local_experts)
     order = jnp.argsort(key, stable=True)
     group_sizes = jnp.bincount(key, length=local_experts + 1)[:local_experts].astype(jnp.int32)
-    xs = x[order // k]  # [N*K, D], sorted by expert
+    inverse = jnp.argsort(order)  # pair j of (token, slot) order sits at sorted position inverse[j]
+    xs = move_rows(jnp.repeat(x, k, axis=0), order, inverse)  # [N*K, D], sorted by expert
     sorted_held = key[order] < local_experts
     if impl == "ragged_dot":
         out = _swiglu(
@@ -232,15 +258,20 @@ def grouped_experts(
         expert = jnp.minimum(key[order], local_experts - 1)
         rank = jnp.arange(pairs) - group_start[expert]  # position within its expert's group
         dest = jnp.where(sorted_held, padded_end[expert] - padded[expert] + rank, tiles * tile)
-        buf = jnp.zeros((tiles * tile, x.shape[-1]), dtype).at[dest].set(xs, mode="drop")
+        # The pair each buffer row holds (pairs: none), the inverse of `dest` on the rows it reaches.
+        source = jnp.full((tiles * tile,), pairs, jnp.int32).at[dest].set(jnp.arange(pairs), mode="drop")
+        buf = move_rows(xs, source, dest)  # [tiles * tile, D]
         # Tiles past the last group run expert E-1 on zero rows that no pair reads back.
         tile_expert = jnp.searchsorted(padded_end, jnp.arange(tiles) * tile, side="right")
         tile_expert = jnp.minimum(tile_expert, local_experts - 1).astype(jnp.int32)
         out = _tiled_matmuls(buf, tile_expert, w_gate, w_up, w_down)
-        out = jnp.take(out, dest, axis=0, mode="fill", fill_value=0)
+        out = move_rows(out, dest, source)
     out = jnp.where(sorted_held[:, None], out, 0.0).astype(dtype)
-    per_slot = out[jnp.argsort(order)].reshape(n, k, -1)  # back to (token, slot) order
-    return jnp.einsum("nkd,nk->nd", per_slot, weights.astype(dtype))
+    per_slot = move_rows(out, inverse, order).reshape(n, k, -1)  # back to (token, slot) order
+    # The gate-weighted sum over slots as one fused multiply-reduce in float32; an einsum lowers to a dot
+    # that first copies the [N, K, D] rows to float32 (2 GiB at 32k tokens).
+    gates = weights.astype(dtype).astype(jnp.float32)[..., None]
+    return jnp.sum(per_slot.astype(jnp.float32) * gates, axis=1).astype(dtype)
 
 
 def expert_ffn(
