@@ -13,9 +13,12 @@ Sections are owned by the issue that builds the group; add fields, never rename 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 from legorl_jax.validate import is_int, positive_int, positive_number
+
+log = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------------------------------
 # model/ and mesh/ (foundation issue)
@@ -1055,6 +1058,17 @@ class Config:
     """Seed of every random stream in the run."""
     resume: bool = False
     """Continue the run in rollout.runs_dir/rollout.experiment from its last checkpoint."""
+
+    def __post_init__(self) -> None:
+        # A conversation the embedded engine may grow to engine.max_len tokens; the trainer refuses a trial
+        # with a sequence longer than its row (train/batch.py), so the two should follow one setting.
+        if self.engine.backend == "jax" and self.engine.max_len > self.train.max_tokens:
+            log.warning(
+                "engine.max_len=%d exceeds train.max_tokens=%d: trials longer than a row are refused by "
+                "the trainer (batch/overlong); set both to the same length",
+                self.engine.max_len,
+                self.train.max_tokens,
+            )
 
 
 def register_configs() -> None:

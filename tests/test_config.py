@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from legorl_jax.config import HarnessConfig, flatten_config
+from legorl_jax.config import Config, EngineConfig, HarnessConfig, TrainConfig, flatten_config
 from legorl_jax.harness import HARNESSES
 
 
@@ -48,3 +48,11 @@ def test_comparing_runs_imports_nothing_of_the_trainer():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_engine_context_longer_than_a_training_row_is_warned_about(caplog):
+    with caplog.at_level("WARNING", logger="legorl_jax.config"):
+        Config(engine=EngineConfig(max_len=4096), train=TrainConfig(max_tokens=4096))
+        assert not caplog.records
+        Config(engine=EngineConfig(max_len=4096), train=TrainConfig(max_tokens=1024))
+    assert "engine.max_len=4096 exceeds train.max_tokens=1024" in caplog.text
