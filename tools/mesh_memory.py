@@ -17,10 +17,11 @@ for them before it starts), nothing allocated:
 - activations: XLA's compiled temporaries (`memory_analysis().temp_size_in_bytes`, per device) of the
   forward and backward of the model's own code at the preset's real shapes, bf16 compute, one row of the
   context per batch shard, under `--remat` (`train.remat`): a scan of one decoder layer (`temp_1`) and of
-  two (`temp_2`), whose difference is what one more layer keeps for the backward (`kept`), and the log-prob
-  head's gradient (`head`: the fused kernel on the final hidden states). The model's L layers need
-  L x kept + max(temp_1 - kept, head): every layer's saved state, plus the larger of one layer's and the
-  head's working sets. Whatever attention, MoE or kernels the model uses is what gets compiled, so a new
+  two (`temp_2`), whose difference less the same difference on a 128-token row (the second layer's weight
+  buffers, which do not grow with the row) is what one more layer keeps for the backward (`kept`), and the
+  log-prob head's gradient (`head`: the fused kernel on the final hidden states). The model's L layers need
+  L x kept + max(temp_1, head): every layer's saved state, plus the larger of one layer's and the head's
+  working sets. Whatever attention, MoE or kernels the model uses is what gets compiled, so a new
   attention shows up here without touching this tool.
 
 "fits" = the largest context, in steps of `--step` tokens (doubling, then bisecting), whose sum stays within
@@ -272,15 +273,29 @@ def head_temporaries(arch: ArchConfig, mesh: Mesh, rules: Rules, context: int) -
     return int(compiled.memory_analysis().temp_size_in_bytes)
 
 
+BASELINE_CONTEXT = 128  # a row this short keeps next to nothing: what a second layer adds there is weights
+
+
+@functools.cache
+def _second_layer(arch: ArchConfig, mesh: Mesh, rules: Rules, context: int, remat: str) -> tuple[int, int]:
+    one = layer_temporaries(arch, mesh, rules, context, remat, layers=1)
+    return one, layer_temporaries(arch, mesh, rules, context, remat, layers=2) - one
+
+
 @functools.cache
 def activations(arch: ArchConfig, mesh: Mesh, rules: Rules, context: int, remat: str) -> dict[str, int]:
-    """Measured activation bytes per device at `context` (module docstring)."""
-    one = layer_temporaries(arch, mesh, rules, context, remat, layers=1)
-    two = layer_temporaries(arch, mesh, rules, context, remat, layers=2)
+    """Measured activation bytes per device at `context` (module docstring).
+
+    What a second scanned layer adds to the temporaries is what it keeps for the backward plus buffers of
+    its weights (gathered copies, its gradient before the reduction) that the model needs once at a time,
+    not once per layer, and that the grads column already counts. The latter do not grow with the row, so
+    they are measured at `BASELINE_CONTEXT` tokens and taken off: `kept` is the per-layer activation."""
+    one, added = _second_layer(arch, mesh, rules, context, remat)
+    _, weights = _second_layer(arch, mesh, rules, BASELINE_CONTEXT, remat)
     head = head_temporaries(arch, mesh, rules, context)
-    kept = max(0, two - one)
-    total = arch.num_hidden_layers * kept + max(one - kept, head)
-    return {"temp_1": one, "temp_2": two, "kept": kept, "head": head, "total": total}
+    kept = max(0, added - weights)
+    total = arch.num_hidden_layers * kept + max(one, head)
+    return {"temp_1": one, "temp_2": one + added, "kept": kept, "head": head, "total": total}
 
 
 def largest_context(fits, step: int, limit: int) -> int:
