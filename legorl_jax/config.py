@@ -13,9 +13,12 @@ Sections are owned by the issue that builds the group; add fields, never rename 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 from legorl_jax.validate import is_int, positive_int, positive_number
+
+log = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------------------------------
 # model/ and mesh/ (foundation issue)
@@ -292,7 +295,7 @@ class CheckpointConfig:
 
 
 TRAIN_SCHEDULES = ("constant", "warmup_cosine")
-OVERFLOW_POLICIES = ("truncate", "drop")
+REMAT_POLICIES = ("none", "full", "minimal", "save_dot_except_mlp")
 
 
 @dataclasses.dataclass
@@ -320,9 +323,8 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     """Clip gradients by this global norm (0: no clipping)."""
     max_tokens: int = 32768
-    """Tokens per packed row (the training window); longer sequences follow `overflow`."""
-    overflow: str = "truncate"
-    """Sequences longer than max_tokens: truncate (tail leaves the loss) or drop; counted every step."""
+    """Tokens per packed row (the training window); a trial with a longer sequence is refused whole, never
+    cut, and counted every step (`batch/overlong`)."""
     micro_batch_rows: int = 1
     """Rows per micro-batch (gradient accumulation); a multiple of the mesh's batch shards."""
     mini_batches: int = 1
@@ -335,14 +337,18 @@ class TrainConfig:
     """Every N steps run one extra forward without replay to measure routing agreement (0: never)."""
     logprob_impl: str = "auto"
     """Implementation of legorl_jax.kernels.logprobs.token_logprobs: auto, pallas, xla or reference."""
+    remat: str = "full"
+    """What each decoder layer keeps for the backward (model/decoder.py, REMAT_POLICIES): none (everything),
+    full (its input only; all else recomputed), minimal (also every matmul output without batch dims) or
+    save_dot_except_mlp (also the attention projections; the MLP / experts recomputed)."""
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
     """Checkpointing."""
 
     def __post_init__(self) -> None:
         if self.schedule not in TRAIN_SCHEDULES:
             raise ValueError(f"train.schedule must be one of {TRAIN_SCHEDULES}, got {self.schedule!r}")
-        if self.overflow not in OVERFLOW_POLICIES:
-            raise ValueError(f"train.overflow must be one of {OVERFLOW_POLICIES}, got {self.overflow!r}")
+        if self.remat not in REMAT_POLICIES:
+            raise ValueError(f"train.remat must be one of {REMAT_POLICIES}, got {self.remat!r}")
         if self.logprob_impl not in ("auto", "pallas", "xla", "reference"):
             raise ValueError(
                 f"train.logprob_impl must be auto, pallas, xla or reference, got {self.logprob_impl!r}"
@@ -1108,6 +1114,17 @@ class Config:
                 "loop.mode='async' runs on one process: it cannot be combined with "
                 f"mesh.distributed.enabled=true (num_processes={distributed.num_processes!r}); use "
                 "loop.mode=sync on several processes, or mesh.distributed.enabled=false"
+            )
+
+    def __post_init__(self) -> None:
+        # A conversation the embedded engine may grow to engine.max_len tokens; the trainer refuses a trial
+        # with a sequence longer than its row (train/batch.py), so the two should follow one setting.
+        if self.engine.backend == "jax" and self.engine.max_len > self.train.max_tokens:
+            log.warning(
+                "engine.max_len=%d exceeds train.max_tokens=%d: trials longer than a row are refused by "
+                "the trainer (batch/overlong); set both to the same length",
+                self.engine.max_len,
+                self.train.max_tokens,
             )
 
 

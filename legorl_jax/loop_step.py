@@ -216,7 +216,6 @@ def train_on(
         advantages,
         max_tokens=train.max_tokens,
         row_multiple=parts.trainer.row_multiple,
-        overflow=train.overflow,
         routing=parts.trainer.routing,
     )
     timings = {"packing": time.monotonic() - t}

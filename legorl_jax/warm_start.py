@@ -470,7 +470,6 @@ async def warm_start(
         np.ones(len(demos), np.float32),
         max_tokens=settings.max_tokens,
         row_multiple=trainer.row_multiple,
-        overflow="drop",
     )
     state = trainer.init_state(seed=seed)
     losses = []

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from legorl_jax.config import HarnessConfig, flatten_config
+from legorl_jax.config import Config, EngineConfig, HarnessConfig, TrainConfig, flatten_config
 from legorl_jax.harness import HARNESSES
 
 
@@ -64,3 +64,11 @@ def test_the_async_loop_on_several_processes_is_refused_naming_both_settings(com
         compose_config(overrides)
     assert compose_config(overrides[1:]).mesh.distributed.num_processes == 2  # sync on several processes
     assert compose_config(overrides[:1]).loop.mode == "async"  # async on one
+
+
+def test_an_engine_context_longer_than_a_training_row_is_warned_about(caplog):
+    with caplog.at_level("WARNING", logger="legorl_jax.config"):
+        Config(engine=EngineConfig(max_len=4096), train=TrainConfig(max_tokens=4096))
+        assert not caplog.records
+        Config(engine=EngineConfig(max_len=4096), train=TrainConfig(max_tokens=1024))
+    assert "engine.max_len=4096 exceeds train.max_tokens=1024" in caplog.text

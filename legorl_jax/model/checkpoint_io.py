@@ -157,7 +157,7 @@ def load_hf(
     *,
     compute_dtype: str | None = None,
     scan_layers: bool = True,
-    remat: bool = False,
+    remat: str | bool = False,
     mesh: Mesh | None = None,
     rules: Rules | None = None,
 ) -> Policy:

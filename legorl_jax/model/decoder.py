@@ -7,8 +7,22 @@ splits the stack into maximal runs of consecutive layers of the same kind; each 
 - `scan=False`: an `nnx.List` of layers applied in a Python loop (for stepping through in a debugger).
 Both apply the same pure per-layer function (`nnx.merge` of the layer's graphdef and state), and layer i
 of a run is initialised from `fold_in(key, i)` in both layouts, so the flag changes neither the weights
-nor the results. With `remat=True` that function is wrapped in `jax.checkpoint`, so the backward pass
-recomputes each layer's activations instead of storing them.
+nor the results.
+
+Rematerialisation (`remat`, one of `REMAT_POLICIES`; `train.remat`) wraps that per-layer function in
+`jax.checkpoint` with a policy saying what the backward pass finds stored; everything else it recomputes
+from the layer's input. Names after maxtext's `remat_policy` where they mean the same:
+- `none`: no checkpoint; every intermediate the backward needs stays alive from forward to backward
+  (on a long row that includes attention's and the experts' working sets, for every layer);
+- `full`: only the layer's input is kept (`nothing_saveable`): one [B, T, D] row per layer; the backward
+  recomputes the whole layer first;
+- `minimal`: also every matmul output without batch dimensions (`checkpoint_dots_with_no_batch_dims`):
+  the q/k/v/o projections, the router logits and a dense MLP's projections; attention scores (batched
+  over heads) and the experts' tiles (batched over tiles; `ragged_dot` is no dot) are recomputed;
+- `save_dot_except_mlp`: the attention projections as `minimal`, while the MLP / MoE block runs under a
+  checkpoint of its own that saves nothing, so none of its intermediates is kept.
+Remat changes what is stored, never the values: gradients equal the un-rematerialised ones
+(tests/model/test_policy.py). `True` / `False` are accepted for `full` / `none`.
 
 Per layer a run returns (stacked on a leading axis) the routed expert ids and the router statistics
 (MoE runs). A cached call's KVCache (all decoder layers) rides in the scan carry and each layer writes
@@ -36,6 +50,23 @@ from legorl_jax.model.moe import MoEBlock, RouterStats
 from legorl_jax.model.sharding import constrain
 
 RESIDUAL_AXES = ("batch", "seq", "embed")
+REMAT_POLICIES = ("none", "full", "minimal", "save_dot_except_mlp")
+
+
+def remat_policy_name(remat: str | bool) -> str:
+    """`remat` as one of `REMAT_POLICIES` (True: full, False: none); anything else is refused."""
+    if remat is True or remat is False:
+        return "full" if remat else "none"
+    if remat not in REMAT_POLICIES:
+        raise ValueError(f"remat must be one of {REMAT_POLICIES} (or a bool), got {remat!r}")
+    return str(remat)
+
+
+_SAVED = {
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "minimal": jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,
+    "save_dot_except_mlp": jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,
+}
 
 
 @jax.tree_util.register_dataclass
@@ -72,18 +103,36 @@ class DecoderLayer(nnx.Module):
         forced: Int[Array, "b t k"] | None,
         cache: KVCache | None,
         layer: Int[Array, ""] | int,
+        *,
+        recompute_mlp: bool = False,
     ) -> tuple[Float[Array, "b t d"], Int[Array, "b t k"] | None, RouterStats | None, KVCache | None]:
+        """`recompute_mlp`: run the MLP / MoE block under a checkpoint that saves nothing (its own inputs
+        aside), whatever the enclosing layer's policy saves (`save_dot_except_mlp`)."""
         normed = self.input_layernorm(h)
         attn, cache = self.self_attn(
             normed, ctx.positions, ctx.segment_ids, cache, layer, ctx.slots, ctx.context
         )
         h = h + attn
         x = self.post_attention_layernorm(h)
-        if self.is_moe:
-            out, ids, stats = self.mlp(x, forced, ctx.token_mask)
+        if recompute_mlp:
+            mlp_graph, mlp_state = nnx.split(self.mlp)
+
+            def mlp(state: nnx.State, x: jax.Array, forced: jax.Array | None, token_mask: jax.Array) -> tuple:
+                return _apply_mlp(nnx.merge(mlp_graph, state), x, forced, token_mask)
+
+            saves_nothing = jax.checkpoint(mlp, policy=jax.checkpoint_policies.nothing_saveable)
+            out, ids, stats = saves_nothing(mlp_state, x, forced, ctx.token_mask)
         else:
-            out, ids, stats = self.mlp(x), None, None
+            out, ids, stats = _apply_mlp(self.mlp, x, forced, ctx.token_mask)
         return constrain(h + out, RESIDUAL_AXES), ids, stats, cache
+
+
+def _apply_mlp(
+    mlp: nnx.Module, x: jax.Array, forced: jax.Array | None, token_mask: jax.Array
+) -> tuple[jax.Array, jax.Array | None, RouterStats | None]:
+    if isinstance(mlp, MoEBlock):
+        return mlp(x, forced, token_mask)
+    return mlp(x), None, None
 
 
 class LayerRun(nnx.Module):
@@ -97,12 +146,12 @@ class LayerRun(nnx.Module):
         *,
         dtype: jnp.dtype,
         scan: bool,
-        remat: bool,
+        remat: str | bool,
     ):
         self.is_moe = is_moe
         self.count = int(keys.shape[0])
         self.scan = scan
-        self.remat = remat
+        self.remat = remat_policy_name(remat)
 
         def make(key: jax.Array) -> DecoderLayer:
             return DecoderLayer(config, is_moe, dtype=dtype, rngs=nnx.Rngs(params=key))
@@ -114,12 +163,18 @@ class LayerRun(nnx.Module):
             self.layers = nnx.List([make(keys[i]) for i in range(self.count)])
 
     def _step(self, graphdef: nnx.GraphDef, ctx: LayerContext) -> Callable:
+        policy = remat_policy_name(self.remat)
+        recompute_mlp = policy == "save_dot_except_mlp"
+
         def step(state: nnx.State, h: jax.Array, cache: KVCache | None, forced: jax.Array | None, layer: Any):
-            h, ids, stats, cache = nnx.merge(graphdef, state)(h, ctx, forced, cache, layer)
+            layer_module = nnx.merge(graphdef, state)
+            h, ids, stats, cache = layer_module(h, ctx, forced, cache, layer, recompute_mlp=recompute_mlp)
             return (h, cache), (ids, stats)
 
+        if policy == "none":
+            return step
         # Inside scan, CSE across iterations cannot happen, and preventing it would block optimisations.
-        return jax.checkpoint(step, prevent_cse=not self.scan) if self.remat else step
+        return jax.checkpoint(step, prevent_cse=not self.scan, policy=_SAVED[policy])
 
     def __call__(
         self,
@@ -150,3 +205,12 @@ class LayerRun(nnx.Module):
             outputs.append(out)
         ids, stats = jax.tree.map(lambda *xs: jnp.stack(xs), *outputs)
         return h, ids, stats, cache
+
+
+def set_remat(module: nnx.Module, remat: str | bool) -> None:
+    """Sets the remat policy of every `LayerRun` in `module` (e.g. a Policy) in place. It changes what a
+    gradient stores and recomputes, never a value, so a policy shared with an engine serves the same."""
+    policy = remat_policy_name(remat)
+    for _, node in nnx.iter_graph(module):
+        if isinstance(node, LayerRun):
+            node.remat = policy

@@ -187,7 +187,7 @@ def policy_from_tensors(
     dtype: str = "float32",
     compute_dtype: str | None = None,
     scan_layers: bool = True,
-    remat: bool = False,
+    remat: str | bool = False,
     mesh: Mesh | None = None,
     rules: sharding.Rules | None = None,
 ) -> Policy:
@@ -278,7 +278,7 @@ def init_policy(
     dtype: str = "float32",
     compute_dtype: str | None = None,
     scan_layers: bool = True,
-    remat: bool = False,
+    remat: str | bool = False,
     init_std: float = INIT_STD,
 ) -> Policy:
     """A randomly initialised policy, for tests and benchmarks (weights independent of the layout flags).

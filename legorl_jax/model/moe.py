@@ -77,12 +77,17 @@ def route(
 def router_stats(
     ids: Int[Array, "b t k"], probs: Float[Array, "b t e"], token_mask: Bool[Array, "b t"]
 ) -> RouterStats:
+    """Counts by a scatter-add of the masked (token, slot) pairs, never a [B, T, K, E] one-hot (512 MiB of
+    float32 at 128k tokens and Qwen3-30B-A3B's K = 8 of E = 128)."""
     mask = token_mask.astype(jnp.float32)
-    one_hot = jax.nn.one_hot(ids, probs.shape[-1], dtype=jnp.float32)  # [B, T, K, E]
-    return RouterStats(
-        expert_counts=jnp.einsum("btke,bt->ke", one_hot, mask),
-        prob_sums=jnp.einsum("bte,bt->e", probs, mask),
+    k, e = ids.shape[-1], probs.shape[-1]
+    slot = jnp.broadcast_to(jnp.arange(k, dtype=ids.dtype), ids.shape)
+    counts = (
+        jnp.zeros((k, e), jnp.float32)
+        .at[slot.reshape(-1), ids.reshape(-1)]
+        .add(jnp.broadcast_to(mask[..., None], ids.shape).reshape(-1))
     )
+    return RouterStats(expert_counts=counts, prob_sums=jnp.einsum("bte,bt->e", probs, mask))
 
 
 def load_balancing_loss(
@@ -125,6 +130,9 @@ def _swiglu(dot, xs, w_gate, w_up, w_down):
     return dot((jax.nn.silu(gate) * up).astype(dtype), w_down.astype(dtype))
 
 
+TILES_PER_STEP = 16  # tiles one step of the tiled path's scan runs (a multiple of it is padded up to)
+
+
 def _tiled_matmuls(
     xs: Float[Array, "r d"],
     tile_expert: Int[Array, " tiles"],
@@ -132,24 +140,69 @@ def _tiled_matmuls(
     w_up: Float[Array, "e d f"],
     w_down: Float[Array, "e f d"],
 ) -> Float[Array, "r d"]:
-    """SwiGLU of each `tile`-row block of `xs` through the expert named by `tile_expert` (float32 sums).
+    """SwiGLU of each `tile`-row block of `xs` through the expert named by `tile_expert` (float32 sums,
+    returned in `xs`'s dtype).
 
-    One batched matmul per projection over all tiles, each against its expert's weights gathered per tile
-    ([tiles, D, F]: about 3x the expert weights at the tile size `tile_rows` picks). On XLA:CPU that runs
-    ~1.5x faster forward and backward than a `lax.scan` of per-tile matmuls (one small dot after another,
-    on one core); skipping the unused tiles of the static bound with a `lax.cond` in such a scan saved
-    forward time but slowed the gradient and, under expert parallelism, deadlocked (devices taking
-    different branches around the weights' collectives)."""
+    Batched matmuls over `TILES_PER_STEP` tiles at a time, each tile against its expert's weights gathered
+    per tile ([tiles, D, F]). Up to that many tiles run as one batch (the tiny models: no loop at all); more
+    go through a `lax.scan` of such batches whose body is checkpointed to keep only its matmul outputs, so
+    the gathered weights exist for one step at a time, forward and backward (their gradients are summed
+    into the [E, D, F] ones step by step). Gathering them for every tile at once cost 3 weight copies per
+    tile and 3 float32 gradients of them in the backward: 11.5 GiB of temporaries for one Qwen3-30B-A3B MoE
+    block at 4k tokens, 19.3 GiB at 8k; with `move_rows` and the fused slot sum 2.4 GiB at 4k, 8 at 32k
+    (BENCHMARKS.md, "Long context").
+    Batching tiles runs ~1.5x faster on XLA:CPU than one small dot per tile; skipping the unused tiles of
+    the static bound with a `lax.cond` saved forward time but slowed the gradient and, under expert
+    parallelism, deadlocked (devices taking different branches around the weights' collectives)."""
     tiles = tile_expert.shape[0]
     d = xs.shape[-1]
     rows = xs.reshape(tiles, -1, d)  # [tiles, tile, D]
-    gate, up, down = (w.astype(xs.dtype)[tile_expert] for w in (w_gate, w_up, w_down))  # per tile
+    tile = rows.shape[1]
 
     def dot(a, w):
         return jnp.einsum("trd,tdf->trf", a, w, preferred_element_type=jnp.float32)
 
-    hidden = (jax.nn.silu(dot(rows, gate)) * dot(rows, up)).astype(xs.dtype)
-    return dot(hidden, down).reshape(-1, d)
+    def swiglu(rows: jax.Array, experts: jax.Array) -> jax.Array:
+        gate, up, down = (w.astype(xs.dtype)[experts] for w in (w_gate, w_up, w_down))  # per tile
+        hidden = (jax.nn.silu(dot(rows, gate)) * dot(rows, up)).astype(xs.dtype)
+        return dot(hidden, down).astype(xs.dtype)  # the caller casts to this dtype anyway
+
+    if tiles <= TILES_PER_STEP:
+        return swiglu(rows, tile_expert).reshape(-1, d)
+    if tiles % TILES_PER_STEP:
+        raise ValueError(f"{tiles} tiles: more than {TILES_PER_STEP} must come in a multiple of it")
+    steps = tiles // TILES_PER_STEP
+    rows = rows.reshape(steps, TILES_PER_STEP, tile, d)
+    experts = tile_expert.reshape(steps, TILES_PER_STEP)
+    body = jax.checkpoint(
+        lambda carry, step: (carry, swiglu(*step)), policy=jax.checkpoint_policies.dots_saveable
+    )
+    _, out = jax.lax.scan(body, None, (rows, experts))  # [steps, TILES_PER_STEP, tile, D]
+    return out.reshape(-1, d)
+
+
+@jax.custom_vjp
+def move_rows(
+    x: Float[Array, "m d"], index: Int[Array, " r"], inverse: Int[Array, " m"]
+) -> Float[Array, "r d"]:
+    """`x[index]` (rows whose index is out of range are 0) for an `index` that reads each row of `x` at
+    most once, `inverse` naming for each row of `x` the row it went to (out of range: none). Its gradient
+    is then a gather by `inverse` as well: JAX's own transpose of a gather is a scatter-add, which XLA:CPU
+    runs over a 32-bit copy of the rows (2 GiB a buffer for the 262k (token, slot) pairs of 32k tokens)."""
+    return jnp.take(x, index, axis=0, mode="fill", fill_value=0)
+
+
+def _move_rows_fwd(x, index, inverse):
+    return move_rows(x, index, inverse), (index, inverse)
+
+
+def _move_rows_bwd(residuals, cotangent):
+    index, inverse = residuals
+    zero = np.zeros(index.shape, jax.dtypes.float0), np.zeros(inverse.shape, jax.dtypes.float0)
+    return (jnp.take(cotangent, inverse, axis=0, mode="fill", fill_value=0), *zero)
+
+
+move_rows.defvjp(_move_rows_fwd, _move_rows_bwd)
 
 
 def grouped_experts(
@@ -182,7 +235,8 @@ def grouped_experts(
     key = jnp.where(held, flat, local_experts)
     order = jnp.argsort(key, stable=True)
     group_sizes = jnp.bincount(key, length=local_experts + 1)[:local_experts].astype(jnp.int32)
-    xs = x[order // k]  # [N*K, D], sorted by expert
+    inverse = jnp.argsort(order)  # pair j of (token, slot) order sits at sorted position inverse[j]
+    xs = move_rows(jnp.repeat(x, k, axis=0), order, inverse)  # [N*K, D], sorted by expert
     sorted_held = key[order] < local_experts
     if impl == "ragged_dot":
         out = _swiglu(
@@ -196,21 +250,28 @@ def grouped_experts(
         pairs = n * k
         tile = tile_rows(pairs, local_experts)
         tiles = -(-(pairs + local_experts * (tile - 1)) // tile)
+        if tiles > TILES_PER_STEP:  # whole steps of the tiled scan; the extra tiles hold no pair
+            tiles = -(-tiles // TILES_PER_STEP) * TILES_PER_STEP
         padded = -(-group_sizes // tile) * tile  # each group rounded up to whole tiles
         padded_end = jnp.cumsum(padded)
         group_start = jnp.cumsum(group_sizes) - group_sizes
         expert = jnp.minimum(key[order], local_experts - 1)
         rank = jnp.arange(pairs) - group_start[expert]  # position within its expert's group
         dest = jnp.where(sorted_held, padded_end[expert] - padded[expert] + rank, tiles * tile)
-        buf = jnp.zeros((tiles * tile, x.shape[-1]), dtype).at[dest].set(xs, mode="drop")
+        # The pair each buffer row holds (pairs: none), the inverse of `dest` on the rows it reaches.
+        source = jnp.full((tiles * tile,), pairs, jnp.int32).at[dest].set(jnp.arange(pairs), mode="drop")
+        buf = move_rows(xs, source, dest)  # [tiles * tile, D]
         # Tiles past the last group run expert E-1 on zero rows that no pair reads back.
         tile_expert = jnp.searchsorted(padded_end, jnp.arange(tiles) * tile, side="right")
         tile_expert = jnp.minimum(tile_expert, local_experts - 1).astype(jnp.int32)
         out = _tiled_matmuls(buf, tile_expert, w_gate, w_up, w_down)
-        out = jnp.take(out, dest, axis=0, mode="fill", fill_value=0)
+        out = move_rows(out, dest, source)
     out = jnp.where(sorted_held[:, None], out, 0.0).astype(dtype)
-    per_slot = out[jnp.argsort(order)].reshape(n, k, -1)  # back to (token, slot) order
-    return jnp.einsum("nkd,nk->nd", per_slot, weights.astype(dtype))
+    per_slot = move_rows(out, inverse, order).reshape(n, k, -1)  # back to (token, slot) order
+    # The gate-weighted sum over slots as one fused multiply-reduce in float32; an einsum lowers to a dot
+    # that first copies the [N, K, D] rows to float32 (2 GiB at 32k tokens).
+    gates = weights.astype(dtype).astype(jnp.float32)[..., None]
+    return jnp.sum(per_slot.astype(jnp.float32) * gates, axis=1).astype(dtype)
 
 
 def expert_ffn(

@@ -124,7 +124,7 @@ class Policy(nnx.Module):
         dtype: str = "float32",
         compute_dtype: str | None = None,
         scan_layers: bool = True,
-        remat: bool = False,
+        remat: str | bool = False,
     ):
         if not isinstance(config, ArchConfig):
             raise TypeError(f"config must be an ArchConfig, got {type(config).__name__}")

@@ -22,11 +22,13 @@ Contract of `pack_trajectories(trajectories, advantages, *, max_tokens, ...)`:
   of the forward, not over the loss mask (a dropped trial packed with a zero mask would still pull the
   router). Where this departs from verl/lego-rl: they keep such rows with a zeroed advantage to keep the
   batch shape (their tokens then still reach the KL); our shapes are bucketed anyway.
-- Sequences longer than the window follow `overflow`: "truncate" keeps the first `max_tokens` tokens (the
-  tail leaves the loss: its targets are not in the batch), "drop" leaves the whole sequence out. Either way
-  the count is in `PackStats` (`batch/truncated_sequences`, `batch/truncated_sampled_tokens`,
-  `batch/overlong_dropped`) and is logged every step, never silent. Advantages were computed from the
-  full trial's reward before packing, so an overlong trial still counts in its group's statistics.
+- A trajectory with a sequence longer than the window (`max_tokens`) is refused whole, never cut: none of
+  its sequences is packed (a cut sequence would train on a prefix whose tail, often the final answer and
+  the tokens the reward is about, silently leaves the loss). The refused trials are returned in
+  `PackStats.refused` (trial id and length of its longest sequence), counted in `batch/overlong` every step
+  and logged with their lengths. Advantages were computed from the full trial's reward before packing, so
+  a refused trial still counts in its group's statistics, as a dropped one does. Raise `train.max_tokens`
+  to train such trials.
 - Shapes are fixed per bucket: the row count is `row_multiple × 2^k`, the smallest such that holds every
   segment and at least `min_rows` rows, so the jitted step compiles at most log2(max rows) times (once,
   when `min_rows` covers every batch). `row_multiple` is the trainer's mini-batches × rows per
@@ -40,15 +42,17 @@ from (generations, rewards) to trials to a batch.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence as SequenceABC
 
 import jax
 import numpy as np
 
-from legorl_jax.config import OVERFLOW_POLICIES
 from legorl_jax.types import Generation, Outcome, Sequence, TrainBatch, Trajectory
 from legorl_jax.validate import is_int, positive_int
 from legorl_jax.versions import version_number, version_numbers
+
+log = logging.getLogger(__name__)
 
 # The trainer's programs take a TrainBatch as it is (types.py stays jax-free, so it is registered here,
 # where batches are made; every module that hands one to jax imports this one).
@@ -81,12 +85,12 @@ class PackStats:
     row_tokens: int
     sequences: int
     dropped_trials: int
-    truncated_sequences: int
-    truncated_sampled_tokens: int
-    overlong_dropped: int
+    overlong: int  # trials refused whole: a sequence longer than the row (module docstring)
     sampled_tokens: int
     filled_tokens: int
     zero_behaviour_logprobs: int
+    # (trial id, tokens of its longest sequence) of each refused trial; not a metric.
+    refused: tuple[tuple[str, int], ...] = ()
 
     @property
     def fill(self) -> float:
@@ -94,7 +98,11 @@ class PackStats:
         return self.filled_tokens / (self.rows * self.row_tokens)
 
     def as_metrics(self) -> dict[str, float]:
-        metrics = {f"batch/{f.name}": float(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        metrics = {
+            f"batch/{f.name}": float(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.name != "refused"
+        }
         metrics["batch/fill"] = self.fill
         return metrics
 
@@ -103,7 +111,7 @@ class PackStats:
 class _Segment:
     trial: int
     sequence: Sequence
-    length: int  # tokens kept after the overflow policy
+    length: int
 
 
 def pack_trajectories(
@@ -112,7 +120,6 @@ def pack_trajectories(
     *,
     max_tokens: int,
     row_multiple: int = 1,
-    overflow: str = "truncate",
     routing: RoutingSpec | None = None,
     min_rows: int = 1,
 ) -> tuple[TrainBatch, PackStats]:
@@ -121,8 +128,6 @@ def pack_trajectories(
         raise ValueError(f"max_tokens must be an int >= 2, got {max_tokens!r}")
     positive_int("row_multiple", row_multiple)
     positive_int("min_rows", min_rows)
-    if overflow not in OVERFLOW_POLICIES:
-        raise ValueError(f"overflow must be one of {OVERFLOW_POLICIES}, got {overflow!r}")
     if len(trajectories) == 0:
         raise ValueError("pack_trajectories got no trajectories")
     adv = np.asarray(advantages, dtype=np.float32)
@@ -132,25 +137,24 @@ def pack_trajectories(
         raise ValueError(f"advantages must be finite, got {adv[~np.isfinite(adv)][:4].tolist()}")
 
     segments: list[_Segment] = []
-    truncated = truncated_sampled = overlong_dropped = 0
+    refused: list[tuple[str, int]] = []
     for i, traj in enumerate(trajectories):
         if not traj.valid:
             continue  # nothing of a dropped trial is used, so whatever it recorded is not checked either
         for j, seq in enumerate(traj.sequences):
             _check_sequence(seq, routing, where=f"trajectory {traj.trial_id!r} sequence {j}")
-            n = len(seq.token_ids)
-            if n == 0:
-                continue
-            if n > max_tokens:
-                # The targets of tokens max_tokens-1 .. n-2 live past the window.
-                lost = int(np.asarray(seq.loss_mask[max_tokens:]).sum())
-                if overflow == "drop":
-                    overlong_dropped += 1
-                    continue
-                truncated += 1
-                truncated_sampled += lost
-                n = max_tokens
-            segments.append(_Segment(i, seq, n))
+        longest = max((len(seq.token_ids) for seq in traj.sequences), default=0)
+        if longest > max_tokens:
+            refused.append((traj.trial_id, longest))
+            continue
+        segments.extend(_Segment(i, seq, len(seq.token_ids)) for seq in traj.sequences if len(seq.token_ids))
+    if refused:
+        log.warning(
+            "%d trial(s) refused, longer than a row of train.max_tokens=%d tokens (trial id, tokens): %s",
+            len(refused),
+            max_tokens,
+            ", ".join(f"{trial} {n}" for trial, n in refused),
+        )
 
     order, rows_of = _first_fit_decreasing([s.length for s in segments], max_tokens)
     rows_used = max(rows_of, default=-1) + 1
@@ -174,12 +178,11 @@ def pack_trajectories(
         row_tokens=max_tokens,
         sequences=len(segments),
         dropped_trials=sum(1 for t in trajectories if not t.valid),
-        truncated_sequences=truncated,
-        truncated_sampled_tokens=truncated_sampled,
-        overlong_dropped=overlong_dropped,
+        overlong=len(refused),
         sampled_tokens=sampled,
         filled_tokens=int(fill.sum()),
         zero_behaviour_logprobs=zero_lp,
+        refused=tuple(refused),
     )
     return batch, stats
 

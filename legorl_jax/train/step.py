@@ -39,6 +39,10 @@
 
 Every program takes the `TrainBatch` pytree as it is; `device_batch` puts one on the mesh.
 
+Rematerialisation: the trainer sets `train.remat` on the policy's decoder layers
+(`model.decoder.set_remat`) before it splits it: what each layer keeps from the forward for the backward.
+It changes memory and time, never a value.
+
 Sharding: with a mesh, every program is jitted with declared in/out shardings: parameters by their
 logical axes (model/sharding.py), the optimiser state like the parameters, batch rows over the mesh
 axes of the logical `batch` axis, the layer and top-k axes of the routing replicated, scalars replicated.
@@ -63,6 +67,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from legorl_jax.config import AlgoConfig, TrainConfig
+from legorl_jax.model.decoder import set_remat
 from legorl_jax.model.policy import Policy, TokenLogprobs
 from legorl_jax.model.sharding import DEFAULT_RULES, Rules, logical_to_spec, state_shardings, use_rules
 from legorl_jax.monitor.alignment import logprob_alignment, routing_alignment, version_alignment
@@ -107,6 +112,7 @@ class Trainer:
             if arch.is_moe
             else None
         )
+        set_remat(policy, train.remat)
         self.graphdef, self.initial_params, self.rest = nnx.split(policy, nnx.Param, ...)
         self.optimizer = make_optimizer(train)
         self.schedule = make_schedule(train)

@@ -1,5 +1,7 @@
 """The policy forward: packing, segments, the scan / remat flags, precision, jitting, input checks."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -97,6 +99,53 @@ def test_remat_changes_neither_outputs_nor_gradients(dense_config, tokens):
     for g1, g2 in zip(jax.tree.leaves(plain_grads), jax.tree.leaves(remat_grads), strict=True):
         g1 = np.asarray(g1)
         np.testing.assert_allclose(g1, np.asarray(g2), atol=m * 2.0**-24 * np.abs(g1).max(), rtol=0)
+
+
+@functools.cache
+def _remat_loss_and_grads(config, remat, scan):
+    """Loss and gradients of a packed row of two segments through the mixed MoE / dense stack: token log-probs
+    (the trainer's path) and the aux loss, under one remat policy (cached: the no-remat run is shared)."""
+    rng = np.random.default_rng(5)
+    ids = jnp.asarray(rng.integers(0, config.vocab_size, (2, 12)), jnp.int32)
+    targets = jnp.roll(ids, -1, axis=1)
+    segments = jnp.asarray(np.repeat([[1] * 7 + [2] * 4 + [0]], 2, axis=0), jnp.int32)
+    policy = init_policy(config, seed=1, init_std=0.2, scan_layers=scan, remat=remat)
+    graphdef, params = nnx.split(policy)
+
+    def loss(p):
+        out = nnx.merge(graphdef, p).token_logprobs(ids, targets, segment_ids=segments, details=True)
+        return jnp.mean(out.logprobs * (segments > 0)) + 0.1 * out.output.aux_loss
+
+    return jax.jit(jax.value_and_grad(loss))(params), ids.size
+
+
+@pytest.mark.parametrize(
+    "remat, scan",
+    [("full", True), ("minimal", True), ("save_dot_except_mlp", True), ("save_dot_except_mlp", False)],
+)
+def test_every_remat_policy_gives_the_gradients_of_no_remat(moe_config, remat, scan):
+    (plain_loss, plain_grads), tokens_in = _remat_loss_and_grads(moe_config, "none", scan)
+    (remat_loss, remat_grads), _ = _remat_loss_and_grads(moe_config, remat, scan)
+    assert float(plain_loss) == float(remat_loss)
+    # As above: recomputation may re-order float32 sums in the backward, by at most ~m·u of a leaf's
+    # largest gradient (m: token positions plus the vocab once per layer and in the head).
+    m = tokens_in + (moe_config.num_hidden_layers + 1) * moe_config.vocab_size
+    leaves = jax.tree.leaves_with_path(plain_grads)
+    for (path, g1), g2 in zip(leaves, jax.tree.leaves(remat_grads), strict=True):
+        g1 = np.asarray(g1)
+        assert np.abs(g1).max() > 0, jax.tree_util.keystr(path)  # every parameter gets a gradient
+        np.testing.assert_allclose(
+            g1,
+            np.asarray(g2),
+            atol=m * 2.0**-24 * np.abs(g1).max(),
+            rtol=0,
+            err_msg=jax.tree_util.keystr(path),
+        )
+
+
+def test_an_unknown_remat_policy_is_refused_by_name(moe_config):
+    with pytest.raises(ValueError, match="remat must be one of .* got 'everything'"):
+        init_policy(moe_config, remat="everything")
 
 
 def test_bfloat16_compute_with_float32_params_keeps_logits_float32(

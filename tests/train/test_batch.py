@@ -1,4 +1,4 @@
-"""Packing trials into a TrainBatch: layout, alignment, routing rows, overflow, dropped trials."""
+"""Packing trials into a TrainBatch: layout, alignment, routing rows, overlong and dropped trials."""
 
 import numpy as np
 import pytest
@@ -60,8 +60,11 @@ def test_rows_are_filled_first_fit_longest_first_and_bucketed_to_powers_of_two()
     assert stats.rows == 4 and batch.tokens.shape == (4, 5) and stats.rows_used == 3
     assert not batch.segment_ids[3].any()
     assert pack_trajectories(trajs, np.zeros(4), max_tokens=5, row_multiple=3)[1].rows == 3
-    # width 4 (the 5 is truncated): rows {4}, {4}, {3}, {2} -> 4 used; row_multiple 3 gives 3 × 2^1.
-    assert pack_trajectories(trajs, np.zeros(4), max_tokens=4, row_multiple=3)[1].rows == 6
+    # width 4 (the 5 is refused): rows {4}, {3}, {2} -> 3 used; row_multiple 3 gives 3 × 2^0.
+    _, stats = pack_trajectories(trajs, np.zeros(4), max_tokens=4, row_multiple=3)
+    assert (stats.rows, stats.rows_used, stats.overlong) == (3, 3, 1)
+    # width 3 (4 and 5 refused): rows {3}, {2} -> 2 used; row_multiple 3 gives 3.
+    assert pack_trajectories(trajs, np.zeros(4), max_tokens=3, row_multiple=3)[1].rows == 3
     # min_rows pins the shape: 3 rows used, at least 5 asked -> 8 (2^3), or 2 × 2^2 with row_multiple 2.
     assert pack_trajectories(trajs, np.zeros(4), max_tokens=5, min_rows=5)[1].rows == 8
     assert pack_trajectories(trajs, np.zeros(4), max_tokens=5, min_rows=8, row_multiple=2)[1].rows == 8
@@ -84,19 +87,20 @@ def test_routed_experts_land_row_for_row_at_the_packed_input_position():
     assert (re[:, 0, 6] == -1).all() and (re[:, 0, :4] == -1).all() and (re[:, 0, 7] == -1).all()
 
 
-def test_overlong_sequences_are_truncated_or_dropped_and_counted():
+def test_a_trial_with_a_sequence_longer_than_a_row_is_refused_whole_never_cut(caplog):
     long = make_sequence(np.arange(1, 11), [0, 0] + [1] * 8)
+    first_turn = make_sequence([7, 8, 9], [0, 1, 1])  # fits, but its trial is refused with the long turn
     short = make_sequence([1, 2, 3], [0, 1, 1])
-    trajs = [make_trajectory("long", long), make_trajectory("short", short)]
-    batch, stats = pack_trajectories(trajs, [1.0, 1.0], max_tokens=6, overflow="truncate")
-    # tokens 1..6 kept; targets 3..6 are sampled and kept (4), targets 7..10 are lost (4).
-    np.testing.assert_array_equal(batch.tokens[0], [1, 2, 3, 4, 5, 6])
-    np.testing.assert_array_equal(batch.loss_mask[0], [0, 1, 1, 1, 1, 0])
-    assert (stats.truncated_sequences, stats.truncated_sampled_tokens, stats.overlong_dropped) == (1, 4, 0)
-    batch, stats = pack_trajectories(trajs, [1.0, 1.0], max_tokens=6, overflow="drop")
-    np.testing.assert_array_equal(batch.tokens, [[1, 2, 3, 0, 0, 0]])
-    assert (stats.truncated_sequences, stats.overlong_dropped, stats.sequences) == (0, 1, 1)
-    assert stats.as_metrics()["batch/overlong_dropped"] == 1.0
+    trajs = [make_trajectory("long", first_turn, long), make_trajectory("short", short)]
+    with caplog.at_level("WARNING", logger="legorl_jax.train.batch"):
+        batch, stats = pack_trajectories(trajs, [1.0, 1.0], max_tokens=6)
+    np.testing.assert_array_equal(batch.tokens, [[1, 2, 3, 0, 0, 0]])  # neither a prefix nor the first turn
+    assert (stats.overlong, stats.refused, stats.sequences) == (1, (("long", 10),), 1)
+    assert stats.as_metrics()["batch/overlong"] == 1.0 and "batch/refused" not in stats.as_metrics()
+    assert "1 trial(s) refused" in caplog.text and "long 10" in caplog.text
+    # A sequence of exactly max_tokens fits.
+    _, stats = pack_trajectories(trajs, [1.0, 1.0], max_tokens=10)
+    assert (stats.overlong, stats.refused, stats.sequences) == (0, (), 3)
 
 
 def test_dropped_trials_are_left_out_of_the_batch_and_counted():
@@ -222,8 +226,6 @@ def test_bad_packing_inputs_are_named():
     with pytest.raises(ValueError, match="routing=None"):
         pack_trajectories([make_trajectory("x", routed)], [1.0], max_tokens=4)
     ok = make_sequence([1, 2], [0, 1])
-    with pytest.raises(ValueError, match="overflow must be one of .* got 'wrap'"):
-        pack_trajectories([make_trajectory("x", ok)], [1.0], max_tokens=4, overflow="wrap")
     with pytest.raises(ValueError, match=r"advantages has shape \(2,\)"):
         pack_trajectories([make_trajectory("x", ok)], [1.0, 2.0], max_tokens=4)
     with pytest.raises(ValueError, match="max_tokens must be an int >= 2, got 1"):

@@ -499,6 +499,28 @@ def test_dropped_trials_change_nothing_even_through_the_moe_aux_loss_and_the_kl(
     assert_first_moments_close(s_with, s_without, rel=1e-6)
 
 
+def test_an_overlong_trial_is_refused_and_counted_while_the_rest_of_the_batch_trains(tiny_trainer, caplog):
+    trajs = tiny_run.make_trajectories(5, n=4, routing=tiny_trainer.routing)
+    (long,) = tiny_run.make_trajectories(7, n=1, routing=tiny_trainer.routing, lengths=(40, 41))
+    long = dataclasses.replace(long, trial_id="too-long")
+    with caplog.at_level(logging.WARNING, logger="legorl_jax.train.batch"):
+        with_long, stats = pack(tiny_trainer, trajs + [long])
+    without, _ = pack(tiny_trainer, trajs)
+    assert stats.overlong == 1 and stats.refused == (("too-long", 40),)
+    assert "too-long 40" in caplog.text and f"train.max_tokens={tiny_run.MAX_TOKENS}" in caplog.text
+    # Not one token of it is packed (a cut would leave its first 32 tokens in a row): the batch is the one
+    # without it, field for field.
+    for field in dataclasses.fields(TrainBatch):
+        np.testing.assert_array_equal(getattr(with_long, field.name), getattr(without, field.name))
+    state = tiny_trainer.init_state(seed=0)
+    before = [np.asarray(x) for x in jax.tree.leaves(state.params)]  # the update donates `state`
+    new_state, update = tiny_trainer.update(state, with_long, stats)
+    assert update.metrics["batch/overlong"] == 1.0 and math.isfinite(update.metrics["train/loss"])
+    assert int(new_state.step) == 1 and update.metrics["train/skipped_total"] == 0.0
+    after = jax.tree.leaves(new_state.params)
+    assert max(np.abs(np.asarray(a) - b).max() for a, b in zip(after, before, strict=True)) > 0
+
+
 def test_with_replay_off_the_recorded_routing_is_compared_but_not_replayed(variant_trainer):
     recorded, _ = pack(variant_trainer, tiny_run.make_trajectories(2, n=6, routing=variant_trainer.routing))
     unrecorded = dataclasses.replace(recorded, routed_experts=None)

@@ -65,7 +65,7 @@ def test_every_mesh_preset_composes_and_spans_its_device_count(compose_config, p
         ("train.schedule=linear", r"train\.schedule .*'linear'"),
         ("train.micro_batch_rows=0", r"train\.micro_batch_rows must be a positive int, got 0"),
         ("train.checkpoint.keep=0", r"train\.checkpoint\.keep must be a positive int, got 0"),
-        ("train.overflow=wrap", r"train\.overflow .*'wrap'"),
+        ("train.remat=everything", r"train\.remat must be one of .* got 'everything'"),
     ],
 )
 def test_bad_config_values_are_named(compose_config, override, message):
