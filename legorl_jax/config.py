@@ -1115,8 +1115,6 @@ class Config:
                 f"mesh.distributed.enabled=true (num_processes={distributed.num_processes!r}); use "
                 "loop.mode=sync on several processes, or mesh.distributed.enabled=false"
             )
-
-    def __post_init__(self) -> None:
         # A conversation the embedded engine may grow to engine.max_len tokens; the trainer refuses a trial
         # with a sequence longer than its row (train/batch.py), so the two should follow one setting.
         if self.engine.backend == "jax" and self.engine.max_len > self.train.max_tokens:
