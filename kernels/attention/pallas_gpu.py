@@ -119,7 +119,9 @@ class _Geometry:
 def _scores(q, k, q_seg, k_seg, q0, k0, geo: _Geometry, precision):
     """float32 scaled scores of one [block_q, block_k] pair and its mask (the rule of ops.py, natural
     order: index = position)."""
-    s = lax.dot_general(q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32, precision=precision)
+    s = lax.dot_general(
+        q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32, precision=precision
+    )
     q_pos = q0 + lax.broadcasted_iota(jnp.int32, (geo.block_q, geo.block_k), 0)
     k_pos = k0 + lax.broadcasted_iota(jnp.int32, (geo.block_q, geo.block_k), 1)
     mask = (q_seg[:, None] == k_seg[None, :]) & (k_seg[None, :] > 0) & (k_pos <= q_pos)
@@ -141,7 +143,7 @@ def _forward_kernel(q_ref, k_ref, v_ref, qs_ref, ks_ref, lo_ref, hi_ref, o_ref, 
     lo, hi = _key_range(lo_ref, hi_ref, i, geo)
 
     def step(j, carry):
-        m, l, acc = carry
+        m, total, acc = carry
         k0 = pl.multiple_of(j * geo.block_k, geo.block_k)
         k = k_ref[pl.ds(k0, geo.block_k), :]
         v = v_ref[pl.ds(k0, geo.block_k), :]
@@ -149,9 +151,9 @@ def _forward_kernel(q_ref, k_ref, v_ref, qs_ref, ks_ref, lo_ref, hi_ref, o_ref, 
         m_new = jnp.maximum(m, jnp.max(jnp.where(mask, s, _MASKED), axis=1))
         p = jnp.where(mask, jnp.exp(s - m_new[:, None]), 0.0)
         alpha = jnp.exp(m - m_new)
-        l = alpha * l + jnp.sum(p, axis=1)
+        total = alpha * total + jnp.sum(p, axis=1)
         pv = jnp.dot(p.astype(v.dtype), v, preferred_element_type=jnp.float32, precision=precision)
-        return m_new, l, acc * alpha[:, None] + pv
+        return m_new, total, acc * alpha[:, None] + pv
 
     h = q_ref.shape[-1]
     init = (
@@ -159,11 +161,11 @@ def _forward_kernel(q_ref, k_ref, v_ref, qs_ref, ks_ref, lo_ref, hi_ref, o_ref, 
         jnp.zeros((geo.block_q,), jnp.float32),
         jnp.zeros((geo.block_q, h), jnp.float32),
     )
-    m, l, acc = lax.fori_loop(lo, hi, step, init)
-    seen = l > 0.0
-    safe_l = jnp.where(seen, l, 1.0)
-    o_ref[...] = (acc / safe_l[:, None]).astype(o_ref.dtype)
-    lse_ref[...] = jnp.where(seen, m + jnp.log(safe_l), jnp.inf)
+    m, total, acc = lax.fori_loop(lo, hi, step, init)
+    seen = total > 0.0
+    safe_total = jnp.where(seen, total, 1.0)
+    o_ref[...] = (acc / safe_total[:, None]).astype(o_ref.dtype)
+    lse_ref[...] = jnp.where(seen, m + jnp.log(safe_total), jnp.inf)
 
 
 def _probs_and_dscores(q, k, v, do, q_seg, k_seg, lse, delta, q0, k0, geo: _Geometry, precision):
@@ -222,7 +224,6 @@ def _dkv_kernel(
     k0 = j * geo.block_k
     k, v, k_seg = k_ref[...], v_ref[...], ks_ref[...]
     precision = matmul_precision(k_ref.dtype)
-    q_blocks = geo.padded_len // geo.block_q
     first = jnp.maximum(lo_ref[j], k0 // geo.block_q)
     count = jnp.maximum(hi_ref[j] - first, 0)
 
@@ -234,7 +235,18 @@ def _dkv_kernel(
         rows = pl.ds(row0, geo.block_q)
         q, do = q_ref[rows, :], do_ref[rows, :]
         p, ds = _probs_and_dscores(
-            q, k, v, do, qs_ref[pl.ds(q0, geo.block_q)], k_seg, lse_ref[rows], delta_ref[rows], q0, k0, geo, precision
+            q,
+            k,
+            v,
+            do,
+            qs_ref[pl.ds(q0, geo.block_q)],
+            k_seg,
+            lse_ref[rows],
+            delta_ref[rows],
+            q0,
+            k0,
+            geo,
+            precision,
         )
         dims = (((0,), (0,)), ((), ()))
         dv = dv + lax.dot_general(
@@ -245,7 +257,6 @@ def _dkv_kernel(
         )
         return dk, dv
 
-    del q_blocks
     zeros = jnp.zeros(k_ref.shape, jnp.float32)
     dk, dv = lax.fori_loop(0, geo.groups * count, step, (zeros, zeros))
     dk_ref[...] = dk.astype(dk_ref.dtype)
@@ -257,7 +268,8 @@ class _Prepared:
     q: jax.Array  # [B, N, Tp, Hp]
     k: jax.Array  # [B, K, Tp, Hp]
     v: jax.Array
-    seg: jax.Array  # [B, Tp]
+    q_seg: jax.Array  # [B, Tp]
+    kv_seg: jax.Array  # [B, Tp]
     key_lo: jax.Array  # [num_q_blocks]: per query block, its first and one-past-last key block
     key_hi: jax.Array
     query_lo: jax.Array  # [num_k_blocks]: per key block, its first and one-past-last query block
@@ -272,14 +284,20 @@ def _to_heads_major(x: jax.Array, length: int, h_pad: int) -> jax.Array:
     return x.transpose(0, 2, 1, 3)
 
 
-def _prepare(q, k, v, segment_ids, scale: float, sizes: BlockSizes, interpret: bool) -> _Prepared:
+def _prepare(q, k, v, q_seg, kv_seg, scale: float, sizes: BlockSizes, interpret: bool) -> _Prepared:
     b, t, n, h = q.shape
-    sizes.check(compiled_for_gpu=not interpret)
     length = _round_up(t, max(sizes.block_q, sizes.block_k))
     h_pad = _head_dim(h, not interpret)
-    seg = jnp.pad(segment_ids, ((0, 0), (0, length - t)))
+    sizes.check(compiled_for_gpu=not interpret)
+    if not interpret and b * n * length * h_pad >= 2**31:
+        # Pallas' Triton lowering computes element offsets in int32.
+        raise ValueError(
+            f"on GPU q padded to [B, N, Tp, Hp] = {(b, n, length, h_pad)} must hold < 2**31 elements "
+            f"(q.shape={q.shape}, blocks {sizes.block_q} x {sizes.block_k})"
+        )
+    q_seg, kv_seg = (jnp.pad(x, ((0, 0), (0, length - t))) for x in (q_seg, kv_seg))
     index = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (b, length))
-    table = xla.block_visibility(seg, seg, index, index, sizes.block_q, sizes.block_k)
+    table = xla.block_visibility(q_seg, kv_seg, index, index, sizes.block_q, sizes.block_k)
     key_lo, key_hi = xla._ranges(table)
     query_lo, query_hi = xla._ranges(table.T)
     geo = _Geometry(sizes.block_q, sizes.block_k, n // k.shape[2], length, float(scale))
@@ -287,7 +305,8 @@ def _prepare(q, k, v, segment_ids, scale: float, sizes: BlockSizes, interpret: b
         q=_to_heads_major(q, length, h_pad),
         k=_to_heads_major(k, length, h_pad),
         v=_to_heads_major(v, length, h_pad),
-        seg=seg,
+        q_seg=q_seg,
+        kv_seg=kv_seg,
         key_lo=key_lo,
         key_hi=key_hi,
         query_lo=query_lo,
@@ -325,7 +344,7 @@ def _forward(p: _Prepared, sizes: BlockSizes, interpret: bool) -> tuple[jax.Arra
         compiler_params=_compiler_params(sizes, interpret),
         interpret=interpret,
         name="packed_attention_forward",
-    )(p.q, p.k, p.v, p.seg, p.seg, p.key_lo, p.key_hi)
+    )(p.q, p.k, p.v, p.q_seg, p.kv_seg, p.key_lo, p.key_hi)
 
 
 def _backward(p: _Prepared, out, lse, d_out, sizes: BlockSizes, interpret: bool):
@@ -357,7 +376,7 @@ def _backward(p: _Prepared, out, lse, d_out, sizes: BlockSizes, interpret: bool)
         compiler_params=params,
         interpret=interpret,
         name="packed_attention_dq",
-    )(p.q, p.k, p.v, d_out, p.seg, p.seg, lse, delta, p.key_lo, p.key_hi)
+    )(p.q, p.k, p.v, d_out, p.q_seg, p.kv_seg, lse, delta, p.key_lo, p.key_hi)
     # A kv head's G query heads end to end: [B, K, G * Tp, ...].
     grouped = lambda x: x.reshape(b, kv_heads, g * length, *x.shape[3:])  # noqa: E731
     rows = g * length
@@ -381,7 +400,18 @@ def _backward(p: _Prepared, out, lse, d_out, sizes: BlockSizes, interpret: bool)
         compiler_params=params,
         interpret=interpret,
         name="packed_attention_dkv",
-    )(grouped(p.q), p.k, p.v, grouped(d_out), p.seg, p.seg, grouped(lse), grouped(delta), p.query_lo, p.query_hi)
+    )(
+        grouped(p.q),
+        p.k,
+        p.v,
+        grouped(d_out),
+        p.q_seg,
+        p.kv_seg,
+        grouped(lse),
+        grouped(delta),
+        p.query_lo,
+        p.query_hi,
+    )
     return dq, dk, dv
 
 
@@ -397,32 +427,41 @@ class _Static:
     interpret: bool
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
-def _attention(q, k, v, segment_ids, static: _Static):
-    return _attention_fwd(q, k, v, segment_ids, static)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
+def _attention(q, k, v, q_seg, kv_seg, static: _Static):
+    return _attention_fwd(q, k, v, q_seg, kv_seg, static)[0]
 
 
-def _attention_fwd(q, k, v, segment_ids, static: _Static):
-    p = _prepare(q, k, v, segment_ids, static.scale, static.sizes, static.interpret)
+def _attention_fwd(q, k, v, q_seg, kv_seg, static: _Static):
+    p = _prepare(q, k, v, q_seg, kv_seg, static.scale, static.sizes, static.interpret)
     out, lse = _forward(p, static.sizes, static.interpret)
-    return _from_heads_major(out, q.shape[1], q.shape[3]), (q, k, v, segment_ids, out, lse)
+    return _from_heads_major(out, q.shape[1], q.shape[3]), (q, k, v, q_seg, kv_seg, out, lse)
 
 
 def _attention_bwd(static: _Static, residuals, d_out):
-    q, k, v, segment_ids, out, lse = residuals
-    p = _prepare(q, k, v, segment_ids, static.scale, static.sizes, static.interpret)
+    q, k, v, q_seg, kv_seg, out, lse = residuals
+    p = _prepare(q, k, v, q_seg, kv_seg, static.scale, static.sizes, static.interpret)
     d_out = _to_heads_major(d_out.astype(q.dtype), p.q.shape[2], p.q.shape[3])
     dq, dk, dv = _backward(p, out, lse, d_out, static.sizes, static.interpret)
     t, h = q.shape[1], q.shape[3]
-    return _from_heads_major(dq, t, h), _from_heads_major(dk, t, h), _from_heads_major(dv, t, h), None
+    return _from_heads_major(dq, t, h), _from_heads_major(dk, t, h), _from_heads_major(dv, t, h), None, None
 
 
 _attention.defvjp(_attention_fwd, _attention_bwd)
 
 
 def pallas_attention(
-    q, k, v, segment_ids, scale: float, *, block_sizes: BlockSizes | None = None, interpret: bool = False
+    q,
+    k,
+    v,
+    q_segment_ids,
+    kv_segment_ids,
+    scale: float,
+    *,
+    block_sizes: BlockSizes | None = None,
+    interpret: bool = False,
 ) -> jax.Array:
-    """[B, T, N, H] attention of packed rows in natural order (causal within segments, padding sees
+    """[B, T, N, H] attention of packed rows in natural order (S = T; causal, same segment, padding sees
     nothing), differentiable in q, k and v. Inputs are checked by ops.attention."""
-    return _attention(q, k, v, segment_ids, _Static(float(scale), block_sizes or BlockSizes(), interpret))
+    static = _Static(float(scale), block_sizes or BlockSizes(), interpret)
+    return _attention(q, k, v, q_segment_ids, kv_segment_ids, static)
