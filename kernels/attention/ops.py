@@ -111,8 +111,8 @@ def attention(
         raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-    if impl == "auto" and _DEFAULT_IMPL.get() is not None:
-        impl = _DEFAULT_IMPL.get()
+    if impl == "auto":
+        impl = _DEFAULT_IMPL.get() or impl
     if impl == "auto":
         fused = {"tpu": "splash", "gpu": "pallas"}.get(jax.default_backend(), "xla")
         impl = fused if natural and s == t else "xla"
