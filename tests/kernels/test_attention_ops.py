@@ -3,6 +3,9 @@
 Tolerance (docs/style.md rule 22): float32, 1e-5 (the op is a softmax over at most a few hundred keys here
 and a sum of the same terms in another order). Rows are random packings drawn per run: many segments,
 segments of one token, padding at the end, lengths off the blocks; the seed is in every failure message.
+
+The Pallas GPU kernel's cases are one class run twice (docs/style.md rule 17): in the Pallas interpreter
+here, and compiled on a GPU by `tools/device_check.sh` (marker `gpu`, skipped without one).
 """
 
 from __future__ import annotations
@@ -255,6 +258,22 @@ class PallasAttentionCases:
         seg = jnp.asarray(packed_segments(rng, 2, length, padding=3))
         q, k, v = qkv(rng, 2, length, length, 2, 1, 24)
         check_against_reference(seed, q, k, v, sizes, impl="pallas", q_segment_ids=seg)
+
+    def test_pallas_in_bfloat16_is_close_to_the_float32_oracle(self):
+        """bf16 inputs (training's dtype): the output is within bf16 rounding (2e-2) of the oracle in
+        float32 on the same (rounded) inputs; real tokens only carry values, padding is 0 on both."""
+        seed = fresh_seed()
+        rng = np.random.default_rng(seed)
+        length, sizes = self.case()
+        seg = jnp.asarray(packed_segments(rng, 1, length, padding=4))
+        q, k, v = qkv(rng, 1, length, length, 4, 2, 16, dtype=jnp.bfloat16)
+        got = attention(q, k, v, q_segment_ids=seg, scale=0.25, impl="pallas", block_sizes=sizes)
+        f32 = [x.astype(jnp.float32) for x in (q, k, v)]
+        want = attention(*f32, q_segment_ids=seg, scale=0.25, impl="reference")
+        assert got.dtype == jnp.bfloat16
+        np.testing.assert_allclose(
+            got.astype(jnp.float32), want, rtol=2e-2, atol=2e-2, err_msg=f"seed {seed}"
+        )
 
 
 class TestPallasAttentionInterpreted(PallasAttentionCases):
