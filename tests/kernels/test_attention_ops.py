@@ -320,7 +320,8 @@ def test_splash_attention_lowers_for_tpu_forward_and_backward(device_kind):
 
 
 def test_blockwise_xla_lowers_for_an_h200():
-    """The GPU path is the blockwise XLA op (see ops.py): its forward and backward lower for CUDA."""
+    """On a GPU the blockwise XLA op runs every row not in natural order (context parallelism, prefill
+    against a cache; see ops.py): its forward and backward lower for CUDA."""
     from jax.sharding import AbstractDevice, AbstractMesh, use_abstract_mesh
 
     args = [jax.ShapeDtypeStruct((1, 2048, heads, 128), jnp.bfloat16) for heads in (8, 2, 2)]
