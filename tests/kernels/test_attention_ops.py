@@ -289,13 +289,17 @@ class TestPallasAttentionCompiled(PallasAttentionCases):
         if jax.default_backend() != "gpu":
             pytest.skip(f"needs a GPU; the backend is {jax.default_backend()!r}")
 
-    def test_auto_is_the_pallas_kernel_on_gpu_for_natural_rows(self):
+    def test_auto_is_the_pallas_kernel_on_gpu_for_natural_rows_and_xla_for_other_orders(self):
         rng = np.random.default_rng(2)
         seg = jnp.ones((1, 64), jnp.int32)
         q, k, v = qkv(rng, 1, 64, 64, 2, 2, 16)
         auto = attention(q, k, v, q_segment_ids=seg, scale=0.5)
         pallas = attention(q, k, v, q_segment_ids=seg, scale=0.5, impl="pallas")
         np.testing.assert_array_equal(auto, pallas)
+        index = jnp.arange(64, dtype=jnp.int32)[None, ::-1]
+        ids = dict(q_segment_ids=seg, q_index=index, kv_index=index)
+        auto = attention(q, k, v, scale=0.5, **ids)
+        np.testing.assert_array_equal(auto, attention(q, k, v, scale=0.5, impl="xla", **ids))
 
 
 @pytest.mark.parametrize("device_kind", ["TPU v5 lite", "TPU v5"], ids=["tpu_v5e", "tpu_v5p"])
