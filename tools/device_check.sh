@@ -7,7 +7,7 @@
 # writes into RESULTS_DIR one log per step (NAME.log), the benchmark tables (*.md), the test report
 # (NAME.xml) and summary.txt (one line per step: name, exit status, seconds). Steps run in order; a failing
 # step is recorded and the next one still runs; the script exits non-zero if any step failed. Budget: the
-# steps' timeouts add up to 555 s, under the 10 minutes a device command may run.
+# steps' timeouts add up to 580 s, under the 10 minutes a device command may run.
 #
 # Extending it: append a `step NAME TIMEOUT_S command...` line in the "steps" section at the bottom (for
 # example the trainer's sharded-step timing, writing its table to "$RESULTS/<name>.md").
@@ -69,9 +69,12 @@ export -f install_project check_gpu
 
 # ---- steps (append new ones at the end) ---------------------------------------------------------------
 step install 120 install_project
-step gpu_visible 45 check_gpu || { echo "no GPU: skipping the accelerator steps"; exit 1; }
+step gpu_visible 30 check_gpu || { echo "no GPU: skipping the accelerator steps"; exit 1; }
 step kernels_gpu_tests 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/kernels \
   --junitxml="$RESULTS/kernels_gpu_tests.xml"
 step bench_logprobs 240 "$PY" tools/bench_logprobs.py --markdown "$RESULTS/bench_logprobs.md"
+# The packed-attention Pallas (Triton) kernel vs the blockwise XLA op (its numerics are in kernels_gpu_tests).
+step bench_attention 40 "$PY" tools/bench_attention.py --lengths 4096,16384 --rounds 3 --reps 2 \
+  --markdown "$RESULTS/bench_attention.md"
 
 exit "$FAILED"

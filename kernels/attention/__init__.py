@@ -1,5 +1,6 @@
 """Packed-row attention whose memory is linear in the row: `attention` (ops.py), blockwise in XLA
-(`xla.BlockSizes` tunes it), Pallas splash attention on TPU (kernel.py); `reference` is the dense oracle.
+(`xla.BlockSizes` tunes it), Pallas splash attention on TPU (kernel.py), our Pallas (Triton) kernel on GPU
+(pallas_gpu.py, `pallas_gpu.BlockSizes`); `reference` is the dense oracle.
 """
 
 from legorl_jax.kernels.attention.ops import attention

@@ -22,12 +22,15 @@ Implementations:
   "reference"  `reference.py`: dense mask and softmax, autodiff gradients; the test oracle. For the
                natural layout it skips the score blocks above the diagonal in 4 static query chunks,
                as the model's packed attention did before this op (benchmarks compare the two).
-  "auto"       "splash" on TPU for the natural layout, else "xla" (GPU included: `jax.nn.
-               dot_product_attention(implementation="cudnn")` takes no segment ids, only a dense mask,
-               and cuDNN's packed-offsets form could not be lowered without the CUDA plugin where this
-               was written, so the GPU runs the blockwise XLA path, lowered for an H200 in the tests);
-               inside `default_impl(name)` the named one (what benchmarks use to run a whole model on
-               the dense path side by side).
+  "pallas"     `pallas_gpu.py`: our Pallas (Triton) FlashAttention-2 kernels for the GPU, natural layout
+               only (its causal bound is the row's positions): forward, dq and dkv, loops bounded to the
+               key / query blocks that can be visible. `jax.nn.dot_product_attention(implementation=
+               "cudnn")` takes no segment ids (only a dense [T, S] mask), so the GPU runs this instead.
+               Off a GPU it runs in the Pallas interpreter (tests only: slow).
+  "auto"       "splash" on TPU and "pallas" on GPU for the natural layout (S == T, no indices), else "xla"
+               (arbitrary index orders: context parallelism's layout, prefill against a cache); inside
+               `default_impl(name)` the named one (what benchmarks use to run a whole model on the dense
+               path side by side).
 
 Checks at the entry raise ValueError / TypeError naming the received value: ranks, shapes, head counts
 that do not group, dtypes, unknown impl, a non-positive scale.
@@ -46,9 +49,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from legorl_jax.kernels.attention import kernel, reference, xla
+from legorl_jax.kernels.attention import kernel, pallas_gpu, reference, xla
 
-IMPLS = ("auto", "xla", "splash", "reference")
+IMPLS = ("auto", "xla", "splash", "pallas", "reference")
 _FLOAT_DTYPES = (jnp.float32, jnp.bfloat16, jnp.float16)
 
 
@@ -84,14 +87,15 @@ def attention(
     q_index: Int[Array, "b t"] | None = None,
     kv_index: Int[Array, "b s"] | None = None,
     scale: float,
-    block_sizes: xla.BlockSizes | None = None,
+    block_sizes: xla.BlockSizes | pallas_gpu.BlockSizes | None = None,
     impl: str = "auto",
 ) -> Float[Array, "b t n h"]:
     """Packed-row attention under the visibility rule above; [B, T, N, H] in q's dtype.
 
     `kv_segment_ids` defaults to `q_segment_ids` (self-attention over the row, S = T); `q_index` and
-    `kv_index` default to each row's positions 0..T-1 / 0..S-1. `block_sizes` (xla only) defaults to
-    `xla.BlockSizes.for_platform(backend, max(T, S))`.
+    `kv_index` default to each row's positions 0..T-1 / 0..S-1. `block_sizes`: an `xla.BlockSizes` for
+    impl="xla" (default `xla.BlockSizes.for_platform(backend, max(T, S))`) or a `pallas_gpu.BlockSizes`
+    for impl="pallas" (default `pallas_gpu.BlockSizes()`).
     """
     q, k, v = _check_qkv(q, k, v)
     b, t = q.shape[:2]
@@ -107,26 +111,37 @@ def attention(
         raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-    chosen = _DEFAULT_IMPL.get()
-    if impl == "auto" and chosen is not None:
-        impl = chosen
     if impl == "auto":
-        impl = "splash" if jax.default_backend() == "tpu" and natural and s == t else "xla"
-    if block_sizes is not None and impl != "xla":
-        raise ValueError(f"block_sizes applies to impl='xla' only, got {block_sizes=} with impl={impl!r}")
-    if block_sizes is not None and not isinstance(block_sizes, xla.BlockSizes):
-        raise TypeError(f"block_sizes must be an xla.BlockSizes, got {type(block_sizes).__name__}")
+        impl = _DEFAULT_IMPL.get() or impl
+    if impl == "auto":
+        fused = {"tpu": "splash", "gpu": "pallas"}.get(jax.default_backend(), "xla")
+        impl = fused if natural and s == t else "xla"
+    expected = {"xla": xla.BlockSizes, "pallas": pallas_gpu.BlockSizes}.get(impl)
+    if block_sizes is not None and expected is None:
+        raise ValueError(f"block_sizes applies to impl='xla' or 'pallas', got {block_sizes=} with {impl=}")
+    if block_sizes is not None and expected is not None and not isinstance(block_sizes, expected):
+        raise TypeError(
+            f"impl={impl!r} takes block_sizes as a {expected.__module__}.{expected.__name__}, "
+            f"got {type(block_sizes).__name__}"
+        )
     if impl == "reference":
         mask = reference.visibility(q_segment_ids, kv_segment_ids, q_index, kv_index)
         chunks = REFERENCE_CAUSAL_CHUNKS if natural and s == t else 1
         return reference.attention(q, k, v, mask, float(scale), causal_chunks=chunks)
+    if impl in ("splash", "pallas") and (not natural or s != t):
+        raise ValueError(
+            f"impl={impl!r} needs the natural layout (no q_index / kv_index, S == T), got "
+            f"q_index={'given' if q_index is not None else None}, S={s}, T={t}"
+        )
     if impl == "splash":
-        if not natural or s != t:
-            raise ValueError(
-                "impl='splash' needs the natural layout (no q_index / kv_index, S == T), got "
-                f"q_index={'given' if q_index is not None else None}, S={s}, T={t}"
-            )
         return kernel.splash_attention(q, k, v, q_segment_ids, float(scale))
+    if impl == "pallas":
+        assert block_sizes is None or isinstance(block_sizes, pallas_gpu.BlockSizes)
+        interpret = jax.default_backend() != "gpu"
+        return pallas_gpu.pallas_attention(
+            q, k, v, q_segment_ids, kv_segment_ids, float(scale), block_sizes=block_sizes, interpret=interpret
+        )
+    assert block_sizes is None or isinstance(block_sizes, xla.BlockSizes)
     plan = _Plan(
         scale=float(scale), sizes=block_sizes or xla.BlockSizes.for_platform(jax.default_backend(), max(t, s))
     )

@@ -3,6 +3,9 @@
 Tolerance (docs/style.md rule 22): float32, 1e-5 (the op is a softmax over at most a few hundred keys here
 and a sum of the same terms in another order). Rows are random packings drawn per run: many segments,
 segments of one token, padding at the end, lengths off the blocks; the seed is in every failure message.
+
+The Pallas GPU kernel's cases are one class run twice (docs/style.md rule 17): in the Pallas interpreter
+here, and compiled on a GPU by `tools/device_check.sh` (marker `gpu`, skipped without one).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from legorl_jax.kernels.attention import BlockSizes, attention, kernel, reference, xla
+from legorl_jax.kernels.attention import BlockSizes, attention, kernel, pallas_gpu, reference, xla
 
 TOL = 1e-5
 
@@ -39,13 +42,13 @@ def qkv(rng, batch, t, s, heads, kv_heads, h, dtype=jnp.float32):
     return draw(batch, t, heads, h), draw(batch, s, kv_heads, h), draw(batch, s, kv_heads, h)
 
 
-def check_against_reference(seed, q, k, v, sizes, **ids):
-    """Output and d/d q, k, v of the blockwise op equal the dense oracle's (autodiff) for a random
-    cotangent on every query, padding included (both give padding output 0 and no gradient)."""
+def check_against_reference(seed, q, k, v, sizes, impl="xla", **ids):
+    """Output and d/d q, k, v of the blockwise op (`impl`) equal the dense oracle's (autodiff) for a
+    random cotangent on every query, padding included (both give padding output 0 and no gradient)."""
     scale = q.shape[-1] ** -0.5
 
     def ours(q, k, v):
-        return attention(q, k, v, scale=scale, block_sizes=sizes, impl="xla", **ids)
+        return attention(q, k, v, scale=scale, block_sizes=sizes, impl=impl, **ids)
 
     def oracle(q, k, v):
         return attention(q, k, v, scale=scale, impl="reference", **ids)
@@ -173,6 +176,9 @@ def test_auto_is_blockwise_xla_on_cpu():
         ({"scale": -1.0}, ValueError, "-1.0"),
         ({"impl": "flash"}, ValueError, "'flash'"),
         ({"impl": "splash", "q_index": jnp.zeros((1, 4), jnp.int32)}, ValueError, "natural layout"),
+        ({"impl": "pallas", "kv_index": jnp.zeros((1, 4), jnp.int32)}, ValueError, "natural layout"),
+        ({"impl": "pallas", "block_sizes": BlockSizes(16, 16)}, TypeError, "pallas_gpu.BlockSizes"),
+        ({"impl": "splash", "block_sizes": BlockSizes(16, 16)}, ValueError, "impl='splash'"),
     ],
 )
 def test_bad_input_raises_an_error_naming_the_received_value(changes, error, message):
@@ -191,6 +197,109 @@ def test_bad_input_raises_an_error_naming_the_received_value(changes, error, mes
 def test_block_sizes_must_be_positive():
     with pytest.raises(ValueError, match="block_q"):
         BlockSizes(block_q=0)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [({"block_q": 48}, "block_q must be a positive power of two, got 48"), ({"num_warps": 0}, "num_warps")],
+)
+def test_pallas_block_sizes_name_the_bad_value(changes, message):
+    with pytest.raises(ValueError, match=message):
+        pallas_gpu.BlockSizes(**changes)
+
+
+def test_pallas_blocks_under_16_are_refused_for_triton_but_run_interpreted():
+    sizes = pallas_gpu.BlockSizes(block_q=16, block_k=8)
+    sizes.check(compiled_for_gpu=False)
+    with pytest.raises(ValueError, match=r"at least 16, got \{'block_k': 8\}"):
+        sizes.check(compiled_for_gpu=True)
+
+
+def test_pallas_loops_visit_only_the_blocks_a_segment_and_the_diagonal_allow():
+    """Two segments of 32 tokens in blocks of 16: query block i loops over key blocks [lo, hi) of its own
+    segment up to the diagonal, and each key block's dkv loop over the query blocks that see it."""
+    q = jnp.zeros((1, 64, 2, 16))
+    k = jnp.zeros((1, 64, 1, 16))
+    seg = jnp.asarray([[1] * 32 + [2] * 32], jnp.int32)
+    p = pallas_gpu._prepare(q, k, k, seg, seg, 0.25, pallas_gpu.BlockSizes(16, 16), interpret=True)
+    assert p.key_lo.tolist() == [0, 0, 2, 2] and p.key_hi.tolist() == [1, 2, 3, 4]
+    assert p.query_lo.tolist() == [0, 1, 2, 3] and p.query_hi.tolist() == [2, 2, 4, 4]
+
+
+class PallasAttentionCases:
+    """Our Pallas (Triton) kernel against the dense oracle, forward and gradients; subclasses choose
+    interpreted (CPU: impl='pallas' runs the Pallas interpreter off a GPU) or compiled (GPU).
+
+    Interpreted rows are short (the interpreter runs every grid step in Python) with key blocks smaller
+    than query blocks, so the causal bound cuts inside a query block; compiled rows are longer, with
+    Triton's smallest tiles."""
+
+    interpret: bool
+
+    def case(self) -> tuple[int, pallas_gpu.BlockSizes]:
+        if self.interpret:
+            return 45, pallas_gpu.BlockSizes(block_q=16, block_k=8)
+        return 333, pallas_gpu.BlockSizes(block_q=32, block_k=16)
+
+    @pytest.mark.parametrize("groups", [1, 2, 8])
+    def test_pallas_equals_the_dense_reference_with_gradients_on_packed_rows(self, groups):
+        seed = fresh_seed()
+        rng = np.random.default_rng(seed)
+        length, sizes = self.case()
+        seg = jnp.asarray(packed_segments(rng, 1, length, padding=length // 7))
+        q, k, v = qkv(rng, 1, length, length, 2 * groups, 2, 16)
+        check_against_reference(seed, q, k, v, sizes, impl="pallas", q_segment_ids=seg)
+
+    @pytest.mark.slow  # ~30 s interpreted on the shared 2-core box
+    def test_pallas_pads_a_head_dim_that_is_not_a_power_of_two_and_batches_rows(self):
+        seed = fresh_seed()
+        rng = np.random.default_rng(seed)
+        length, sizes = self.case()
+        seg = jnp.asarray(packed_segments(rng, 2, length, padding=3))
+        q, k, v = qkv(rng, 2, length, length, 2, 1, 24)
+        check_against_reference(seed, q, k, v, sizes, impl="pallas", q_segment_ids=seg)
+
+    def test_pallas_in_bfloat16_is_close_to_the_float32_oracle(self):
+        """bf16 inputs (training's dtype): the output is within bf16 rounding (2e-2) of the oracle in
+        float32 on the same (rounded) inputs; real tokens only carry values, padding is 0 on both."""
+        seed = fresh_seed()
+        rng = np.random.default_rng(seed)
+        length, sizes = self.case()
+        seg = jnp.asarray(packed_segments(rng, 1, length, padding=4))
+        q, k, v = qkv(rng, 1, length, length, 4, 2, 16, dtype=jnp.bfloat16)
+        got = attention(q, k, v, q_segment_ids=seg, scale=0.25, impl="pallas", block_sizes=sizes)
+        f32 = [x.astype(jnp.float32) for x in (q, k, v)]
+        want = attention(*f32, q_segment_ids=seg, scale=0.25, impl="reference")
+        assert got.dtype == jnp.bfloat16
+        np.testing.assert_allclose(
+            got.astype(jnp.float32), want, rtol=2e-2, atol=2e-2, err_msg=f"seed {seed}"
+        )
+
+
+class TestPallasAttentionInterpreted(PallasAttentionCases):
+    interpret = True
+
+
+@pytest.mark.gpu
+class TestPallasAttentionCompiled(PallasAttentionCases):
+    interpret = False
+
+    @pytest.fixture(autouse=True)
+    def _needs_gpu(self):
+        if jax.default_backend() != "gpu":
+            pytest.skip(f"needs a GPU; the backend is {jax.default_backend()!r}")
+
+    def test_auto_is_the_pallas_kernel_on_gpu_for_natural_rows_and_xla_for_other_orders(self):
+        rng = np.random.default_rng(2)
+        seg = jnp.ones((1, 64), jnp.int32)
+        q, k, v = qkv(rng, 1, 64, 64, 2, 2, 16)
+        auto = attention(q, k, v, q_segment_ids=seg, scale=0.5)
+        pallas = attention(q, k, v, q_segment_ids=seg, scale=0.5, impl="pallas")
+        np.testing.assert_array_equal(auto, pallas)
+        index = jnp.arange(64, dtype=jnp.int32)[None, ::-1]
+        ids = dict(q_segment_ids=seg, q_index=index, kv_index=index)
+        auto = attention(q, k, v, scale=0.5, **ids)
+        np.testing.assert_array_equal(auto, attention(q, k, v, scale=0.5, impl="xla", **ids))
 
 
 @pytest.mark.parametrize("device_kind", ["TPU v5 lite", "TPU v5"], ids=["tpu_v5e", "tpu_v5p"])
@@ -215,7 +324,8 @@ def test_splash_attention_lowers_for_tpu_forward_and_backward(device_kind):
 
 
 def test_blockwise_xla_lowers_for_an_h200():
-    """The GPU path is the blockwise XLA op (see ops.py): its forward and backward lower for CUDA."""
+    """On a GPU the blockwise XLA op runs every row not in natural order (context parallelism, prefill
+    against a cache; see ops.py): its forward and backward lower for CUDA."""
     from jax.sharding import AbstractDevice, AbstractMesh, use_abstract_mesh
 
     args = [jax.ShapeDtypeStruct((1, 2048, heads, 128), jnp.bfloat16) for heads in (8, 2, 2)]
@@ -244,3 +354,27 @@ def test_splash_matches_the_reference_in_the_interpreter():
     want = reference.attention(q, k, v, reference.visibility(seg, seg, index, index), 0.1)
     real = np.asarray(seg[0] > 0)
     np.testing.assert_allclose(got[0, real], want[0, real], rtol=1e-4, atol=1e-4, err_msg=f"seed {seed}")
+
+
+@pytest.mark.filterwarnings("ignore:The Pallas Triton backend is deprecated:DeprecationWarning")
+def test_pallas_attention_lowers_for_an_h200_forward_and_backward():
+    """Lowering only (compiling needs the GPU): the forward (for the residuals), dq and dkv kernels pass
+    Pallas' Triton lowering for a GQA row of 3000 tokens (not a multiple of the blocks) with segment ids,
+    with the default blocks, and the BlockSizes' Triton knobs reach Triton."""
+    from jax.sharding import AbstractDevice, AbstractMesh, use_abstract_mesh
+
+    args = [jax.ShapeDtypeStruct((1, 3000, heads, 128), jnp.bfloat16) for heads in (8, 2, 2)]
+    seg = jax.ShapeDtypeStruct((1, 3000), jnp.int32)
+    sizes = pallas_gpu.BlockSizes()
+
+    def loss(q, k, v, seg):
+        out = pallas_gpu.pallas_attention(q, k, v, seg, seg, 0.1, block_sizes=sizes)
+        return out.astype(jnp.float32).sum()
+
+    target = AbstractDevice(device_kind="NVIDIA H200", num_cores=1, platform="gpu")
+    with use_abstract_mesh(AbstractMesh((1,), ("x",), abstract_device=target)):
+        traced = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).trace(*args, seg)
+        lowered = traced.lower(lowering_platforms=("cuda",))
+    text = lowered.as_text()
+    assert text.count("__gpu$xla.gpu.triton") == 3  # forward, dq, dkv
+    assert text.count(f"num_warps = {sizes.num_warps}") == 3
