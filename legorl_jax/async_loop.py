@@ -200,11 +200,7 @@ class AsyncLoop:
                     trial_id=trial_id,
                     group_id=group.group_id,
                     trial_dir=group_dir(self.folder, group.index) / trial_id,
-                    config=trials.rollout,
-                    step_limit=trials.step_limit,
-                    model=trials.model,
-                    sandbox_config=trials.sandbox,
-                    verifier_config=trials.verifier,
+                    trials=trials,
                     executor=self.parts.executor,
                 )
             finally:

@@ -277,12 +277,8 @@ async def collect_trials(
         group_size=settings.loop.validation_group_size if validation else trials.rollout.group_size,
         harness=parts.harness,
         proxy=(parts.validation_proxy or parts.proxy) if validation else parts.proxy,
-        config=trials.rollout,
+        trials=trials,
         step=step,
-        step_limit=trials.step_limit,
-        model=trials.model,
-        sandbox_config=trials.sandbox,
-        verifier_config=trials.verifier,
         executor=parts.executor,
     )
 

@@ -238,13 +238,22 @@ def start_state(config: Config, trainer: Trainer, checkpointer: Checkpointer) ->
 
 @contextlib.asynccontextmanager
 async def build_parts(
-    config: Config, *, job: str = "", rollout_engine: Engine | None = None
+    config: Config,
+    *,
+    job: str = "",
+    rollout_engine: Engine | None = None,
+    engine: Engine | None = None,
+    trainer: Trainer | None = None,
 ) -> AsyncIterator[Built]:
     """Builds the run of `config` (module docstring): refuses or resumes, loads the tasks, warm-starts,
     builds the trainer, the tracker, the harness, the engine with its publisher and the two proxies
     (serving); on exit stops the proxies and the engine and closes the checkpointer and the tracker.
     `rollout_engine`, when given, is what the proxies sample from instead of that engine (tests: a
     scripted engine at the engine boundary); the weights are still published to the engine built here.
+    `engine`, when given, is used instead of opening `config.engine`'s: the proxies sample from it and the
+    weights are published to it (tests and benchmarks: a scripted engine that stamps the published
+    versions). `trainer`, when given, is used instead of building one from `config.model` and `config.mesh`
+    (a benchmark shares one across runs so that no run pays a compile the others skip); one process only.
 
     On several processes (`mesh.distributed`) this is process 0's side: its trainer, checkpointer and
     publisher are the `Leading*` ones of train/commands.py, which the other processes follow (`train`
@@ -259,13 +268,31 @@ async def build_parts(
             f"{processes.num_processes}, which follows it (run.train calls follow_process_0)"
         )
     with distributed.telling_peers_of_failure(processes):
-        async with _build_parts(config, job=job, processes=processes, rollout_engine=rollout_engine) as built:
+        if trainer is not None and processes.num_processes > 1:
+            raise ValueError(
+                f"build_parts(trainer=...) is for one process; mesh.distributed runs "
+                f"{processes.num_processes}, whose trainers follow process 0's"
+            )
+        async with _build_parts(
+            config,
+            job=job,
+            processes=processes,
+            rollout_engine=rollout_engine,
+            engine=engine,
+            trainer=trainer,
+        ) as built:
             yield built
 
 
 @contextlib.asynccontextmanager
 async def _build_parts(
-    config: Config, *, job: str, processes: Processes, rollout_engine: Engine | None
+    config: Config,
+    *,
+    job: str,
+    processes: Processes,
+    rollout_engine: Engine | None,
+    engine: Engine | None,
+    trainer: Trainer | None,
 ) -> AsyncIterator[Built]:
     from legorl_jax.engine import open_engine
     from legorl_jax.harness import get_harness
@@ -311,7 +338,7 @@ async def _build_parts(
 
         if commands is not None:
             commands.send("start", model_dir=str(pathlib.Path(model_dir).absolute()))
-        trainer = make_trainer(config, model_dir, commands)
+        trainer = trainer or make_trainer(config, model_dir, commands)
         start = start_state(config, trainer, checkpointer)
         cursor = LoopCursor.from_dict(start.cursor)
         state, start_step, run_id = start.state, cursor.next_step, cursor.run_id
@@ -332,10 +359,11 @@ async def _build_parts(
         tracker.log_hparams(run_config_of(config))
         harness = get_harness(config.harness.name, **config.harness.options)
         engine_config = with_logs_under(config.engine, folder)  # issue 40: engine/router logs in the run
-        if log_paths(engine_config):
+        if engine is None and log_paths(engine_config):
             log.info("engine logs: %s", ", ".join(log_paths(engine_config)))
+        given = contextlib.nullcontext(engine) if engine is not None else None
         async with (
-            open_engine(engine_config, model_dir) as engine,
+            given or open_engine(engine_config, model_dir) as engine,
             serving_proxies(config, rollout_engine or engine, model_dir, folder) as (proxy, eval_proxy),
             open_executor(config.rollout) as executor,
         ):

@@ -163,13 +163,42 @@ class Sequence:
 
 
 @dataclasses.dataclass(frozen=True)
+class SessionFlags:
+    """What the policy did in a capture-proxy session that decides its outcome. On disk (the archive's
+    `trajectory.json`, the proxy's admin close) it is `to_dict()`'s object of the four names."""
+
+    context_overflow: bool = False  # a prompt left no room to generate (the policy's outcome)
+    no_tool_collapse: bool = False  # too many replies in a row without a tool call (the policy's outcome)
+    format_failure: bool = False  # a main-thread reply whose tool calls did not parse
+    engine_failed: bool = False  # the engine failed behind the proxy (the trial is dropped)
+
+    def to_dict(self) -> dict[str, bool]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SessionFlags:
+        """The flags of a `to_dict()` object; an unknown name or a non-bool is a ValueError naming it."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        for key, value in data.items():
+            if key not in names:
+                raise ValueError(f"unknown session flag {key!r} (known: {sorted(names)})")
+            if not isinstance(value, bool):
+                raise ValueError(f"session flag {key} must be a bool, got {value!r}")
+        return cls(**data)
+
+    def raised(self) -> tuple[str, ...]:
+        """The names of the flags that are set, in field order."""
+        return tuple(name for name, value in self.to_dict().items() if value)
+
+
+@dataclasses.dataclass(frozen=True)
 class SessionRecord:
     """A closed capture-proxy session, as the rollout reads it (the archive's `trajectory.json` holds the
     same record as JSON, with each turn's token ids)."""
 
     session_id: str
     trial_dir: pathlib.Path  # where the session was archived
-    flags: dict[str, bool]  # context_overflow, no_tool_collapse, format_failure, engine_failed
+    flags: SessionFlags
     counters: dict[str, Any]  # calls, tokens, tool calls, no-tool replies, model_s, tool_s, ...
     messages: tuple[dict[str, Any], ...]  # the main thread's last conversation (display only)
     branches: tuple[dict[str, Any], ...]  # one summary per branch of the conversation

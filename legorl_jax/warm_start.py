@@ -300,6 +300,7 @@ async def record_demonstrations(
     from legorl_jax.harness.builtin import BuiltinHarness
     from legorl_jax.model.tokenizer import load_tokenizer
     from legorl_jax.proxy import CaptureProxy
+    from legorl_jax.rollout.settings import TrialSettings
     from legorl_jax.rollout.trial import run_trial
 
     tokenizer = load_tokenizer(model_dir)
@@ -335,11 +336,13 @@ async def record_demonstrations(
                 trial_id=task.instance_id,
                 group_id=task.instance_id,
                 trial_dir=folder / "trials" / task.instance_id,
-                config=rollout,
-                step_limit=len(replies),  # the whole demonstration, whatever the RL run's step limit
-                model=harness.model,
-                sandbox_config=sandbox,
-                verifier_config=verifier,
+                trials=TrialSettings(
+                    rollout=rollout,
+                    step_limit=len(replies),  # the whole demonstration, whatever the RL run's step limit
+                    model=harness.model,
+                    sandbox=sandbox,
+                    verifier=verifier,
+                ),
             )
         finally:
             await capture.stop()

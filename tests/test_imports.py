@@ -176,3 +176,60 @@ def test_the_check_finds_a_cycle_and_an_upward_arrow_when_one_is_added(tmp_path)
 def test_a_module_outside_every_layer_is_named():
     with pytest.raises(ValueError, match="'legorl_jax.newpart' is in no layer"):
         layer_of("legorl_jax.newpart")
+
+
+# Underscore names another module of the package may import, each with its reason. Empty: none is needed.
+PRIVATE_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def _module_aliases(tree: ast.AST, modules: dict[str, pathlib.Path]) -> dict[str, str]:
+    """Local name -> package module, for `import a.b as c` and `from a import b` where a.b is a module."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in modules:
+                    aliases[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in modules:
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
+def private_imports(modules: dict[str, pathlib.Path]) -> list[str]:
+    """Each underscore name (not a dunder) one module of the package takes from another: imported by name
+    (`from m import _x`) or read off an imported module (`m._x`)."""
+    found = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        aliases = _module_aliases(tree, modules)
+        for node in ast.walk(tree):
+            taken: list[tuple[str, str]] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("legorl_jax"):
+                taken = [(node.module, a.name) for a in node.names]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                if node.value.id in aliases:
+                    taken = [(aliases[node.value.id], node.attr)]
+            for source, attr in taken:
+                private = attr.startswith("_") and not attr.startswith("__")
+                if private and source != name and (source, attr) not in PRIVATE_IMPORTS_ALLOWED:
+                    found.append(f"{name}:{node.lineno} takes {source}.{attr}")
+    return sorted(found)
+
+
+def test_no_module_imports_a_private_name_of_another():
+    assert private_imports(package_modules()) == []
+
+
+def test_the_check_finds_a_private_name_imported_or_read_off_a_module(tmp_path):
+    package = tmp_path / "legorl_jax"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("def _x():\n    pass\n")
+    (package / "b.py").write_text("from legorl_jax.a import _x\n")
+    (package / "c.py").write_text("from legorl_jax import a\n\na._x()\n")
+    assert private_imports(package_modules(tmp_path)) == [
+        "legorl_jax.b:1 takes legorl_jax.a._x",
+        "legorl_jax.c:3 takes legorl_jax.a._x",
+    ]

@@ -9,7 +9,7 @@ import pytest
 
 import legorl_jax.train.batch  # noqa: F401  (registers TrainBatch as a pytree)
 from legorl_jax.harness.base import HarnessResult
-from legorl_jax.types import Outcome, Sequence, TrainBatch, Trajectory
+from legorl_jax.types import Outcome, Sequence, SessionFlags, TrainBatch, Trajectory
 
 
 def batch(rows: int = 4, t: int = 3, routing: bool = True) -> TrainBatch:
@@ -92,3 +92,20 @@ def test_select_rows_takes_the_token_versions_rows_too():
     np.testing.assert_array_equal(
         full.select_rows(slice(1, None, 2)).token_versions, [[3, 4, 5], [9, 10, 11]]
     )
+
+
+def test_session_flags_read_back_from_their_dict_and_refuse_an_unknown_name_or_a_non_bool():
+    flags = SessionFlags(context_overflow=True, format_failure=True)
+    on_disk = flags.to_dict()
+    assert on_disk == {
+        "context_overflow": True,
+        "no_tool_collapse": False,
+        "format_failure": True,
+        "engine_failed": False,
+    }
+    assert SessionFlags.from_dict(on_disk) == flags
+    assert flags.raised() == ("context_overflow", "format_failure")
+    with pytest.raises(ValueError, match="unknown session flag 'crashed'"):
+        SessionFlags.from_dict({"crashed": True})
+    with pytest.raises(ValueError, match="engine_failed must be a bool, got 1"):
+        SessionFlags.from_dict({"engine_failed": 1})

@@ -7,8 +7,10 @@ trainer and rollout idle shares, and the ideal beside them.
     python tools/bench_loop.py demo --steps 3               # experiment=demo, sync vs async
 
 Workload `scripted` (the target): the real loop (`legorl_jax.run.run_loop`), the real trainer on a tiny MoE
-of `legorl_jax.model.tiny` (`--hidden-size`, `--layers`), the real capture proxy (`CaptureProxy.serving`),
-the built-in harness, the bubblewrap sandbox backend for the agents and the graders, and the real verifier.
+of `legorl_jax.model.tiny` (`--hidden-size`, `--layers`), the real capture proxy, all built by
+`run.build_parts` as a training run is (`engine=` the scripted engine, `trainer=` one shared by every run so
+that none pays a compile the others skip; `--seed` seeds the trainer's state and the loop), the built-in
+harness, the bubblewrap sandbox backend for the agents and the graders, and the real verifier.
 Only the engine is scripted (`ScriptedLoopEngine`, the outside boundary): every call takes `--engine-s`
 seconds (asyncio.sleep) and answers a tool call. A trial's tool time is drawn from a lognormal of mean
 `--tool-mean-s` and log-space sigma `--tool-sigma`, seeded and keyed by (task, group ordinal, trial index in
@@ -377,45 +379,24 @@ async def run_mode(
     mode: str, workload: Workload, model_dir: pathlib.Path, trainer: Any, tasks: list[Any], runs: pathlib.Path
 ) -> ModeResult:
     """One run of the loop in `mode` on a fresh trainer state; timed from the loop's start to its end."""
-    from legorl_jax.harness import get_harness
-    from legorl_jax.loop_step import LoopSettings, Parts
+    from legorl_jax.config import ModelConfig
     from legorl_jax.model.tokenizer import load_tokenizer
-    from legorl_jax.proxy import CaptureProxy
-    from legorl_jax.run import make_tracker, run_loop
-    from legorl_jax.train.checkpoint import Checkpointer
-    from legorl_jax.train.publish import Publisher
+    from legorl_jax.run import build_parts, run_loop
     from legorl_jax.warm_start import gold_edits
 
     experiment = f"{mode}-{time.time_ns()}"
     config = scripted_config(workload, mode, runs, experiment)
+    config = dataclasses.replace(config, model=ModelConfig(path=str(model_dir)), seed=workload.seed)
     folder = runs / experiment
     fixes = {t.instance_id: [tool_call("str_replace", e) for e in gold_edits(t)] for t in tasks}
     engine = ScriptedLoopEngine(load_tokenizer(model_dir), workload, fixes, trainer.routing)
-    checkpoint = dataclasses.replace(config.train.checkpoint, directory=str(folder / "checkpoints"))
-    tracker = make_tracker(config, folder, job=mode, resume_hash=None)
-    proxy_config = dataclasses.replace(config.proxy, archive_dir=str(folder / "sessions"))
     meter = hostload.ForeignCPU()
-    try:
-        async with CaptureProxy.serving(engine, model_dir, proxy_config) as proxy:
-            engine.sessions = proxy.sessions
-            with Checkpointer(checkpoint, run_config={"bench": mode}) as checkpointer:
-                parts = Parts(
-                    LoopSettings.of(config),
-                    trainer,
-                    proxy,
-                    get_harness(config.harness.name, **config.harness.options),
-                    tasks,
-                    [],
-                    checkpointer,
-                    Publisher(engine, mode="in_process"),
-                    tracker,
-                )
-                state = trainer.init_state(seed=workload.seed)
-                started = time.monotonic()
-                records = await run_loop(parts, state, start_step=0)
-                wall = time.monotonic() - started
-    finally:
-        tracker.close()
+    # Built as a training run is (run.build_parts), with the scripted engine and the shared trainer.
+    async with build_parts(config, job=mode, engine=engine, trainer=trainer) as built:
+        engine.sessions = built.parts.proxy.sessions
+        started = time.monotonic()
+        records = await run_loop(built.parts, built.state, start_step=built.start_step)
+        wall = time.monotonic() - started
     foreign = meter.lap()
     return summarise(mode, workload, records, folder, wall, foreign)
 

@@ -116,7 +116,7 @@ async def ours(
     tasks, proxy, harness, n: int, concurrency: int, runs: pathlib.Path, executor=None
 ) -> tuple[float, list[dict[str, float]]]:
     from legorl_jax.config import RolloutConfig
-    from legorl_jax.rollout import collect
+    from legorl_jax.rollout import TrialSettings, collect
 
     group = max(n // len(tasks), 1)
     config = RolloutConfig(
@@ -124,7 +124,12 @@ async def ours(
     )
     t0 = time.monotonic()
     batch = await collect(
-        tasks, group_size=group, harness=harness, proxy=proxy, config=config, executor=executor
+        tasks,
+        group_size=group,
+        harness=harness,
+        proxy=proxy,
+        trials=TrialSettings(rollout=config),
+        executor=executor,
     )
     wall = time.monotonic() - t0
     assert all(t.reward == 1.0 for t in batch.trajectories), batch.outcomes
@@ -360,7 +365,7 @@ async def bench_harnesses(args: argparse.Namespace, tokenizer, task, tmp: pathli
     from legorl_jax.config import ProxyConfig, RolloutConfig
     from legorl_jax.harness import HarnessNotInstalled, get_harness
     from legorl_jax.proxy import CaptureProxy
-    from legorl_jax.rollout import run_trial
+    from legorl_jax.rollout import TrialSettings, run_trial
 
     sys.path.insert(0, str(ROOT / "tests" / "harness"))
     rows = []
@@ -389,8 +394,7 @@ async def bench_harnesses(args: argparse.Namespace, tokenizer, task, tmp: pathli
                     trial_id=f"{name}-{i}",
                     group_id=name,
                     trial_dir=folder,
-                    config=RolloutConfig(retries=0, runs_dir=str(tmp)),
-                    step_limit=12,
+                    trials=TrialSettings(rollout=RolloutConfig(retries=0, runs_dir=str(tmp)), step_limit=12),
                 )
             finally:
                 await proxy.stop()

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from legorl_jax.proxy.chat import ChatRequest, Completion, ProxyError, bad_request, preview
-from legorl_jax.proxy.openai_api import _bool, _int, _number
+from legorl_jax.proxy.fields import boolean, integer, number
 
 _KNOWN = frozenset(
     {
@@ -180,12 +180,12 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         messages=tuple(messages),
         tools=tuple(tools) or None,
         tool_choice=body.get("tool_choice"),
-        max_tokens=_int(body, "max_tokens", 1),
-        temperature=_number(body, "temperature", 0.0, 1.0),
-        top_p=_number(body, "top_p", 0.0, 1.0) or None,
-        top_k=_int(body, "top_k", 1),
+        max_tokens=integer(body, "max_tokens", 1),
+        temperature=number(body, "temperature", 0.0, 1.0),
+        top_p=number(body, "top_p", 0.0, 1.0) or None,
+        top_k=integer(body, "top_k", 1),
         stop=tuple(stops),
-        stream=_bool(body, "stream"),
+        stream=boolean(body, "stream"),
         ignored=tuple(sorted(ignored)),
     )
 

@@ -51,7 +51,7 @@ from legorl_jax.proxy.nesting import deepest_field, deepest_field_in_text
 from legorl_jax.proxy.recorder import Renderer
 from legorl_jax.proxy.session import Session
 from legorl_jax.proxy.toolcalls import check_template, get_parser
-from legorl_jax.types import SessionRecord
+from legorl_jax.types import SessionFlags, SessionRecord
 from legorl_jax.validate import is_int
 
 log = logging.getLogger(__name__)
@@ -219,10 +219,10 @@ class CaptureProxy:
             raise ProxyError(404, "not_found", f"unknown session {preview(sid, 48)}")
         return session
 
-    def session_flags(self, sid: str) -> dict[str, bool]:
-        """The open session's flags (a copy); {} for a session that is closed or unknown."""
+    def session_flags(self, sid: str) -> SessionFlags:
+        """The open session's flags (a frozen record); none set for a session that is closed or unknown."""
         session = self.sessions.get(sid)
-        return {} if session is None else dict(session.flags)
+        return SessionFlags() if session is None else session.flags
 
     def find_session(self, trial_id: str, trial_dir: str | os.PathLike) -> str | None:
         """The id of the open session of `trial_id` archived to `trial_dir`, or None."""
@@ -244,7 +244,7 @@ class CaptureProxy:
         return SessionRecord(
             session_id=sid,
             trial_dir=folder,
-            flags=dict(trajectory["flags"]),
+            flags=SessionFlags.from_dict(trajectory["flags"]),
             counters=trajectory["counters"],
             messages=tuple(trajectory["messages"]),
             branches=tuple(trajectory["branches"]),
@@ -364,7 +364,7 @@ class CaptureProxy:
             {
                 "trial_dir": str(closed.trial_dir),
                 "branches": list(closed.branches),
-                "flags": closed.flags,
+                "flags": closed.flags.to_dict(),
                 "sequences": len(closed.sequences),
             }
         )

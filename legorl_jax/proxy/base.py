@@ -14,7 +14,7 @@ import dataclasses
 import os
 from typing import Any, Protocol
 
-from legorl_jax.types import SessionRecord
+from legorl_jax.types import SessionFlags, SessionRecord
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +44,8 @@ class Proxy(Protocol):
         """A new session whose record is archived to `trial_dir` when it closes."""
         ...
 
-    def session_flags(self, session_id: str) -> dict[str, bool]:
-        """The open session's flags (a copy); {} for a session that is closed or unknown."""
+    def session_flags(self, session_id: str) -> SessionFlags:
+        """The open session's flags (a frozen record); none set for a session that is closed or unknown."""
         ...
 
     def find_session(self, trial_id: str, trial_dir: str | os.PathLike) -> str | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from legorl_jax.engine.base import MAX_TOP_LOGPROBS
 from legorl_jax.proxy.chat import ChatRequest, Completion, ProxyError, bad_request, preview
+from legorl_jax.proxy.fields import arguments_object, boolean, integer, number
 
 _KNOWN = frozenset(
     {
@@ -39,33 +40,6 @@ _KNOWN = frozenset(
     }
 )
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
-
-
-def _number(body: dict[str, Any], key: str, lo: float, hi: float) -> float | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-        raise bad_request(f"{key} must be a number in [{lo}, {hi}], got {preview(value)}", key)
-    return float(value)
-
-
-def _int(body: dict[str, Any], key: str, lo: int) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise bad_request(f"{key} must be an int >= {lo}, got {preview(value)}", key)
-    return value
-
-
-def _bool(body: dict[str, Any], key: str) -> bool:
-    value = body.get(key, False)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise bad_request(f"{key} must be a boolean, got {preview(value)}", key)
-    return value
 
 
 def _content(value: Any, where: str) -> str | list[dict[str, Any]] | None:
@@ -104,22 +78,10 @@ def _tool_calls(value: Any, where: str) -> list[dict[str, Any]]:
             {
                 "id": call.get("id") or "",
                 "type": "function",
-                "function": {"name": fn["name"], "arguments": _object(args)},
+                "function": {"name": fn["name"], "arguments": arguments_object(args)},
             }
         )
     return calls
-
-
-def _object(arguments: str | dict[str, Any]) -> str | dict[str, Any]:
-    """Arguments as an object when they are a JSON object (templates such as Qwen3-Coder's iterate over
-    them)."""
-    if isinstance(arguments, str):
-        try:
-            value = json.loads(arguments)
-        except json.JSONDecodeError:
-            return arguments
-        return value if isinstance(value, dict) else arguments
-    return arguments
 
 
 def parse_messages(value: Any) -> tuple[dict[str, Any], ...]:
@@ -193,12 +155,12 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
     n = body.get("n")
     if n is not None and n != 1:
         raise bad_request(f"n must be 1 (one trajectory per call), got {preview(n)}", "n")
-    top = _int(body, "top_logprobs", 0) or 0
+    top = integer(body, "top_logprobs", 0) or 0
     if top > MAX_TOP_LOGPROBS:
         raise bad_request(
             f"top_logprobs must be an int in [0, {MAX_TOP_LOGPROBS}], got {top}", "top_logprobs"
         )
-    if top and not _bool(body, "logprobs"):
+    if top and not boolean(body, "logprobs"):
         raise bad_request(f"top_logprobs={top} needs logprobs: true", "top_logprobs")
     stop = body.get("stop")
     stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
@@ -212,22 +174,22 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
     model = body.get("model", "")
     if not isinstance(model, str):
         raise bad_request(f"model must be a string, got {preview(model)}", "model")
-    max_tokens = _int(body, "max_completion_tokens", 1)
+    max_tokens = integer(body, "max_completion_tokens", 1)
     return ChatRequest(
         surface="openai",
         model=model,
         messages=parse_messages(body.get("messages")),
         tools=parse_tools(body.get("tools")),
         tool_choice=body.get("tool_choice"),
-        max_tokens=max_tokens if max_tokens is not None else _int(body, "max_tokens", 1),
-        temperature=_number(body, "temperature", 0.0, 2.0),
-        top_p=_number(body, "top_p", 0.0, 1.0) or None,
-        top_k=_int(body, "top_k", -1),
+        max_tokens=max_tokens if max_tokens is not None else integer(body, "max_tokens", 1),
+        temperature=number(body, "temperature", 0.0, 2.0),
+        top_p=number(body, "top_p", 0.0, 1.0) or None,
+        top_k=integer(body, "top_k", -1),
         stop=stops,
-        seed=_int(body, "seed", 0),
-        logprobs=_bool(body, "logprobs"),
+        seed=integer(body, "seed", 0),
+        logprobs=boolean(body, "logprobs"),
         top_logprobs=top,
-        stream=_bool(body, "stream"),
+        stream=boolean(body, "stream"),
         include_usage=bool(options.get("include_usage")),
         ignored=tuple(sorted(k for k in body if k not in _KNOWN)),
     )

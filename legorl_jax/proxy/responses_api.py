@@ -46,7 +46,7 @@ from typing import Any
 from legorl_jax.engine.base import MAX_TOP_LOGPROBS
 from legorl_jax.proxy import openai_api
 from legorl_jax.proxy.chat import ChatRequest, Completion, ProxyError, bad_request, preview
-from legorl_jax.proxy.openai_api import _bool, _int, _number
+from legorl_jax.proxy.fields import arguments_object, boolean, integer, number
 
 ENCRYPTED_PREFIX = "legorl.reasoning.v1:"
 """How this proxy's `encrypted_content` starts: the reasoning text follows, base64 of its UTF-8."""
@@ -370,7 +370,7 @@ def parse_request(body: dict[str, Any], stored: Mapping[str, tuple[dict[str, Any
     include = body.get("include") or []
     if not isinstance(include, list) or not all(isinstance(x, str) for x in include):
         raise bad_request(f"include must be a list of strings, got {preview(include)}", "include")
-    top = _int(body, "top_logprobs", 0) or 0
+    top = integer(body, "top_logprobs", 0) or 0
     if top > MAX_TOP_LOGPROBS:
         raise bad_request(
             f"top_logprobs must be an int in [0, {MAX_TOP_LOGPROBS}], got {top}", "top_logprobs"
@@ -378,16 +378,16 @@ def parse_request(body: dict[str, Any], stored: Mapping[str, tuple[dict[str, Any
     store = body.get("store", True)
     if store is not None and not isinstance(store, bool):
         raise bad_request(f"store must be a boolean, got {preview(store)}", "store")
-    stream = _bool(body, "stream")
+    stream = boolean(body, "stream")
     chat = ChatRequest(
         surface="responses",
         model=model,
         messages=openai_api.parse_messages(head + prior),
         tools=openai_api.parse_tools(tools),
         tool_choice=body.get("tool_choice"),
-        max_tokens=_int(body, "max_output_tokens", 1),
-        temperature=_number(body, "temperature", 0.0, 2.0),
-        top_p=_number(body, "top_p", 0.0, 1.0) or None,
+        max_tokens=integer(body, "max_output_tokens", 1),
+        temperature=number(body, "temperature", 0.0, 2.0),
+        top_p=number(body, "top_p", 0.0, 1.0) or None,
         logprobs=LOGPROBS_INCLUDE in include or top > 0,
         top_logprobs=top,
         stream=stream,
@@ -460,7 +460,7 @@ def output_items(req: ResponsesRequest, c: Completion) -> list[dict[str, Any]]:
         fn = call["function"]
         tool = req.tool_kinds.get(fn["name"], ToolKind("function"))
         extra = {"namespace": tool.namespace} if tool.namespace else {}
-        args = openai_api._object(fn["arguments"])
+        args = arguments_object(fn["arguments"])
         if tool.kind == "custom" and isinstance(args, dict) and isinstance(args.get("input"), str):
             items.append(
                 {

@@ -44,11 +44,9 @@ from legorl_jax.engine.resume import generate_resuming
 from legorl_jax.proxy.chat import ChatRequest, Completion, OutputToken, ProxyError
 from legorl_jax.proxy.recorder import Recorder, Renderer
 from legorl_jax.proxy.toolcalls import ToolCallParser, parse_output
-from legorl_jax.types import ToolCall, Turn
+from legorl_jax.types import SessionFlags, ToolCall, Turn
 
 log = logging.getLogger(__name__)
-
-FLAGS = ("context_overflow", "no_tool_collapse", "format_failure", "engine_failed")
 
 
 def context_message(prompt_tokens: int, limit: int) -> str:
@@ -100,7 +98,7 @@ class Session:
         self.max_resumes = max_resumes
         self.turns: list[Turn] = []
         self.turn_info: list[dict[str, Any]] = []
-        self.flags: dict[str, bool] = dict.fromkeys(FLAGS, False)
+        self.flags = SessionFlags()
         self.counters: dict[str, Any] = {
             "calls": 0,
             "main_calls": 0,
@@ -184,7 +182,7 @@ class Session:
             c["ignored_fields"].update(req.ignored)
             if kind == "main" and self._last_done is not None:
                 c["tool_s"] += began - self._last_done
-            if kind == "main" and self.flags["no_tool_collapse"]:
+            if kind == "main" and self.flags.no_tool_collapse:
                 return self._terminated(req)
             try:
                 completion = await self._generate(req, kind, began)
@@ -208,7 +206,7 @@ class Session:
     def _sampling(self, req: ChatRequest, prompt_len: int) -> SamplingParams:
         room = self.context_length - prompt_len
         if room < 1:
-            self.flags["context_overflow"] = True
+            self.flags = dataclasses.replace(self.flags, context_overflow=True)
             self.counters["context_overflows"] += 1
             raise ProxyError(
                 400, "context_length_exceeded", context_message(prompt_len, self.context_length), "messages"
@@ -256,7 +254,7 @@ class Session:
                 )
                 recomputed = np.asarray(scored, np.float32)[np.asarray(plan.rerendered) - 1]
         except ContextOverflowError as exc:
-            self.flags["context_overflow"] = True
+            self.flags = dataclasses.replace(self.flags, context_overflow=True)
             self.counters["context_overflows"] += 1
             raise ProxyError(
                 400,
@@ -269,7 +267,7 @@ class Session:
                 400, "invalid_request", f"the engine refused the request: {exc}", exc.field
             ) from None
         except EngineError as exc:
-            self.flags["engine_failed"] = True
+            self.flags = dataclasses.replace(self.flags, engine_failed=True)
             self.counters["engine_errors"] += 1
             log.error("session %s: engine failure: %s", self.id, exc)
             raise ProxyError(502, "engine_error", f"the engine failed: {exc}") from None
@@ -278,7 +276,8 @@ class Session:
         if kind == "main" and req.tools:
             completion = self._count_tool_use(req, completion, calls)
         self.counters["format_failures"] += int(failure)
-        self.flags["format_failure"] |= failure and kind == "main"
+        if failure and kind == "main":
+            self.flags = dataclasses.replace(self.flags, format_failure=True)
         branch = self.recorder.commit(plan, gen, completion.message, turn=turn_index, recomputed=recomputed)
         if plan.branch is None and branch.opened_by == "rewrite":
             self.counters["rewrites"] += 1
@@ -326,7 +325,7 @@ class Session:
         c["max_consecutive_no_tool"] = max(c["max_consecutive_no_tool"], c["consecutive_no_tool"])
         limit = self.config.max_consecutive_no_tool
         if limit and c["consecutive_no_tool"] > limit:
-            self.flags["no_tool_collapse"] = True
+            self.flags = dataclasses.replace(self.flags, no_tool_collapse=True)
             return _replace_content(completion, termination_text(c["consecutive_no_tool"]))
         return completion
 
@@ -429,7 +428,7 @@ class Session:
             "opened_at": self.opened_at,
             "turns": turns,
             "branches": [b.summary() for b in self.recorder.branches],
-            "flags": dict(self.flags),
+            "flags": self.flags.to_dict(),
             "counters": counters,
             "messages": main[-1].messages if main else [],
         }

@@ -144,6 +144,7 @@ async def evaluate(args: argparse.Namespace) -> list[Any]:
     from legorl_jax.harness import get_harness
     from legorl_jax.proxy import CaptureProxy
     from legorl_jax.rollout.collect import collect
+    from legorl_jax.rollout.settings import TrialSettings
     from legorl_jax.tasks.registry import find_task, load_suite
 
     rollout = rollout_config(args)
@@ -168,9 +169,8 @@ async def evaluate(args: argparse.Namespace) -> list[Any]:
             group_size=args.group_size,
             harness=harness,
             proxy=proxy,
-            config=rollout,
+            trials=TrialSettings(rollout=rollout, step_limit=args.step_limit),
             step=0,
-            step_limit=args.step_limit,
             executor=executor,
         )
     return list(batch.trajectories)

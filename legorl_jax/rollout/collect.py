@@ -20,11 +20,12 @@ import pathlib
 import time
 from collections.abc import Callable, Sequence
 
-from legorl_jax.config import RolloutConfig, SandboxConfig, VerifierConfig
+from legorl_jax.config import RolloutConfig
 from legorl_jax.harness.base import Harness
 from legorl_jax.proxy.base import Proxy
 from legorl_jax.rollout.executor import TrialExecutor
 from legorl_jax.rollout.progress import Progress
+from legorl_jax.rollout.settings import TrialSettings
 from legorl_jax.rollout.trial import run_trial
 from legorl_jax.tasks.schema import Task
 from legorl_jax.types import Trajectory
@@ -65,19 +66,16 @@ async def collect(
     group_size: int,
     harness: Harness,
     proxy: Proxy,
-    config: RolloutConfig | None = None,
+    trials: TrialSettings | None = None,
     step: int = 0,
-    step_limit: int = 30,
-    model: str = "legorl-policy",
-    sandbox_config: SandboxConfig | None = None,
-    verifier_config: VerifierConfig | None = None,
     sandbox_factory: Callable | None = None,
     progress: Progress | None = None,
     executor: TrialExecutor | None = None,
 ) -> Batch:
     """Runs `group_size` trials of every task, `config.concurrency` at a time (module docstring), each
     attempt in a slot of `executor` (this process when None; `ray_executor.RayExecutor` for Ray nodes)."""
-    config = config or RolloutConfig()
+    trials = trials or TrialSettings()
+    config = trials.rollout
     positive_int("group_size", group_size)
     ids = [t.instance_id for t in tasks]
     if len(set(ids)) != len(ids):
@@ -100,11 +98,7 @@ async def collect(
                 trial_id=trial_id,
                 group_id=f"{task.instance_id}@{step}",
                 trial_dir=trial_dir(config, step, trial_id),
-                config=config,
-                step_limit=step_limit,
-                model=model,
-                sandbox_config=sandbox_config,
-                verifier_config=verifier_config,
+                trials=trials,
                 sandbox_factory=sandbox_factory,
                 executor=executor,
             )

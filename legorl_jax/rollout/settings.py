@@ -2,7 +2,8 @@
 model name, the agent sandbox's and the verifier's settings.
 
     trials = TrialSettings.of(config)
-    batch = await collect(tasks, group_size=..., config=trials.rollout, step_limit=trials.step_limit, ...)
+    batch = await collect(tasks, group_size=..., harness=..., proxy=..., trials=trials, step=3)
+    trajectory = await run_trial(task, ..., trials=TrialSettings(rollout=RolloutConfig(retries=0)))
     eval_trials = trials.for_validation()        # archived under <experiment>/validation
 """
 
@@ -15,13 +16,15 @@ from legorl_jax.config import Config, RolloutConfig, SandboxConfig, VerifierConf
 
 @dataclasses.dataclass(frozen=True)
 class TrialSettings:
-    """The settings of one run's trials (module docstring)."""
+    """The settings of one run's trials (module docstring). Without a sandbox config a trial gets the
+    defaults for its task (`tasks.agent_sandbox.agent_sandbox_spec`); without a verifier config, the
+    verifier's defaults."""
 
-    rollout: RolloutConfig
-    step_limit: int
-    model: str
-    sandbox: SandboxConfig
-    verifier: VerifierConfig
+    rollout: RolloutConfig = dataclasses.field(default_factory=RolloutConfig)
+    step_limit: int = 30
+    model: str = "legorl-policy"
+    sandbox: SandboxConfig | None = None
+    verifier: VerifierConfig | None = None
 
     @classmethod
     def of(cls, config: Config) -> TrialSettings:

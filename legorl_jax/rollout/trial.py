@@ -2,7 +2,7 @@
 `Trajectory`.
 
     trajectory = await run_trial(task, harness=..., proxy=..., trial_id="calc-0", group_id="calc@3",
-                                 trial_dir=Path("runs/x/trials/step_3/calc-0"), config=RolloutConfig(), ...)
+                                 trial_dir=Path("runs/x/trials/step_3/calc-0"), trials=TrialSettings(...))
 
 Each attempt has its own sandbox, its own proxy session and its own folder `<trial_dir>/attempt_<k>/`
 (the proxy's `trajectory.json` and `sequences.npz`, `harness.log`, `diff.patch`, `verifier.json` and the
@@ -46,21 +46,22 @@ from legorl_jax.proxy.base import Proxy
 from legorl_jax.rollout.behaviour import behaviour_features
 from legorl_jax.rollout.executor import Attempt, LocalExecutor, NodeLost, Slot, TrialExecutor, Work
 from legorl_jax.rollout.retry import wait_before_retry
+from legorl_jax.rollout.settings import TrialSettings
 from legorl_jax.tasks.agent_sandbox import agent_sandbox_spec
 from legorl_jax.tasks.report import VerifierError
 from legorl_jax.tasks.schema import Task
 from legorl_jax.tasks.task_image import ImageError
-from legorl_jax.types import Outcome, SessionRecord, Trajectory
+from legorl_jax.types import Outcome, SessionFlags, SessionRecord, Trajectory
 
 log = logging.getLogger(__name__)
 
 
-def policy_outcome(result: HarnessResult, flags: dict[str, bool]) -> Outcome:
+def policy_outcome(result: HarnessResult, flags: SessionFlags) -> Outcome:
     """The policy outcome of a finished run: the proxy's flags first (they are what the policy did), then
     the harness's."""
-    if flags.get("context_overflow"):
+    if flags.context_overflow:
         return Outcome.CONTEXT_OVERFLOW
-    if flags.get("no_tool_collapse"):
+    if flags.no_tool_collapse:
         return Outcome.NO_TOOL_COLLAPSE
     return result.exit_status
 
@@ -101,7 +102,7 @@ async def _attempt(
             attempt = await slot.work(task, work)
             attempt.where = slot.where
             flags = proxy.session_flags(info.session_id)
-            if flags.get("engine_failed"):
+            if flags.engine_failed:
                 attempt.outcome, attempt.reason = (
                     Outcome.ENGINE_FAILED,
                     attempt.reason or "the engine failed behind the proxy",
@@ -198,20 +199,17 @@ async def run_trial(
     trial_id: str,
     group_id: str,
     trial_dir: str | pathlib.Path,
-    config: RolloutConfig | None = None,
-    step_limit: int = 30,
-    model: str = "legorl-policy",
-    sandbox_config: SandboxConfig | None = None,
-    verifier_config: VerifierConfig | None = None,
+    trials: TrialSettings | None = None,
     sandbox_factory: Callable | None = None,
     executor: TrialExecutor | None = None,
 ) -> Trajectory:
     """Runs one trial with retries of infrastructure failures (module docstring); each attempt in a slot of
     `executor` (this process when None)."""
-    config = config or RolloutConfig()
+    trials = trials or TrialSettings()
+    config = trials.rollout
     trial_dir = pathlib.Path(trial_dir)
     started_at = time.time()
-    llm_options = {"model": model, "step_limit": step_limit}
+    llm_options = {"model": trials.model, "step_limit": trials.step_limit}
     attempts: list[Attempt] = []
     executor = executor or LocalExecutor()
     existed = trial_dir.exists()
@@ -229,8 +227,8 @@ async def run_trial(
                     folder=folder,
                     config=config,
                     llm_options=llm_options,
-                    sandbox_config=sandbox_config,
-                    verifier_config=verifier_config,
+                    sandbox_config=trials.sandbox,
+                    verifier_config=trials.verifier,
                     sandbox_factory=sandbox_factory,
                 )
             _write_attempt(folder, attempt)

@@ -199,7 +199,7 @@ async def test_an_engine_that_dies_fails_its_trial_as_an_engine_failure_and_the_
                     assert failed.value.status_code == 502
                     # What the orchestrator reads to drop the attempt as engine_failed and retry the trial
                     # (tests/rollout/test_builtin_rollout.py: injected infrastructure failures).
-                    assert proxy.session_flags(info.session_id)["engine_failed"]
+                    assert proxy.session_flags(info.session_id).engine_failed
                 for _ in range(50):  # the router's health check (every second) takes the engine out
                     if await fleet.healthy_engines() == [survivor.base_url]:
                         break
@@ -214,7 +214,7 @@ async def test_an_engine_that_dies_fails_its_trial_as_an_engine_failure_and_the_
                     await client.chat.completions.create(
                         model="p", messages=[*messages, answer, {"role": "user", "content": "go on"}]
                     )
-                assert not proxy.session_flags(retry.session_id)["engine_failed"]
+                assert not proxy.session_flags(retry.session_id).engine_failed
                 record = await proxy.close_session(retry.session_id)
                 assert len(record.turns) == 2
             finally:

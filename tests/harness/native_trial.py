@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from legorl_jax.config import RolloutConfig
-from legorl_jax.rollout import run_trial
+from legorl_jax.rollout import TrialSettings, run_trial
 
 PROBE = """
 import socket, sys
@@ -94,8 +94,7 @@ async def trial_with_probe(task, harness, proxy, tmp_path: pathlib.Path, *, step
             trial_id=f"{harness.name}-0",
             group_id="g",
             trial_dir=tmp_path / "trial",
-            config=config,
-            step_limit=step_limit,
+            trials=TrialSettings(rollout=config, step_limit=step_limit),
         )
     finally:
         server.close()

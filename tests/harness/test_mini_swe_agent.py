@@ -122,7 +122,7 @@ async def test_a_scripted_fix_through_mini_swe_agent_submits_scores_reward_one_a
     assert sampled.sum() == sum(len(tokenizer.encode(text)) + 1 for text in script)
     expected = np.asarray([-0.01 * (1 + (t % 97)) for t in seq.token_ids[sampled]], np.float32)
     np.testing.assert_allclose(seq.behaviour_logprobs[sampled], expected, rtol=0, atol=1e-7)
-    assert not any(closed.flags.values()), closed.flags
+    assert closed.flags.raised() == (), closed.flags
     assert connections.seen and not connections.outside(), connections.outside()
 
 
@@ -139,7 +139,7 @@ async def test_replies_without_a_tool_call_end_in_a_policy_outcome_not_a_crash(
     # still allows 3 replies without a tool call in a row, so it has not ended the session.
     assert result.exit_status is Outcome(status) and result.steps == steps, result.log[-3000:]
     assert result.features["format_errors"] == steps and result.features["commands"] == 0
-    assert diff == "" and not closed.flags["no_tool_collapse"]
+    assert diff == "" and not closed.flags.no_tool_collapse
 
 
 @pytest.mark.harness
@@ -151,7 +151,7 @@ async def test_a_session_the_proxy_ended_for_missing_tool_calls_is_no_tool_colla
     engine = ScriptedEngine(tokenizer, ["Thinking about it."])
     result, _, closed = await run_mini(task, engine, proxy_on, max_consecutive_no_tool=1)
     assert result.exit_status is Outcome.NO_TOOL_COLLAPSE, result.log[-3000:]
-    assert closed.flags["no_tool_collapse"] and "Session terminated:" in result.log
+    assert closed.flags.no_tool_collapse and "Session terminated:" in result.log
 
 
 @pytest.mark.harness
@@ -162,7 +162,7 @@ async def test_a_prompt_over_the_context_is_context_overflow(builtin_tasks, toke
     # mini-swe-agent's swebench prompt alone is far over 512 tokens: the first call is refused.
     result, _, closed = await run_mini(task, engine, proxy_on, context_length=512)
     assert result.exit_status is Outcome.CONTEXT_OVERFLOW and result.steps == 1, result.log[-3000:]
-    assert closed.flags["context_overflow"] and not engine.calls
+    assert closed.flags.context_overflow and not engine.calls
 
 
 @pytest.mark.harness

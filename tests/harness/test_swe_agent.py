@@ -78,7 +78,7 @@ async def test_a_scripted_fix_through_swe_agent_submits_scores_reward_one_and_re
     assert sampled.sum() == sum(len(tokenizer.encode(text)) + 1 for text in script)
     expected = np.asarray([-0.01 * (1 + (t % 97)) for t in seq.token_ids[sampled]], np.float32)
     np.testing.assert_allclose(seq.behaviour_logprobs[sampled], expected, rtol=0, atol=1e-7)
-    assert not any(closed.flags.values()), closed.flags
+    assert closed.flags.raised() == (), closed.flags
 
 
 @pytest.mark.harness
@@ -179,7 +179,7 @@ async def test_the_rollout_runs_swe_agent_in_a_root_sandbox_and_scores_the_fix(
     builtin_tasks, tokenizer, proxy_on, tmp_path
 ):
     from legorl_jax.config import RolloutConfig
-    from legorl_jax.rollout import run_trial
+    from legorl_jax.rollout import TrialSettings, run_trial
     from legorl_jax.types import Outcome
 
     task = builtin_tasks[TASK]
@@ -192,8 +192,7 @@ async def test_the_rollout_runs_swe_agent_in_a_root_sandbox_and_scores_the_fix(
         trial_id="swea-0",
         group_id="g",
         trial_dir=tmp_path / "trial",
-        config=config,
-        step_limit=10,
+        trials=TrialSettings(rollout=config, step_limit=10),
     )
     assert trajectory.outcome is Outcome.SUBMITTED and trajectory.reward == 1.0, trajectory.timings
     assert (

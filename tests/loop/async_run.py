@@ -3,8 +3,9 @@
 As loop_run.py, but trials run concurrently, so the script picks each reply by the trial the proxy session
 belongs to (trial `<task>-0` of every group applies the gold edit and submits, the others submit at once),
 and the scripted engine is also what the publisher updates: the versions it stamps on sampled tokens are
-the ones the loop published, as a real engine's would be. Everything else is real: the built-in harness,
-Docker sandboxes, the verifier, the trainer on the tiny MoE, the orbax checkpoint and the tracker.
+the ones the loop published, as a real engine's would be. Everything else is real and built by
+`run.build_parts` (`engine=` the scripted engine): the built-in harness, Docker sandboxes, the verifier,
+the trainer on the tiny MoE (one device: `mesh.devices=[0]`), the orbax checkpoint and the tracker.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from legorl_jax.config import (  # noqa: E402
     Config,
     EngineConfig,
     LoopConfig,
+    MeshConfig,
+    ModelConfig,
     RolloutConfig,
     TasksConfig,
     TrackingConfig,
@@ -35,8 +38,20 @@ MAX_LEN = 2048
 TASK = "ratelimit-slow-rates-never-refill"
 
 
-def config_for(run_dir: pathlib.Path, *, validation: bool = False, **loop: object) -> Config:
+def config_for(
+    run_dir: pathlib.Path,
+    *,
+    model_dir: str = "",
+    validation: bool = False,
+    resume: bool = False,
+    **loop: object,
+) -> Config:
+    # a resumed run may ask for more steps than the first (loop.steps may differ from the checkpoint's)
+    ignores = [*CheckpointConfig().ignore_on_resume, "loop.steps"]
     return Config(
+        model=ModelConfig(path=model_dir) if model_dir else ModelConfig(),
+        mesh=MeshConfig(devices=[0]),
+        resume=resume,
         tasks=TasksConfig(ids=[TASK], eval_split="train" if validation else None),
         rollout=RolloutConfig(
             group_size=2,
@@ -47,7 +62,9 @@ def config_for(run_dir: pathlib.Path, *, validation: bool = False, **loop: objec
             trial_timeout_s=300,
         ),
         train=TrainConfig(
-            learning_rate=1e-3, max_tokens=MAX_LEN, checkpoint=CheckpointConfig(every=1, keep=3)
+            learning_rate=1e-3,
+            max_tokens=MAX_LEN,
+            checkpoint=CheckpointConfig(every=1, keep=3, async_save=False, ignore_on_resume=ignores),
         ),
         engine=EngineConfig(max_running=2, max_len=MAX_LEN, min_prefill_bucket=64),
         tracking=TrackingConfig(backend="none"),
@@ -116,57 +133,25 @@ async def run(
     """Runs (or, with `resume`, continues from its last checkpoint) the async loop of `run_dir`; every call
     takes `delay_s` (a validation trial's `eval_delay_s`); `engine_figures`: the engine reports figures of
     its own (`FiguresEngine`)."""
-    from legorl_jax.async_loop import set_aside_unfinished_groups
-    from legorl_jax.harness import get_harness
-    from legorl_jax.loop_step import LoopCursor, LoopSettings, Parts
-    from legorl_jax.model import load_hf
     from legorl_jax.model.tokenizer import load_tokenizer
-    from legorl_jax.run import load_tasks, make_tracker, run_loop, serving_proxies
-    from legorl_jax.train.checkpoint import Checkpointer
-    from legorl_jax.train.publish import Publisher
-    from legorl_jax.train.step import Trainer
+    from legorl_jax.run import build_parts, load_tasks, run_loop
 
-    config = config_for(run_dir, validation=validation, **loop)
+    config = config_for(run_dir, model_dir=model_dir, validation=validation, resume=resume, **loop)
     config = dataclasses.replace(config, proxy=dataclasses.replace(config.proxy, context_length=MAX_LEN))
     tasks, _ = load_tasks(config)
     tokenizer = load_tokenizer(model_dir)
-    trainer = Trainer(load_hf(model_dir, "float32"), config.algo, config.train)
-    tracker = make_tracker(config, run_dir, job="", resume_hash=None)
-    checkpoint = CheckpointConfig(directory=str(run_dir / "checkpoints"), every=1, keep=3, async_save=False)
     script = TrialScript(tokenizer, tasks[0])
-    try:
-        with Checkpointer(checkpoint, run_config={"test": "async-loop"}) as ckpt:
-            state, start, cursor = trainer.init_state(seed=0), 0, None
-            if resume:
-                restored = ckpt.restore(trainer.abstract_state())
-                state, cursor = restored.state, LoopCursor.from_dict(restored.cursor)
-                start = cursor.next_step
-                set_aside_unfinished_groups(run_dir, cursor)
-            version = f"step-{start:06d}" if resume else "default"
-            engine = (FiguresEngine if engine_figures else ScriptedEngine)(
-                tokenizer,
-                script,
-                delay_s=lambda rid: eval_delay_s if script.kind(rid) == "eval" else delay_s,
-                weight_version=version,
-            )
-            engine.max_len = MAX_LEN
-            async with serving_proxies(config, engine, model_dir, run_dir) as (proxy, eval_proxy):
-                script.proxies = [proxy, eval_proxy]
-                parts = Parts(
-                    LoopSettings.of(config),
-                    trainer,
-                    proxy,
-                    get_harness(config.harness.name, **config.harness.options),
-                    tasks,
-                    tasks[:1] if validation else [],
-                    ckpt,
-                    Publisher(engine, mode="in_process"),
-                    tracker,
-                    validation_proxy=eval_proxy,
-                )
-                records = await run_loop(parts, state, start_step=start, cursor=cursor)
-            saved = ckpt.all_steps()
-            last = ckpt.read_meta(saved[-1])["cursor"] if saved else None
-    finally:
-        tracker.close()
+    engine = (FiguresEngine if engine_figures else ScriptedEngine)(
+        tokenizer,
+        script,
+        delay_s=lambda rid: eval_delay_s if script.kind(rid) == "eval" else delay_s,
+        weight_version="default",  # a resume's first publish sets the checkpoint's version
+    )
+    engine.max_len = MAX_LEN
+    async with build_parts(config, engine=engine) as built:
+        parts = built.parts
+        script.proxies = [parts.proxy, parts.validation_proxy]
+        records = await run_loop(parts, built.state, start_step=built.start_step, cursor=built.cursor)
+        saved = parts.checkpointer.all_steps()
+        last = parts.checkpointer.read_meta(saved[-1])["cursor"] if saved else None
     return AsyncRun(records, engine, script, last, saved)

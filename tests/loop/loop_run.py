@@ -5,8 +5,9 @@ the run is tracked in Aim (never imported into the pytest process: Aim's exit ho
 
 The proxy samples from a `ScriptedEngine` (the engine boundary, tests/scripted_engine.py) so that each group
 mixes a solved and an unsolved trial: the first trial of a group applies the gold edit and submits, the
-others submit at once. Everything else is real: the built-in harness, Docker sandboxes, the verifier, the
-trainer on the tiny MoE, the orbax checkpoint, publishing into a real `JaxEngine`, and the trackers.
+others submit at once. Everything else is real and built by `run.build_parts` (`rollout_engine=` the
+scripted engine): the built-in harness, Docker sandboxes, the verifier, the trainer on the tiny MoE (one
+device: `mesh.devices=[0]`), the orbax checkpoint, publishing into a real `JaxEngine`, and the trackers.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from legorl_jax.config import (  # noqa: E402
     Config,
     EngineConfig,
     LoopConfig,
+    MeshConfig,
+    ModelConfig,
     RolloutConfig,
     TasksConfig,
     TrackingConfig,
@@ -50,7 +53,9 @@ def config_for(run_dir: pathlib.Path, *, steps: int = 1, group_size: int = 2) ->
             trial_timeout_s=300,
         ),
         train=TrainConfig(
-            learning_rate=1e-3, max_tokens=MAX_LEN, checkpoint=CheckpointConfig(every=1, keep=3)
+            learning_rate=1e-3,
+            max_tokens=MAX_LEN,
+            checkpoint=CheckpointConfig(every=1, keep=3, async_save=False),
         ),
         loop=LoopConfig(steps=steps, validate_every=0),
     )
@@ -98,23 +103,16 @@ async def run(
     group_size: int = 2,
     fail_trials=(),
     aim_repo: str | None = None,
-    tracker=None,
 ):
-    """Runs the loop; returns (records, the engine's weight version, the trainer state's step).
+    """Runs the loop; returns (records, the engine's weight version, the checkpointed steps, the trainer
+    state's step, the Aim run's hash).
 
-    The engine, the proxies, the harness and the trackers are built as run.build_parts builds them; the
-    proxies sample from the scripted engine, and new weights go to the real one. The trainer is built here
-    on one device (build_parts' trainer takes a mesh over every device, and this process has 8).
+    The run is built by run.build_parts: the proxies sample from the scripted engine (`rollout_engine=`),
+    and new weights go to the real engine built there. The trainer trains on one device
+    (`mesh.devices=[0]`; this process has 8).
     """
-    from legorl_jax.engine import open_engine
-    from legorl_jax.harness import get_harness
-    from legorl_jax.loop_step import LoopSettings, Parts
-    from legorl_jax.model import load_hf
     from legorl_jax.model.tokenizer import load_tokenizer
-    from legorl_jax.run import load_tasks, make_tracker, run_loop, serving_proxies
-    from legorl_jax.train.checkpoint import Checkpointer
-    from legorl_jax.train.publish import Publisher
-    from legorl_jax.train.step import Trainer
+    from legorl_jax.run import build_parts, load_tasks, run_loop
 
     config = config_for(run_dir, steps=steps, group_size=group_size)
     tracking = TrackingConfig(
@@ -125,41 +123,23 @@ async def run(
     )
     config = dataclasses.replace(
         config,
+        model=ModelConfig(path=model_dir),
+        mesh=MeshConfig(devices=[0]),
         engine=EngineConfig(max_running=2, max_len=MAX_LEN, min_prefill_bucket=64),
         proxy=dataclasses.replace(config.proxy, context_length=MAX_LEN),
         tracking=tracking,
     )
     tasks, _ = load_tasks(config)
     tokenizer = load_tokenizer(model_dir)
-    trainer = Trainer(load_hf(model_dir, "float32"), config.algo, config.train)
-    tracker = tracker or make_tracker(config, run_dir, job="", resume_hash=None)
-    checkpoint = CheckpointConfig(directory=str(run_dir / "checkpoints"), every=1, keep=3, async_save=False)
     scripted = make_engine(tokenizer, tasks[0], group_size, tuple(fail_trials))
-    try:
-        async with (
-            open_engine(config.engine, model_dir) as engine,
-            serving_proxies(config, scripted, model_dir, run_dir) as (proxy, _),
-        ):
-            with Checkpointer(checkpoint, run_config={"test": "loop"}) as ckpt:
-                parts = Parts(
-                    LoopSettings.of(config),
-                    trainer,
-                    proxy,
-                    get_harness(config.harness.name, **config.harness.options),
-                    tasks,
-                    [],
-                    ckpt,
-                    Publisher(engine, mode="in_process"),
-                    tracker,
-                )
-                records = await run_loop(parts, trainer.init_state(seed=0), start_step=0)
-                steps_saved = ckpt.all_steps()
-                restored = ckpt.restore(trainer.abstract_state()) if steps_saved else None
-            version = engine.weight_version
-    finally:
-        tracker.close()
+    async with build_parts(config, rollout_engine=scripted) as built:
+        parts = built.parts
+        records = await run_loop(parts, built.state, start_step=built.start_step)
+        steps_saved = parts.checkpointer.all_steps()
+        restored = parts.checkpointer.restore(parts.trainer.abstract_state()) if steps_saved else None
+        version = parts.publisher.engine.weight_version
+        run_hash = parts.tracker.run_hash if aim_repo else None
     state_step = None if restored is None else int(restored.state.step)
-    run_hash = getattr(tracker.trackers[-1], "run_hash", None) if aim_repo else None
     return records, version, steps_saved, state_step, run_hash
 
 

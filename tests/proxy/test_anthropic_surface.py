@@ -211,7 +211,7 @@ async def test_a_prompt_over_the_context_says_prompt_is_too_long(scripted, serve
         )
     assert caught.value.body["error"]["type"] == "invalid_request_error"
     assert "prompt is too long" in caught.value.body["error"]["message"]
-    assert proxy.sessions[info.session_id].flags["context_overflow"]
+    assert proxy.sessions[info.session_id].flags.context_overflow
 
 
 @pytest.mark.parametrize(

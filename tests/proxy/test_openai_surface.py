@@ -268,7 +268,7 @@ async def test_a_prompt_over_the_context_is_a_non_retryable_400_that_flags_the_s
         "maximum context length is 20 tokens" in caught.value.message
         and "prompt is too long" in caught.value.message
     )
-    assert proxy.sessions[info.session_id].flags["context_overflow"] and engine.calls == []
+    assert proxy.sessions[info.session_id].flags.context_overflow and engine.calls == []
 
 
 async def test_an_engine_failure_is_a_502_that_flags_the_session_without_a_trace(scripted, serve):
@@ -282,7 +282,7 @@ async def test_an_engine_failure_is_a_502_that_flags_the_session_without_a_trace
     assert status == 502 and err["error"]["type"] == "server_error"
     assert "decode thread died" in err["error"]["message"] and "Traceback" not in err["error"]["message"]
     session = proxy.sessions[info.session_id]
-    assert session.flags["engine_failed"] and session.turns == []
+    assert session.flags.engine_failed and session.turns == []
     engine.fail_with = None  # a retry of the failed request generates anew
     status, _ = await _post(info.openai_base_url + "/chat/completions", {"messages": [USER]})
     assert status == 200 and len(session.turns) == 1
@@ -296,7 +296,7 @@ async def test_a_format_failure_is_returned_as_text_and_counted(scripted, serve)
     r = await client.chat.completions.create(model="p", messages=[SYSTEM, USER], tools=[BASH_TOOL])
     assert r.choices[0].message.content == broken and not r.choices[0].message.tool_calls
     session = proxy.sessions[info.session_id]
-    assert session.counters["format_failures"] == 1 and session.flags["format_failure"]
+    assert session.counters["format_failures"] == 1 and session.flags.format_failure
     assert np.asarray(session.turns[0].output_ids).size > 0
 
 

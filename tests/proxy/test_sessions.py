@@ -1,6 +1,7 @@
 """Sessions: the admin API, retries, concurrency, side conversations, no-tool collapse and the archive."""
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from scripted_engine import BASH_TOOL, tool_call_text
 from legorl_jax.config import ProxyConfig
 from legorl_jax.proxy.archive import read_archive
 from legorl_jax.proxy.session import termination_text
+from legorl_jax.types import SessionFlags
 
 SYSTEM = {"role": "system", "content": "You fix bugs."}
 USER = {"role": "user", "content": "Fix calc.py."}
@@ -51,10 +53,14 @@ async def test_admin_api_opens_reads_and_closes_a_session_into_its_trial_folder(
             closed = await resp.json()
         archive = (tmp_path / "proxy-archive").resolve()
         assert closed["trial_dir"] == str(archive / "trial") and closed["sequences"] == 1
+        names = ("context_overflow", "no_tool_collapse", "format_failure", "engine_failed")
+        no_flags = dict.fromkeys(names, False)
+        assert closed["flags"] == no_flags
         async with http.get(f"{proxy.base_url}/admin/sessions/{sid}/trajectory", headers=ADMIN) as resp:
             assert resp.status == 404
     on_disk, arrays = read_archive(archive / "trial")
     assert on_disk["turns"][0]["output_ids"] == turn["output_ids"]
+    assert on_disk["flags"] == no_flags and SessionFlags.from_dict(on_disk["flags"]) == SessionFlags()
     ids = arrays[0]["token_ids"].tolist()
     assert ids == turn["prompt_ids"] + turn["output_ids"]
     assert arrays[0]["loss_mask"].tolist() == [0] * len(turn["prompt_ids"]) + [1] * len(turn["output_ids"])
@@ -221,7 +227,7 @@ async def test_consecutive_replies_without_a_tool_call_end_the_session(scripted,
     assert replies[:2] == ["thinking aloud"] * 2
     assert replies[2] == replies[3] == termination_text(3)
     session = proxy.sessions[info.session_id]
-    assert session.flags["no_tool_collapse"] and len(engine.calls) == 3  # the fourth call generated nothing
+    assert session.flags.no_tool_collapse and len(engine.calls) == 3  # the fourth call generated nothing
     assert session.recorder.branches[0].turns == [0, 1, 2]
 
 
@@ -243,13 +249,16 @@ async def test_the_rollout_reads_flags_finds_and_closes_a_session_through_typed_
             {"role": "user", "content": "use a tool"},
         ]
     flags = proxy.session_flags(info.session_id)
-    assert flags["no_tool_collapse"] and not flags["engine_failed"]
-    flags["engine_failed"] = True  # a copy: the session's own flags are not the caller's to change
-    assert not proxy.sessions[info.session_id].flags["engine_failed"]
+    assert flags.no_tool_collapse and not flags.engine_failed
+    # the session's own flags are not the caller's to change
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        flags.engine_failed = True  # type: ignore[misc]
+    assert not proxy.sessions[info.session_id].flags.engine_failed
     record = await proxy.close_session(info.session_id)
-    assert proxy.session_flags(info.session_id) == {} and proxy.find_session("calc-0", tmp_path / "t") is None
+    assert proxy.session_flags(info.session_id) == SessionFlags()
+    assert proxy.find_session("calc-0", tmp_path / "t") is None
     assert record.session_id == info.session_id and record.trial_dir == tmp_path / "t"
-    assert record.flags["no_tool_collapse"] and record.counters["no_tool_replies"] == len(engine.calls) == 2
+    assert record.flags.no_tool_collapse and record.counters["no_tool_replies"] == len(engine.calls) == 2
     assert len(record.turns) == 2 and all(t["output_tokens"] > 0 for t in record.turns)
     assert record.messages[0] == SYSTEM and [b["kind"] for b in record.branches] == ["main"]
     assert record.model_s == record.counters["model_s"] > 0.0 and len(record.sequences) == 1

@@ -16,7 +16,7 @@ from legorl_jax.engine.base import EngineError
 from legorl_jax.harness import HarnessCrashed, HarnessResult, get_harness
 from legorl_jax.monitor.rollout_metrics import rollout_metrics
 from legorl_jax.proxy.archive import read_archive
-from legorl_jax.rollout import collect, run_trial
+from legorl_jax.rollout import TrialSettings, collect, run_trial
 from legorl_jax.types import Outcome
 
 pytestmark = pytest.mark.docker
@@ -56,7 +56,7 @@ async def test_a_scripted_fix_through_the_builtin_harness_scores_reward_one(
         trial_id="fix-0",
         group_id="g",
         trial_dir=tmp_path / "trial",
-        config=rollout_config(tmp_path),
+        trials=TrialSettings(rollout=rollout_config(tmp_path)),
     )
     assert trajectory.outcome is Outcome.SUBMITTED and trajectory.reward == 1.0
     assert trajectory.verifier_report.resolved and not trajectory.verifier_report.tampering
@@ -87,8 +87,7 @@ async def test_the_tiny_models_own_sampling_ends_every_trial_in_a_policy_outcome
         harness=get_harness("builtin"),
         proxy=proxy,
         step=0,
-        step_limit=6,
-        config=rollout_config(tmp_path),
+        trials=TrialSettings(rollout=rollout_config(tmp_path), step_limit=6),
     )
     assert len(batch.trajectories) == 4 and batch.dropped == {}
     assert {t.outcome for t in batch.trajectories} <= {
@@ -137,7 +136,7 @@ async def test_injected_infrastructure_failures_drop_only_that_trial_with_its_re
         harness=get_harness("builtin"),
         proxy=proxy,
         step=1,
-        config=rollout_config(tmp_path, retries=1),
+        trials=TrialSettings(rollout=rollout_config(tmp_path, retries=1)),
     )
     by_task = {t.task_id: t for t in batch.trajectories}
     assert (
@@ -160,7 +159,7 @@ async def test_injected_infrastructure_failures_drop_only_that_trial_with_its_re
         trial_id="crash-0",
         group_id="g",
         trial_dir=tmp_path / "crash",
-        config=rollout_config(tmp_path),
+        trials=TrialSettings(rollout=rollout_config(tmp_path)),
     )
     assert crashed.outcome is Outcome.HARNESS_CRASHED and crashed.sequences == () and crashed.reward == 0.0
     assert "KeyError" in json.loads((tmp_path / "crash" / "attempt_0" / "attempt.json").read_text())["reason"]
@@ -199,7 +198,7 @@ async def test_a_killed_sandbox_is_a_dropped_sandbox_failure(task, tokenizer, pr
         trial_id="killed-0",
         group_id="g",
         trial_dir=tmp_path / "killed",
-        config=rollout_config(tmp_path),
+        trials=TrialSettings(rollout=rollout_config(tmp_path)),
     )
     assert t.outcome is Outcome.SANDBOX_FAILED and not t.valid
 
@@ -217,7 +216,7 @@ async def test_a_trial_over_its_wall_clock_limit_is_timeout_and_leaves_nothing_b
         trial_id="slow-0",
         group_id="g",
         trial_dir=tmp_path / "slow",
-        config=rollout_config(tmp_path, trial_timeout_s=8.0),
+        trials=TrialSettings(rollout=rollout_config(tmp_path, trial_timeout_s=8.0)),
     )
     assert t.outcome is Outcome.TIMEOUT and not t.valid
     assert proxy.sessions == {}  # the attempt's session was closed and archived
@@ -299,7 +298,7 @@ async def test_a_harness_inside_the_sandbox_reaches_the_proxy_and_nothing_else(
             trial_id="probe-0",
             group_id="g",
             trial_dir=tmp_path / "probe",
-            config=rollout_config(tmp_path),
+            trials=TrialSettings(rollout=rollout_config(tmp_path)),
         )
     finally:
         server.close()

@@ -25,7 +25,7 @@ from test_builtin_rollout import fix_script, rollout_config
 from legorl_jax.config import RayConfig, RolloutConfig
 from legorl_jax.harness import get_harness
 from legorl_jax.proxy.archive import read_archive
-from legorl_jax.rollout import collect
+from legorl_jax.rollout import TrialSettings, collect
 from legorl_jax.rollout.ray_executor import TRIAL_RESOURCE, RayExecutor
 from legorl_jax.types import Outcome
 
@@ -138,7 +138,12 @@ async def test_trials_run_on_both_nodes_and_their_archives_come_back(
 async def collect_both_tasks(two_tasks, proxy, config, executor):
     """A group of 2 trials of each task with the built-in harness, run by `executor`."""
     return await collect(
-        two_tasks, group_size=2, harness=get_harness("builtin"), proxy=proxy, config=config, executor=executor
+        two_tasks,
+        group_size=2,
+        harness=get_harness("builtin"),
+        proxy=proxy,
+        trials=TrialSettings(rollout=config),
+        executor=executor,
     )
 
 
