@@ -93,8 +93,10 @@ async def test_codexs_step_limit_is_the_step_limit_outcome(builtin_tasks, tokeni
     )
     log = (tmp_path / "trial" / "attempt_0" / "harness.log").read_text()
     assert trajectory.outcome is Outcome.STEP_LIMIT and trajectory.reward == 0.0, log[-3000:]
-    # Two tool steps, then the watchdog stops Codex; it looks every 0.1 s, so one request more may be out.
-    assert 2 <= record["counters"]["main_calls"] <= 3 and STOPPED in log, record["counters"]
+    # Two tool steps, then the watchdog stops Codex. It looks every 0.1 s, and against a scripted engine that
+    # answers at once Codex can send a few more requests in that window on a loaded host (4 seen under the
+    # full suite), so only the lower bound is exact; the stop is the watchdog's own.
+    assert record["counters"]["main_calls"] >= 2 and STOPPED in log, record["counters"]
 
 
 @pytest.mark.harness
