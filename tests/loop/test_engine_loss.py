@@ -30,7 +30,7 @@ from legorl_jax.engine.sglang_client import SGLangEngine
 from legorl_jax.engine.sglang_launcher import ServerProcess
 
 pytest.importorskip("sglang_router", reason="needs sglang-router (pip install 'legorl_jax[test]')")
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = pytest.mark.docker  # ~40 s on the loaded 2-core machine: in the default suite
 MAX_LEN = 2048
 TASK = "ratelimit-slow-rates-never-refill"
 
