@@ -147,6 +147,16 @@ class LocalSlot:
     async def grade(self, task: Task, diff: str, work: Work) -> VerifierReport:
         return await grade(task, diff, sandbox_factory=work.sandbox_factory, config=work.verifier_config)
 
+    async def owner(self) -> dict[str, str]:
+        """Who owns this slot's sandboxes (sandbox/reaper.py's owner labels) and the Docker daemon they run
+        on (`DOCKER_HOST`, '' for the default socket): what the Ray driver reaps when this slot's node is
+        lost."""
+        import os
+
+        from legorl_jax.sandbox import reaper
+
+        return {**reaper.owner_identity(), "docker_host": os.environ.get("DOCKER_HOST", "")}
+
 
 class LocalExecutor:
     """Every attempt in this process, on this host's Docker daemon; `rollout.concurrency` bounds them."""

@@ -17,8 +17,18 @@ session on the proxy's address: a proxy_only sandbox through the node's relay to
 A node that dies takes its slots with it: the call in flight raises `NodeLost`, the attempt is
 `node_failed` (an infrastructure failure, counted and retried in a slot of another node), and every slot
 of that node leaves the pool (an idle one of the same node would take the retry and fail it again); the run
-goes on with the others. With no slot left the run stops with an error.
+goes on with the others. With no slot left the run stops with an error. The containers the lost node's slots
+left on its Docker daemon (stopped when their owner died, not removed) are removed from here when that
+daemon is reachable from this process (a `tcp://` / `ssh://` `DOCKER_HOST`, or a socket of this same
+machine), found by their owner labels (sandbox/reaper.py); otherwise that node's next sandbox start reaps
+them (its reaper removes what dead processes of its machine left).
 A local cluster (`rollout.ray.address` empty) is one node in this machine, started with the dashboard off.
+
+What Ray prints here. The workers' output stays in each node's session folder (`log_to_driver=False`; the
+run's log names it). Ray's driver still prints the cluster's error messages (a node marked dead, a raylet
+terminated with the last lines of its state dump): the same message is published more than once for one
+death (when the raylet exits and again when the node is marked dead, further apart than Ray's own
+5 s de-duplication window), so `_print_each_error_once` wraps Ray's printer to print each one once.
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ class _RaySlot:
 
     def __init__(self, actor: Any, where: str):
         self.actor, self.where, self.dead = actor, where, False
+        self.owner: dict[str, str] = {}  # LocalSlot.owner() of the actor, read once it is placed
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         import ray
@@ -79,6 +90,69 @@ class _RaySlot:
         return report
 
 
+_SEEN_ERRORS: set[str] = set()
+"""The raylet error messages printed so far by this process (`_print_each_error_once`)."""
+
+
+def _print_each_error_once() -> None:
+    """Makes the Ray driver print each raylet error message once (module docstring). Ray's thread that
+    listens for them calls `ray._private.worker.print_to_stdstream` by its module name, so the wrapper is
+    installed there; idempotent; where a Ray version has no such printer nothing changes."""
+    from ray._private import worker
+
+    printer = getattr(worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "legorl_once", False):
+        return
+
+    def once(data: dict[str, Any], ignore_prefix: bool) -> None:
+        if data.get("pid") == "raylet":
+            fresh = [line for line in data.get("lines", []) if line not in _SEEN_ERRORS]
+            _SEEN_ERRORS.update(fresh)
+            if not fresh:
+                return
+            data = {**data, "lines": fresh}
+        printer(data, ignore_prefix)
+
+    once.legorl_once = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = once
+
+
+def _reap_lost(owners: list[dict[str, str]], where: str) -> list[str]:
+    """Removes the containers the lost slots `owners` left on their node's daemon, where this process can
+    reach it (module docstring); returns their names. Synchronous; never raises (logs instead)."""
+    import docker
+
+    from legorl_jax.sandbox import reaper
+
+    removed: list[str] = []
+    for owner in owners:
+        docker_host = owner.get("docker_host", "")
+        remote = docker_host.startswith(("tcp://", "ssh://", "http://", "https://"))
+        if not remote and owner.get(reaper.OWNER_HOST) != reaper.host_id():
+            log.info(
+                "the lost Ray node %s's Docker daemon (%s) is not reachable from here: its next sandbox "
+                "start reaps what its trials left",
+                where,
+                docker_host or "its default socket",
+            )
+            continue
+        try:
+            client = (
+                docker.DockerClient(base_url=docker_host, timeout=30)
+                if docker_host
+                else docker.from_env(timeout=30)
+            )
+            try:
+                removed += reaper.reap_owned_by(client, owner)
+            finally:
+                client.close()
+        except Exception as exc:  # noqa: BLE001 - the node is lost; its next start reaps what is left
+            log.warning("could not reap the lost Ray node %s's containers on %s: %r", where, docker_host, exc)
+    if removed:
+        log.info("reaped %d containers the lost Ray node %s left: %s", len(removed), where, removed)
+    return removed
+
+
 def _check_reachable(address: str, timeout_s: float) -> None:
     """A clear error now rather than Ray's retries when nothing listens at `address` (`auto` is Ray's)."""
     if address == "auto":
@@ -102,6 +176,8 @@ class RayExecutor:
         for slot in slots:
             self._free.put_nowait(slot)
         self._started_ray = started_ray
+        self.reaped: dict[str, list[str]] = {}
+        """Per lost node, the containers its slots left that were removed from here (module docstring)."""
 
     @classmethod
     async def start(cls, config: RolloutConfig) -> RayExecutor:
@@ -113,6 +189,7 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         address = config.ray.address
+        _print_each_error_once()
         if address:
             _check_reachable(address, config.ray.connect_timeout_s)
             context = ray.init(address=address, include_dashboard=False, log_to_driver=False)
@@ -147,6 +224,9 @@ class RayExecutor:
                         scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
                     ).remote()
                     slots.append(_RaySlot(actor, where))
+            owners = await asyncio.gather(*(slot.actor.owner.remote() for slot in slots))
+            for slot, owner in zip(slots, owners, strict=True):
+                slot.owner = owner
             log.info("Ray trial slots: %d on %d nodes", len(slots), len(nodes))
         except BaseException:
             ray.shutdown()
@@ -172,8 +252,14 @@ class RayExecutor:
             if not slot.dead:
                 self._free.put_nowait(slot)
             else:
-                for other in self.slots:  # the node is lost: none of its slots takes another attempt
-                    other.dead = other.dead or other.where == slot.where
+                lost = [other for other in self.slots if other.where == slot.where]
+                for other in lost:  # the node is lost: none of its slots takes another attempt
+                    other.dead = True
+                if slot.where not in self.reaped:  # once per node: what its slots left on its daemon goes
+                    self.reaped[slot.where] = []
+                    self.reaped[slot.where] = await asyncio.to_thread(
+                        _reap_lost, [o.owner for o in lost if o.owner], slot.where
+                    )
                 if self.live_slots == 0:
                     self._free.put_nowait(None)
                 else:

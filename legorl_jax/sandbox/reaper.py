@@ -12,7 +12,10 @@ Three things keep a run from leaking:
   handlers (installed on the first registration, chained to any previous handler) run the ones left.
 - every sandbox start reaps orphans first (`reap_docker_orphans`, the bubblewrap backend's own reaper),
   so a driver killed with SIGKILL leaks nothing past the next start on the same machine;
-- the Docker backend's containers also stop by themselves when their owner's connection closes.
+- the Docker backend's containers also stop by themselves when their owner's connection closes;
+- a process known dead elsewhere (the slot actors of a lost Ray node) has its containers removed by the one
+  that knew it (`reap_owned_by`, from the Ray driver: rollout/ray_executor.py), without waiting for that
+  machine's next sandbox start.
 """
 
 from __future__ import annotations
@@ -185,4 +188,33 @@ def reap_docker_orphans(client: Any) -> list[str]:
         _installed["rules_swept"] = os.getpid()
     if first:
         docker_network.remove_stale_rules(client)
+    return removed
+
+
+def owner_identity() -> dict[str, str]:
+    """The labels that name this process as an owner (host, boot, pid, start): what `reap_owned_by` takes."""
+    labels = owner_labels()
+    return {k: labels[k] for k in (OWNER_HOST, OWNER_BOOT, OWNER_PID, OWNER_START)}
+
+
+def reap_owned_by(client: Any, owner: Mapping[str, str]) -> list[str]:
+    """Removes the containers on `client`'s daemon that the process `owner` (its `owner_identity()`) made,
+    running or exited; returns their names. For an owner the caller knows is gone (a lost Ray node's slot),
+    whichever machine it ran on. Synchronous; a container removed meanwhile by another is skipped."""
+    import docker
+
+    missing = sorted({OWNER_HOST, OWNER_PID, OWNER_START} - {k for k, v in owner.items() if v})
+    if missing:
+        raise ValueError(f"an owner must name {missing}, got {dict(owner)!r}")
+    selector = {"label": [f"{k}={owner[k]}" for k in (OWNER_HOST, OWNER_PID, OWNER_START)]}
+    removed: list[str] = []
+    for info in client.api.containers(all=True, filters=selector):
+        try:
+            daemon.remove_container(client.api, info["Id"])
+            removed.append(info["Names"][0].lstrip("/") if info.get("Names") else info["Id"][:12])
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: removal already in progress elsewhere
+                raise
     return removed

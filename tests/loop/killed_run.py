@@ -99,9 +99,8 @@ def params_digest(state) -> str:
 
 
 async def main(args: argparse.Namespace) -> dict:
-    from legorl_jax.loop import run_loop
     from legorl_jax.model.tokenizer import load_tokenizer
-    from legorl_jax.run import build_parts, load_tasks
+    from legorl_jax.run import build_parts, load_tasks, run_loop
     from legorl_jax.train.checkpoint import saving_on_signal
 
     config = config_for(

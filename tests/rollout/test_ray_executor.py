@@ -333,3 +333,73 @@ async def test_a_node_killed_mid_trial_gives_retried_node_failures_and_a_finishe
     m = rollout_metrics(batch)  # counted where users look, though the retry made the trial good
     assert m["rollout/infra_failures/node_failed"] == 1 and m["rollout/retried"] == 1
     assert "rollout/dropped/node_failed" not in m
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_a_killed_nodes_containers_on_its_own_docker_daemon_are_reaped_once_the_loss_is_handled(
+    two_tasks, tokenizer, proxy_on, tmp_path, second_daemon
+):
+    engine = ScriptedEngine(
+        tokenizer, lambda prompt, rid: fix_for(two_tasks, tokenizer, prompt, rid), delay_s=1.0
+    )
+    engine.max_len = 8192
+    proxy = await proxy_on(engine, context_length=8192)
+    second = second_daemon.client()
+    cluster = start_cluster(nodes=2, second_daemon=second_daemon)
+    try:
+        (node2,) = cluster.worker_nodes
+        config = ray_config(tmp_path, cluster, retries=1)
+        executor = await RayExecutor.start(config)
+        try:
+            (lost,) = [s for s in executor.slots if s.where.endswith(node2.node_id[:8])]
+            owned = {"label": [f"legorl.owner_pid={lost.owner['legorl.owner_pid']}"]}
+            run = asyncio.ensure_future(
+                collect(
+                    two_tasks,
+                    group_size=1,
+                    harness=get_harness("builtin"),
+                    proxy=proxy,
+                    config=config,
+                    executor=executor,
+                )
+            )
+            # The node's slot has a sandbox running on the node's own daemon: kill the node mid-trial.
+            while not second.api.containers(filters=owned):
+                assert not run.done(), "the run ended before the second node ran a sandbox"
+                await asyncio.sleep(0.1)
+            cluster.remove_node(node2, allow_graceful=False)  # its raylet and workers are killed
+            batch = await asyncio.wait_for(run, timeout=600)
+            assert executor.live_slots == 1
+        finally:
+            await executor.close()
+    finally:
+        cluster.shutdown()
+    assert [t.outcome for t in batch.trajectories] == [Outcome.SUBMITTED] * 2
+    assert rollout_metrics_of(batch)["rollout/infra_failures/node_failed"] == 1
+    # What the dead slot left on the node's daemon (its container, stopped as its owner died) was removed
+    # when the loss was handled, not left for a next start of that node.
+    assert executor.reaped[lost.where], executor.reaped
+    assert second.api.containers(all=True, filters=owned) == []
+
+
+def rollout_metrics_of(batch) -> dict[str, float]:
+    from legorl_jax.monitor.rollout_metrics import rollout_metrics
+
+    return rollout_metrics(batch)
+
+
+@pytest.mark.slow
+def test_a_killed_nodes_raylet_dump_is_printed_once_into_the_runs_log():
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(__file__), "ray_node_lost_log.py")
+    out = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=400, check=False)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0 and "DONE" in out.stdout, log[-4000:]
+    assert "NODE MARKED DEAD" in out.stdout, log[-4000:]
+    # Ray publishes the terminated raylet's message (with its state dump's last lines) again when the node
+    # is marked dead: the run's log holds it, and each dump line, once.
+    assert log.count("Raylet is terminated") == 1, log[-6000:]
+    assert log.count("[state-dump] DebugString() time ms") == 1, log[-6000:]

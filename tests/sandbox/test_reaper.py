@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -124,6 +125,31 @@ def test_the_docker_reaper_spares_live_owners(docker_available, base_image):
         assert api.inspect_container(container)["Id"] == container
     finally:
         api.remove_container(container, force=True)
+
+
+@pytest.mark.docker
+def test_reaping_by_owner_removes_that_owners_containers_only_and_refuses_an_owner_without_its_labels(
+    docker_available, base_image
+):
+    assert docker_available, "no Docker daemon answers (make system starts one)"
+    from legorl_jax.sandbox import daemon
+
+    api = daemon.client().api
+    # A process of another machine (a lost Ray node's slot), as its own labels named it.
+    lost = {**reaper.owner_identity(), reaper.OWNER_HOST: "lost-node", reaper.OWNER_PID: "4242"}
+    left = api.create_container(base_image, command=["true"], labels=reaper.owner_labels(lost))["Id"]
+    ours = api.create_container(base_image, command=["true"], labels=reaper.owner_labels())["Id"]
+    try:
+        with pytest.raises(ValueError, match="owner_pid"):
+            reaper.reap_owned_by(daemon.client(), {reaper.OWNER_HOST: "lost-node"})
+        removed = reaper.reap_owned_by(daemon.client(), lost)
+        assert len(removed) == 1
+        assert not api.containers(all=True, filters={"id": left})
+        assert api.inspect_container(ours)["Id"] == ours
+    finally:
+        for container in (left, ours):
+            with contextlib.suppress(Exception):
+                api.remove_container(container, force=True)
 
 
 @pytest.mark.docker
