@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from processes import free_port
+from processes import free_port, start_engine_servers
 
 from legorl_jax.config import EngineConfig, RouterConfig, SGLangConfig
 from legorl_jax.engine import EngineError, EngineUnavailableError, SamplingParams, open_engine
@@ -20,7 +20,7 @@ from legorl_jax.engine.fleet import EngineFleet, launched_sglang, router_argv
 from legorl_jax.engine.jax_engine import JaxEngine
 from legorl_jax.engine.resume import generate_resuming
 from legorl_jax.engine.sglang_client import SGLangEngine
-from legorl_jax.engine.sglang_launcher import ServerProcess, SGLangNotInstalledError
+from legorl_jax.engine.sglang_launcher import SGLangNotInstalledError
 from legorl_jax.engine.weight_update import update_weights
 from legorl_jax.engine.wire import TRACESTATE_HEADER, generate_request_json, routed_start_tracestate
 
@@ -29,28 +29,9 @@ pytest.importorskip("sglang_router", reason="needs sglang-router (pip install 'l
 PROMPT = [5, 17, 230, 901, 44, 12, 9, 300]
 
 
-async def start_servers(model_dir, count, tmp_path, *extra, name="engine"):
-    servers = []
-    for i in range(count):
-        port = free_port()
-        argv = [sys.executable, "-m", "legorl_jax.engine.serve", "--model", str(model_dir), "--port",
-                str(port), "--max-running", "4", "--max-len", "256", "--min-bucket", "16",
-                *extra]  # fmt: skip
-        server = ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=tmp_path / f"{name}-{i}.log")
-        server.start()
-        servers.append(server)
-    try:
-        await asyncio.gather(*(server.wait_healthy(300) for server in servers))
-    except BaseException:
-        for server in servers:
-            server.stop(5)
-        raise
-    return servers
-
-
 @pytest.fixture(scope="module")
 def servers(tiny_dense_dir, tmp_path_factory):
-    procs = asyncio.run(start_servers(tiny_dense_dir, 2, tmp_path_factory.mktemp("fleet")))
+    procs = asyncio.run(start_engine_servers(tiny_dense_dir, 2, tmp_path_factory.mktemp("fleet")))
     yield procs
     for proc in procs:
         proc.stop(5)
@@ -154,7 +135,7 @@ async def test_an_engine_that_dies_fails_its_trial_as_an_engine_failure_and_the_
     from legorl_jax.model.tokenizer import load_tokenizer
     from legorl_jax.proxy import CaptureProxy
 
-    procs = await start_servers(tiny_dense_dir, 2, tmp_path)
+    procs = await start_engine_servers(tiny_dense_dir, 2, tmp_path)
     config = ProxyConfig(
         max_response_tokens=8, max_consecutive_no_tool=0, archive_dir=str(tmp_path / "archive")
     )
@@ -233,7 +214,7 @@ async def test_after_an_engine_dies_a_retry_waits_until_the_router_took_it_out_a
     from legorl_jax.rollout.retry import wait_before_retry
     from legorl_jax.types import Outcome
 
-    procs = await start_servers(tiny_dense_dir, 2, tmp_path)
+    procs = await start_engine_servers(tiny_dense_dir, 2, tmp_path)
     # Health checks every 1 s, 3 failures to take an engine out: the dead engine stays routed to for ~3 s.
     config = fleet_config([p.base_url for p in procs], health_failure_threshold=3)
     try:
@@ -276,7 +257,7 @@ async def test_a_retry_waits_at_most_retry_wait_s_when_the_engine_side_never_set
     from legorl_jax.rollout.retry import wait_before_retry
     from legorl_jax.types import Outcome
 
-    (proc,) = await start_servers(tiny_dense_dir, 1, tmp_path)
+    (proc,) = await start_engine_servers(tiny_dense_dir, 1, tmp_path)
     try:
         async with open_engine(fleet_config([proc.base_url]), "unused") as fleet:
             proc._signal(signal.SIGKILL)
@@ -400,10 +381,10 @@ async def test_bad_fleet_config_is_a_clear_error_naming_the_value(tmp_path):
 @pytest.fixture(scope="module")
 def moe_servers(engine_model_dir, tmp_path_factory):
     """Two of ours on the engine tests' tiny MoE (clear top-k margins), returning routing unasked."""
+    folder = tmp_path_factory.mktemp("moe-fleet")
     procs = asyncio.run(
-        start_servers(engine_model_dir, 2, tmp_path_factory.mktemp("moe-fleet"), "--return-routed-experts",
-                      "always", name="moe")
-    )  # fmt: skip
+        start_engine_servers(engine_model_dir, 2, folder, "--return-routed-experts", "always", name="moe")
+    )
     yield procs
     for proc in procs:
         proc.stop(5)
@@ -537,7 +518,7 @@ async def test_the_capture_proxy_over_a_moe_fleet_records_routing_for_every_samp
 async def test_a_fleet_refuses_a_moe_model_naming_each_engine_that_lacks_routing_unasked(
     moe_servers, engine_model_dir, tmp_path
 ):
-    (plain,) = await start_servers(engine_model_dir, 1, tmp_path)  # default: routing only when asked
+    (plain,) = await start_engine_servers(engine_model_dir, 1, tmp_path)  # default: routing only when asked
     try:
         with pytest.raises(ValueError, match="return_routed_experts") as refused:
             async with open_engine(fleet_config([moe_servers[0].base_url, plain.base_url]), engine_model_dir):

@@ -13,7 +13,7 @@ import signal
 import sys
 
 import pytest
-from processes import free_port
+from processes import free_port, start_engine_servers
 
 from legorl_jax.config import (
     Config,
@@ -33,25 +33,6 @@ pytest.importorskip("sglang_router", reason="needs sglang-router (pip install 'l
 pytestmark = pytest.mark.docker  # ~40 s on the loaded 2-core machine: in the default suite
 MAX_LEN = 2048
 TASK = "ratelimit-slow-rates-never-refill"
-
-
-async def start_servers(model_dir, count, tmp_path) -> list[ServerProcess]:
-    servers = []
-    for i in range(count):
-        port = free_port()
-        argv = [sys.executable, "-m", "legorl_jax.engine.serve", "--model", str(model_dir), "--port",
-                str(port), "--max-running", "4", "--max-len", str(MAX_LEN), "--min-bucket", "64",
-                "--return-routed-experts", "always"]  # fmt: skip
-        server = ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=tmp_path / f"engine-{i}.log")
-        server.start()
-        servers.append(server)
-    try:
-        await asyncio.gather(*(server.wait_healthy(300) for server in servers))
-    except BaseException:
-        for server in servers:
-            server.stop(5)
-        raise
-    return servers
 
 
 async def kill_once_busy(procs, running) -> ServerProcess:
@@ -78,7 +59,9 @@ async def test_one_of_two_engines_killed_mid_step_the_step_ends_with_every_trial
 ):
     from legorl_jax.run import build_parts, run_loop
 
-    procs = await start_servers(loop_model_dir, 2, tmp_path)
+    procs = await start_engine_servers(
+        loop_model_dir, 2, tmp_path, "--return-routed-experts", "always", max_len=MAX_LEN, min_bucket=64
+    )
     config = Config(
         tasks=TasksConfig(ids=[TASK], eval_split=None),
         rollout=RolloutConfig(

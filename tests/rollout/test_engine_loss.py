@@ -12,7 +12,7 @@ import signal
 import sys
 
 import pytest
-from processes import free_port
+from processes import free_port, start_engine_servers
 from rollout_fixtures import MAX_LEN
 
 from legorl_jax.config import EngineConfig, ProxyConfig, RolloutConfig, RouterConfig
@@ -26,25 +26,6 @@ from legorl_jax.types import Outcome
 
 pytest.importorskip("sglang_router", reason="needs sglang-router (pip install 'legorl_jax[test]')")
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-async def start_servers(model_dir, count, tmp_path) -> list[ServerProcess]:
-    servers = []
-    for i in range(count):
-        port = free_port()
-        argv = [sys.executable, "-m", "legorl_jax.engine.serve", "--model", str(model_dir), "--port",
-                str(port), "--max-running", "4", "--max-len", str(MAX_LEN), "--min-bucket", "64",
-                "--return-routed-experts", "always"]  # fmt: skip
-        server = ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=tmp_path / f"engine-{i}.log")
-        server.start()
-        servers.append(server)
-    try:
-        await asyncio.gather(*(server.wait_healthy(300) for server in servers))
-    except BaseException:
-        for server in servers:
-            server.stop(5)
-        raise
-    return servers
 
 
 async def killed_once_busy(fleet, procs, collecting) -> ServerProcess:
@@ -66,7 +47,9 @@ async def killed_once_busy(fleet, procs, collecting) -> ServerProcess:
 async def test_one_of_two_engines_killed_mid_step_every_trial_ends_retried_on_the_live_engine_and_counted(
     rollout_model_dir, two_tasks, tokenizer, tmp_path
 ):
-    procs = await start_servers(rollout_model_dir, 2, tmp_path)
+    procs = await start_engine_servers(
+        rollout_model_dir, 2, tmp_path, "--return-routed-experts", "always", max_len=MAX_LEN, min_bucket=64
+    )
     engine_config = EngineConfig(
         backend="sglang",
         servers=[p.base_url for p in procs],
