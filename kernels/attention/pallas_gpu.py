@@ -298,8 +298,8 @@ def _prepare(q, k, v, q_seg, kv_seg, scale: float, sizes: BlockSizes, interpret:
     q_seg, kv_seg = (jnp.pad(x, ((0, 0), (0, length - t))) for x in (q_seg, kv_seg))
     index = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (b, length))
     table = xla.block_visibility(q_seg, kv_seg, index, index, sizes.block_q, sizes.block_k)
-    key_lo, key_hi = xla._ranges(table)
-    query_lo, query_hi = xla._ranges(table.T)
+    key_lo, key_hi = xla.visible_ranges(table)
+    query_lo, query_hi = xla.visible_ranges(table.T)
     geo = _Geometry(sizes.block_q, sizes.block_k, n // k.shape[2], length, float(scale))
     return _Prepared(
         q=_to_heads_major(q, length, h_pad),

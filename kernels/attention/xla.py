@@ -102,7 +102,7 @@ def block_visibility(q_seg, kv_seg, q_idx, kv_idx, block_q: int, block_k: int) -
     return pairs.any(axis=0)
 
 
-def _ranges(visible: jax.Array) -> tuple[jax.Array, jax.Array]:
+def visible_ranges(visible: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Per row of `visible`: the first True column and one past the last (0, 0 when none)."""
     cols = jnp.arange(visible.shape[1], dtype=jnp.int32)
     lo = jnp.where(visible, cols, visible.shape[1]).min(axis=1)
@@ -168,7 +168,7 @@ def forward(q, k, v, q_seg, kv_seg, q_idx, kv_idx, *, scale: float, sizes: Block
     kv_heads, groups, tp = p.q.shape[1], p.q.shape[2], p.q.shape[3]
     bq, bk = p.block_q, p.block_k
     visible = block_visibility(p.q_seg, p.kv_seg, p.q_idx, p.kv_idx, bq, bk)
-    lo, hi = _ranges(visible)
+    lo, hi = visible_ranges(visible)
 
     def query_block(i):
         qb = _q_tile(p.q, i, bq)  # [B, K, G*bq, H]
@@ -224,7 +224,7 @@ def backward(q, k, v, q_seg, kv_seg, q_idx, kv_idx, out, lse, d_out, *, scale: f
     d_out_t = to_blocks(_pad_tokens(d_out, tp))
     delta = (d_out_t.astype(jnp.float32) * to_blocks(_pad_tokens(out, tp)).astype(jnp.float32)).sum(-1)
     visible = block_visibility(p.q_seg, p.kv_seg, p.q_idx, p.kv_idx, bq, bk)
-    lo, hi = _ranges(visible.T)
+    lo, hi = visible_ranges(visible.T)
 
     def key_block(d_q, j):
         kb = lax.dynamic_slice_in_dim(p.k, j * bk, bk, axis=2)  # [B, K, bk, H]

@@ -130,7 +130,7 @@ def test_fully_masked_block_pairs_are_not_visited():
     two = jnp.asarray([[1] * 32 + [2] * 32], jnp.int32)
     table = np.asarray(xla.block_visibility(two, two, index, index, 16, 16))
     np.testing.assert_array_equal(table, np.kron(np.eye(2, dtype=bool), np.tril(np.ones((2, 2), bool))))
-    lo, hi = xla._ranges(jnp.asarray(table))
+    lo, hi = xla.visible_ranges(jnp.asarray(table))
     assert lo.tolist() == [0, 0, 2, 2] and hi.tolist() == [1, 2, 3, 4]
 
 
