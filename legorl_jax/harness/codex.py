@@ -37,7 +37,7 @@ import json
 from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessResult, LLMEndpoint
-from legorl_jax.harness.native_agent import HOME, NativePackage, require, run_binary
+from legorl_jax.harness.native_agent import HOME, NativePackage, json_events, require, run_binary
 from legorl_jax.types import Outcome
 from legorl_jax.validate import positive_int, positive_number
 
@@ -175,22 +175,9 @@ class CodexHarness:
         return result_of(done.exit_code, done.stdout, output)
 
 
-def events_of(stdout: str) -> list[dict[str, Any]]:
-    """The JSON objects of Codex's `--json` event stream (other lines skipped)."""
-    events = []
-    for line in stdout.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def result_of(exit_code: int, stdout: str, output: str) -> HarnessResult:
     """How a Codex run ended (module docstring)."""
-    events = events_of(stdout)
+    events = json_events(stdout)
     items = [e.get("item") or {} for e in events if e.get("type") == "item.completed"]
     tools = [i for i in items if i.get("type") in TOOL_ITEMS]
     messages = [str(i.get("text", "")) for i in items if i.get("type") == "agent_message"]

@@ -20,6 +20,7 @@ sandbox uses network `proxy_only` (only the capture proxy is reachable). The pin
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import platform
@@ -127,6 +128,20 @@ def install(package: NativePackage) -> str:
     }
     write_record(root, record)
     return f"installed {spec} into {root}"
+
+
+def json_events(stdout: str) -> list[dict[str, Any]]:
+    """The JSON objects of an agent's JSON-lines event stream (`codex exec --json`, `opencode run --format
+    json`); other lines skipped."""
+    events = []
+    for line in stdout.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
 
 
 async def run_binary(sandbox: Any, package: NativePackage, args: list[str], *, env: Mapping[str, str],

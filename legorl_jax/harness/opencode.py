@@ -29,7 +29,7 @@ import json
 from typing import Any
 
 from legorl_jax.harness.base import HarnessCrashed, HarnessResult, LLMEndpoint
-from legorl_jax.harness.native_agent import NativePackage, require, run_binary
+from legorl_jax.harness.native_agent import NativePackage, json_events, require, run_binary
 from legorl_jax.types import Outcome
 from legorl_jax.validate import positive_int, positive_number
 
@@ -149,20 +149,8 @@ class OpenCodeHarness:
         return _result(done.exit_code, done.stdout, output, llm.step_limit)
 
 
-def _events(stdout: str) -> list[dict[str, Any]]:
-    events = []
-    for line in stdout.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def _result(exit_code: int, stdout: str, output: str, step_limit: int) -> HarnessResult:
-    events = _events(stdout)
+    events = json_events(stdout)
     steps = sum(e.get("type") == "step_finish" for e in events)
     errors = [e for e in events if e.get("type") == "error"]
     texts = [str(e.get("part", {}).get("text", "")) for e in events if e.get("type") == "text"]

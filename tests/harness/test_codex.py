@@ -23,8 +23,8 @@ from native_trial import (
 from scripted_engine import ScriptedEngine
 
 from legorl_jax.harness import LLMEndpoint, get_harness
-from legorl_jax.harness.codex import INCOMPLETE, INSTALL_COMMAND, PACKAGE, STOPPED, events_of
-from legorl_jax.harness.native_agent import installed
+from legorl_jax.harness.codex import INCOMPLETE, INSTALL_COMMAND, PACKAGE, STOPPED
+from legorl_jax.harness.native_agent import installed, json_events
 from legorl_jax.types import Outcome
 from legorl_jax.warm_start import codex_demonstration_replies, qwen3_tool_call
 
@@ -62,7 +62,7 @@ async def test_a_scripted_fix_through_codex_scores_reward_one_records_every_toke
     )
     log = (tmp_path / "trial" / "attempt_0" / "harness.log").read_text()
     assert trajectory.outcome is Outcome.SUBMITTED and trajectory.reward == 1.0, log[-3000:]
-    items = [e["item"] for e in events_of(log) if e.get("type") == "item.completed"]
+    items = [e["item"] for e in json_events(log) if e.get("type") == "item.completed"]
     assert [i["type"] for i in items if i["type"] != "error"] == [
         "file_change",
         "command_execution",

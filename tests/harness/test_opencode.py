@@ -14,8 +14,8 @@ from native_trial import one_hunk_edit, tool_call, trial_with_probe
 from scripted_engine import ScriptedEngine
 
 from legorl_jax.harness import LLMEndpoint, get_harness
-from legorl_jax.harness.native_agent import installed
-from legorl_jax.harness.opencode import INSTALL_COMMAND, PACKAGE, STOPPED, _events
+from legorl_jax.harness.native_agent import installed, json_events
+from legorl_jax.harness.opencode import INSTALL_COMMAND, PACKAGE, STOPPED
 from legorl_jax.types import Outcome
 
 TASK = "autocomplete-casefold-prefix"
@@ -72,7 +72,7 @@ async def test_a_scripted_fix_through_opencode_scores_reward_one_keeps_its_title
     )
     log = (tmp_path / "trial" / "attempt_0" / "harness.log").read_text()
     assert trajectory.outcome is Outcome.SUBMITTED and trajectory.reward == 1.0, log[-3000:]
-    events = _events(log)
+    events = json_events(log)
     assert [e["part"]["tool"] for e in events if e["type"] == "tool_use"] == ["read", "edit", "bash"]
     assert (
         "Edit applied successfully." in log
