@@ -298,3 +298,12 @@ class ReportsFigures(Protocol):
     """An engine with figures of its own for the run's metrics (EngineFleet: `engine/<i>/*`)."""
 
     async def metrics(self) -> dict[str, float]: ...
+
+
+@runtime_checkable
+class Settles(Protocol):
+    """An engine of several whose own check says when a new request reaches a live one (EngineFleet: the
+    router has taken a dead engine out, or it is back); a trial's retry waits on it (rollout/retry.py). A
+    single engine's `health()` says the same."""
+
+    async def settled(self) -> bool: ...

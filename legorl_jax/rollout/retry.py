@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from legorl_jax.config import RolloutConfig
+from legorl_jax.engine.base import Settles
 from legorl_jax.types import Outcome
 
 log = logging.getLogger(__name__)
@@ -28,9 +29,7 @@ POLL_S = 0.25
 
 async def engine_settled(engine: Any) -> bool:
     """Whether a new request to `engine` goes to an engine that answers (module docstring)."""
-    from legorl_jax.engine.fleet import EngineFleet
-
-    if isinstance(engine, EngineFleet):
+    if isinstance(engine, Settles):
         return await engine.settled()
     return bool(await engine.health())
 
@@ -47,7 +46,7 @@ async def wait_before_retry(outcome: Outcome, *, engine: Any, config: RolloutCon
         try:
             if await asyncio.wait_for(engine_settled(engine), timeout=max(deadline - time.monotonic(), 0.1)):
                 return f"the engine side to settle ({time.monotonic() - began:.1f} s)"
-        except (TimeoutError, Exception) as exc:  # noqa: BLE001 - a failing probe is "not settled yet"
+        except Exception as exc:  # noqa: BLE001 - a failing probe (or its timeout) is "not settled yet"
             log.debug("engine not settled yet: %r", exc)
         if time.monotonic() >= deadline:
             log.warning(
