@@ -71,7 +71,8 @@ async def hold(fleet, task):
     while True:
         assert not task.done(), "the request ended before it could be held: give it more tokens"
         info = await fleet.server_info()
-        busy = [url for url, body in info.items() if body["running"]]
+        # An engine that did not answer in time (a busy host) reports {"error": ...}: ask again.
+        busy = [url for url, body in info.items() if body.get("running")]
         if busy:
             await fleet.engines[busy[0]].pause("in_place")
             return busy[0]

@@ -34,7 +34,8 @@ async def killed_once_busy(fleet, procs, collecting) -> ServerProcess:
     while True:
         assert not collecting.done(), "the step ended before an engine could be killed mid-step"
         info = await fleet.server_info()
-        busy = [url for url, body in info.items() if body["running"]]
+        # An engine that did not answer in time reports {"error": ...}: ask again.
+        busy = [url for url, body in info.items() if body.get("running")]
         if busy:
             await fleet.engines[busy[0]].pause("in_place")
             victim = next(p for p in procs if p.base_url == busy[0])
