@@ -142,6 +142,7 @@ async def test_a_claude_code_sub_agents_calls_are_a_side_branch_counted_and_not_
 @pytest.mark.harness
 @pytest.mark.docker
 @needs_install
+@pytest.mark.slow  # ~10 s
 async def test_claude_codes_turn_limit_is_the_step_limit_outcome(
     builtin_tasks, tokenizer, proxy_on, tmp_path
 ):
@@ -159,6 +160,7 @@ async def test_claude_codes_turn_limit_is_the_step_limit_outcome(
 @pytest.mark.harness
 @pytest.mark.docker
 @needs_install
+@pytest.mark.slow  # ~10 s
 async def test_a_prompt_over_the_context_ends_claude_code_as_context_overflow(
     builtin_tasks, tokenizer, proxy_on, tmp_path
 ):

@@ -85,6 +85,7 @@ async def test_a_scripted_fix_through_codex_scores_reward_one_records_every_toke
 @pytest.mark.harness
 @pytest.mark.docker
 @needs_install
+@pytest.mark.slow  # ~10 s
 async def test_codexs_step_limit_is_the_step_limit_outcome(builtin_tasks, tokenizer, proxy_on, tmp_path):
     task = builtin_tasks[TASK]
     proxy = await proxy_on(ScriptedEngine(tokenizer, [tool_call("exec_command", cmd="ls")]))
@@ -146,6 +147,7 @@ def test_the_preset_points_codex_at_the_sessions_responses_url_with_its_own_conf
 @pytest.mark.harness
 @pytest.mark.docker
 @needs_install
+@pytest.mark.slow  # ~10 s
 async def test_a_prompt_over_the_context_ends_codex_as_context_overflow(
     builtin_tasks, tokenizer, proxy_on, tmp_path
 ):

@@ -101,6 +101,7 @@ async def test_a_scripted_fix_through_opencode_scores_reward_one_keeps_its_title
 @pytest.mark.harness
 @pytest.mark.docker
 @needs_install
+@pytest.mark.slow  # ~16 s
 async def test_opencodes_step_limit_is_the_step_limit_outcome(builtin_tasks, tokenizer, proxy_on, tmp_path):
     task = builtin_tasks[TASK]
     replies = AgentOrTitle(tokenizer, [tool_call("bash", command="ls", description="List files")])
@@ -119,6 +120,7 @@ async def test_opencodes_step_limit_is_the_step_limit_outcome(builtin_tasks, tok
 @pytest.mark.harness
 @pytest.mark.docker
 @needs_install
+@pytest.mark.slow  # ~14 s
 async def test_a_prompt_over_the_context_ends_opencode_as_context_overflow(
     builtin_tasks, tokenizer, proxy_on, tmp_path
 ):

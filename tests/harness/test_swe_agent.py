@@ -151,7 +151,12 @@ def test_a_downloaded_release_archive_unpacks_into_the_source_tree(tmp_path):
 @pytest.mark.parametrize(
     ("reply", "step_limit", "status"),
     [
-        ("The bug is in the prefix matching; I would lowercase both sides.", 10, "format_failure"),
+        pytest.param(  # ~13 s: ten replies without a tool call
+            "The bug is in the prefix matching; I would lowercase both sides.",
+            10,
+            "format_failure",
+            marks=pytest.mark.slow,
+        ),
         (tool_call("bash", command="ls"), 2, "step_limit"),
     ],
 )

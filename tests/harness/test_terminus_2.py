@@ -83,6 +83,7 @@ async def test_a_scripted_fix_through_terminus_2_scores_reward_one_and_records_e
 @pytest.mark.harness
 @pytest.mark.docker
 @needs_install
+@pytest.mark.slow  # ~10 s
 async def test_replies_terminus_2_cannot_parse_end_at_the_step_limit(
     builtin_tasks, tokenizer, proxy_on, tmp_path
 ):

@@ -150,6 +150,7 @@ async def test_a_killed_async_run_resumes_with_nothing_trained_twice_and_ended_g
         assert list(path.parent.glob(f"{path.name}.abandoned-*"))
 
 
+@pytest.mark.slow  # ~32 s quiet
 @pytest.mark.docker
 async def test_validation_mid_run_does_not_stall_training(loop_model_dir, tmp_path):
     run_dir = tmp_path / "runs" / "val"

@@ -157,10 +157,8 @@ def kill_resume_and_check(model_dir, tmp_path, mode, seed, reference, *, check_r
         raise AssertionError(f"killed {delay:.2f} s into step 2 (seed {seed}): {exc}") from exc
 
 
-@pytest.mark.parametrize(
-    "mode",
-    ["sync", pytest.param("async", marks=pytest.mark.slow)],  # one seed in the default suite
-)
+@pytest.mark.slow  # ~80 s quiet per mode; tests/loop/test_train_entry.py kills a run mid-step by default
+@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_run_killed_at_a_random_point_resumes_to_the_uninterrupted_runs_parameters(
     loop_model_dir, tmp_path, reference, mode
 ):

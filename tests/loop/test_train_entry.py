@@ -165,6 +165,7 @@ def test_a_two_job_sweep_makes_two_aim_runs_that_compare_puts_side_by_side(loop_
     assert (tmp_path / "curves.png").stat().st_size > 1000
 
 
+@pytest.mark.slow  # ~40 s; tests/loop/test_async_loop.py kills an async run in the default suite
 def test_an_async_run_killed_with_trials_in_flight_resumes_with_nothing_trained_twice(
     loop_model_dir, tmp_path
 ):

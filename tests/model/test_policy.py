@@ -121,7 +121,12 @@ def _remat_loss_and_grads(config, remat, scan):
 
 @pytest.mark.parametrize(
     "remat, scan",
-    [("full", True), ("minimal", True), ("save_dot_except_mlp", True), ("save_dot_except_mlp", False)],
+    [
+        ("full", True),
+        pytest.param("minimal", True, marks=pytest.mark.slow),  # ~9 s each
+        ("save_dot_except_mlp", True),
+        pytest.param("save_dot_except_mlp", False, marks=pytest.mark.slow),
+    ],
 )
 def test_every_remat_policy_gives_the_gradients_of_no_remat(moe_config, remat, scan):
     (plain_loss, plain_grads), tokens_in = _remat_loss_and_grads(moe_config, "none", scan)

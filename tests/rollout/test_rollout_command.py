@@ -49,6 +49,7 @@ def test_an_unknown_task_id_stops_the_command_with_its_name(rollout_model_dir, t
     assert out.returncode == 2 and "no-such-task" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow  # ~23 s; tests/rollout/test_ray_executor.py runs trials on Ray nodes in the default suite
 def test_the_evaluation_command_runs_its_trials_on_a_ray_node(rollout_model_dir, tmp_path):
     # --executor ray without an address: a one-node Ray on this machine, as `train.py rollout=ray` starts it.
     pytest.importorskip("ray")

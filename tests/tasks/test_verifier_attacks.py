@@ -179,7 +179,8 @@ def test_renaming_a_module_into_a_stdlib_name_is_dropped(task, config):
     ids=["exit", "sigkill-self", "close-pipes", "sleep-past-timeout"],
 )
 def test_a_diff_that_crashes_or_times_out_the_tests_scores_0_as_tampering(task, config, crash):
-    task = dataclasses.replace(task, timeouts=Timeouts(verify_s=30))
+    # 15 s: far above the few seconds the tests take, and what the sleeping case waits for.
+    task = dataclasses.replace(task, timeouts=Timeouts(verify_s=15))
     diff = _with_gold_and(task, "\n" + crash)
     report = asyncio.run(grade(task, diff, config=config))
     assert isinstance(report, VerifierReport), report
@@ -188,7 +189,7 @@ def test_a_diff_that_crashes_or_times_out_the_tests_scores_0_as_tampering(task, 
 
 
 def test_a_fork_bomb_scores_0_as_tampering(task, config, backend):
-    task = dataclasses.replace(task, timeouts=Timeouts(verify_s=20))
+    task = dataclasses.replace(task, timeouts=Timeouts(verify_s=15))
     bomb = "\nimport os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     report = asyncio.run(grade(task, _with_gold_and(task, bomb), config=config))
     assert isinstance(report, VerifierReport), report

@@ -149,6 +149,7 @@ def test_a_process_killed_mid_save_leaves_only_checkpoints_that_restore(tmp_path
             )
 
 
+@pytest.mark.slow  # ~30 s; tests/loop/test_train_entry.py kills a whole run mid-step in the default suite
 def test_a_run_killed_mid_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path):
     # Three processes on the tiny MoE, batches a pure function of the step: an uninterrupted 5-step run;
     # a run SIGKILLed right after step 3 (its async save may still be in flight); a resumed run that

@@ -437,6 +437,7 @@ def variant_trainer():
     )  # reference: these weights
 
 
+@pytest.mark.slow  # ~12 s
 def test_a_learning_rate_of_zero_is_warned_about_every_step_it_trains_at(variant_trainer, caplog):
     batch, _ = pack(variant_trainer, tiny_run.make_trajectories(2, n=6, routing=variant_trainer.routing))
     state = variant_trainer.init_state(seed=0)
