@@ -15,6 +15,9 @@ Never imported by tests: it needs torch + transformers, which legorl_jax never d
   `attention_mask int32[B,T]`, `logits float32[B,T,V]` and, for MoE, `router_topk int32[L_moe,B,T,K]`
   (torch.topk over softmax(router_logits), `output_router_logits=True`) and `aux_loss float32[]`
   (`outputs.aux_loss`, before `router_aux_loss_coef`). Positions are 0..T-1 in every row (HF's default).
+- `hf/qwen3_moe_long/`: qwen3_moe's shapes with 4,096 positions and two 2,048-token sequences, each run
+  alone: `token_logprobs float32[2,2047]`, `logits_sampled` (every 64th position), `router_topk` and HF's
+  top-k `router_margin float32[L,2,2048]`; what one packed row of both must give.
 - `chat_template/`: the tokenizer files of `make_tiny_model` (default spec, seed 0) and `cases.json`: per
   conversation, HF `apply_chat_template` text and ids; plus plain encode/decode samples.
 - `tiny_model_hf/`: HF's logits (and router top-k, aux loss) for a model written by `make_tiny_model` with the
@@ -158,7 +161,7 @@ def forward(
                 raise AssertionError(
                     "top-k over softmax(router_logits) differs from the router's own indices"
                 )
-        result["router_topk"] = np.stack([idx.reshape(BATCH, SEQ, k).numpy() for _, idx in topk]).astype(
+        result["router_topk"] = np.stack([idx.reshape(*ids.shape, k).numpy() for _, idx in topk]).astype(
             np.int32
         )
         result["aux_loss"] = np.asarray(out.aux_loss.item(), dtype=np.float32)
@@ -172,6 +175,10 @@ def forward(
             for p in probs
         ]
         result["_min_router_margin"] = float(torch.cat(margins).min())
+        ordered = [p.sort(dim=-1, descending=True).values for p in probs]
+        result["_router_margin"] = np.stack(
+            [(o[:, k - 1] - o[:, k]).reshape(ids.shape).numpy() for o in ordered]
+        ).astype(np.float32)
     return result
 
 
@@ -218,6 +225,19 @@ def make_hf_model(out: pathlib.Path, name: str, config: transformers.PretrainedC
             break
     else:
         raise AssertionError(f"{name}: no seed in {SEEDS} gives router margins >= {MIN_ROUTER_MARGIN}")
+    _save_and_check_reload(directory, name, model, ids, mask, expected)
+    moe_layers = [i for i in range(config.num_hidden_layers) if moe and i not in config.mlp_only_layers
+                  and (i + 1) % config.decoder_sparse_step == 0]  # fmt: skip
+    save_reference(directory, expected, {
+        "name": name, "seed": seed, "weight_std": WEIGHT_STD, "moe_layers": moe_layers,
+        "checked": "hub and transformers5 config.json both reload to bitwise the in-memory logits",
+    })  # fmt: skip
+    print(f"hf/{name}: logits {expected['logits'].shape}" + (f", moe layers {moe_layers}" if moe else ""))
+
+
+def _save_and_check_reload(directory, name, model, ids, mask, expected) -> None:
+    """`save_pretrained` in both config dialects; each must reload to bitwise the in-memory outputs."""
+    moe = "router_topk" in expected
     model.save_pretrained(directory)
     (directory / "config.json").rename(directory / "config.transformers5.json")
     v5 = json.loads((directory / "config.transformers5.json").read_text())
@@ -234,13 +254,63 @@ def make_hf_model(out: pathlib.Path, name: str, config: transformers.PretrainedC
                 raise AssertionError(
                     f"{name}: {key} from the {dialect} config.json differ from the model in memory"
                 )
-    moe_layers = [i for i in range(config.num_hidden_layers) if moe and i not in config.mlp_only_layers
-                  and (i + 1) % config.decoder_sparse_step == 0]  # fmt: skip
-    save_reference(directory, expected, {
-        "name": name, "seed": seed, "weight_std": WEIGHT_STD, "moe_layers": moe_layers,
-        "checked": "hub and transformers5 config.json both reload to bitwise the in-memory logits",
-    })  # fmt: skip
-    print(f"hf/{name}: logits {expected['logits'].shape}" + (f", moe layers {moe_layers}" if moe else ""))
+
+
+# qwen3_moe_long: the qwen3_moe shapes with 4,096 positions; two 2,048-token sequences, each through HF alone.
+# What one packed row holding both must give (tests/model/test_hf_parity.py). Full logits would be 6 MiB, so
+# the fixture keeps each next token's log-prob, the logits at every LONG_LOGITS_EVERY-th position, the router
+# top-k and HF's top-k margin per token (a long row has near-ties; the test compares routing where the margin
+# is clear).
+LONG_NAME, LONG_ROWS, LONG_SEQ, LONG_LOGITS_EVERY, LONG_SEED = "qwen3_moe_long", 2, 2048, 64, 0
+HF_LONG_MOE = Qwen3MoeConfig(
+    **{**_COMMON, "max_position_embeddings": 4096},
+    intermediate_size=64,
+    moe_intermediate_size=16,
+    num_hidden_layers=2,
+    num_experts=8,
+    num_experts_per_tok=2,
+    norm_topk_prob=True,
+    decoder_sparse_step=1,
+    mlp_only_layers=[],
+    tie_word_embeddings=False,
+)
+
+
+def make_long_fixture(out: pathlib.Path) -> None:
+    directory = out / "hf" / LONG_NAME
+    torch.manual_seed(LONG_SEED)
+    model = AutoModelForCausalLM.from_config(
+        HF_LONG_MOE, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+    redraw_weights(model, LONG_SEED)
+    gen = torch.Generator().manual_seed(LONG_SEED + 1)
+    ids = torch.randint(0, HF_LONG_MOE.vocab_size, (LONG_ROWS, LONG_SEQ), generator=gen)
+    mask = torch.ones_like(ids)
+    full = forward(model, ids, mask, moe=True)
+    _save_and_check_reload(directory, LONG_NAME, model, ids, mask, full)
+    logp = torch.log_softmax(torch.from_numpy(full["logits"]), dim=-1)
+    token_logprobs = logp[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]
+    reference = {
+        "input_ids": full["input_ids"],
+        "token_logprobs": token_logprobs.numpy().astype(np.float32),
+        "logits_every": np.asarray(LONG_LOGITS_EVERY, np.int32),
+        "logits_sampled": full["logits"][:, ::LONG_LOGITS_EVERY],
+        "router_topk": full["router_topk"],
+        "router_margin": full["_router_margin"],
+    }
+    np.savez_compressed(directory / "reference.npz", **reference)
+    meta = {
+        "name": LONG_NAME, "seed": LONG_SEED, "weight_std": WEIGHT_STD, "moe_layers": [0, 1],
+        "rows": "each row one sequence alone, positions 0..T-1, no padding",
+        "min_router_topk_margin": full["_min_router_margin"],
+        "transformers_version": transformers.__version__, "torch_version": torch.__version__,
+        "command": COMMAND, "shapes": {k: list(v.shape) for k, v in reference.items()},
+    }  # fmt: skip
+    (directory / "reference.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(
+        f"hf/{LONG_NAME}: {LONG_ROWS} sequences of {LONG_SEQ}, "
+        f"min router margin {full['_min_router_margin']:.2g}"
+    )
 
 
 # Conversations for chat_template/cases.json; every feature of the template appears in at least one.
@@ -690,6 +760,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.out / sub, ignore_errors=True)
     for name, config in HF_MODELS.items():
         make_hf_model(args.out, name, config)
+    make_long_fixture(args.out)
     make_chat_template_fixture(args.out)
     make_tiny_model_fixture(args.out)
     return 0

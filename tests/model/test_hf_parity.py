@@ -128,3 +128,32 @@ def test_the_tiny_model_the_tools_write_gives_hf_logits(fixtures_dir, tmp_path):
     )
     # As above: HF's fp32 aux loss of order 1 (fp32 simple-op 1e-5).
     assert float(out.aux_loss) == pytest.approx(float(reference["aux_loss"]), abs=1e-5)
+
+
+def test_two_2048_token_sequences_packed_in_one_row_give_hfs_logprobs_and_routing_of_each_alone(fixtures_dir):
+    """One 4,096-token row holding two 2,048-token sequences (segments 1 and 2, positions restarting at 0, as
+    the trainer packs them; attention in many blocks, the boundary between them) against HF transformers
+    running each sequence alone (hf/qwen3_moe_long): every next token's log-prob and the sampled logits to
+    1e-4, and the routing wherever HF's top-k margin is clear of fp32 reordering."""
+    path = fixtures_dir / "hf" / "qwen3_moe_long"
+    if not (path / "reference.npz").exists():
+        pytest.fail(f"HF fixture qwen3_moe_long is missing in {path}; run `make fixtures`")
+    reference = dict(np.load(path / "reference.npz"))
+    rows, length = reference["input_ids"].shape
+    ids = reference["input_ids"].reshape(1, rows * length)
+    positions = np.tile(np.arange(length, dtype=np.int32), rows)[None]
+    segments = np.repeat(np.arange(1, rows + 1, dtype=np.int32), length)[None]
+    graphdef, state = nnx.split(load_hf(path))
+    run = jax.jit(lambda s, i, p, g: nnx.merge(graphdef, s)(i, positions=p, segment_ids=g))
+    out = run(state, ids, positions, segments)
+    logits = np.asarray(out.logits, np.float64).reshape(rows, length, -1)
+    logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
+    logp -= logits.max(-1, keepdims=True)
+    ours = np.take_along_axis(logp[:, :-1], reference["input_ids"][:, 1:, None], -1)[..., 0]
+    assert np.abs(ours - reference["token_logprobs"]).max() <= 1e-4
+    every = int(reference["logits_every"])
+    assert np.abs(logits[:, ::every] - reference["logits_sampled"]).max() <= 1e-4
+    routed = np.sort(np.asarray(out.routed_experts).reshape(reference["router_topk"].shape), -1)
+    clear = reference["router_margin"] >= 1e-4  # fp32 reordering moves a probability by ~1e-6
+    assert clear.mean() > 0.99, f"only {clear.mean():.3f} of the tokens have a clear top-k"
+    np.testing.assert_array_equal(routed[clear], np.sort(reference["router_topk"], -1)[clear])
