@@ -55,6 +55,9 @@ SEEDS = range(64)
 
 _COMMON = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=384,
                max_position_embeddings=128, rope_theta=10000.0, rms_norm_eps=1e-6)  # fmt: skip
+_SMALL_MOE = dict(intermediate_size=64, moe_intermediate_size=16, num_hidden_layers=2, num_experts=8,
+                  num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+                  tie_word_embeddings=False)  # fmt: skip
 HF_MODELS = {
     "qwen3_dense": Qwen3Config(
         **_COMMON, intermediate_size=64, num_hidden_layers=2, tie_word_embeddings=False
@@ -65,18 +68,7 @@ HF_MODELS = {
         num_hidden_layers=2,
         tie_word_embeddings=True,
     ),
-    "qwen3_moe": Qwen3MoeConfig(
-        **_COMMON,
-        intermediate_size=64,
-        moe_intermediate_size=16,
-        num_hidden_layers=2,
-        num_experts=8,
-        num_experts_per_tok=2,
-        norm_topk_prob=True,
-        decoder_sparse_step=1,
-        mlp_only_layers=[],
-        tie_word_embeddings=False,
-    ),
+    "qwen3_moe": Qwen3MoeConfig(**_COMMON, **_SMALL_MOE),
     # Layer 3 is dense only through mlp_only_layers, layers 2 and 4 only through decoder_sparse_step: a loader
     # that ignores either rule builds the wrong layer. MoE layers: 1 and 5.
     "qwen3_moe_yarn_mixed": Qwen3MoeConfig(
@@ -262,18 +254,7 @@ def _save_and_check_reload(directory, name, model, ids, mask, expected) -> None:
 # top-k and HF's top-k margin per token (a long row has near-ties; the test compares routing where the margin
 # is clear).
 LONG_NAME, LONG_ROWS, LONG_SEQ, LONG_LOGITS_EVERY, LONG_SEED = "qwen3_moe_long", 2, 2048, 64, 0
-HF_LONG_MOE = Qwen3MoeConfig(
-    **{**_COMMON, "max_position_embeddings": 4096},
-    intermediate_size=64,
-    moe_intermediate_size=16,
-    num_hidden_layers=2,
-    num_experts=8,
-    num_experts_per_tok=2,
-    norm_topk_prob=True,
-    decoder_sparse_step=1,
-    mlp_only_layers=[],
-    tie_word_embeddings=False,
-)
+HF_LONG_MOE = Qwen3MoeConfig(**{**_COMMON, "max_position_embeddings": 4096}, **_SMALL_MOE)
 
 
 def make_long_fixture(out: pathlib.Path) -> None:
