@@ -275,6 +275,14 @@ def head_temporaries(arch: ArchConfig, mesh: Mesh, rules: Rules, context: int) -
     return int(compiled.memory_analysis().temp_size_in_bytes)
 
 
+def layer_input_bytes(arch: ArchConfig, mesh: Mesh, rules: Rules, context: int) -> int:
+    """Bytes per device of a decoder layer's input hidden state ([rows, context, D] bf16, sharded as the
+    activations are) on one row of `context` tokens per batch shard."""
+    rows = batch_shards(rules, mesh)
+    hidden = _sharded((rows, context, arch.hidden_size), COMPUTE, ("batch", "seq", "embed"), mesh, rules)
+    return math.prod(hidden.sharding.shard_shape(hidden.shape)) * jnp.dtype(COMPUTE).itemsize
+
+
 BASELINE_CONTEXT = 128  # a row this short keeps next to nothing: what a second layer adds there is weights
 
 
@@ -291,11 +299,14 @@ def activations(arch: ArchConfig, mesh: Mesh, rules: Rules, context: int, remat:
     What a second scanned layer adds to the temporaries is what it keeps for the backward plus buffers of
     its weights (gathered copies, its gradient before the reduction) that the model needs once at a time,
     not once per layer, and that the grads column already counts. The latter do not grow with the row, so
-    they are measured at `BASELINE_CONTEXT` tokens and taken off: `kept` is the per-layer activation."""
+    they are measured at `BASELINE_CONTEXT` tokens and taken off: `kept` is the per-layer activation.
+    XLA may overlap those weight buffers with the long row's working set (h200x8_long at 131,072 tokens:
+    the second layer adds 241 MiB there, 597 MiB at 128 tokens), so `kept` is never taken below what
+    every remat policy saves, the layer's input hidden state (`layer_input_bytes`)."""
     one, added = _second_layer(arch, mesh, rules, context, remat)
     _, weights = _second_layer(arch, mesh, rules, BASELINE_CONTEXT, remat)
     head = head_temporaries(arch, mesh, rules, context)
-    kept = max(0, added - weights)
+    kept = max(layer_input_bytes(arch, mesh, rules, context), added - weights)
     total = arch.num_hidden_layers * kept + max(one, head)
     return {"temp_1": one, "temp_2": one + added, "kept": kept, "head": head, "total": total}
 
