@@ -299,7 +299,7 @@ def default_dispatch(group_pairs: int, expert_rows: int, replicated: bool) -> st
     expert axis does not split the tokens (`replicated`). Each pair is a row the tokens dispatch sorts,
     pads to tiles and projects (in float32 for the sums, and again for the cotangents), each weight row one
     the experts dispatch gathers (and takes a float32 gradient of); measured crossover for Qwen3-30B-A3B
-    on conf/mesh/h200x8_long: ~27k tokens a row, this rule switches at 36,864 (BENCHMARKS.md, "Long
+    on conf/mesh/h200x8_long: ~26k tokens a row, this rule switches at 36,864 (BENCHMARKS.md, "Long
     context"). Short rows keep the tokens dispatch, whose traffic (the group's tokens, N D) is smaller than
     the experts' weights until rows of ~3 E F tokens."""
     return "experts" if group_pairs >= expert_rows and not replicated else "tokens"
