@@ -16,13 +16,14 @@ for them before it starts), nothing allocated:
   position, segment, mask, advantage and behaviour log-prob fields, and the int32 routing [L, K] per token);
 - activations: XLA's compiled temporaries (`memory_analysis().temp_size_in_bytes`, per device) of the
   forward and backward of the model's own code at the preset's real shapes, bf16 compute, one row of the
-  context per batch shard, under `--remat` (`train.remat`): a scan of one decoder layer (`temp_1`) and of
-  two (`temp_2`), whose difference less the same difference on a 128-token row (the second layer's weight
-  buffers, which do not grow with the row) is what one more layer keeps for the backward (`kept`), and the
-  log-prob head's gradient (`head`: the fused kernel on the final hidden states). The model's L layers need
-  L x kept + max(temp_1, head): every layer's saved state, plus the larger of one layer's and the head's
-  working sets. Whatever attention, MoE or kernels the model uses is what gets compiled, so a new
-  attention shows up here without touching this tool.
+  context per batch shard (a preset whose batch takes no axis, as h200x8_long, measures one row, split
+  along its tokens by its `seq` rule), under `--remat` (`train.remat`): a scan of one decoder layer
+  (`temp_1`) and of two (`temp_2`), whose difference less the same difference on a 128-token row (the
+  second layer's weight buffers, which do not grow with the row) is what one more layer keeps for the
+  backward (`kept`), and the log-prob head's gradient (`head`: the fused kernel on the final hidden
+  states). The model's L layers need L x kept + max(temp_1, head): every layer's saved state, plus the
+  larger of one layer's and the head's working sets. Whatever attention, MoE or kernels the model uses
+  is what gets compiled, so a new attention shows up here without touching this tool.
 
 "fits" = the largest context, in steps of `--step` tokens (doubling, then bisecting), whose sum stays within
 `--device-gib` (default: the preset's device, `DEVICE_GIB`) x (1 - `--headroom`). XLA:CPU compiles the
@@ -113,6 +114,7 @@ DEVICE_GIB = {"h200": 139.0, "v5p": 95e9 / GIB, "v6e": 32e9 / GIB}
 # (preset, model) rows of the default table: the H200 presets and the TPU ones beside them.
 DEFAULT_ROWS = (
     ("h200x8", "qwen3-30b-a3b"),
+    ("h200x8_long", "qwen3-30b-a3b"),
     ("h200x8x2", "qwen3-30b-a3b"),
     ("h200x8x8", "qwen3-235b-a22b"),
     ("v5p-8", "qwen3-30b-a3b"),
@@ -273,6 +275,14 @@ def head_temporaries(arch: ArchConfig, mesh: Mesh, rules: Rules, context: int) -
     return int(compiled.memory_analysis().temp_size_in_bytes)
 
 
+def layer_input_bytes(arch: ArchConfig, mesh: Mesh, rules: Rules, context: int) -> int:
+    """Bytes per device of a decoder layer's input hidden state ([rows, context, D] bf16, sharded as the
+    activations are) on one row of `context` tokens per batch shard."""
+    rows = batch_shards(rules, mesh)
+    hidden = _sharded((rows, context, arch.hidden_size), COMPUTE, ("batch", "seq", "embed"), mesh, rules)
+    return math.prod(hidden.sharding.shard_shape(hidden.shape)) * jnp.dtype(COMPUTE).itemsize
+
+
 BASELINE_CONTEXT = 128  # a row this short keeps next to nothing: what a second layer adds there is weights
 
 
@@ -289,11 +299,14 @@ def activations(arch: ArchConfig, mesh: Mesh, rules: Rules, context: int, remat:
     What a second scanned layer adds to the temporaries is what it keeps for the backward plus buffers of
     its weights (gathered copies, its gradient before the reduction) that the model needs once at a time,
     not once per layer, and that the grads column already counts. The latter do not grow with the row, so
-    they are measured at `BASELINE_CONTEXT` tokens and taken off: `kept` is the per-layer activation."""
+    they are measured at `BASELINE_CONTEXT` tokens and taken off: `kept` is the per-layer activation.
+    XLA may overlap those weight buffers with the long row's working set (h200x8_long at 131,072 tokens:
+    the second layer adds 241 MiB there, 597 MiB at 128 tokens), so `kept` is never taken below what
+    every remat policy saves, the layer's input hidden state (`layer_input_bytes`)."""
     one, added = _second_layer(arch, mesh, rules, context, remat)
     _, weights = _second_layer(arch, mesh, rules, BASELINE_CONTEXT, remat)
     head = head_temporaries(arch, mesh, rules, context)
-    kept = max(0, added - weights)
+    kept = max(layer_input_bytes(arch, mesh, rules, context), added - weights)
     total = arch.num_hidden_layers * kept + max(one, head)
     return {"temp_1": one, "temp_2": one + added, "kept": kept, "head": head, "total": total}
 

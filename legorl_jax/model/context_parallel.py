@@ -14,7 +14,9 @@ un-permutes the final hidden states and the routing (`from_layout`). So the log-
 routing replay and every caller see the natural order, still sharded along tokens: each device's
 log-probs are its own tokens' (a contiguous slice of the natural row after the un-permute's all-to-all).
 Per-token work (projections, norms, MoE, the log-prob kernel) never looks at other tokens and runs on
-each device's own; MoE's shard_map keeps the token axis sharded (moe.py).
+each device's own; MoE's shard_map keeps the token axis sharded (moe.py): when the tokens are split over
+the expert axes, its `experts` dispatch brings the expert weights to each device's own tokens instead of
+gathering the row.
 
 Attention (`attention`): a shard_map over the `seq` mesh axes only (batch, heads and the rest stay
 automatic). Each device all-gathers the row's K and V (GQA: K kv heads, N / K times smaller than the
@@ -22,7 +24,7 @@ queries; 4 of 32 heads for Qwen3-30B-A3B) with their segment ids and row indices
 blockwise op (kernels/attention) for its own queries with q_index = their places in the row: the op's
 index rule makes the permuted order exact, and its block table skips what the causal mask hides (the
 late chunk sees most of the row, the early one little). Backward: the all-gather's transpose is a
-reduce-scatter of dK / dV.
+reduce-scatter of dK / dV, in float32 (`gather_rows`).
 
 All-gather rather than a ring of ppermutes: with GQA the gathered K/V of one layer at 131,072 tokens is
 2 x 131072 x 4 x 128 x 2 bytes = 256 MiB for Qwen3-30B-A3B, transient (one layer at a time; the layer
@@ -97,6 +99,27 @@ def from_layout(x: jax.Array, count: int, axis: int = 1) -> jax.Array:
     return jnp.take(x, jnp.asarray(inverse), axis=axis)
 
 
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def gather_rows(x: jax.Array, axes: tuple[str, ...]) -> jax.Array:
+    """All-gather of `x` along its token axis (1) over the mesh `axes` (inside a shard_map), whose
+    backward reduce-scatters the cotangent in float32: the devices' dK / dV contributions are summed in
+    float32 (not rounded to bf16 at every step), and XLA:CPU's collective pipeline crashes ("Invalid binary
+    instruction opcode copy") on the bf16 reduce-scatter that JAX's own transpose makes under Shardy."""
+    return jax.lax.all_gather(x, axes, axis=1, tiled=True)
+
+
+def _gather_rows_fwd(x, axes):
+    return gather_rows(x, axes), None
+
+
+def _gather_rows_bwd(axes, _, cotangent):
+    summed = jax.lax.psum_scatter(cotangent.astype(jnp.float32), axes, scatter_dimension=1, tiled=True)
+    return (summed.astype(cotangent.dtype),)
+
+
+gather_rows.defvjp(_gather_rows_fwd, _gather_rows_bwd)
+
+
 def attention(q, k, v, segment_ids, scale: float) -> jax.Array:
     """Packed attention of a row in the load-balanced layout, split along tokens (module docstring)."""
     b, t = q.shape[:2]
@@ -108,8 +131,8 @@ def attention(q, k, v, segment_ids, scale: float) -> jax.Array:
         gather = functools.partial(jax.lax.all_gather, axis_name=axes, axis=1, tiled=True)
         return blockwise_attention(
             q,
-            gather(k),
-            gather(v),
+            gather_rows(k, axes),
+            gather_rows(v, axes),
             q_segment_ids=seg,
             kv_segment_ids=gather(seg),
             q_index=idx,

@@ -19,12 +19,27 @@ gate weights. HF sums the K expert outputs in expert order, we in slot order: eq
 
 Expert parallelism. When the `experts` logical axis maps to mesh axes of size > 1 (sharding.py), the
 grouped FFN runs under `jax.shard_map` over the whole mesh; each device holds E / |expert| experts
-(weights all-gathered over the other axes, i.e. FSDP-style gather at use). Communication per MoE layer:
-- expert axes that also shard the batch: all-gather of the tokens [B_local, T, D] (with their ids and
-  weights) within the expert group, each device computes only its own experts' (token, slot) pairs,
-  then a reduce-scatter (psum_scatter) returns every device its own tokens' sums;
-- expert axes that do not shard the batch (tokens already replicated there): one all-reduce (psum).
-Routing and the router itself stay under GSPMD, outside the shard_map.
+(weights all-gathered over the other axes, i.e. FSDP-style gather at use). Two dispatches
+(`expert_ffn(dispatch=...)`), both exact (no capacity, no token dropped, so routing replay holds):
+- `tokens`, the group's tokens to the experts. Expert axes that also split the tokens (the batch's rows,
+  or a row's tokens under context parallelism): all-gather of the tokens [B_local, T_local, D] (with their
+  ids and weights) within the expert group, each device computes only its own experts' (token, slot)
+  pairs, then a reduce-scatter (psum_scatter) returns every device its own tokens' sums; expert axes that
+  do not split the tokens (replicated there): one all-reduce (psum). Traffic: the group's tokens. But how
+  many pairs reach a device's experts is known only at run time, so its buffers take the static bound:
+  all N_group * K pairs of the group (a device may hold the experts every token picked), i.e. the whole
+  row under context parallelism, on every device.
+- `experts`, the experts to the tokens (when every expert axis splits the tokens): all-gather of the
+  expert weights over the expert axes, each device runs its own tokens' N_local * K pairs through all E
+  experts, and the gather's transpose reduce-scatters the weight gradients back to the experts' owners.
+  Buffers: the gathered weights (a constant) plus its own tokens' pairs, so they follow N / devices.
+  Traffic: the experts' weights, 3 E D F, whatever the row.
+A ragged all-to-all of each device's own pairs (`jax.lax.ragged_all_to_all`) would move only the routed
+pairs, but its receive buffer needs the same static bound as `tokens` (all of the group's pairs may pick
+one device's experts) and XLA:CPU does not implement it (jax 0.12: "not supported by XLA:CPU
+ThunkEmitter"). `default_dispatch` picks by size: `experts` once the group's pairs reach the experts'
+weight rows (long rows), `tokens` below. Routing and the router itself stay under GSPMD, outside the
+shard_map.
 
 Einsum legend: B batch, T positions, D model dim, E experts, K experts per token, F expert mlp hidden,
 N tokens (B*T) in the grouped FFN.
@@ -274,6 +289,22 @@ def grouped_experts(
     return jnp.sum(per_slot.astype(jnp.float32) * gates, axis=1).astype(dtype)
 
 
+DISPATCHES = ("tokens", "experts")
+
+
+def default_dispatch(group_pairs: int, expert_rows: int, replicated: bool) -> str:
+    """`experts` when the (token, slot) pairs the tokens dispatch would gather to every device
+    (`group_pairs`) reach the rows of the expert weights the experts dispatch gathers instead
+    (`expert_rows` = 3 E F: gate, up and down of every expert); `tokens` otherwise, and always when some
+    expert axis does not split the tokens (`replicated`). Each pair is a row the tokens dispatch sorts,
+    pads to tiles and projects (in float32 for the sums, and again for the cotangents), each weight row one
+    the experts dispatch gathers (and takes a float32 gradient of); measured crossover for Qwen3-30B-A3B
+    on conf/mesh/h200x8_long: ~26k tokens a row, this rule switches at 36,864 (BENCHMARKS.md, "Long
+    context"). Short rows keep the tokens dispatch, whose traffic (the group's tokens, N D) is smaller than
+    the experts' weights until rows of ~3 E F tokens."""
+    return "experts" if group_pairs >= expert_rows and not replicated else "tokens"
+
+
 def expert_ffn(
     x: Float[Array, "b t d"],
     ids: Int[Array, "b t k"],
@@ -281,8 +312,14 @@ def expert_ffn(
     w_gate: Float[Array, "e d f"],
     w_up: Float[Array, "e d f"],
     w_down: Float[Array, "e f d"],
+    dispatch: str | None = None,
 ) -> Float[Array, "b t d"]:
-    """The grouped FFN, expert-parallel under a mesh whose rules shard `experts` (module docstring)."""
+    """The grouped FFN, expert-parallel under a mesh whose rules shard `experts` (module docstring).
+
+    `dispatch` (under such a mesh): `tokens` gathers the expert group's tokens to each device's experts,
+    `experts` gathers the experts' weights to each device's own tokens; None picks by `default_dispatch`."""
+    if dispatch is not None and dispatch not in DISPATCHES:
+        raise ValueError(f"expert_ffn dispatch must be one of {DISPATCHES} or None, got {dispatch!r}")
     b, t, d = x.shape
     k = ids.shape[-1]
     mesh = sharding.current_mesh()
@@ -303,10 +340,31 @@ def expert_ffn(
     gather_seq = tuple(a for a in expert_axes if a in seq_axes)
     reduce = tuple(a for a in expert_axes if a not in batch_axes and a not in seq_axes)
     sizes = dict(zip(mesh.axis_names, mesh.axis_sizes, strict=True))
+    # Tokens of the expert group: this device's, times the expert axes that split them.
+    group_tokens = b * t * math.prod(sizes[a] for a in gather + gather_seq)
+    group_tokens //= math.prod(sizes[a] for a in batch_axes + seq_axes)
+    dispatch = dispatch or default_dispatch(group_tokens * k, 3 * math.prod(w_gate.shape[::2]), bool(reduce))
+    if dispatch == "experts" and reduce:
+        raise ValueError(
+            f"expert_ffn dispatch 'experts' needs every expert axis {expert_axes} to split the tokens; "
+            f"{reduce} do not (the tokens are replicated there): use 'tokens'"
+        )
     per_device = w_gate.shape[0] // math.prod(sizes[a] for a in expert_axes)
     tokens, experts = P(batch_axes or None, seq_axes or None), P(expert_axes)
 
-    def local(x, ids, weights, w_gate, w_up, w_down):
+    def gathered_experts(x, ids, weights, w_gate, w_up, w_down):
+        # Every expert's weights to this device's own tokens: all-gathered over the expert axes (in the
+        # order P(expert_axes) splits them, so expert ids stay global); the transpose reduce-scatters their
+        # gradients back to the devices that hold them. Nothing here is sized by other devices' tokens.
+        w_gate, w_up, w_down = (
+            jax.lax.all_gather(w, expert_axes, axis=0, tiled=True) for w in (w_gate, w_up, w_down)
+        )
+        rows, local_t = x.shape[:2]
+        return grouped_experts(
+            x.reshape(-1, d), ids.reshape(-1, k), weights.reshape(-1, k), w_gate, w_up, w_down
+        ).reshape(rows, local_t, d)
+
+    def gathered_tokens(x, ids, weights, w_gate, w_up, w_down):
         if gather:
             x, ids, weights = (jax.lax.all_gather(a, gather, axis=0, tiled=True) for a in (x, ids, weights))
         if gather_seq:
@@ -327,7 +385,7 @@ def expert_ffn(
         return y
 
     return jax.shard_map(
-        local,
+        gathered_experts if dispatch == "experts" else gathered_tokens,
         mesh=mesh,
         in_specs=(tokens, tokens, tokens, experts, experts, experts),
         out_specs=tokens,

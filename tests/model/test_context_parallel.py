@@ -84,13 +84,18 @@ def logprobs_grads_routing(policy, ids, targets, segments, mesh=None, rules=None
     [
         ({"fsdp": 2, "expert": 2, "context": 2}, 2),
         ({"fsdp": 1, "context": 8}, 8),
-        # conf/mesh/h200x8_long's layout on 4 rows: the batch takes no axis (4 rows do not split 8 ways),
-        # the tokens the expert axis, and MoE gathers the row's tokens over it.
+        # conf/mesh/h200x8_long's layout: the batch takes no expert axis, the tokens the expert axis, and
+        # MoE brings the experts' weights to each device's tokens (the group's 512 pairs reach the 384
+        # weight rows: moe.default_dispatch).
         (
             {
                 "fsdp": 1,
                 "expert": 8,
-                "rules": [["embed", ["fsdp", "expert"]], ["seq", ["context", "expert"]]],
+                "rules": [
+                    ["batch", ["data", "fsdp"]],
+                    ["embed", ["fsdp", "expert"]],
+                    ["seq", ["context", "expert"]],
+                ],
             },
             8,
         ),
