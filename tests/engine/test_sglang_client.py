@@ -101,8 +101,12 @@ async def test_a_weight_update_mid_flight_reports_each_tokens_version_through_th
     try:
         switch = len(engine.scheduler.by_rid["c-mid"].output_ids)
         await ours.update_weights(str(other_model_dir), "cli-mid")
+        assert ours.old_prefixes  # SGLang keeps its cache when requests hold in place
         await ours.resume()
         gen = await task
+        async with asyncio.timeout(30):  # the client's flush once the server is idle clears it
+            while ours.old_prefixes:
+                await asyncio.sleep(0.05)
     finally:
         await ours.resume()
         await ours.update_weights(str(engine_model_dir), "cli-mid-restored")

@@ -269,7 +269,17 @@ async def test_in_place_continues_the_request_on_the_new_weights_and_tags_each_t
     tokens = np.concatenate([PROMPT, gen.output_ids]).astype(np.int32)
     old = references[0].token_logprobs(tokens, gen.routed_experts.astype(np.int32))[len(PROMPT) - 1 :]
     np.testing.assert_allclose(gen.output_logprobs[:switch], old[:switch], atol=LOGPROB_TOL, rtol=0)
-    assert late.weight_version == "v-in_place"
+    # The late request reused the prompt's K/V from SGLang's radix cache, computed on the old weights: its
+    # tokens are recorded as sampled over old K/V (sglang_client.py, "Old prefixes").
+    assert late.weight_version == "v-in_place" and late.token_weight_versions is None
+    assert late.cached_tokens > 0 and late.stale_kv_tokens == len(late.output_ids)
+    async with asyncio.timeout(120):  # the client's deferred flush runs once the server is idle
+        while restoring.old_prefixes:
+            await asyncio.sleep(0.1)
+    greedy = SamplingParams(max_new_tokens=6, temperature=0.0, ignore_eos=True)
+    fresh = await restoring.generate(PROMPT, greedy, return_routed_experts=True)
+    assert fresh.cached_tokens == 0 and fresh.stale_kv_tokens == 0  # no old prefix left to reuse
+    _check_against(references[1], PROMPT, fresh)
 
 
 # ------------------------------------------------------------------------------------------------------
