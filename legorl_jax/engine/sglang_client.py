@@ -47,10 +47,12 @@ calls go. Only this client's requests are drained: share one client per server (
 `update_weights` takes an HF directory only (`/update_weights_from_disk`, a path the *server* can read):
 in-process params cannot cross HTTP; save them with `legorl_jax.model.save_hf` first. SGLang flushes its
 radix cache after an update and fails the update (`success: false`, the weights loaded all the same) when
-it cannot, i.e. while a request holds its slot; so while this client has the server paused `in_place` the
-update is sent with `flush_cache: false`: the requests paused in place keep their K/V, and the radix cache
-keeps the old weights' prefixes with them. `drain` and `abort_resume` never leave old K/V behind (nothing
-runs when they update, and the update flushes).
+it cannot, i.e. while a request holds its slot; so while this client has the server paused `in_place` with
+requests of its own in flight the update is sent with `flush_cache: false`: the requests paused in place
+keep their K/V, and the radix cache keeps the old weights' prefixes with them. With none of its own in
+flight (a sync loop's update) it asks the flush, and a refusal that only says the cache was not flushed
+(another client's requests held in place) is taken as loaded, unflushed. `drain` and `abort_resume` never
+leave old K/V behind (nothing runs when they update, and the update flushes).
 
 Old prefixes after an in-place update: SGLang's semantics, kept, but bounded and recorded. A request paused
 in place continuing over its own old K/V is what `in_place` means (as on our engine); a *later* request
@@ -106,6 +108,7 @@ from legorl_jax.types import Generation
 log = logging.getLogger(__name__)
 
 _SGLANG_OVERFLOW = "longer than the model's context length"
+_UNFLUSHED = "the cache was not flushed"  # SGLang 0.5.23's failed update whose weights loaded
 _JSON_HEADERS = {"Content-Type": "application/json"}
 KEEPALIVE_S = 2.0  # below uvicorn's 5 s keep-alive (SGLang's server), see _client
 FLUSH_WAIT_S = 60.0  # one deferred flush of old prefixes waits this long for an idle server
@@ -432,14 +435,17 @@ class SGLangEngine:
         if not isinstance(version, str) or not version:
             raise ValueError(f"weight_version must be a non-empty string, got {version!r}")
         body = {"model_path": os.fspath(source), "weight_version": version}
-        flushes = not self._paused_in_place
+        flushes = not self._paused_in_place or not self._in_flight
         if not flushes:  # SGLang cannot flush while requests hold in place (module docstring)
             body["flush_cache"] = False
-            self.old_prefixes = True  # from here: the update may land even when the call fails
+        if self._paused_in_place:  # from here: the update may land unflushed even when the call fails
+            self.old_prefixes = True
             self._stale_epoch += 1
         try:
             reply = await self._json("POST", "/update_weights_from_disk", body, idempotent=False)
-        except BadRequestError as exc:
+        except BadRequestError as exc:  # SGLang answers a failed update with 400
+            if flushes and self._paused_in_place and _UNFLUSHED in str(exc):
+                return  # loaded; another client's requests held in place kept the cache (module docstring)
             raise BadRequestError(
                 f"update_weights_from_disk({os.fspath(source)!r}) failed: {exc}", "model_path"
             ) from None

@@ -187,6 +187,23 @@ async def test_a_published_version_is_reported_and_the_next_generation_runs_on_i
         await client.update_weights(str(model_dirs[0].parent / "no-such-dir"), "step-000002")
 
 
+async def test_an_in_place_update_with_nothing_in_flight_leaves_no_old_prefix_in_the_cache(
+    restoring, model_dirs, references
+):
+    """A sync loop's update (policy in_place, nothing running): the next request reuses no K/V of the old
+    weights, though its prompt was cached just before the update."""
+    client = restoring
+    greedy = SamplingParams(max_new_tokens=6, temperature=0.0, ignore_eos=True)
+    await client.generate(PROMPT, greedy, return_routed_experts=True)
+    again = await client.generate(PROMPT, greedy, return_routed_experts=True)
+    assert again.cached_tokens > 0  # the prompt is in SGLang's radix cache
+    await update_weights(client, str(model_dirs[1]), "v-idle", "in_place")
+    assert not client.old_prefixes
+    after = await client.generate(PROMPT, greedy, return_routed_experts=True)
+    assert after.weight_version == "v-idle" and after.cached_tokens == 0 and after.stale_kv_tokens == 0
+    _check_against(references[1], PROMPT, after)
+
+
 async def _mid_flight(client, policy, model_dirs, n=200):
     """A long request, a weight update under `policy` once it has sampled some tokens, and one request sent
     while the update runs: (the long one's result, the late one's)."""
