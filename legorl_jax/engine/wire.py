@@ -458,9 +458,12 @@ def generation_from_json(
     routed_experts_start_len: int,
     return_routed_experts: bool,
     top_logprobs: int = 0,
+    moe_layers: tuple[bool, ...] | None = None,
 ) -> Generation:
     """A `/generate` response as a Generation; `routing` is (L, K, E) of an MoE model. WireError if
-    malformed."""
+    malformed. `moe_layers` (per decoder layer, whether it is MoE; L of them True) says the rows carry every
+    decoder layer, as real SGLang's do (its capturer is sized to `num_hidden_layers`; a dense layer's entries
+    are never written), and only the MoE layers' are kept; None: the rows carry the L MoE layers (ours)."""
     if not isinstance(body, dict):
         raise WireError(f"the /generate response must be an object, got {type(body).__name__}", "body")
     output_ids = _field(body, "output_ids", list, "")
@@ -496,7 +499,13 @@ def generation_from_json(
         and not (reason == "abort" and "routed_experts" not in meta)
     ):
         layers, top_k, experts = routing
-        rows = decode_routed_experts(_field(meta, "routed_experts", str, "meta_info."), layers, top_k)
+        text = _field(meta, "routed_experts", str, "meta_info.")
+        if moe_layers is not None and len(moe_layers) != layers:
+            if sum(moe_layers) != layers:
+                raise ValueError(f"moe_layers {moe_layers} names {sum(moe_layers)} MoE layers, not {layers}")
+            rows = decode_routed_experts(text, len(moe_layers), top_k)[:, np.flatnonzero(moe_layers)]
+        else:
+            rows = decode_routed_experts(text, layers, top_k)
         # SGLang does not say where the rows start (at the asked start); our server does, and may start
         # earlier when it returns routing unasked (module docstring).
         sent = meta.get("routed_experts_start_len", routed_experts_start_len)

@@ -155,7 +155,11 @@ class Fake:
 
 
 async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_config(engine_model_dir):
+    """The engine tests' model has 3 decoder layers, layer 1 dense: SGLang sends an entry for every decoder
+    layer (the dense one's never written: zeros), and the client keeps the two MoE layers' (0 and 2)."""
     routed = np.arange(4 * 2 * 2, dtype="<i4").reshape(4, 2, 2) % 8
+    wire = np.zeros((4, 3, 2), "<i4")
+    wire[:, [0, 2]] = routed
     reply = {
         "text": "hi",
         "output_ids": [11, 2],
@@ -168,7 +172,7 @@ async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_confi
             "weight_version": "7",
             "e2e_latency": 0.1,
             "output_token_logprobs": [[-0.5, 11, None], [-1.25, 2, None]],
-            "routed_experts": base64.b64encode(routed.tobytes()).decode(),
+            "routed_experts": base64.b64encode(wire.tobytes()).decode(),
         },
     }
     fake = Fake(lambda req, body: web.json_response(reply))
@@ -220,7 +224,7 @@ async def test_sglangs_weight_version_spans_become_each_tokens_version():
             await client.generate([1, 2], sampling)
 
 
-async def test_routing_rows_from_before_the_asked_start_are_cut_to_it(engine_model_dir):
+async def test_routing_rows_from_before_the_asked_start_are_cut_to_it():
     """Our server under `--return-routed-experts always` behind a router: the request's fields were
     dropped, the reply carries every row from 0 and says so; the client keeps [start, P + N - 1)."""
     routed = np.arange(4 * 2 * 2, dtype="<i4").reshape(4, 2, 2) % 8
@@ -235,7 +239,7 @@ async def test_routing_rows_from_before_the_asked_start_are_cut_to_it(engine_mod
         "routed_experts_start_len": 0,
     }
     fake = Fake(lambda req, body: web.json_response({"text": "", "output_ids": [11, 12], "meta_info": meta}))
-    fake.info = {"model_path": str(engine_model_dir), "is_generation": True}
+    fake.info = {"routing": {"num_layers": 2, "top_k": 2, "num_experts": 8}}  # ours: the MoE layers' rows
     sampling = SamplingParams(max_new_tokens=2)
     async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
         for start in (0, 2, 3):

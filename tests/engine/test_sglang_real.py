@@ -131,6 +131,31 @@ async def test_generate_returns_the_trainers_logprobs_and_routing_from_every_rou
     np.testing.assert_allclose(lp, references[0].token_logprobs(np.asarray(PROMPT)), atol=LOGPROB_TOL)
 
 
+async def test_a_model_mixing_dense_and_moe_layers_gets_its_moe_layers_routing(
+    sglang_python, tmp_path, tiny_model_tool
+):
+    """SGLang's routing rows carry every decoder layer (the dense one's never written); the client keeps the
+    MoE layers' from the model's config, and they replay to SGLang's log-probs."""
+    spec = tiny_model_tool.TinyModelSpec(
+        num_layers=3, mlp_only_layers=(1,), initializer_range=0.1, max_positions=256
+    )
+    mixed = tiny_model_tool.make_tiny_model(tmp_path / "mixed", spec, seed=2)
+    reference = Reference(load_hf(mixed), width=WIDTH)
+    launcher = SGLangLauncher(_config(), mixed, env=CPU_ENV)
+    url = await launcher.start()
+    try:
+        async with SGLangEngine(url, retries=0, timeout_s=300) as engine:
+            assert await engine.routing_shape() == (2, 2, 8)
+            sampling = SamplingParams(max_new_tokens=12, temperature=1.0, seed=3, ignore_eos=True)
+            for start in (0, 4):
+                gen = await engine.generate(
+                    PROMPT, sampling, return_routed_experts=True, routed_experts_start_len=start
+                )
+                _check_against(reference, PROMPT, gen, start=start)
+    finally:
+        await launcher.stop()
+
+
 # ------------------------------------------------------------------------------------------------------
 # the launcher
 
