@@ -11,16 +11,17 @@ One module owns the field names so the server (serve.py) and the client (sglang_
   is a key SGLang does not have (a typo never passes silently).
 - `generate_request_json(...)` builds the same body on the client side.
 - `generation_json(...)` writes the response: `text`, `output_ids`, `meta_info.{id, finish_reason {type,
-  matched | length | message}, prompt_tokens, completion_tokens, cached_tokens, weight_version,
-  e2e_latency, output_token_logprobs [[logprob, id, null], ...], input_token_logprobs,
-  output_top_logprobs (with `top_logprobs_num` k > 0: per output position its k likeliest
-  [[logprob, id, null], ...]), routed_experts}`; `routed_experts` is base64 of little-endian int32
-  `[P + N - 1 - start, L, K]`. Our extensions: `routed_experts_start_len` beside `routed_experts` (the
-  position of its first row: a server that returns routing unasked, `serve.py --return-routed-experts
-  always`, starts where our `tracestate` member says, else at 0), and, sent only when an update landed
-  mid-request, `stale_kv_tokens` (`Generation.stale_kv_tokens`). When an update landed mid-request the
-  reply also carries SGLang's own (0.5.23) `weight_versions`: spans `[{version, start, end}, ...]` of output
-  token positions, in order, covering every output token (`weight_version_spans`).
+  matched | length | message}, prompt_tokens, completion_tokens, cached_tokens, weight_version, e2e_latency,
+  output_token_logprobs [[logprob, id, null], ...], input_token_logprobs, output_top_logprobs (with
+  `top_logprobs_num` k > 0: per output position its k likeliest [[logprob, id, null], ...]),
+  routed_experts}`; `routed_experts` is base64 of little-endian int32 `[P + N - 1 - start, L, K]` (L: the
+  MoE layers; real SGLang sends every decoder layer, a dense one's entries never written, which
+  `generation_from_json(moe_layers=...)` drops). Our extensions: `routed_experts_start_len` beside
+  `routed_experts` (the position of its first row: a server that returns routing unasked, `serve.py
+  --return-routed-experts always`, starts where our `tracestate` member says, else at 0), and, sent only
+  when an update landed mid-request, `stale_kv_tokens` (`Generation.stale_kv_tokens`). When an update landed
+  mid-request the reply also carries SGLang's own (0.5.23) `weight_versions`: spans `[{version, start, end},
+  ...]` of output token positions, in order, covering every output token (`weight_version_spans`).
 - Headers: `x-smg-routing-key` (sglang-router's routing key: the session id) and our member of
   `tracestate` naming the asked routing start, both read by our server when a router dropped the body's
   fields (ROUTING_KEY_HEADER, ROUTED_START_MEMBER below).
