@@ -9,10 +9,11 @@ base64 int32 `[P + N - 1 - start, L, K]` (rows from before `start`, which our se
 a router and marks with `meta_info.routed_experts_start_len`, are cut off: wire.py); L, K and E come
 from `routing=(L, K, E)` when given, else from `/get_model_info` (our server reports them; for real
 SGLang its `model_path`'s config.json is read, which needs the checkpoint on this machine). Rows are
-stored compactly (uint8 up to 256 experts). Real SGLang sends a row entry for every decoder layer, a dense
-layer's included (never written: zeros, which read as expert 0); for a model that mixes dense and MoE layers
-(`mlp_only_layers`, `decoder_sparse_step`) the config's layer kinds pick the MoE layers' entries out (ours
-sends the MoE layers only, and says so with `routing` in `/get_model_info`).
+stored compactly (uint8 up to 256 experts). A Qwen3-MoE that mixes dense and MoE layers (`mlp_only_layers`,
+`decoder_sparse_step`) is refused on real SGLang: 0.5.23 builds every Qwen3-MoE layer sparse (its
+`Qwen3MoeDecoderLayer.stage_facts`), so it would serve another model than the checkpoint's, the dense layers'
+weights unused and MoE experts in their place that the checkpoint never had (our server serves such a model,
+and reports its MoE layers in `routing`).
 
 Failures and retries:
 - Connection refused / unreachable / connect timeout, before the request was sent: retried
@@ -195,7 +196,6 @@ class SGLangEngine:
         left it unflushed, and no flush has succeeded since (module docstring)."""
         self._stale_epoch = 0  # counts such updates, so a flush answered after a newer one does not clear it
         self._flusher: asyncio.Task | None = None
-        self._moe_layers: tuple[bool, ...] | None = None  # per decoder layer, when the rows carry every layer
         self._ended: asyncio.Event | None = None  # set whenever one of them ends
 
     async def __aenter__(self) -> SGLangEngine:
@@ -341,8 +341,14 @@ class SGLangEngine:
         self.routing = (
             (arch.num_moe_layers, arch.num_experts_per_tok, arch.num_experts) if arch.is_moe else None
         )
-        if arch.is_moe and not all(arch.layer_is_moe):  # SGLang's rows carry every decoder layer
-            self._moe_layers = arch.layer_is_moe
+        if arch.is_moe and not all(arch.layer_is_moe):
+            dense = [i for i, moe in enumerate(arch.layer_is_moe) if not moe]
+            raise EngineError(
+                f"{path} mixes dense and MoE layers (dense: {dense}; mlp_only_layers "
+                f"{list(arch.mlp_only_layers)}, decoder_sparse_step {arch.decoder_sparse_step}), which "
+                "SGLang 0.5.23 cannot serve: it builds every Qwen3-MoE layer sparse (module docstring); "
+                "serve it with our engine (engine.backend=jax, or python -m legorl_jax.engine.serve)"
+            )
         return self.routing
 
     # ------------------------------------------------------------------------------------------------
@@ -399,7 +405,6 @@ class SGLangEngine:
                 routed_experts_start_len=start,
                 return_routed_experts=return_routed_experts,
                 top_logprobs=top_logprobs,
-                moe_layers=self._moe_layers,
             )
         except WireError as exc:
             raise EngineError(f"POST {self.base_url}/generate: malformed response: {exc}") from None

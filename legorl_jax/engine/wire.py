@@ -11,17 +11,16 @@ One module owns the field names so the server (serve.py) and the client (sglang_
   is a key SGLang does not have (a typo never passes silently).
 - `generate_request_json(...)` builds the same body on the client side.
 - `generation_json(...)` writes the response: `text`, `output_ids`, `meta_info.{id, finish_reason {type,
-  matched | length | message}, prompt_tokens, completion_tokens, cached_tokens, weight_version, e2e_latency,
-  output_token_logprobs [[logprob, id, null], ...], input_token_logprobs, output_top_logprobs (with
-  `top_logprobs_num` k > 0: per output position its k likeliest [[logprob, id, null], ...]),
-  routed_experts}`; `routed_experts` is base64 of little-endian int32 `[P + N - 1 - start, L, K]` (L: the
-  MoE layers; real SGLang sends every decoder layer, a dense one's entries never written, which
-  `generation_from_json(moe_layers=...)` drops). Our extensions: `routed_experts_start_len` beside
-  `routed_experts` (the position of its first row: a server that returns routing unasked, `serve.py
-  --return-routed-experts always`, starts where our `tracestate` member says, else at 0), and, sent only
-  when an update landed mid-request, `stale_kv_tokens` (`Generation.stale_kv_tokens`). When an update landed
-  mid-request the reply also carries SGLang's own (0.5.23) `weight_versions`: spans `[{version, start, end},
-  ...]` of output token positions, in order, covering every output token (`weight_version_spans`).
+  matched | length | message}, prompt_tokens, completion_tokens, cached_tokens, weight_version,
+  e2e_latency, output_token_logprobs [[logprob, id, null], ...], input_token_logprobs,
+  output_top_logprobs (with `top_logprobs_num` k > 0: per output position its k likeliest
+  [[logprob, id, null], ...]), routed_experts}`; `routed_experts` is base64 of little-endian int32
+  `[P + N - 1 - start, L, K]`. Our extensions: `routed_experts_start_len` beside `routed_experts` (the
+  position of its first row: a server that returns routing unasked, `serve.py --return-routed-experts
+  always`, starts where our `tracestate` member says, else at 0), and, sent only when an update landed
+  mid-request, `stale_kv_tokens` (`Generation.stale_kv_tokens`). When an update landed mid-request the
+  reply also carries SGLang's own (0.5.23) `weight_versions`: spans `[{version, start, end}, ...]` of output
+  token positions, in order, covering every output token (`weight_version_spans`).
 - Headers: `x-smg-routing-key` (sglang-router's routing key: the session id) and our member of
   `tracestate` naming the asked routing start, both read by our server when a router dropped the body's
   fields (ROUTING_KEY_HEADER, ROUTED_START_MEMBER below).
@@ -459,12 +458,9 @@ def generation_from_json(
     routed_experts_start_len: int,
     return_routed_experts: bool,
     top_logprobs: int = 0,
-    moe_layers: tuple[bool, ...] | None = None,
 ) -> Generation:
     """A `/generate` response as a Generation; `routing` is (L, K, E) of an MoE model. WireError if
-    malformed. `moe_layers` (per decoder layer, whether it is MoE; L of them True) says the rows carry every
-    decoder layer, as real SGLang's do (its capturer is sized to `num_hidden_layers`; a dense layer's entries
-    are never written), and only the MoE layers' are kept; None: the rows carry the L MoE layers (ours)."""
+    malformed."""
     if not isinstance(body, dict):
         raise WireError(f"the /generate response must be an object, got {type(body).__name__}", "body")
     output_ids = _field(body, "output_ids", list, "")
@@ -500,13 +496,7 @@ def generation_from_json(
         and not (reason == "abort" and "routed_experts" not in meta)
     ):
         layers, top_k, experts = routing
-        text = _field(meta, "routed_experts", str, "meta_info.")
-        if moe_layers is not None and len(moe_layers) != layers:
-            if sum(moe_layers) != layers:
-                raise ValueError(f"moe_layers {moe_layers} names {sum(moe_layers)} MoE layers, not {layers}")
-            rows = decode_routed_experts(text, len(moe_layers), top_k)[:, np.flatnonzero(moe_layers)]
-        else:
-            rows = decode_routed_experts(text, layers, top_k)
+        rows = decode_routed_experts(_field(meta, "routed_experts", str, "meta_info."), layers, top_k)
         # SGLang does not say where the rows start (at the asked start); our server does, and may start
         # earlier when it returns routing unasked (module docstring).
         sent = meta.get("routed_experts_start_len", routed_experts_start_len)

@@ -154,12 +154,8 @@ class Fake:
         return [p for p, _ in self.seen]
 
 
-async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_config(engine_model_dir):
-    """The engine tests' model has 3 decoder layers, layer 1 dense: SGLang sends an entry for every decoder
-    layer (the dense one's never written: zeros), and the client keeps the two MoE layers' (0 and 2)."""
+async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_config(tiny_moe_dir):
     routed = np.arange(4 * 2 * 2, dtype="<i4").reshape(4, 2, 2) % 8
-    wire = np.zeros((4, 3, 2), "<i4")
-    wire[:, [0, 2]] = routed
     reply = {
         "text": "hi",
         "output_ids": [11, 2],
@@ -172,11 +168,11 @@ async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_confi
             "weight_version": "7",
             "e2e_latency": 0.1,
             "output_token_logprobs": [[-0.5, 11, None], [-1.25, 2, None]],
-            "routed_experts": base64.b64encode(wire.tobytes()).decode(),
+            "routed_experts": base64.b64encode(routed.tobytes()).decode(),
         },
     }
     fake = Fake(lambda req, body: web.json_response(reply))
-    fake.info = {"model_path": str(engine_model_dir), "is_generation": True}  # SGLang reports no routing
+    fake.info = {"model_path": str(tiny_moe_dir), "is_generation": True}  # SGLang reports no routing
     async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
         gen = await client.generate(
             [1, 2, 3], SamplingParams(max_new_tokens=4), return_routed_experts=True, rid="r"
@@ -188,6 +184,17 @@ async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_confi
     assert (gen.finish_reason, gen.matched_stop, gen.weight_version) == ("stop", 2, "7")
     assert gen.routed_experts.dtype == np.uint8
     np.testing.assert_array_equal(gen.routed_experts, routed)
+
+
+async def test_a_model_mixing_dense_and_moe_layers_is_refused_on_real_sglang(engine_model_dir):
+    """SGLang 0.5.23 builds every Qwen3-MoE layer sparse: the engine tests' model (layer 1 dense) would be
+    served as another model, so the client refuses to read its routing, naming the dense layer."""
+    fake = Fake(lambda req, body: web.json_response({}))
+    fake.info = {"model_path": str(engine_model_dir), "is_generation": True}  # SGLang reports no routing
+    async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
+        with pytest.raises(EngineError, match=r"mixes dense and MoE layers \(dense: \[1\]"):
+            await client.generate([1, 2, 3], SamplingParams(max_new_tokens=2), return_routed_experts=True)
+    assert "/generate" not in fake.paths()
 
 
 async def test_sglangs_weight_version_spans_become_each_tokens_version():
