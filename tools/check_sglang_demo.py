@@ -131,12 +131,12 @@ def failures(results: dict[str, dict[str, Any]], min_pearson: float) -> list[str
     return bad
 
 
-def _fmt(value: Any) -> str:
+def _fmt(key: str, value: Any) -> str:
     if value is None:
         return "-"
-    if isinstance(value, float) and value.is_integer() and abs(value) >= 1:
+    if key.endswith("_tokens"):
         return str(int(value))
-    return f"{value:.4f}" if isinstance(value, float) and abs(value) >= 1e-3 else f"{value:.1e}"
+    return f"{value:.4f}" if abs(value) >= 1e-3 or value == 0 else f"{value:.1e}"
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
@@ -144,7 +144,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for mode, result in results.items():
         for step, metrics in enumerate(result["steps"]):
-            cells = [mode, str(step), *(_fmt(metrics.get(key)) for _, key in STEP_KEYS)]
+            cells = [mode, str(step), *(_fmt(key, metrics.get(key)) for _, key in STEP_KEYS)]
             lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "| mode | " + " | ".join(next(iter(results.values()))["counts"]) + " | job wall s |"]
     lines.append("|" + "---|" * (len(next(iter(results.values()))["counts"]) + 2))
