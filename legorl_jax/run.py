@@ -379,6 +379,9 @@ async def _build_parts(
                 directory=config.loop.publish_dir or folder / "weights",
                 source_dir=model_dir,
                 update_policy=config.engine.update_policy,
+                # The weights the trainer's forward computes with: bf16 weights under a float32 trainer
+                # would put bf16 rounding between the engine's log-probs and π_old (issue 43).
+                dtype="float32" if config.model.compute_dtype == "float32" else "bfloat16",
             )
             if config.resume:
                 await publisher.publish(state.params, version_of(start_step))

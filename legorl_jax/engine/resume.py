@@ -7,12 +7,21 @@
 
 A piece that ends with finish_reason "abort" while its budget is not spent is re-issued (as verl's partial
 rollout does): prompt + every token sampled so far as the new prompt, `max_new_tokens` reduced by them,
-routing asked from position P + n - 1 on (the last sampled token's row: the aborted piece never forwarded
-it), rid `<rid>-resume<k>`. The pieces are merged into one Generation of the original request: output ids,
-log-probs, top log-probs and routing rows of each piece exactly as it generated them (a re-prefill's
-values for earlier positions are never asked for, so never overwrite them), per-token weight versions,
-the finish reason and matched stop of the last piece, `cached_tokens` of the first. The rows then cover
-[routed_experts_start_len, P + N - 1) as for a request never cut.
+routing asked from the request's own `routed_experts_start_len`, rid `<rid>-resume<k>`. The pieces are
+merged into one Generation of the original request: output ids, log-probs and top log-probs of each piece
+exactly as it sampled them, per-token weight versions, the finish reason and matched stop of the last
+piece, `cached_tokens` of the first, and the routing rows of the last piece that sampled anything: they
+cover [routed_experts_start_len, P + N - 1) as for a request never cut.
+
+Why the last piece's rows: a routing row at position t serves twice, for the logits of token t + 1 and for
+the K/V every later token attends to. A re-issue after a weight update re-prefills the prompt and the cut
+tokens on the new weights (the engine flushed its cache with the update), so its tokens were sampled over
+the new weights' routing of *every* earlier position, not the cut piece's. Those rows are what the trainer
+must replay for its recompute of the newest tokens to be exact (R3), and they are the only tokens it can be
+on-policy for: the cut pieces' tokens are of older versions (`offpolicy/*_cross` in the alignment figures),
+and for them the new forward's rows are the current policy's own routing, not a mix of old routing and new
+weights that no policy computed. (Real SGLang 0.5.23 returns a re-prefill's rows from any start in
+[0, prompt_tokens]; tests/engine/test_sglang_real.py checks the replay against it.)
 
 Bounded: at most `max_resumes` re-issues, and only while `engine.health()` is true, so an abort that is
 not a weight update (the engine closing, an operator's abort) surfaces as the aborted Generation after at
@@ -75,12 +84,11 @@ async def generate_resuming(
     extra = 0
     while True:
         k = len(pieces)
-        start = routed_experts_start_len if not len(sampled) else len(prompt) + len(sampled) - 1
         piece = await engine.generate(
             np.concatenate([prompt, sampled]),
             dataclasses.replace(sampling, max_new_tokens=sampling.max_new_tokens - len(sampled)),
             return_routed_experts=return_routed_experts,
-            routed_experts_start_len=start,
+            routed_experts_start_len=routed_experts_start_len,  # every row the piece forwarded (docstring)
             rid=None if rid is None else (rid if k == 0 else f"{rid}-resume{k}"),
             session_id=session_id,
             **({"top_logprobs": top_logprobs} if top_logprobs else {}),  # engines without it stay callable
@@ -119,12 +127,11 @@ def _merge(pieces: list[Generation], *, prompt_tokens: int) -> Generation:
     versions = tuple(
         v for p in pieces for v in (p.token_weight_versions or (p.weight_version,) * len(p.output_ids))
     )
-    routed = [p.routed_experts for p in pieces]
     tops = [p.output_top_ids for p in pieces]
     return Generation(
         output_ids=np.concatenate([p.output_ids for p in pieces]).astype(np.int32),
         output_logprobs=np.concatenate([p.output_logprobs for p in pieces]).astype(np.float32),
-        routed_experts=None if any(r is None for r in routed) else np.concatenate(_present(routed), axis=0),
+        routed_experts=pieces[-1].routed_experts,  # the newest forward of every position (docstring)
         finish_reason=last.finish_reason,
         weight_version=versions[-1] if versions else last.weight_version,
         prompt_tokens=prompt_tokens,

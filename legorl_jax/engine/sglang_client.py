@@ -9,7 +9,11 @@ base64 int32 `[P + N - 1 - start, L, K]` (rows from before `start`, which our se
 a router and marks with `meta_info.routed_experts_start_len`, are cut off: wire.py); L, K and E come
 from `routing=(L, K, E)` when given, else from `/get_model_info` (our server reports them; for real
 SGLang its `model_path`'s config.json is read, which needs the checkpoint on this machine). Rows are
-stored compactly (uint8 up to 256 experts).
+stored compactly (uint8 up to 256 experts). A Qwen3-MoE that mixes dense and MoE layers (`mlp_only_layers`,
+`decoder_sparse_step`) is refused on real SGLang: 0.5.23 builds every Qwen3-MoE layer sparse (its
+`Qwen3MoeDecoderLayer.stage_facts`), so it would serve another model than the checkpoint's, the dense layers'
+weights unused and MoE experts in their place that the checkpoint never had (our server serves such a model,
+and reports its MoE layers in `routing`).
 
 Failures and retries:
 - Connection refused / unreachable / connect timeout, before the request was sent: retried
@@ -47,16 +51,29 @@ calls go. Only this client's requests are drained: share one client per server (
 `update_weights` takes an HF directory only (`/update_weights_from_disk`, a path the *server* can read):
 in-process params cannot cross HTTP; save them with `legorl_jax.model.save_hf` first. SGLang flushes its
 radix cache after an update and fails the update (`success: false`, the weights loaded all the same) when
-it cannot, i.e. while a request holds its slot; so while this client has the server paused `in_place` the
-update is sent with `flush_cache: false`: the requests paused in place keep their K/V, and the radix cache
-keeps the old weights' prefixes with them (a later request that reuses one attends to old K/V too: the
-in-place trade-off, which `drain` and `abort_resume` do not make, since nothing runs when they update).
+it cannot, i.e. while a request holds its slot; so while this client has the server paused `in_place` with
+requests of its own in flight the update is sent with `flush_cache: false`: the requests paused in place
+keep their K/V, and the radix cache keeps the old weights' prefixes with them. With none of its own in
+flight (a sync loop's update) it asks the flush, and a refusal that only says the cache was not flushed
+(another client's requests held in place) is taken as loaded, unflushed. `drain` and `abort_resume` never
+leave old K/V behind (nothing runs when they update, and the update flushes).
+
+Old prefixes after an in-place update: SGLang's semantics, kept, but bounded and recorded. A request paused
+in place continuing over its own old K/V is what `in_place` means (as on our engine); a *later* request
+reusing an old prefix from the radix cache is not (our engine flushes its prefix cache with every update),
+and on an agent workload it is no corner: every trial of a task shares the task's prompt, so without a flush
+its old K/V would serve every later step. So after such an update, once it resumes, the client asks SGLang's
+deferred flush (`/flush_cache?timeout=`, which runs the moment the server is idle) until one succeeds; until
+then (`old_prefixes`) a reply that reused cached tokens (`cached_tokens` > 0) has all its tokens counted in
+`Generation.stale_kv_tokens`, since the prefix it reused may be the old weights' (conservative: a prefix
+computed after the update is counted too). Its `weight_version` stays the one that computed its logits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -95,8 +112,11 @@ from legorl_jax.types import Generation
 log = logging.getLogger(__name__)
 
 _SGLANG_OVERFLOW = "longer than the model's context length"
+_UNFLUSHED = "the cache was not flushed"  # SGLang 0.5.23's failed update whose weights loaded
 _JSON_HEADERS = {"Content-Type": "application/json"}
 KEEPALIVE_S = 2.0  # below uvicorn's 5 s keep-alive (SGLang's server), see _client
+FLUSH_WAIT_S = 60.0  # one deferred flush of old prefixes waits this long for an idle server
+FLUSH_RETRY_S = 1.0  # between such flushes
 
 
 def routing_of(model_dir: str | os.PathLike) -> tuple[int, int, int] | None:
@@ -171,6 +191,11 @@ class SGLangEngine:
         fleet's routing costs on the wire (tools/bench_fleet.py --moe)."""
         self._open: asyncio.Event | None = None  # cleared while drained: new generate calls wait
         self._paused_in_place = False  # this client paused the server in place (no flush on update)
+        self.old_prefixes = False
+        """Whether the server's prefix cache may hold K/V of weights it no longer serves: an in-place update
+        left it unflushed, and no flush has succeeded since (module docstring)."""
+        self._stale_epoch = 0  # counts such updates, so a flush answered after a newer one does not clear it
+        self._flusher: asyncio.Task | None = None
         self._ended: asyncio.Event | None = None  # set whenever one of them ends
 
     async def __aenter__(self) -> SGLangEngine:
@@ -180,6 +205,10 @@ class SGLangEngine:
         await self.close()
 
     async def close(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+            self._flusher = None
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self._session is not None:
@@ -312,6 +341,14 @@ class SGLangEngine:
         self.routing = (
             (arch.num_moe_layers, arch.num_experts_per_tok, arch.num_experts) if arch.is_moe else None
         )
+        if arch.is_moe and not all(arch.layer_is_moe):
+            dense = [i for i, moe in enumerate(arch.layer_is_moe) if not moe]
+            raise EngineError(
+                f"{path} mixes dense and MoE layers (dense: {dense}; mlp_only_layers "
+                f"{list(arch.mlp_only_layers)}, decoder_sparse_step {arch.decoder_sparse_step}), which "
+                "SGLang 0.5.23 cannot serve: it builds every Qwen3-MoE layer sparse (module docstring); "
+                "serve it with our engine (engine.backend=jax, or python -m legorl_jax.engine.serve)"
+            )
         return self.routing
 
     # ------------------------------------------------------------------------------------------------
@@ -350,6 +387,7 @@ class SGLangEngine:
         )
         try:
             async with self._counted():
+                old_prefixes = self.old_prefixes  # as the server admits it (module docstring)
                 reply = await self._json("POST", "/generate", body, idempotent=False, headers=headers or None)
         except EngineTimeoutError:
             await self._abort_quietly(rid)
@@ -360,7 +398,7 @@ class SGLangEngine:
             task.add_done_callback(self._background.discard)
             raise
         try:
-            return generation_from_json(
+            gen = generation_from_json(
                 reply,
                 prompt_tokens=len(ids),
                 routing=routing,
@@ -370,6 +408,9 @@ class SGLangEngine:
             )
         except WireError as exc:
             raise EngineError(f"POST {self.base_url}/generate: malformed response: {exc}") from None
+        if old_prefixes and gen.cached_tokens > 0:  # it may have attended to an old weights' prefix
+            gen = dataclasses.replace(gen, stale_kv_tokens=len(gen.output_ids))
+        return gen
 
     async def prompt_logprobs(self, input_ids: Any, start: int, *, temperature: float = 1.0) -> np.ndarray:
         ids = check_input_ids(input_ids)
@@ -406,11 +447,17 @@ class SGLangEngine:
         if not isinstance(version, str) or not version:
             raise ValueError(f"weight_version must be a non-empty string, got {version!r}")
         body = {"model_path": os.fspath(source), "weight_version": version}
-        if self._paused_in_place:  # SGLang cannot flush while requests hold in place (module docstring)
+        flushes = not self._paused_in_place or not self._in_flight
+        if not flushes:  # SGLang cannot flush while requests hold in place (module docstring)
             body["flush_cache"] = False
+        if self._paused_in_place:  # from here: the update may land unflushed even when the call fails
+            self.old_prefixes = True
+            self._stale_epoch += 1
         try:
             reply = await self._json("POST", "/update_weights_from_disk", body, idempotent=False)
-        except BadRequestError as exc:
+        except BadRequestError as exc:  # SGLang answers a failed update with 400
+            if flushes and self._paused_in_place and _UNFLUSHED in str(exc):
+                return  # loaded; another client's requests held in place kept the cache (module docstring)
             raise BadRequestError(
                 f"update_weights_from_disk({os.fspath(source)!r}) failed: {exc}", "model_path"
             ) from None
@@ -418,6 +465,9 @@ class SGLangEngine:
             raise EngineError(
                 f"update_weights_from_disk({os.fspath(source)!r}) failed: {reply.get('message')!r}"
             )
+        if flushes:  # success with a flush: no old prefix is left
+            self.old_prefixes = False
+            self._stale_epoch += 1
 
     async def health(self) -> bool:
         try:
@@ -459,6 +509,24 @@ class SGLangEngine:
         finally:
             self._paused_in_place = False
             self.end_drain()
+            if self.old_prefixes and (self._flusher is None or self._flusher.done()):
+                self._flusher = asyncio.ensure_future(self._flush_old_prefixes())
+
+    async def _flush_old_prefixes(self) -> None:
+        """Asks SGLang's deferred flush (it runs once the server is idle) until one succeeds after the last
+        in-place update, then clears `old_prefixes` (module docstring). Our server answers at once (400
+        while busy), hence the pause between tries."""
+        while self.old_prefixes:
+            epoch = self._stale_epoch
+            try:
+                flushed = await self.flush_cache(wait_s=FLUSH_WAIT_S)
+            except EngineError as exc:
+                log.warning("flushing the old weights' prefixes from %s failed: %r", self.base_url, exc)
+                flushed = False
+            if flushed and epoch == self._stale_epoch:
+                self.old_prefixes = False
+                return
+            await asyncio.sleep(FLUSH_RETRY_S)
 
     async def drain(self) -> int:
         """Holds this client's new generate calls back and returns once none of its requests is in flight
@@ -519,10 +587,12 @@ class SGLangEngine:
         `retry=False` asks once (monitoring must not wait on a dead engine through the connect retries)."""
         return await self._json("GET", "/get_server_info", idempotent=retry, timeout_s=timeout_s)
 
-    async def flush_cache(self) -> bool:
-        """True when the server flushed (SGLang refuses, with 400, while requests run)."""
+    async def flush_cache(self, wait_s: float = 0.0) -> bool:
+        """True when the server flushed (SGLang refuses, with 400, while requests run; with `wait_s` > 0 it
+        flushes the moment it is idle within that many seconds, ours answers at once)."""
+        path = "/flush_cache" if not wait_s else f"/flush_cache?timeout={float(wait_s)}"
         try:
-            await self._request("POST", "/flush_cache", None, idempotent=True, timeout_s=60.0)
+            await self._request("POST", path, None, idempotent=True, timeout_s=float(wait_s) + 60.0)
         except BadRequestError:
             return False
         return True

@@ -101,8 +101,12 @@ async def test_a_weight_update_mid_flight_reports_each_tokens_version_through_th
     try:
         switch = len(engine.scheduler.by_rid["c-mid"].output_ids)
         await ours.update_weights(str(other_model_dir), "cli-mid")
+        assert ours.old_prefixes  # SGLang keeps its cache when requests hold in place
         await ours.resume()
         gen = await task
+        async with asyncio.timeout(30):  # the client's flush once the server is idle clears it
+            while ours.old_prefixes:
+                await asyncio.sleep(0.05)
     finally:
         await ours.resume()
         await ours.update_weights(str(engine_model_dir), "cli-mid-restored")
@@ -150,7 +154,7 @@ class Fake:
         return [p for p, _ in self.seen]
 
 
-async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_config(engine_model_dir):
+async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_config(tiny_moe_dir):
     routed = np.arange(4 * 2 * 2, dtype="<i4").reshape(4, 2, 2) % 8
     reply = {
         "text": "hi",
@@ -168,7 +172,7 @@ async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_confi
         },
     }
     fake = Fake(lambda req, body: web.json_response(reply))
-    fake.info = {"model_path": str(engine_model_dir), "is_generation": True}  # SGLang reports no routing
+    fake.info = {"model_path": str(tiny_moe_dir), "is_generation": True}  # SGLang reports no routing
     async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
         gen = await client.generate(
             [1, 2, 3], SamplingParams(max_new_tokens=4), return_routed_experts=True, rid="r"
@@ -180,6 +184,17 @@ async def test_a_real_sglang_reply_decodes_with_the_layout_from_the_models_confi
     assert (gen.finish_reason, gen.matched_stop, gen.weight_version) == ("stop", 2, "7")
     assert gen.routed_experts.dtype == np.uint8
     np.testing.assert_array_equal(gen.routed_experts, routed)
+
+
+async def test_a_model_mixing_dense_and_moe_layers_is_refused_on_real_sglang(engine_model_dir):
+    """SGLang 0.5.23 builds every Qwen3-MoE layer sparse: the engine tests' model (layer 1 dense) would be
+    served as another model, so the client refuses to read its routing, naming the dense layer."""
+    fake = Fake(lambda req, body: web.json_response({}))
+    fake.info = {"model_path": str(engine_model_dir), "is_generation": True}  # SGLang reports no routing
+    async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
+        with pytest.raises(EngineError, match=r"mixes dense and MoE layers \(dense: \[1\]"):
+            await client.generate([1, 2, 3], SamplingParams(max_new_tokens=2), return_routed_experts=True)
+    assert "/generate" not in fake.paths()
 
 
 async def test_sglangs_weight_version_spans_become_each_tokens_version():
@@ -216,7 +231,7 @@ async def test_sglangs_weight_version_spans_become_each_tokens_version():
             await client.generate([1, 2], sampling)
 
 
-async def test_routing_rows_from_before_the_asked_start_are_cut_to_it(engine_model_dir):
+async def test_routing_rows_from_before_the_asked_start_are_cut_to_it():
     """Our server under `--return-routed-experts always` behind a router: the request's fields were
     dropped, the reply carries every row from 0 and says so; the client keeps [start, P + N - 1)."""
     routed = np.arange(4 * 2 * 2, dtype="<i4").reshape(4, 2, 2) % 8
@@ -231,7 +246,7 @@ async def test_routing_rows_from_before_the_asked_start_are_cut_to_it(engine_mod
         "routed_experts_start_len": 0,
     }
     fake = Fake(lambda req, body: web.json_response({"text": "", "output_ids": [11, 12], "meta_info": meta}))
-    fake.info = {"model_path": str(engine_model_dir), "is_generation": True}
+    fake.info = {"routing": {"num_layers": 2, "top_k": 2, "num_experts": 8}}  # ours: the MoE layers' rows
     sampling = SamplingParams(max_new_tokens=2)
     async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url(""))) as client:
         for start in (0, 2, 3):

@@ -1,6 +1,7 @@
 """Weight updates while a request is in flight, under each update policy (engine/weight_update.py), on the
 real embedded engine, through its server and `SGLangEngine`: which weights sampled each token, log-probs
-against a recompute with those weights, routing rows for every sampled token and none overwritten."""
+against a recompute with those weights, routing rows for every sampled token (a resumed request's: the
+re-issue's forward of every position, the routing its tokens were sampled over)."""
 
 import asyncio
 
@@ -66,20 +67,20 @@ def split_by_version(gen, old, new):
 
 def check_resumed_on_new_weights(gen, switch, reference, new_reference):
     """abort_resume's result: old tokens score as the old weights do on the prefix, new ones as the new
-    weights do on the same prefix; a routing row for every forwarded position, each from the weights that
-    computed it, so the rows of the cut piece were not overwritten by the re-prefill's."""
+    weights do on the same prefix; a routing row for every forwarded position, all of them the re-issue's
+    forward on the new weights (which re-prefilled the prefix: the routing the new tokens were sampled
+    over), so replaying the recorded rows reproduces the new tokens' log-probs (resume.py)."""
     seq = np.concatenate([PROMPT, gen.output_ids])
     old_lp = reference.token_logprobs(seq)[P - 1 :]
-    new_lp = new_reference.token_logprobs(seq)[P - 1 :]
     np.testing.assert_allclose(gen.output_logprobs[:switch], old_lp[:switch], atol=ATOL, rtol=0)
-    np.testing.assert_allclose(gen.output_logprobs[switch:], new_lp[switch:], atol=ATOL, rtol=0)
     assert gen.routed_experts.shape[0] == P + N - 1 - START and gen.routed_experts_start == START
-    cut = P + switch - 1  # the first row the re-issue computed: the last cut token's input position
-    old_rows = reference.logits_and_routing(seq)[1][START:cut]
-    new_rows = new_reference.logits_and_routing(seq)[1][cut : P + N - 1]
-    assert not np.array_equal(old_rows, new_reference.logits_and_routing(seq)[1][START:cut])
-    np.testing.assert_array_equal(gen.routed_experts[: cut - START], old_rows)
-    np.testing.assert_array_equal(gen.routed_experts[cut - START :], new_rows)
+    cut = P + switch - 1  # the first row the cut piece never forwarded: the last cut token's input position
+    old_native, new_native = reference.logits_and_routing(seq)[1], new_reference.logits_and_routing(seq)[1]
+    assert not np.array_equal(old_native[START:cut], new_native[START:cut])  # the overwrite is visible
+    np.testing.assert_array_equal(gen.routed_experts, new_native[START : P + N - 1])
+    forced = np.concatenate([new_native[:START], gen.routed_experts.astype(np.int32)])
+    replayed = new_reference.token_logprobs(seq, forced)[P - 1 :]
+    np.testing.assert_allclose(gen.output_logprobs[switch:], replayed[switch:], atol=ATOL, rtol=0)
 
 
 async def test_abort_resume_ends_the_request_on_the_new_weights_with_its_earlier_tokens_kept(
