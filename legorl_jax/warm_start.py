@@ -73,6 +73,7 @@ class WarmStartReport:
     cached: bool
     same_tasks_as_rl: bool
     stop_below: float | None = None
+    harness: str = "builtin"
 
     def describe(self) -> str:
         where = (
@@ -85,7 +86,8 @@ class WarmStartReport:
         return (
             f"warm start ({how}): {self.steps} supervised step{'s' * (self.steps != 1)}{stopped} "
             f"at lr {self.learning_rate:g} on "
-            f"{len(self.kept)} gold-patch demonstrations ({', '.join(self.kept)}) of {where}; "
+            f"{len(self.kept)} gold-patch demonstrations through the {self.harness} harness "
+            f"({len(self.kept)} of {len(self.tasks)} kept: {', '.join(self.kept)}) of {where}; "
             f"demonstration NLL per token {self.first_loss:.3f} -> {self.last_loss:.3f}; "
             f"weights {self.model_dir}"
         )
@@ -279,8 +281,9 @@ async def warm_start(
     longest = max(len(s.token_ids) for d in demos for s in d.sequences)
     if longest > settings.max_tokens:
         raise ValueError(
-            f"warm start: a demonstration has {longest} tokens, more than "
-            f"train.max_tokens={settings.max_tokens}"
+            f"warm start: a demonstration through the {harness.name} harness has {longest} tokens, more than "
+            f"train.max_tokens={settings.max_tokens}; its prompts need rows (train.max_tokens) and an engine "
+            "window (engine.max_len) that hold them (conf/experiment/demo.yaml lists each harness's)"
         )
     batch, stats = pack_trajectories(
         demos,
@@ -313,6 +316,7 @@ async def warm_start(
         cached=False,
         same_tasks_as_rl=same_tasks_as_rl,
         stop_below=ws.stop_below,
+        harness=harness.name,
     )
     meta_path.write_text(json.dumps(dataclasses.asdict(report), indent=1))
     return report
