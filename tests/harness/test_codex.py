@@ -25,8 +25,8 @@ from scripted_engine import ScriptedEngine
 from legorl_jax.harness import LLMEndpoint, get_harness
 from legorl_jax.harness.codex import INCOMPLETE, INSTALL_COMMAND, PACKAGE, STOPPED
 from legorl_jax.harness.native_agent import installed, json_events
-from legorl_jax.types import Outcome
 from legorl_jax.teacher import apply_patch_command
+from legorl_jax.types import Outcome
 
 TASK = "autocomplete-casefold-prefix"
 CONTEXT = 16384  # the window of the harness tests' proxy (conftest.CONTEXT)
