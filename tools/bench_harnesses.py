@@ -44,17 +44,20 @@ Qwen3.5-35B-A3B."""
 
 DEMO_LENGTHS = {
     "builtin": None,  # the demo preset's own (engine.max_len 2048, train.max_tokens 1024)
+    "terminus_2": 3072,
     "mini_swe_agent": 3072,
-    "swe_agent": 6144,
-    "terminus_2": 4096,
+    "swe_agent": 3072,
+    "claude_code": 6144,
     "codex": 12288,
-    "claude_code": 16384,
-    "openhands": 16384,
-    "opencode": 16384,
+    "openhands": 12288,
+    "opencode": 12288,
 }
-"""Tokens a trial of the demo (one reply) needs through each harness: its first prompt (system prompt, tool
-schemas, task) plus a reply, rounded up; engine.max_len, train.max_tokens and the model's positions are set
-to it. Measured with the tiny tokenizer from the teacher's demonstrations (BENCHMARKS.md)."""
+"""Tokens the demo needs through each harness: the longest teacher demonstration the warm start trains on
+(all its turns; an RL trial of the demo is one reply, shorter), rounded up; engine.max_len, train.max_tokens
+and the model's positions are set to it. Measured with the tiny tokenizer on ratelimit-slow-rates-never-refill
+(tests/test_teacher.py; first prompt / whole demonstration, tokens): Terminus-2 1402 / 1897, mini-swe-agent
+2089 / 2265, SWE-agent 1820 / 2400, Claude Code 4916 / 5047, Codex 8943 / 9162, OpenHands 9608 / 9980,
+OpenCode 10297 / 10423 (plus its 1.2k-token title call, a side branch)."""
 
 
 def harness_version(name: str) -> str:
