@@ -196,3 +196,30 @@ async def test_the_teacher_drives_the_harness_to_reward_one_recording_the_proxys
     )
     masked = np.asarray(batch.targets)[np.asarray(batch.loss_mask) == 1].tolist()
     assert masked == seq.token_ids[expected_mask == 1].tolist()
+
+
+@pytest.mark.docker
+@pytest.mark.harness
+@pytest.mark.slow  # ~75 s: Claude Code retries the failed call, and the trial is retried once
+async def test_a_real_harness_offering_no_tool_the_teacher_can_use_stops_the_warm_start_naming_it(
+    model_dir, task, tmp_path
+):
+    from legorl_jax.warm_start import record_demonstrations
+
+    try:
+        get_harness("claude_code")
+    except HarnessNotInstalled as exc:
+        pytest.skip(str(exc))
+    # Claude Code told to offer the model only its Read tool: nothing edits a file or runs a command.
+    with pytest.raises(TeacherError, match=r"harness 'claude_code': .*no edit tool.*\['Read'\]"):
+        await record_demonstrations(
+            [task],
+            str(model_dir),
+            tmp_path / "demos",
+            harness=HarnessConfig(name="claude_code", options={"tools": "Read"}),
+            proxy=ProxyConfig(context_length=CONTEXT),
+            sandbox=SandboxConfig(),
+            verifier=VerifierConfig(),
+            trial_timeout_s=600,
+            max_len=CONTEXT,
+        )
