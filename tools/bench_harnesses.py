@@ -25,6 +25,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -77,11 +78,13 @@ def installed(name: str) -> bool:
     return True
 
 
-def overrides(name: str, runs: pathlib.Path, steps: int | None) -> list[str]:
+def overrides(
+    name: str, runs: pathlib.Path, steps: int | None, extra: Sequence[str] = (), label: str = ""
+) -> list[str]:
     out = [
         "experiment=demo",
         f"rollout.runs_dir={runs}",
-        f"rollout.experiment=demo-{name}",
+        f"rollout.experiment=demo-{name}{label}",
         f"loop.warm_start.cache_dir={runs / 'warm_start'}",
         "tracking.backend=none",
         "overwrite=true",
@@ -96,7 +99,7 @@ def overrides(name: str, runs: pathlib.Path, steps: int | None) -> list[str]:
             out.append(f"model.path={runs / f'tiny-moe-{length}'}")
     if steps is not None:
         out.append(f"loop.steps={steps}")
-    return out
+    return [*out, *extra]
 
 
 def ensure_long_model(runs: pathlib.Path, length: int) -> None:
@@ -165,6 +168,10 @@ def main() -> None:
     parser.add_argument("--runs", type=pathlib.Path, default=REPO / "runs" / "bench-harnesses")
     parser.add_argument("--steps", type=int, default=None, help="RL steps (default: the demo's 8)")
     parser.add_argument("--out", type=pathlib.Path, default=None, help="also write the table here")
+    parser.add_argument(
+        "--set", nargs="*", default=[], help="more train.py overrides, e.g. train.learning_rate=5e-4"
+    )
+    parser.add_argument("--label", default="", help="appended to each run's folder name (demo-NAME<label>)")
     args = parser.parse_args()
     names = args.harness or [n for n in HARNESSES if installed(n)]
     unknown = [n for n in names if n not in HARNESSES]
@@ -175,17 +182,22 @@ def main() -> None:
         length = DEMO_LENGTHS.get(name)
         if length and length > 4096:
             ensure_long_model(args.runs, length)
-        argv = [sys.executable, str(REPO / "train.py"), *overrides(name, args.runs, args.steps)]
+        argv = [
+            sys.executable,
+            str(REPO / "train.py"),
+            *overrides(name, args.runs, args.steps, args.set, args.label),
+        ]
         print(f"[{host()}] {' '.join(argv[1:])}", flush=True)
         started = time.monotonic()
         ran = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
         seconds = time.monotonic() - started
-        (args.runs / f"demo-{name}.log").write_text(ran.stdout + ran.stderr)
+        folder = args.runs / f"demo-{name}{args.label}"
+        (args.runs / f"{folder.name}.log").write_text(ran.stdout + ran.stderr)
         if ran.returncode != 0:
-            print(f"{name}: train.py failed ({ran.returncode}); see {args.runs / f'demo-{name}.log'}")
+            print(f"{name}: train.py failed ({ran.returncode}); see {args.runs / f'{folder.name}.log'}")
             print(ran.stderr[-3000:])
             continue
-        rows.append(row_of(name, args.runs / f"demo-{name}", seconds))
+        rows.append(row_of(name, folder, seconds))
         print(table(rows[-1:]), flush=True)
     text = (
         f"{table(rows)}\n\nours: the demo's built-in tasks, the tiny random MoE warm-started on gold "
