@@ -145,6 +145,10 @@ def table(rows: list[dict]) -> str:
             f"{r['steps']} steps | {r['tokens_mean']:.0f} ({r['tokens_max']:.0f}) | {r['overlong']} | "
             f"{r['seconds'] / 60:.1f} min | {ORIGINAL.get(r['harness'], '-')} |"
         )
+    ran = {r["harness"] for r in rows}
+    for name, theirs in ORIGINAL.items():
+        if name not in ran:
+            lines.append(f"| {name} | - | not run here | - | - | - | - | {theirs} |")
     return "\n".join(lines)
 
 
