@@ -61,6 +61,12 @@ and the model's positions are set to it. Measured with the tiny tokenizer on rat
 OpenCode 10297 / 10423 (plus its 1.2k-token title call, a side branch)."""
 
 
+DEMO_OVERRIDES = {"mini_swe_agent": ["train.learning_rate=5e-4"]}
+"""Settings of the demo that differ per harness besides the window. mini-swe-agent: at the preset's 2e-3 its
+solve rate fell 0.156 -> 0.031 over 8 steps, at 5e-4 it rose 0.094 -> 0.500 (one run each, 32 trials per
+step; BENCHMARKS.md). The other harnesses have not been run through RL here."""
+
+
 def harness_version(name: str) -> str:
     if name == "builtin":
         return "this repo"
@@ -99,7 +105,7 @@ def overrides(
             out.append(f"model.path={runs / f'tiny-moe-{length}'}")
     if steps is not None:
         out.append(f"loop.steps={steps}")
-    return [*out, *extra]
+    return [*out, *DEMO_OVERRIDES.get(name, []), *extra]
 
 
 def ensure_long_model(runs: pathlib.Path, length: int) -> None:
