@@ -1,20 +1,20 @@
-"""A supervised warm start: the trainer on gold-patch demonstrations rendered through the built-in harness.
+"""A supervised warm start: the trainer on gold-patch demonstrations recorded through the run's own harness.
 
     report = await warm_start(config.loop.warm_start, tasks, base_dir, same_tasks_as_rl=True,
                               algo=config.algo, train=config.train, harness=config.harness,
                               rollout=config.rollout, proxy=config.proxy, sandbox=config.sandbox,
                               verifier=config.verifier, max_len=config.engine.max_len,
                               dtype=config.model.dtype, seed=config.seed)
-    report.model_dir                                                 # an HF directory, cached
+    report.model_dir                                                 # an HF directory, cached per harness
 
 A random-initialised tiny model cannot call tools, so RL on it never sees a reward. The warm start makes
-demonstrations the way a rollout is made: the real built-in harness runs in a real sandbox against the
-capture proxy, whose engine (`TeacherEngine`) replies with the gold patch's edits as the harness's own tool
-calls (`str_replace` per hunk, with the fewest context lines that make `old` unique in the file, then
-`submit`). With `harness.name` codex the demonstrator is Codex CLI itself, on the proxy's Responses surface:
-its shell tool runs `apply_patch` with the gold patch, then a reply without a tool call ends its turn
-(`codex_demonstration_replies`); any other harness is demonstrated through the built-in one. The tools really
-run, the verifier grades the result, and only demonstrations scored 1 are kept.
+demonstrations the way a rollout is made: the run's harness (`harness.name`, any of them, unmodified) runs in
+a real sandbox against the capture proxy, whose engine is the teacher (`legorl_jax.teacher`): it reads the
+tools or the text protocol the harness declared in its request and replies with the gold fix in that
+protocol (the built-in harness's `str_replace` per hunk then `submit`; a shell tool's `git apply`, Codex's
+`apply_patch`, Terminus-2's keystrokes...), then ends the episode the harness's way. Side conversations get
+plausible replies and stay on side branches. A harness the teacher cannot drive is its `TeacherError`. The
+tools really run, the verifier grades the result, and only demonstrations scored 1 are kept.
 The recorded sequences (the proxy's exact token ids, loss mask on the assistant tokens) are trained on by the
 same `Trainer.update` with advantage 1 and no importance weighting: with one update per batch the ratio is
 exactly 1, so the policy-gradient step is the log-likelihood gradient; its `nll` is the loss reported. The
@@ -36,7 +36,6 @@ import pathlib
 import shutil
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -50,10 +49,11 @@ from legorl_jax.config import (
     VerifierConfig,
     WarmStartConfig,
 )
-from legorl_jax.engine.base import SamplingParams, check_generate_args, check_input_ids
-from legorl_jax.tasks.patchset import parse_patch, split_lines
 from legorl_jax.tasks.schema import Task
-from legorl_jax.types import Generation, Trajectory
+from legorl_jax.teacher import Teacher, TeacherEngine
+from legorl_jax.teacher import gold_edits as gold_edits  # noqa: F401 (tests/loop/loop_run.py)
+from legorl_jax.teacher import qwen3_tool_call as qwen3_tool_call  # noqa: F401 (as above)
+from legorl_jax.types import Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,7 @@ class WarmStartReport:
     cached: bool
     same_tasks_as_rl: bool
     stop_below: float | None = None
+    harness: str = "builtin"
 
     def describe(self) -> str:
         where = (
@@ -85,7 +86,8 @@ class WarmStartReport:
         return (
             f"warm start ({how}): {self.steps} supervised step{'s' * (self.steps != 1)}{stopped} "
             f"at lr {self.learning_rate:g} on "
-            f"{len(self.kept)} gold-patch demonstrations ({', '.join(self.kept)}) of {where}; "
+            f"{len(self.kept)} gold-patch demonstrations through the {self.harness} harness "
+            f"({len(self.kept)} of {len(self.tasks)} kept: {', '.join(self.kept)}) of {where}; "
             f"demonstration NLL per token {self.first_loss:.3f} -> {self.last_loss:.3f}; "
             f"weights {self.model_dir}"
         )
@@ -95,193 +97,9 @@ class WarmStartReport:
 # demonstrations
 
 
-def gold_edits(task: Task) -> list[dict[str, str]]:
-    """The gold patch as `str_replace` arguments, one per hunk, each `old` unique in its file."""
-    repo = pathlib.Path(task.image_context)
-    edits = []
-    for patch in parse_patch(task.patch):
-        if patch.binary or not patch.old_path or not patch.new_path or patch.old_path != patch.new_path:
-            raise ValueError(
-                f"task {task.instance_id!r}: the gold patch {patch.new_path!r} is not an edit of one file"
-            )
-        source = (repo / patch.old_path).read_text()
-        for old_lines, new_lines in _hunks(patch.text):
-            edits.append(
-                {
-                    "path": patch.new_path,
-                    **_smallest_unique(source, old_lines, new_lines, task, patch.new_path),
-                }
-            )
-    if not edits:
-        raise ValueError(f"task {task.instance_id!r}: the gold patch has no hunk")
-    return edits
-
-
-def _hunks(text: str) -> list[tuple[list[str], list[str]]]:
-    """(old side, new side) lines of every hunk, each line keeping its `-`/`+`/` ` kind as first char."""
-    hunks: list[tuple[list[str], list[str]]] = []
-    for line in split_lines(text):
-        if line.startswith("@@"):
-            hunks.append(([], []))
-        elif hunks and line[:1] in (" ", "-", "+"):
-            kind, body = line[0], line[1:]
-            if kind in (" ", "-"):
-                hunks[-1][0].append(kind + body)
-            if kind in (" ", "+"):
-                hunks[-1][1].append(kind + body)
-    return hunks
-
-
-def _smallest_unique(source: str, old: list[str], new: list[str], task: Task, path: str) -> dict[str, str]:
-    """`old`/`new` trimmed to the changed lines plus the fewest context lines that keep `old` unique."""
-    lead = 0
-    while lead < min(len(old), len(new)) and old[lead][0] == " " and new[lead][0] == " ":
-        lead += 1
-    trail = 0
-    while trail < min(len(old), len(new)) - lead and old[-1 - trail][0] == " " and new[-1 - trail][0] == " ":
-        trail += 1
-    for extra in range(0, max(lead, trail) + 1):
-        a, b = max(lead - extra, 0), max(trail - extra, 0)
-        old_text = "".join(line[1:] for line in old[a : len(old) - b])
-        new_text = "".join(line[1:] for line in new[a : len(new) - b])
-        if old_text and source.count(old_text) == 1:
-            return {"old": old_text, "new": new_text}
-    raise ValueError(f"task {task.instance_id!r}: no unique `old` text for a hunk of {path!r}")
-
-
-def demonstration_replies(task: Task, render_call: Any) -> list[str]:
-    """The assistant texts of the demonstration: one tool call per reply, the edits then `submit`."""
-    calls = [("str_replace", edit) for edit in gold_edits(task)] + [("submit", {})]
-    return [render_call(name, args) for name, args in calls]
-
-
-def apply_patch_text(task: Task) -> str:
-    """The gold patch in Codex's `apply_patch` format: `*** Add File` / `*** Delete File` / `*** Update File`
-    sections, an update's hunks each after a bare `@@` with the diff's own context, `-` and `+` lines (Codex
-    finds each hunk's old lines in order in the file, so the diff's context is what places it)."""
-    out = ["*** Begin Patch"]
-    for patch in parse_patch(task.patch):
-        if patch.binary or (patch.old_path and patch.new_path and patch.old_path != patch.new_path):
-            raise ValueError(
-                f"task {task.instance_id!r}: apply_patch cannot express the gold patch's change of "
-                f"{patch.path!r} (binary or renamed)"
-            )
-        hunks = _hunk_lines(patch.text)
-        if patch.old_path is None:
-            out.append(f"*** Add File: {patch.new_path}")
-            out += [line for hunk in hunks for line in hunk if line.startswith("+")]
-        elif patch.new_path is None:
-            out.append(f"*** Delete File: {patch.old_path}")
-        else:
-            out.append(f"*** Update File: {patch.new_path}")
-            for hunk in hunks:
-                out += ["@@", *hunk]
-    out.append("*** End Patch")
-    return "\n".join(out)
-
-
-def _hunk_lines(text: str) -> list[list[str]]:
-    """The ` `/`-`/`+` lines of every hunk of one file's diff, without their newlines."""
-    hunks: list[list[str]] = []
-    for line in split_lines(text):
-        if line.startswith("@@"):
-            hunks.append([])
-        elif hunks and line[:1] in (" ", "-", "+"):
-            hunks[-1].append(line.rstrip("\n"))
-    return hunks
-
-
-def codex_demonstration_replies(task: Task, render_call: Any) -> list[str]:
-    """The assistant texts of a demonstration through Codex: its shell tool (`exec_command`) running
-    `apply_patch` with the gold patch (Codex intercepts that command and applies the patch itself), then a
-    reply without a tool call, which ends Codex's turn."""
-    # Every line of the patch starts with "***", "@@", " ", "-" or "+", so none ends the here-document.
-    command = f"apply_patch <<'EOF'\n{apply_patch_text(task)}\nEOF"
-    return [render_call("exec_command", {"cmd": command}), "The fix is applied."]
-
-
-DEMONSTRATIONS = {"builtin": demonstration_replies, "codex": codex_demonstration_replies}
-"""Harness name -> its demonstration's replies; any other harness is demonstrated through the built-in one."""
-
-
-def qwen3_tool_call(name: str, arguments: dict[str, Any]) -> str:
-    """A tool call as a Qwen3 (hermes JSON) model writes it."""
-    return (
-        "<tool_call>\n"
-        + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
-        + "\n</tool_call>"
-    )
-
-
-class TeacherEngine:
-    """An `Engine` that replies with fixed texts, one per call: the demonstrator behind the proxy.
-
-    Its log-probs are 0 (nothing is sampled); the warm start never uses them (no importance weighting).
-    Asked for the k likeliest tokens, it names its reply's token at log-prob 0 and k - 1 others at -inf.
-    """
-
-    def __init__(self, tokenizer: Any, replies: Sequence[str], *, max_len: int, eos_id: int):
-        self.tokenizer, self.replies, self.max_len, self.eos_id = tokenizer, list(replies), max_len, eos_id
-        self.calls = 0
-
-    async def generate(
-        self,
-        input_ids: Any,
-        sampling: SamplingParams,
-        *,
-        return_routed_experts: bool = False,
-        routed_experts_start_len: int = 0,
-        rid: str | None = None,
-        top_logprobs: int = 0,
-        session_id: str | None = None,
-    ) -> Generation:
-        prompt = check_input_ids(input_ids)
-        check_generate_args(
-            prompt,
-            sampling,
-            return_routed_experts,
-            routed_experts_start_len,
-            rid,
-            top_logprobs=top_logprobs,
-            session_id=session_id,
-        )
-        text = self.replies[min(self.calls, len(self.replies) - 1)]
-        self.calls += 1
-        out = [*self.tokenizer.encode(text), self.eos_id]
-        if len(out) > sampling.max_new_tokens:
-            raise ValueError(
-                f"a demonstration reply of {len(out)} tokens exceeds max_new_tokens={sampling.max_new_tokens}"
-            )
-        top_ids = top_lps = None
-        if top_logprobs:
-            top_ids = np.asarray(
-                [[t, *[x for x in range(top_logprobs) if x != t][: top_logprobs - 1]] for t in out], np.int32
-            )
-            top_lps = np.full(top_ids.shape, -np.inf, np.float32)
-            top_lps[:, 0] = 0.0
-        return Generation(
-            np.asarray(out, np.int32),
-            np.zeros(len(out), np.float32),
-            None,
-            "stop",
-            "teacher",
-            len(prompt),
-            routed_experts_start=routed_experts_start_len,
-            output_top_ids=top_ids,
-            output_top_logprobs=top_lps,
-        )
-
-    async def prompt_logprobs(self, input_ids: Any, start: int, *, temperature: float = 1.0) -> np.ndarray:
-        return np.zeros(len(list(input_ids)) - start, np.float32)
-
-    async def update_weights(self, source: Any, version: str) -> None:
-        raise ValueError("the teacher engine has no weights")
-
-    async def health(self) -> bool:
-        return True
-
-    async def abort(self, rid: str) -> None:
-        return None
+DEMONSTRATION_STEP_LIMIT = 12
+"""The most model calls a demonstration may take, whatever the RL run's step limit (the teacher's plans
+take two to four)."""
 
 
 async def record_demonstrations(
@@ -297,7 +115,7 @@ async def record_demonstrations(
     max_len: int,
 ) -> list[Trajectory]:
     """One demonstration trial per task (module docstring); those not scored 1 are left out and logged."""
-    from legorl_jax.harness.builtin import BuiltinHarness
+    from legorl_jax.harness import get_harness
     from legorl_jax.model.tokenizer import load_tokenizer
     from legorl_jax.proxy import CaptureProxy
     from legorl_jax.rollout.settings import TrialSettings
@@ -316,16 +134,11 @@ async def record_demonstrations(
         experiment="demonstrations",
     )
     proxy_config = dataclasses.replace(proxy, archive_dir=str(folder / "sessions"), max_consecutive_no_tool=0)
-    demonstrator: Any = BuiltinHarness(**harness.options) if harness.name == "builtin" else BuiltinHarness()
-    replies_of = DEMONSTRATIONS.get(harness.name, demonstration_replies)
-    if harness.name == "codex":
-        from legorl_jax.harness.codex import CodexHarness
-
-        demonstrator = CodexHarness(**harness.options)
+    demonstrator = get_harness(harness.name, **harness.options)
     kept = []
     for task in tasks:
-        replies = replies_of(task, qwen3_tool_call)
-        engine = TeacherEngine(tokenizer, replies, max_len=max_len, eos_id=eos)
+        teacher = Teacher(task, harness.name, proxy_config)
+        engine = TeacherEngine(tokenizer, teacher, max_len=max_len, eos_id=eos)
         capture = CaptureProxy(engine, tokenizer, proxy_config)
         await capture.start("127.0.0.1", 0)
         try:
@@ -338,7 +151,7 @@ async def record_demonstrations(
                 trial_dir=folder / "trials" / task.instance_id,
                 trials=TrialSettings(
                     rollout=rollout,
-                    step_limit=len(replies),  # the whole demonstration, whatever the RL run's step limit
+                    step_limit=DEMONSTRATION_STEP_LIMIT,  # the whole demonstration, whatever RL's limit
                     model=harness.model,
                     sandbox=sandbox,
                     verifier=verifier,
@@ -346,12 +159,15 @@ async def record_demonstrations(
             )
         finally:
             await capture.stop()
+        if teacher.error is not None:
+            raise teacher.error
         if trajectory.valid and trajectory.reward == 1.0:
             kept.append(trajectory)
         else:
             log.warning(
-                "warm start: the demonstration of %s scored %s (%s); left out",
+                "warm start: the demonstration of %s through %s scored %s (%s); left out",
                 task.instance_id,
+                harness.name,
                 trajectory.reward,
                 trajectory.outcome.value,
             )
@@ -465,8 +281,9 @@ async def warm_start(
     longest = max(len(s.token_ids) for d in demos for s in d.sequences)
     if longest > settings.max_tokens:
         raise ValueError(
-            f"warm start: a demonstration has {longest} tokens, more than "
-            f"train.max_tokens={settings.max_tokens}"
+            f"warm start: a demonstration through the {harness.name} harness has {longest} tokens, more than "
+            f"train.max_tokens={settings.max_tokens}; its prompts need rows (train.max_tokens) and an engine "
+            "window (engine.max_len) that hold them (conf/experiment/demo.yaml lists each harness's)"
         )
     batch, stats = pack_trajectories(
         demos,
@@ -499,6 +316,7 @@ async def warm_start(
         cached=False,
         same_tasks_as_rl=same_tasks_as_rl,
         stop_below=ws.stop_below,
+        harness=harness.name,
     )
     meta_path.write_text(json.dumps(dataclasses.asdict(report), indent=1))
     return report

@@ -24,7 +24,7 @@ LAYERS: list[list[str]] = [
     ["legorl_jax.model"],
     ["legorl_jax.engine", "legorl_jax.sandbox", "legorl_jax.monitor"],
     ["legorl_jax.tasks", "legorl_jax.harness"],
-    ["legorl_jax.proxy", "legorl_jax.train"],
+    ["legorl_jax.proxy", "legorl_jax.train", "legorl_jax.teacher"],
     ["legorl_jax.rollout"],
     ["legorl_jax.warm_start", "legorl_jax.loop_step", "legorl_jax.run_folder"],
     ["legorl_jax.loop", "legorl_jax.async_loop"],

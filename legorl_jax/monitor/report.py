@@ -30,11 +30,15 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 
 def dropped_by_reason(metrics: Mapping[str, float]) -> str:
+    """`sandbox_failed 1, overlong 2`: trials dropped by the rollout per reason, then those the trainer
+    refused whole for being longer than its rows (`batch/overlong`)."""
     parts = [
         f"{k.removeprefix('rollout/dropped/')} {int(v)}"
         for k, v in sorted(metrics.items())
         if k.startswith("rollout/dropped/") and v
     ]
+    if metrics.get("batch/overlong"):
+        parts.append(f"overlong {int(metrics['batch/overlong'])}")
     return ", ".join(parts) or "none"
 
 
@@ -48,20 +52,29 @@ def infra_failures(metrics: Mapping[str, float]) -> str:
     return (", ".join(parts) or "none") + (f" (retried {retried})" if retried else "")
 
 
+def _tokens(metrics: Mapping[str, float]) -> str:
+    """`2310 (2544)`: the mean and the longest of a step's scored trials' tokens (prompts and replies)."""
+    if "behaviour/tokens_per_trial" not in metrics:
+        return "-"
+    longest = metrics.get("behaviour/tokens_per_trial_max", 0.0)
+    return f"{metrics['behaviour/tokens_per_trial']:.0f} ({longest:.0f})"
+
+
 def step_table(metrics_by_step: Mapping[int, Mapping[str, float]]) -> str:
-    """One Markdown row per step: trials, reward, solve rate, validation, Pearson, dropped, infrastructure
-    failures (retried or not), update, time."""
+    """One Markdown row per step: trials, reward, solve rate, validation, turns and tokens per trial (mean,
+    max), Pearson, dropped, infrastructure failures (retried or not), update, time."""
     lines = [
-        "| step | trials (scored) | reward | solve rate | val solve rate | Pearson | dropped "
-        "| infra failures | updated | s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| step | trials (scored) | reward | solve rate | val solve rate | turns | tokens/trial (max) "
+        "| Pearson | dropped | infra failures | updated | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for step, m in sorted(metrics_by_step.items()):
         updated = "no" if m.get("loop/skipped_update") else "yes"
         lines.append(
             f"| {step} | {int(m.get('rollout/trials', 0))} ({int(m.get('rollout/scored', 0))}) | "
             f"{_fmt(m.get('rollout/reward_mean'))} | {_fmt(m.get('rollout/solve_rate'))} | "
-            f"{_fmt(m.get('val/solve_rate'))} | {_fmt(m.get('align/prob_pearson'), 4)} | "
+            f"{_fmt(m.get('val/solve_rate'))} | {_fmt(m.get('behaviour/turns_per_trial'), 1)} | "
+            f"{_tokens(m)} | {_fmt(m.get('align/prob_pearson'), 4)} | "
             f"{dropped_by_reason(m)} | {infra_failures(m)} | {updated} | {_fmt(m.get('time/total_s'), 0)} |"
         )
     return "\n".join(lines)

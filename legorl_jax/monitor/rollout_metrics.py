@@ -14,7 +14,9 @@ Names:
   present, 0 on a clean step);
 - `behaviour/turns_per_trial`, `behaviour/tool_calls_per_turn`, `behaviour/no_tool_rate` (replies without a
   tool call / replies), `behaviour/reread_rate` (re-reads of an edited file / edits),
-  `behaviour/test_run_rate` (trials that ran tests), `behaviour/response_tokens_per_trial` and `_per_turn`;
+  `behaviour/test_run_rate` (trials that ran tests), `behaviour/response_tokens_per_trial` and `_per_turn`,
+  `behaviour/tokens_per_trial` and `_max` (every token of a trial's sequences, prompts included: what the
+  trainer's rows must hold);
 - `throughput/trials_per_minute`, `throughput/rollout_s`, `throughput/response_tokens_per_s` (sampled tokens
   of every trial over the collection's wall time).
 Behaviour figures average over scored trials: a dropped trial says nothing about the policy.
@@ -68,6 +70,7 @@ def rollout_metrics(batch: Any) -> dict[str, float]:
     for reason in INFRA_REASONS:
         m[f"rollout/infra_failures/{reason}"] = float(failures[reason])
     f = [t.features for t in scored]
+    lengths = [float(sum(len(s.token_ids) for s in t.sequences)) for t in scored]
     turns = sum(x.get("turns", 0.0) for x in f)
     edits = sum(x.get("edits", 0.0) for x in f)
     m.update(
@@ -85,6 +88,8 @@ def rollout_metrics(batch: Any) -> dict[str, float]:
             "behaviour/response_tokens_per_turn": sum(x.get("response_tokens", 0.0) for x in f) / turns
             if turns
             else 0.0,
+            "behaviour/tokens_per_trial": _mean(lengths),
+            "behaviour/tokens_per_trial_max": max(lengths, default=0.0),
         }
     )
     return m

@@ -25,8 +25,8 @@ from scripted_engine import ScriptedEngine
 from legorl_jax.harness import LLMEndpoint, get_harness
 from legorl_jax.harness.codex import INCOMPLETE, INSTALL_COMMAND, PACKAGE, STOPPED
 from legorl_jax.harness.native_agent import installed, json_events
+from legorl_jax.teacher import apply_patch_command
 from legorl_jax.types import Outcome
-from legorl_jax.warm_start import codex_demonstration_replies, qwen3_tool_call
 
 TASK = "autocomplete-casefold-prefix"
 CONTEXT = 16384  # the window of the harness tests' proxy (conftest.CONTEXT)
@@ -39,9 +39,8 @@ needs_install = pytest.mark.skipif(
 def fix_script(task) -> list[str]:
     """Codex's own shell tool: `apply_patch` with the task's known fix (the warm start's teacher's reply), the
     tests run, then a reply without a tool call, which ends Codex's turn."""
-    patch_call, _ = codex_demonstration_replies(task, qwen3_tool_call)
     return [
-        patch_call,
+        tool_call("exec_command", cmd=apply_patch_command(task)),
         tool_call("exec_command", cmd="python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -3"),
         "Fixed: normalize_prefix now casefolds, like normalize_key.",
     ]

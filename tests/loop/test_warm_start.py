@@ -32,6 +32,7 @@ async def test_the_warm_start_learns_the_demonstration_is_cached_and_says_what_i
     assert report.last_loss < report.first_loss - 0.5  # NLL per token of the demonstration
     text = report.describe()
     assert "4 supervised steps at lr 0.01" in text and "the same tasks RL trains and is measured on" in text
+    assert f"through the builtin harness (1 of 1 kept: {loop_task.instance_id})" in text
     # The recorded demonstration is the verified gold fix, through the harness's own tool calls.
     (trial,) = (tmp_path / "cache").glob("*/work/trials/*/trial.json")
     assert json.loads(trial.read_text())["reward"] == 1.0
@@ -61,9 +62,11 @@ def test_stop_below_must_be_a_positive_number_or_null(bad):
         WarmStartConfig(stop_below=bad)
 
 
-def test_the_codex_teachers_patch_adds_updates_and_deletes_files_in_apply_patch_form():
+def test_the_codex_teachers_patch_adds_updates_and_deletes_files_in_apply_patch_form(tiny_moe_dir):
+    from legorl_jax.config import ProxyConfig
+    from legorl_jax.model.tokenizer import load_tokenizer
     from legorl_jax.tasks.registry import load_suite
-    from legorl_jax.warm_start import apply_patch_text, codex_demonstration_replies, qwen3_tool_call
+    from legorl_jax.teacher import DONE_TEXT, Teacher, apply_patch_command, apply_patch_text, qwen3_tool_call
 
     gold = (
         "diff --git a/new.py b/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/new.py\n@@ -0,0 +1,2 @@\n"
@@ -93,8 +96,15 @@ def test_the_codex_teachers_patch_adds_updates_and_deletes_files_in_apply_patch_
         "*** Delete File: old.py",
         "*** End Patch",
     ]
-    call, final = codex_demonstration_replies(task, qwen3_tool_call)
-    # Codex's shell tool runs apply_patch on it (a here-document no patch line can end: each has its prefix).
-    arguments = json.loads(call.split("\n")[1])["arguments"]
-    assert arguments == {"cmd": f"apply_patch <<'EOF'\n{apply_patch_text(task)}\nEOF"}
-    assert "<tool_call>" not in final
+    # Where the request names apply_patch (Codex's instructions do), the teacher runs it through the shell
+    # tool (a here-document no patch line can end: each has its prefix), then ends Codex's turn.
+    assert apply_patch_command(task) == f"apply_patch <<'EOF'\n{apply_patch_text(task)}\nEOF"
+    tokenizer = load_tokenizer(tiny_moe_dir)
+    shell = {"type": "function", "function": {"name": "exec_command", "parameters": {
+        "type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}}  # fmt: skip
+    system = {"role": "system", "content": "Edit files with apply_patch through the shell."}
+    prompt = tokenizer.render([system, {"role": "user", "content": "fix"}], tools=[shell],
+                              add_generation_prompt=True)  # fmt: skip
+    teacher = Teacher(task, "codex", ProxyConfig())
+    assert teacher.reply(prompt) == qwen3_tool_call("exec_command", {"cmd": apply_patch_command(task)})
+    assert teacher.plan is not None and teacher.plan[-1] == DONE_TEXT

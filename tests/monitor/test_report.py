@@ -21,6 +21,10 @@ STEPS = {
         "rollout/solve_rate": 0.25,
         "align/prob_pearson": 0.9991,
         "rollout/dropped/sandbox_failed": 1,
+        "batch/overlong": 2,
+        "behaviour/turns_per_trial": 1.5,
+        "behaviour/tokens_per_trial": 2310.4,
+        "behaviour/tokens_per_trial_max": 2544,
         "loop/skipped_update": 0.0,
         "time/total_s": 100.0,
         "time/rollout_s": 80.0,
@@ -38,10 +42,13 @@ STEPS = {
 }
 
 
-def test_the_step_table_has_one_row_per_step_with_its_figures_and_drops():
+def test_the_step_table_has_one_row_per_step_with_its_figures_turns_tokens_and_drops():
     rows = step_table(STEPS).splitlines()
-    assert rows[2] == "| 0 | 8 (7) | 0.250 | 0.250 | - | 0.9991 | sandbox_failed 1 | none | yes | 100 |"
-    assert rows[3] == "| 1 | 8 (0) | - | - | - | - | engine_failed 8 | none | no | 100 |"
+    assert rows[2] == (
+        "| 0 | 8 (7) | 0.250 | 0.250 | - | 1.5 | 2310 (2544) | 0.9991 | sandbox_failed 1, overlong 2 | none "
+        "| yes | 100 |"
+    )
+    assert rows[3] == "| 1 | 8 (0) | - | - | - | - | - | - | engine_failed 8 | none | no | 100 |"
 
 
 def test_the_step_table_counts_infra_failures_that_a_retry_made_good():

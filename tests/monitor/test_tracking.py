@@ -43,6 +43,21 @@ def trial(i, reward, outcome, **features):
     )
 
 
+def test_tokens_per_trial_are_the_mean_and_longest_of_the_scored_trials_sequences():
+    import numpy as np
+
+    from legorl_jax.types import Sequence
+
+    def seq(n):
+        return Sequence(np.zeros(n, np.int32), np.zeros(n, np.int8), np.zeros(n, np.float32), None)
+
+    two_branches = dataclasses.replace(trial(0, 1.0, Outcome.SUBMITTED), sequences=(seq(2000), seq(300)))
+    one = dataclasses.replace(trial(1, 0.0, Outcome.STEP_LIMIT), sequences=(seq(1000),))
+    dropped = dataclasses.replace(trial(2, 0.0, Outcome.TIMEOUT), sequences=(seq(9000),))
+    m = rollout_metrics(Batch((two_branches, one, dropped), seconds=1.0))
+    assert m["behaviour/tokens_per_trial"] == 1650 and m["behaviour/tokens_per_trial_max"] == 2300
+
+
 def test_rollout_metrics_average_behaviour_over_scored_trials_and_count_drops():
     batch = Batch(
         (
