@@ -155,6 +155,7 @@ def make_tracker(config: Config, folder: pathlib.Path, *, job: str, resume_hash:
                 config.tracking.repo,
                 experiment=config.tracking.experiment or config.rollout.experiment,
                 run_name=config.tracking.run_name or job or config.rollout.experiment,
+                tags=[f"harness:{config.harness.name}"],  # Aim's UI groups and filters runs by it
                 resume_hash=resume_hash,
             )
         )

@@ -1,7 +1,8 @@
 """`python -m legorl_jax.monitor.compare [RUN ...] [--repo PATH] [--png PATH]`: runs side by side.
 
 Reads the Aim repository (default `runs/aim`), takes the given runs (hash, hash prefix or name; default: every
-run), and prints one row per run: the config fields in which the runs differ, final and best train reward,
+run), and prints one row per run: the harness it trained through (always: per-harness runs are the comparison
+the project exists for), the other config fields in which the runs differ, final and best train reward,
 final and best solve rate (train and validation), mean alignment Pearson, and steps. Writes a PNG of their
 curves (`legorl_jax.monitor.report.plot_curves`). `aim up --repo PATH` browses the same runs interactively.
 """
@@ -19,6 +20,7 @@ from typing import Any
 from legorl_jax.config import flatten_config
 from legorl_jax.monitor.report import CURVES, plot_curves
 
+HARNESS = "harness.name"
 COLUMNS = ("rollout/reward_mean", "rollout/solve_rate", "val/solve_rate", "align/prob_pearson")
 
 
@@ -79,9 +81,14 @@ def _series(run: RunView, name: str) -> list[float]:
 
 def table(runs: Sequence[RunView]) -> str:
     """The side-by-side Markdown table (module docstring)."""
-    fields = [f for f in differing_fields(runs) if not f.startswith(("rollout.experiment", "tracking."))]
+    fields = [
+        f
+        for f in differing_fields(runs)
+        if f != HARNESS and not f.startswith(("rollout.experiment", "tracking."))
+    ]
     head = [
         "run",
+        "harness",
         *fields,
         "steps",
         "reward final / best",
@@ -91,7 +98,12 @@ def table(runs: Sequence[RunView]) -> str:
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for run in runs:
-        cells = [run.name, *(str(run.hparams.get(f, "-")) for f in fields), str(len(run.metrics))]
+        cells = [
+            run.name,
+            str(run.hparams.get(HARNESS, "-")),
+            *(str(run.hparams.get(f, "-")) for f in fields),
+            str(len(run.metrics)),
+        ]
         for name in ("rollout/reward_mean", "rollout/solve_rate", "val/solve_rate"):
             values = _series(run, name)
             cells.append(f"{values[-1]:.3f} / {max(values):.3f}" if values else "-")

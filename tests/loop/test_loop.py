@@ -61,7 +61,8 @@ def test_one_loop_step_trains_checkpoints_publishes_and_its_aim_run_reads_back(l
         metrics = {{m.name: [float(v) for v in m.values.sparse_numpy()[1]] for m in run.metrics()}}
         texts = [(name, ctx.to_dict()) for name, ctx, _ in run.iter_sequence_info_by_type("aim.text")]
         dists = [name for name, _, _ in run.iter_sequence_info_by_type("aim.distribution")]
-        print(json.dumps({{"metrics": metrics, "texts": texts, "dists": dists}}))
+        tags = [getattr(t, "name", t) for t in run.props.tags]
+        print(json.dumps({{"metrics": metrics, "texts": texts, "dists": dists, "tags": tags}}))
     """)
     )
     assert seen["metrics"]["rollout/reward_mean"] == [0.5] and seen["metrics"]["train/updates"] == [1.0]
@@ -69,6 +70,7 @@ def test_one_loop_step_trains_checkpoints_publishes_and_its_aim_run_reads_back(l
     rewards = sorted(ctx["reward"] for name, ctx in seen["texts"] if name == "trials/conversation")
     assert rewards == [0.0, 1.0]  # every trial's conversation, with its context
     assert seen["dists"] == ["align/logprob_diff"]
+    assert seen["tags"] == ["harness:builtin"]  # the Aim UI groups runs by the harness they trained through
 
 
 async def test_an_infrastructure_failure_in_one_trial_drops_only_that_trial(loop_model_dir, tmp_path):
