@@ -16,6 +16,8 @@ Experts run grouped: the B*T*K (token, slot) pairs are sorted by expert and push
 `jax.lax.ragged_dot` (one grouped matmul per projection; GPU / TPU) or, on CPU where XLA lowers `ragged_dot`
 densely, through per-expert tiles of the sorted rows (`grouped_experts`), then unsorted and combined with the
 gate weights. HF sums the K expert outputs in expert order, we in slot order: equal up to float rounding.
+On CPU, few tokens (decode) run every expert on every token instead (`all_experts`, summed in expert order
+with zero gates for the experts not chosen): each expert's weights read once, no sort or gather.
 
 Expert parallelism. When the `experts` logical axis maps to mesh axes of size > 1 (sharding.py), the
 grouped FFN runs under `jax.shard_map` over the whole mesh; each device holds E / |expert| experts
@@ -111,12 +113,16 @@ GROUPED_IMPLS = ("ragged_dot", "tiles", "all_experts")
 # On CPU, `all_experts` runs when its rows (every token through every held expert, N * E) are at most this
 # many times the tiled path's static row bound (N * K routed rows + each expert's padding to whole tiles).
 # Below that, reading each expert's weights once as a batched matmul beats sorting, padding and gathering
-# every tile's weights (BENCHMARKS.md, "MoE at real sizes": at 32 experts / top 4, decode of 8 tokens).
-ALL_EXPERTS_ROW_RATIO = 1.0
+# every tile's weights: at 32 experts / top 4 (D 512, F 256) it ran 1.4-2x faster than the tiles from 8 to
+# 96 tokens (ratio 5.1 at 96) and level at 128 (5.6) (BENCHMARKS.md, "MoE at real sizes").
+ALL_EXPERTS_ROW_RATIO = 5.0
 
 
 def default_grouped_impl(
-    backend: str | None = None, tokens: int | None = None, experts: int | None = None, top_k: int | None = None
+    backend: str | None = None,
+    tokens: int | None = None,
+    experts: int | None = None,
+    top_k: int | None = None,
 ) -> str:
     """`ragged_dot` off CPU (its grouped-matmul lowering on GPU / TPU). On CPU, where XLA lowers `ragged_dot`
     densely (every expert against every row, E / K times the routed FLOPs): `all_experts` for few tokens
