@@ -256,10 +256,17 @@ def _all_experts(
             a, w.astype(dtype), (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32
         )
 
-    rows = jnp.broadcast_to(x, (local_experts, n, d))
-    hidden = (jax.nn.silu(dot(rows, w_gate)) * dot(rows, w_up)).astype(dtype)
-    out = dot(hidden, w_down).astype(dtype)  # [E_local, N, D]
-    return jnp.sum(out.astype(jnp.float32) * gates.T[:, :, None], axis=0).astype(dtype)
+    def experts(x, gates, w_gate, w_up, w_down):
+        rows = jnp.broadcast_to(x, (local_experts, n, d))
+        hidden = (jax.nn.silu(dot(rows, w_gate)) * dot(rows, w_up)).astype(dtype)
+        out = dot(hidden, w_down).astype(dtype)  # [E_local, N, D]
+        return jnp.sum(out.astype(jnp.float32) * gates.T[:, :, None], axis=0).astype(dtype)
+
+    # Checkpointed to keep only the matmul outputs, as the tiled path's steps are: the same fusions then run
+    # under every remat policy of the model, and the forward stays bit-identical across them.
+    return jax.checkpoint(experts, policy=jax.checkpoint_policies.dots_saveable)(
+        x, gates, w_gate, w_up, w_down
+    )
 
 
 def grouped_experts(
