@@ -113,9 +113,10 @@ GROUPED_IMPLS = ("ragged_dot", "tiles", "all_experts")
 # On CPU, `all_experts` runs when its rows (every token through every held expert, N * E) are at most this
 # many times the tiled path's static row bound (N * K routed rows + each expert's padding to whole tiles).
 # Below that, reading each expert's weights once as a batched matmul beats sorting, padding and gathering
-# every tile's weights: at 32 experts / top 4 (D 512, F 256) it ran 1.4-2x faster than the tiles from 8 to
-# 96 tokens (ratio 5.1 at 96) and level at 128 (5.6) (BENCHMARKS.md, "MoE at real sizes").
-ALL_EXPERTS_ROW_RATIO = 5.0
+# every tile's weights: at 32 experts / top 4 (D 512, F 256) it ran 1.4-7x faster than the tiles from 1 to 32
+# tokens (ratio 2.9 at 32), 0.9-1.4x at 64 (4.3) across loaded runs, slower from 128 (5.6) (BENCHMARKS.md,
+# "MoE at real sizes"; `tools/bench_model.py --moe-tokens` measures it).
+ALL_EXPERTS_ROW_RATIO = 3.0
 
 
 def default_grouped_impl(

@@ -198,8 +198,8 @@ def test_grouped_impl_is_chosen_per_backend_and_size_and_checked():
     assert default_grouped_impl("cpu") == "tiles"
     assert default_grouped_impl("gpu") == default_grouped_impl("tpu") == "ragged_dot"
     # On CPU (32 experts, top 4), decode-sized batches run every expert; a [4, 256] forward the routed tiles.
-    assert default_grouped_impl("cpu", 8, 32, 4) == default_grouped_impl("cpu", 64, 32, 4) == "all_experts"
-    assert default_grouped_impl("cpu", 1024, 32, 4) == "tiles"
+    assert default_grouped_impl("cpu", 8, 32, 4) == default_grouped_impl("cpu", 32, 32, 4) == "all_experts"
+    assert default_grouped_impl("cpu", 64, 32, 4) == default_grouped_impl("cpu", 1024, 32, 4) == "tiles"
     assert default_grouped_impl("gpu", 8, 32, 4) == "ragged_dot"
     # About pairs / (2 experts), a power of two in [8, 128]: 600 pairs over 16 experts -> 18.75 -> 32.
     assert tile_rows(1, 8) == 8 and tile_rows(4096, 8) == 128 and tile_rows(300 * 2, 16) == 32
