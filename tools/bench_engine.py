@@ -27,6 +27,15 @@ same time. Two workloads:
   from a flushed cache; the table says how many programs compiled during the timed passes, how many calls
   waited for a compile and how many ran on a larger bucket.
 
+vLLM as a peer (`--vllm default,all`, concurrency workload only): vLLM's CPU build from `.venv-vllm`
+(tools/make_vllm_venv.sh, `make vllm-env`) serving the same directory through its OpenAI server, token-id
+prompts at /v1/completions (`return_token_ids`, `logprobs: 0`, `ignore_eos`, `min_tokens`), timed in the same
+alternating rounds as a third (and fourth) side. `default` leaves its thread binding as it ships (one core
+bound, the rest reserved); `all` sets `VLLM_CPU_OMP_THREADS_BIND=0-<n-1>`, `VLLM_CPU_NUM_OF_RESERVED_CPU=0`.
+`--vllm-kv-gib` sets `VLLM_CPU_KVCACHE_SPACE`; `--vllm-dtype` its `--dtype` (its default `auto` serves a
+float32 checkpoint in bfloat16 on CPU; ours serves float32). Every reply of ours and vLLM's must hold exactly
+the asked tokens with finite log-probs, and HF's the asked count, or the run stops.
+
 Quiet host (tools/hostload.py): a busy host hurts HF's thread pool far more than our decode loop, so the
 ratios would flatter us. The run is publishable only if the 1-minute load average was below 1 when it began
 and, during every round, other processes (and the hypervisor's steal) took under 0.15 of a core; the
@@ -803,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(measure(args, model_dir, long_model))
     quiet, why = hostload.verdict(start_load, result["foreign"])
     header = (
-        f"tiny MoE ({model_dir if args.model else 'make_tiny_model default'}), server defaults "
+        f"{f'model {model_dir}' if args.model else 'tiny MoE (make_tiny_model default)'}, server defaults "
         f"(model's context, {args.max_running} slots, prefix cache on), prompt {args.prompt_len} tokens, "
         f"{args.new_tokens} new tokens per request; {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs; torch {result['hf_info']['torch']}; {why}; the 1-minute load average "
