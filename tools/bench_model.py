@@ -9,6 +9,11 @@ directory, and times:
   HF    `AutoModelForCausalLM.from_pretrained(dir)` in `.venv-ref` (Python 3.11 + CPU torch +
         transformers, made by tools/make_ref_venv.sh), `torch.no_grad()`, default attention and experts
         implementations, in a subprocess (torch is never a dependency of legorl_jax).
+With `--moe-tokens N1,N2,...` it times instead one MoE layer's experts (`moe.grouped_experts`, the
+model's sizes, a random routing) at each token count through every CPU implementation (`tiles`,
+`all_experts`), alternating them --rounds times (best of --reps each), and prints which one
+`default_grouped_impl` picks: the crossover the decode path rests on.
+
 Both see the same token ids. The HF side stays loaded, and --rounds rounds alternate the two (each side
 the best of --reps forwards per round, the least disturbed by other load), so a machine whose speed drifts
 during the run moves both sides of each round's ratio alike: the table shows tokens/s of each side's
@@ -136,6 +141,54 @@ class _HF:
         self.proc.wait(30)
 
 
+def _moe_layer(args: argparse.Namespace) -> int:
+    """The `--moe-tokens` table: one MoE layer's experts per implementation and token count."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from legorl_jax.model import moe
+
+    e, d, f, k = args.experts, args.hidden, args.moe_intermediate, args.top_k
+    rng = np.random.default_rng(args.seed)
+    weights = [
+        jnp.asarray(rng.normal(size=s).astype(np.float32) * 0.02) for s in ((e, d, f), (e, d, f), (e, f, d))
+    ]
+    impls = ("tiles", "all_experts")
+    print(
+        f"# bench_model --moe-tokens: one MoE layer's experts, D {d}, F {f}, {e} experts top-{k}, float32; "
+        f"jax {jax.__version__} on {jax.default_backend()}, {os.cpu_count()} CPUs; load average "
+        f"{os.getloadavg()[0]:.2f} before; best of {args.reps} calls per round, {args.rounds} rounds, "
+        "alternating"
+    )
+    print("| tokens | " + " | ".join(f"{i} (ms)" for i in impls) + " | tiles / all_experts | default |")
+    print("|---:|" + "---:|" * len(impls) + "---:|---|")
+    for n in args.moe_tokens:
+        x = jnp.asarray(rng.normal(size=(n, d)).astype(np.float32))
+        ids = jnp.asarray(np.argsort(rng.random((n, e)), axis=1)[:, :k].astype(np.int32))
+        gates = jnp.full((n, k), 1.0 / k, jnp.float32)
+        fns = {i: jax.jit(lambda *a, i=i: moe.grouped_experts(*a, impl=i)) for i in impls}
+        outs = {i: jax.block_until_ready(fn(x, ids, gates, *weights)) for i, fn in fns.items()}
+        gap = float(jnp.max(jnp.abs(outs["tiles"] - outs["all_experts"])))
+        if not gap <= 1e-4 * max(1.0, float(jnp.max(jnp.abs(outs["tiles"])))):
+            raise SystemExit(f"the implementations disagree by {gap:.2e} at {n} tokens")
+        best: dict[str, float] = {i: float("inf") for i in impls}
+        for _ in range(args.rounds):
+            for i, fn in fns.items():
+                for _ in range(args.reps):
+                    start = time.perf_counter()
+                    jax.block_until_ready(fn(x, ids, gates, *weights))
+                    best[i] = min(best[i], time.perf_counter() - start)
+        pick = moe.default_grouped_impl("cpu", n, e, k)
+        print(
+            f"| {n} | "
+            + " | ".join(f"{best[i] * 1e3:.2f}" for i in impls)
+            + f" | {best['tiles'] / best['all_experts']:.2f}x | {pick} |"
+        )
+    print(f"# load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -152,6 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--moe-intermediate", type=int, default=128)
     parser.add_argument("--vocab", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--moe-tokens",
+        type=lambda v: [int(x) for x in v.split(",") if x],
+        default=[],
+        help="time one MoE layer's experts at these token counts per implementation instead",
+    )
     args = parser.parse_args(argv)
     for name in (
         "batch",
@@ -173,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from legorl_jax.model import init_policy, save_hf
+
+    if args.moe_tokens:
+        return _moe_layer(args)
 
     config = _config(args)
     policy = init_policy(config, seed=args.seed)

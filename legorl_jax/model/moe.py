@@ -16,6 +16,8 @@ Experts run grouped: the B*T*K (token, slot) pairs are sorted by expert and push
 `jax.lax.ragged_dot` (one grouped matmul per projection; GPU / TPU) or, on CPU where XLA lowers `ragged_dot`
 densely, through per-expert tiles of the sorted rows (`grouped_experts`), then unsorted and combined with the
 gate weights. HF sums the K expert outputs in expert order, we in slot order: equal up to float rounding.
+On CPU, few tokens (decode) run every expert on every token instead (`all_experts`, summed in expert order
+with zero gates for the experts not chosen): each expert's weights read once, no sort or gather.
 
 Expert parallelism. When the `experts` logical axis maps to mesh axes of size > 1 (sharding.py), the
 grouped FFN runs under `jax.shard_map` over the whole mesh; each device holds E / |expert| experts
@@ -121,13 +123,35 @@ def load_balancing_loss(
     return jnp.where(rows > 0, loss, 0.0)
 
 
-GROUPED_IMPLS = ("ragged_dot", "tiles")
+GROUPED_IMPLS = ("ragged_dot", "tiles", "all_experts")
+
+# On CPU, `all_experts` runs when its rows (every token through every held expert, N * E) are at most this
+# many times the tiled path's static row bound (N * K routed rows + each expert's padding to whole tiles).
+# Below that, reading each expert's weights once as a batched matmul beats sorting, padding and gathering
+# every tile's weights: at 32 experts / top 4 (D 512, F 256) it ran 1.4-7x faster than the tiles from 1 to 32
+# tokens (ratio 2.9 at 32), 0.9-1.4x at 64 (4.3) across loaded runs, slower from 128 (5.6) (BENCHMARKS.md,
+# "MoE at real sizes"; `tools/bench_model.py --moe-tokens` measures it).
+ALL_EXPERTS_ROW_RATIO = 3.0
 
 
-def default_grouped_impl(backend: str | None = None) -> str:
-    """`tiles` on CPU, where XLA lowers `ragged_dot` densely (every expert against every row, E / K times
-    the routed FLOPs); `ragged_dot` elsewhere (its grouped-matmul lowering on GPU / TPU)."""
-    return "tiles" if (backend or jax.default_backend()) == "cpu" else "ragged_dot"
+def default_grouped_impl(
+    backend: str | None = None,
+    tokens: int | None = None,
+    experts: int | None = None,
+    top_k: int | None = None,
+) -> str:
+    """`ragged_dot` off CPU (its grouped-matmul lowering on GPU / TPU). On CPU, where XLA lowers `ragged_dot`
+    densely (every expert against every row, E / K times the routed FLOPs): `all_experts` for few tokens
+    (decode; `tokens * experts` within `ALL_EXPERTS_ROW_RATIO` of the tiled path's row bound), else `tiles`.
+    Without the shapes (`tokens` None) the CPU answer is `tiles`."""
+    if (backend or jax.default_backend()) != "cpu":
+        return "ragged_dot"
+    if tokens is None or experts is None or top_k is None:
+        return "tiles"
+    pairs = tokens * top_k
+    tile = tile_rows(pairs, experts)
+    tiled_rows = pairs + experts * (tile - 1)
+    return "all_experts" if tokens * experts <= ALL_EXPERTS_ROW_RATIO * tiled_rows else "tiles"
 
 
 def tile_rows(pairs: int, experts: int) -> int:
@@ -220,6 +244,47 @@ def _move_rows_bwd(residuals, cotangent):
 move_rows.defvjp(_move_rows_fwd, _move_rows_bwd)
 
 
+def _all_experts(
+    x: Float[Array, "n d"],
+    ids: Int[Array, "n k"],
+    weights: Float[Array, "n k"],
+    w_gate: Float[Array, "e d f"],
+    w_up: Float[Array, "e d f"],
+    w_down: Float[Array, "e f d"],
+    first_expert: Int[Array, ""] | int,
+) -> Float[Array, "n d"]:
+    """Every held expert on every token as batched matmuls over the expert axis ([E, N, D] x [E, D, F]: each
+    expert's weights read once, no sort, gather or padding), then summed over the experts in expert order
+    (as HF's loop does) with each token's gate weight of that expert, 0 for the experts it did not choose.
+
+    The batch dimension matters on XLA:CPU: `einsum("nd,edf->enf")` without it lowers to one dot against the
+    weights transposed to [D, E * F], a copy of them per call that took 10x the batched dot's time."""
+    n, d = x.shape
+    local_experts = w_gate.shape[0]
+    dtype = x.dtype
+    local = ids - first_expert  # [N, K]; experts held elsewhere fall outside [0, E_local) and match none
+    chosen = local[:, :, None] == jnp.arange(local_experts, dtype=local.dtype)  # [N, K, E_local]
+    gates = weights.astype(dtype).astype(jnp.float32)  # as the grouped paths round them
+    gates = jnp.sum(jnp.where(chosen, gates[:, :, None], 0.0), axis=1)  # [N, E_local]; ids are distinct
+
+    def dot(a, w):
+        return jax.lax.dot_general(
+            a, w.astype(dtype), (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32
+        )
+
+    def experts(x, gates, w_gate, w_up, w_down):
+        rows = jnp.broadcast_to(x, (local_experts, n, d))
+        hidden = (jax.nn.silu(dot(rows, w_gate)) * dot(rows, w_up)).astype(dtype)
+        out = dot(hidden, w_down).astype(dtype)  # [E_local, N, D]
+        return jnp.sum(out.astype(jnp.float32) * gates.T[:, :, None], axis=0).astype(dtype)
+
+    # Checkpointed to keep only the matmul outputs, as the tiled path's steps are: the same fusions then run
+    # under every remat policy of the model, and the forward stays bit-identical across them.
+    return jax.checkpoint(experts, policy=jax.checkpoint_policies.dots_saveable)(
+        x, gates, w_gate, w_up, w_down
+    )
+
+
 def grouped_experts(
     x: Float[Array, "n d"],
     ids: Int[Array, "n k"],
@@ -236,13 +301,18 @@ def grouped_experts(
     through one grouped matmul per projection. `tiles` pads each expert's group to whole tiles of
     `tile_rows` rows (a static bound: N*K + E*(tile-1) rows) and runs every tile as a dense SwiGLU against
     its single expert's weights (batched over the tiles), so its cost follows the routed rows on any backend.
-    `impl=None` takes `default_grouped_impl()`. Both sum in float32; they agree to float rounding.
+    `all_experts` (`_all_experts`) runs every held expert on every token and weights the outputs by the
+    gates, 0 where not chosen: E / K times the routed FLOPs but each expert's weights read once, the
+    cheapest on CPU for a few tokens (decode). `impl=None` takes `default_grouped_impl()` for these shapes.
+    All sum in float32; they agree to float rounding.
     """
-    impl = impl or default_grouped_impl()
-    if impl not in GROUPED_IMPLS:
-        raise ValueError(f"grouped_experts impl must be one of {GROUPED_IMPLS}, got {impl!r}")
     n, k = ids.shape
     local_experts = w_gate.shape[0]
+    impl = impl or default_grouped_impl(None, n, local_experts, k)
+    if impl not in GROUPED_IMPLS:
+        raise ValueError(f"grouped_experts impl must be one of {GROUPED_IMPLS}, got {impl!r}")
+    if impl == "all_experts":
+        return _all_experts(x, ids, weights, w_gate, w_up, w_down, first_expert)
     dtype = x.dtype
     flat = ids.reshape(-1) - first_expert  # [N*K]
     held = (flat >= 0) & (flat < local_experts)

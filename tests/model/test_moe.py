@@ -151,8 +151,9 @@ def test_grouped_experts_match_a_per_expert_loop(impl):
     np.testing.assert_allclose(np.asarray(got), partial, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("impl", ["tiles", "all_experts"])
 @pytest.mark.parametrize(("n", "e"), [(1, 8), (37, 8), (300, 16)])  # decode, a skewed prefill, many tiles
-def test_tiled_experts_match_ragged_dot_in_values_and_gradients(n, e):
+def test_cpu_experts_match_ragged_dot_in_values_and_gradients(n, e, impl):
     rng = np.random.default_rng(n)
     k, d, f = 2, 16, 12
     x = jnp.asarray(rng.standard_normal((n, d)), jnp.float32)
@@ -178,24 +179,28 @@ def test_tiled_experts_match_ragged_dot_in_values_and_gradients(n, e):
         return jax.jit(jax.value_and_grad(fn, argnums=(0, 1, 2, 3, 4), has_aux=True))(x, w, wg, wu, wd)
 
     (_, y_ragged), g_ragged = loss("ragged_dot")
-    (_, y_tiles), g_tiles = loss("tiles")
+    (_, y_cpu), g_cpu = loss(impl)
     # The two only re-order float32 sums: a sum of m terms moves by at most ~m·u of its terms' magnitudes
     # (u = 2^-24), taken relative to each array's largest entry. Outputs sum over d, f and k terms; the
     # weight gradients also over up to n rows.
     u = 2.0**-24
     y_ragged = np.asarray(y_ragged)
     np.testing.assert_allclose(
-        np.asarray(y_tiles), y_ragged, atol=(d + f + k) * u * np.abs(y_ragged).max(), rtol=0
+        np.asarray(y_cpu), y_ragged, atol=(d + f + k) * u * np.abs(y_ragged).max(), rtol=0
     )
-    for name, a, b in zip(("x", "weights", "w_gate", "w_up", "w_down"), g_tiles, g_ragged, strict=True):
+    for name, a, b in zip(("x", "weights", "w_gate", "w_up", "w_down"), g_cpu, g_ragged, strict=True):
         b = np.asarray(b)
         atol = (n + d + f + k) * u * np.abs(b).max()
         np.testing.assert_allclose(np.asarray(a), b, atol=atol, rtol=0, err_msg=name)
 
 
-def test_grouped_impl_is_chosen_per_backend_and_checked():
+def test_grouped_impl_is_chosen_per_backend_and_size_and_checked():
     assert default_grouped_impl("cpu") == "tiles"
     assert default_grouped_impl("gpu") == default_grouped_impl("tpu") == "ragged_dot"
+    # On CPU (32 experts, top 4), decode-sized batches run every expert; a [4, 256] forward the routed tiles.
+    assert default_grouped_impl("cpu", 8, 32, 4) == default_grouped_impl("cpu", 32, 32, 4) == "all_experts"
+    assert default_grouped_impl("cpu", 64, 32, 4) == default_grouped_impl("cpu", 1024, 32, 4) == "tiles"
+    assert default_grouped_impl("gpu", 8, 32, 4) == "ragged_dot"
     # About pairs / (2 experts), a power of two in [8, 128]: 600 pairs over 16 experts -> 18.75 -> 32.
     assert tile_rows(1, 8) == 8 and tile_rows(4096, 8) == 128 and tile_rows(300 * 2, 16) == 32
     z = jnp.zeros((2, 4))
