@@ -458,21 +458,29 @@ async def test_abort_resume_through_a_moe_fleet_ends_with_every_routing_row(
             await hold(fleet, task)
             await update_weights(fleet, str(other_model_dir), "moe-v1", "abort_resume")
             resumed = await task
+            # The whole sequence forwarded once on the new weights: the routing the re-issue computed.
+            one = next(iter(fleet.engines.values()))
+            sequence = [*PROMPT, *(int(t) for t in resumed.generation.output_ids)]
+            on_new = await one.generate(
+                sequence, SamplingParams(max_new_tokens=1), return_routed_experts=True,
+                routed_experts_start_len=start,
+            )  # fmt: skip
         finally:
             await fleet.resume()
             await fleet.update_weights(str(engine_model_dir), old)
-        uncut = await next(iter(fleet.engines.values())).generate(
-            PROMPT, long, return_routed_experts=True, routed_experts_start_len=start
-        )
+        uncut = await one.generate(PROMPT, long, return_routed_experts=True, routed_experts_start_len=start)
     gen = resumed.generation
     assert resumed.resumes == 1 and len(gen.output_ids) == 200 and gen.routed_experts_start == start
     assert gen.routed_experts.shape == (len(PROMPT) + 200 - 1 - start, 2, 2)
     assert np.all((gen.routed_experts >= 0) & (gen.routed_experts < 8))
-    # Up to the cut the request ran on the old weights: the rows and tokens an uncut request has there.
+    # Up to the cut the request ran on the old weights: the tokens an uncut request samples there.
     cut = gen.token_weight_versions.index("moe-v1")
     assert cut >= 1 and np.array_equal(gen.output_ids[:cut], uncut.output_ids[:cut])
+    # Every row is the re-issue's forward on the new weights (it re-prefilled the prefix; resume.py), not
+    # the cut piece's rows on the old weights.
     rows = len(PROMPT) + cut - 1 - start
-    assert np.array_equal(gen.routed_experts[:rows], uncut.routed_experts[:rows])
+    assert not np.array_equal(gen.routed_experts[:rows], uncut.routed_experts[:rows])
+    np.testing.assert_array_equal(gen.routed_experts, on_new.routed_experts[: len(sequence) - 1 - start])
 
 
 async def test_the_capture_proxy_over_a_moe_fleet_records_routing_for_every_sampled_token(
