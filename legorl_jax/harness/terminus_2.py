@@ -65,6 +65,30 @@ no bound: a policy whose replies are always cut off never reaches `max_episodes`
 until the trial timeout). The driver counts model calls with a litellm success callback (configuration, not a
 patch) and ends the run after `CALLS_PER_STEP * step_limit` of them: `step_limit`."""
 
+
+def driver_result(output: str, returncode: int | None, step_limit: int) -> HarnessResult:
+    """The run's outcome from the driver's output: its call-limit line (`step_limit`) wins over a result
+    line; otherwise the result line's episode count decides (module docstring). A marker is read where it
+    starts, even mid-line (a driver before the write lock could append it to another line)."""
+    limited = [
+        line[line.index(CALL_LIMIT_PREFIX) :] for line in output.splitlines() if CALL_LIMIT_PREFIX in line
+    ]
+    if limited:
+        count = limited[-1][len(CALL_LIMIT_PREFIX) :].split(RESULT_PREFIX.strip())[0].strip()
+        if not count.isdigit():
+            raise HarnessCrashed(
+                f"the Terminus-2 driver's call-limit line has no count: {limited[-1][:200]!r}"
+            )
+        return HarnessResult(Outcome.STEP_LIMIT, int(count), output, {"turns": float(count)})
+    lines = [line[line.index(RESULT_PREFIX) :] for line in output.splitlines() if RESULT_PREFIX in line]
+    if returncode != 0 or not lines:
+        raise HarnessCrashed(f"the Terminus-2 driver exited {returncode} without a result:\n{output[-4000:]}")
+    result = json.loads(lines[-1][len(RESULT_PREFIX) :])
+    episodes = int(result["episodes"])
+    status = Outcome.SUBMITTED if episodes < step_limit else Outcome.STEP_LIMIT
+    return HarnessResult(status, episodes, output, {"turns": float(episodes)})
+
+
 _TMUX_SCRIPT = f"""#!/bin/sh
 exec /lib64/ld-linux-x86-64.so.2 --library-path {TMUX_MOUNT}/lib {TMUX_MOUNT}/lib/tmux -f {TMUX_MOUNT}/tmux.conf "$@"
 """  # noqa: E501
@@ -140,18 +164,26 @@ def install() -> str:
 # Runs in the harness's venv: terminal-bench's TmuxSession over a container stand-in whose exec_run and
 # put_archive are calls to ExecRelay, then its Terminus2 agent as `tb run` would run it (recording off).
 _DRIVER = """
-import base64, json, os, pathlib, sys, urllib.request
+import base64, json, os, pathlib, sys, threading, urllib.request
 import litellm
 from terminal_bench.agents.terminus_2 import Terminus2
 from terminal_bench.terminal.tmux_session import TmuxSession
 
 cfg = json.load(open(sys.argv[1]))
 calls = [0]
+out = threading.Lock()
+
+def emit(line):
+    # litellm runs success callbacks on its own thread: one write per line, under a lock, or a marker
+    # line and the result line interleave
+    with out:
+        sys.stdout.write(line + "\\n")
+        sys.stdout.flush()
 
 def count_call(kwargs, response, start, end):
     calls[0] += 1
     if calls[0] >= cfg["max_calls"]:
-        print("LEGORL_CALL_LIMIT " + str(calls[0]), flush=True)
+        emit("LEGORL_CALL_LIMIT " + str(calls[0]))
         os._exit(3)
 
 litellm.success_callback = [count_call]
@@ -179,7 +211,7 @@ session.start()
 agent = Terminus2(model_name=cfg["model"], max_episodes=cfg["max_episodes"], api_base=cfg["api_base"],
                   temperature=cfg["temperature"])
 result = agent.perform_task(cfg["instruction"], session, logging_dir=pathlib.Path(cfg["logging_dir"]))
-print("LEGORL_RESULT " + json.dumps({**result.model_dump(mode="json"), "episodes": len(agent._timestamped_markers)}))
+emit("LEGORL_RESULT " + json.dumps({**result.model_dump(mode="json"), "episodes": len(agent._timestamped_markers)}))
 """  # noqa: E501
 
 
@@ -295,17 +327,4 @@ class Terminus2Harness:
                     proc.kill()
                     await proc.wait()
                     raise
-        output = out.decode("utf-8", "replace")
-        limited = [line for line in output.splitlines() if line.startswith(CALL_LIMIT_PREFIX)]
-        if limited:
-            calls = int(limited[-1][len(CALL_LIMIT_PREFIX) :])
-            return HarnessResult(Outcome.STEP_LIMIT, calls, output, {"turns": float(calls)})
-        lines = [line for line in output.splitlines() if line.startswith(RESULT_PREFIX)]
-        if proc.returncode != 0 or not lines:
-            raise HarnessCrashed(
-                f"the Terminus-2 driver exited {proc.returncode} without a result:\n{output[-4000:]}"
-            )
-        result = json.loads(lines[-1][len(RESULT_PREFIX) :])
-        episodes = int(result["episodes"])
-        status = Outcome.SUBMITTED if episodes < llm.step_limit else Outcome.STEP_LIMIT
-        return HarnessResult(status, episodes, output, {"turns": float(episodes)})
+        return driver_result(out.decode("utf-8", "replace"), proc.returncode, llm.step_limit)

@@ -16,6 +16,7 @@ from native_trial import trial_with_probe
 from scripted_engine import ScriptedEngine
 
 from legorl_jax.harness import HarnessNotInstalled, get_harness, terminus_2
+from legorl_jax.harness.base import HarnessCrashed
 from legorl_jax.types import Outcome
 
 TASK = "autocomplete-casefold-prefix"
@@ -137,3 +138,31 @@ def test_the_preset_selects_terminus_2_with_its_timeouts(compose_config):
     harness = get_harness(cfg.harness.name, **cfg.harness.options)
     assert cfg.harness.step_limit == 7 and harness.network == "none" and harness.command_timeout_s == 180
     assert harness.mounts == {terminus_2.TMUX_MOUNT: str(terminus_2.install_dir() / "tmux")}
+
+
+# The output of a demo trial (step_limit 1) whose driver printed the call-limit line from litellm's callback
+# thread while the main thread printed the result: the two markers on one line.
+INTERLEAVED = (
+    "LEGORL_CALL_LIMIT 2LEGORL_RESULT "
+    '{"total_input_tokens": 1280, "total_output_tokens": 12, "failure_mode": "none", '
+    '"timestamped_markers": [[0.0, "Episode 0: 0 commands"]], "episodes": 1}\n\n'
+)
+
+
+def test_a_call_limit_line_run_into_the_result_line_reads_as_the_step_limit():
+    result = terminus_2.driver_result(INTERLEAVED, 3, step_limit=1)
+    assert result.exit_status is Outcome.STEP_LIMIT and result.steps == 2
+
+
+def test_the_driver_result_line_decides_between_submitted_and_step_limit():
+    line = 'LEGORL_RESULT {"episodes": %d}\n'
+    assert terminus_2.driver_result("log\n" + line % 2, 0, step_limit=5).exit_status is Outcome.SUBMITTED
+    assert terminus_2.driver_result(line % 5, 0, step_limit=5).exit_status is Outcome.STEP_LIMIT
+    assert terminus_2.driver_result(line % 5, 0, step_limit=5).steps == 5
+
+
+def test_a_driver_without_a_result_or_with_a_bad_count_is_a_crash_naming_its_output():
+    with pytest.raises(HarnessCrashed, match="exited 1 without a result:\nTraceback"):
+        terminus_2.driver_result("Traceback (most recent call last)\n", 1, step_limit=3)
+    with pytest.raises(HarnessCrashed, match="call-limit line has no count: 'LEGORL_CALL_LIMIT x'"):
+        terminus_2.driver_result("LEGORL_CALL_LIMIT x\n", 3, step_limit=3)
