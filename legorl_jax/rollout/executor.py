@@ -18,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import time
+import traceback
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
@@ -32,6 +34,8 @@ from legorl_jax.tasks.schema import Task
 from legorl_jax.tasks.task_image import ensure_task_image
 from legorl_jax.tasks.verifier import grade
 from legorl_jax.types import Outcome, SessionRecord
+
+log = logging.getLogger(__name__)
 
 
 class NodeLost(RuntimeError):
@@ -94,6 +98,10 @@ async def work_in_sandbox(task: Task, work: Work) -> Attempt:
                 attempt.result = await harness.run(task, sandbox, llm)
             except HarnessCrashed as exc:
                 attempt.outcome, attempt.reason = Outcome.HARNESS_CRASHED, str(exc)
+            except Exception as exc:  # an adapter's own bug fails its trial, not the whole run
+                attempt.outcome = Outcome.HARNESS_CRASHED
+                attempt.reason = f"the {harness.name} adapter raised {exc!r}:\n{traceback.format_exc()}"
+                log.warning("trial of %s: %s", task.instance_id, attempt.reason)
             attempt.timings["harness_s"] = time.monotonic() - t1
             t_stop = time.monotonic()
             attempt.diff = await sandbox.diff(workspace.base_commit)

@@ -165,6 +165,36 @@ async def test_injected_infrastructure_failures_drop_only_that_trial_with_its_re
     assert "KeyError" in json.loads((tmp_path / "crash" / "attempt_0" / "attempt.json").read_text())["reason"]
 
 
+class BuggyAdapter:
+    """A harness adapter with a bug of its own: a plain exception from parsing its harness's output."""
+
+    name, network, mounts, sandbox_user = "buggy", "none", None, None
+
+    async def run(self, task, sandbox, llm) -> HarnessResult:
+        await sandbox.exec(["bash", "-c", "echo partial > partial.txt"])
+        return HarnessResult(Outcome.SUBMITTED, int("2LEGORL_RESULT {}"))
+
+
+async def test_an_adapter_that_raises_fails_its_trial_as_harness_crashed_not_the_run(
+    two_tasks, tokenizer, proxy_on, tmp_path
+):
+    engine = ScriptedEngine(tokenizer, lambda prompt, rid: call("submit"))
+    engine.max_len = 8192
+    proxy = await proxy_on(engine, context_length=8192)
+    crashed = await run_trial(
+        two_tasks[0],
+        harness=BuggyAdapter(),
+        proxy=proxy,
+        trial_id="buggy-0",
+        group_id="g",
+        trial_dir=tmp_path / "buggy",
+        trials=TrialSettings(rollout=rollout_config(tmp_path)),
+    )
+    assert crashed.outcome is Outcome.HARNESS_CRASHED and not crashed.valid and crashed.reward == 0.0
+    reason = json.loads((tmp_path / "buggy" / "attempt_0" / "attempt.json").read_text())["reason"]
+    assert reason.startswith("the buggy adapter raised ValueError(") and 'int("2LEGORL_RESULT {}")' in reason
+
+
 class ContainerKiller:
     """A harness whose sandbox disappears under it (the container is killed from outside)."""
 
