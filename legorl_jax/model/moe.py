@@ -18,6 +18,9 @@ densely, through per-expert tiles of the sorted rows (`grouped_experts`), then u
 gate weights. HF sums the K expert outputs in expert order, we in slot order: equal up to float rounding.
 On CPU, few tokens (decode) run every expert on every token instead (`all_experts`, summed in expert order
 with zero gates for the experts not chosen): each expert's weights read once, no sort or gather.
+Long rows go through the grouped FFN in chunks of tokens (`chunk_tokens`: once their pairs' rows pass
+`CHUNK_ELEMENTS`), one chunk at a time under a checkpointed scan, so its working set does not grow with the
+row (exact: no token dropped, each token's output its own; the routing is made once, before).
 
 Expert parallelism. When the `experts` logical axis maps to mesh axes of size > 1 (sharding.py), the
 grouped FFN runs under `jax.shard_map` over the whole mesh; each device holds E / |expert| experts
@@ -169,6 +172,29 @@ def _swiglu(dot, xs, w_gate, w_up, w_down):
     return dot((jax.nn.silu(gate) * up).astype(dtype), w_down.astype(dtype))
 
 
+# Elements of the (token, slot) pairs' rows (pairs x D) up to which `grouped_experts` runs a row's tokens at
+# once; more go in chunks of at most about this many. One Qwen3-30B-A3B MoE block (D 2048, top 8) needs ~0.28
+# MB of temporaries per token at once (its 8 rows sorted, padded to tiles, projected in float32, and their
+# cotangents: 9.1 GiB at 32k tokens); 2^27 elements (2^16 pairs there, 8k tokens) bound it at 6.3 GiB at
+# 32k tokens and 7.1 at 128k, of which 2.25 GiB is the float32 gradient of the experts' weights that the
+# chunks' scan accumulates (2^17 pairs: 8.4 and 9.0 GiB; 2^15: 5.3 and 6.5). The tiled path pays its
+# padding (< one tile per expert) once per chunk: 16,256 rows at 128 experts, 25 % of 2^16 pairs
+# (BENCHMARKS.md, "Long context").
+CHUNK_ELEMENTS = 1 << 27
+
+
+def chunk_tokens(tokens: int, top_k: int, width: int) -> int:
+    """Tokens per chunk of `grouped_experts` for rows of `width` (D): all of them while their pairs' rows
+    hold at most `CHUNK_ELEMENTS` (the demo, decode, a device's share of a long row), else the fewest equal
+    chunks of at most about that many (the last one padded)."""
+    if tokens < 0 or top_k < 1 or width < 1:
+        raise ValueError(
+            f"chunk_tokens needs tokens >= 0, top_k >= 1 and width >= 1, got {tokens}, {top_k}, {width}"
+        )
+    chunks = max(1, -(-tokens * top_k * width // CHUNK_ELEMENTS))
+    return max(1, -(-tokens // chunks))
+
+
 TILES_PER_STEP = 16  # tiles one step of the tiled path's scan runs (a multiple of it is padded up to)
 
 
@@ -294,8 +320,16 @@ def grouped_experts(
     w_down: Float[Array, "e f d"],
     first_expert: Int[Array, ""] | int = 0,
     impl: str | None = None,
+    chunk: int | None = None,
 ) -> Float[Array, "n d"]:
     """sum_k weights[n, k] * Expert_{ids[n, k]}(x[n]) over the experts held here, `first_expert` onwards.
+
+    The tokens go through in chunks of `chunk` (None: `chunk_tokens` for these shapes, i.e. all of them
+    unless their (token, slot) pairs' rows pass `CHUNK_ELEMENTS`): each chunk sorted, tiled and summed on
+    its own under a checkpointed `lax.scan`, so the working set is one chunk's (its sorted rows, tiles,
+    float32 projections and their cotangents), whatever the row; the routing (ids, gates, router
+    statistics) is the caller's, made once for all the tokens. Every token's output is computed from its
+    own row and ids alone either way: chunking changes which rows share a matmul, not what any row gets.
 
     Both implementations sort the N*K (token, slot) pairs by expert. `ragged_dot` pushes the sorted rows
     through one grouped matmul per projection. `tiles` pads each expert's group to whole tiles of
@@ -307,10 +341,36 @@ def grouped_experts(
     All sum in float32; they agree to float rounding.
     """
     n, k = ids.shape
-    local_experts = w_gate.shape[0]
-    impl = impl or default_grouped_impl(None, n, local_experts, k)
+    chunk = chunk_tokens(n, k, x.shape[-1]) if chunk is None else chunk
+    if chunk < 1:
+        raise ValueError(f"grouped_experts chunk must be a positive number of tokens, got {chunk}")
+    impl = impl or default_grouped_impl(None, min(n, chunk), w_gate.shape[0], k)
     if impl not in GROUPED_IMPLS:
         raise ValueError(f"grouped_experts impl must be one of {GROUPED_IMPLS}, got {impl!r}")
+    if chunk >= n:
+        return _grouped(x, ids, weights, w_gate, w_up, w_down, first_expert, impl)
+    chunks = -(-n // chunk)
+    pad = chunks * chunk - n
+    # Padding tokens take id -1, which no device holds (below every `first_expert`): they sort into the
+    # group no matmul reads, weigh 0 in `all_experts`, and their rows are cut off below.
+    x, ids, weights = (
+        jnp.pad(a, ((0, pad), (0, 0)), constant_values=fill) for a, fill in ((x, 0), (ids, -1), (weights, 0))
+    )
+
+    def one_chunk(carry, part):
+        return carry, _grouped(*part, w_gate, w_up, w_down, first_expert, impl)
+
+    # Checkpointed: the scan keeps each chunk's inputs only, and the backward recomputes a chunk's forward
+    # beside its cotangents, one chunk at a time.
+    parts = (x.reshape(chunks, chunk, -1), ids.reshape(chunks, chunk, k), weights.reshape(chunks, chunk, k))
+    _, out = jax.lax.scan(jax.checkpoint(one_chunk), None, parts)  # [chunks, chunk, D]
+    return out.reshape(chunks * chunk, -1)[:n]
+
+
+def _grouped(x, ids, weights, w_gate, w_up, w_down, first_expert, impl):
+    """`grouped_experts` of all the tokens at once with `impl`."""
+    n, k = ids.shape
+    local_experts = w_gate.shape[0]
     if impl == "all_experts":
         return _all_experts(x, ids, weights, w_gate, w_up, w_down, first_expert)
     dtype = x.dtype
