@@ -33,7 +33,8 @@ grouped FFN runs under `jax.shard_map` over the whole mesh; each device holds E 
   do not split the tokens (replicated there): one all-reduce (psum). Traffic: the group's tokens. But how
   many pairs reach a device's experts is known only at run time, so its buffers take the static bound:
   all N_group * K pairs of the group (a device may hold the experts every token picked), i.e. the whole
-  row under context parallelism, on every device.
+  row under context parallelism, on every device; `grouped_experts`' chunks bound those to one chunk's
+  pairs at a time, leaving the group's gathered rows and sums.
 - `experts`, the experts to the tokens (when every expert axis splits the tokens): all-gather of the
   expert weights over the expert axes, each device runs its own tokens' N_local * K pairs through all E
   experts, and the gather's transpose reduce-scatters the weight gradients back to the experts' owners.
@@ -42,9 +43,9 @@ grouped FFN runs under `jax.shard_map` over the whole mesh; each device holds E 
 A ragged all-to-all of each device's own pairs (`jax.lax.ragged_all_to_all`) would move only the routed
 pairs, but its receive buffer needs the same static bound as `tokens` (all of the group's pairs may pick
 one device's experts) and XLA:CPU does not implement it (jax 0.12: "not supported by XLA:CPU
-ThunkEmitter"). `default_dispatch` picks by size: `experts` once the group's pairs reach the experts'
-weight rows (long rows), `tokens` below. Routing and the router itself stay under GSPMD, outside the
-shard_map.
+ThunkEmitter"). `default_dispatch` picks by size: `experts` once the group's tokens reach the experts'
+weight rows (rows of ~300k tokens and more), `tokens` below. Routing and the router itself stay under
+GSPMD, outside the shard_map.
 
 Einsum legend: B batch, T positions, D model dim, E experts, K experts per token, F expert mlp hidden,
 N tokens (B*T) in the grouped FFN.
@@ -422,17 +423,20 @@ def _grouped(x, ids, weights, w_gate, w_up, w_down, first_expert, impl):
 DISPATCHES = ("tokens", "experts")
 
 
-def default_dispatch(group_pairs: int, expert_rows: int, replicated: bool) -> str:
-    """`experts` when the (token, slot) pairs the tokens dispatch would gather to every device
-    (`group_pairs`) reach the rows of the expert weights the experts dispatch gathers instead
-    (`expert_rows` = 3 E F: gate, up and down of every expert); `tokens` otherwise, and always when some
-    expert axis does not split the tokens (`replicated`). Each pair is a row the tokens dispatch sorts,
-    pads to tiles and projects (in float32 for the sums, and again for the cotangents), each weight row one
-    the experts dispatch gathers (and takes a float32 gradient of); measured crossover for Qwen3-30B-A3B
-    on conf/mesh/h200x8_long: ~26k tokens a row, this rule switches at 36,864 (BENCHMARKS.md, "Long
-    context"). Short rows keep the tokens dispatch, whose traffic (the group's tokens, N D) is smaller than
-    the experts' weights until rows of ~3 E F tokens."""
-    return "experts" if group_pairs >= expert_rows and not replicated else "tokens"
+def default_dispatch(group_tokens: int, expert_rows: int, replicated: bool) -> str:
+    """`experts` when the tokens the tokens dispatch would gather to every device (`group_tokens`) reach
+    the rows of the expert weights the experts dispatch gathers instead (`expert_rows` = 3 E F: gate, up
+    and down of every expert); `tokens` otherwise, and always when some expert axis does not split the
+    tokens (`replicated`). Traffic per layer (forward, its remat and the backward): the tokens dispatch
+    gathers the group's bf16 rows and reduce-scatters their sums, ~12 N D bytes; the experts dispatch
+    gathers the float32 weights twice and reduce-scatters their gradients, ~36 E D F bytes: equal at
+    N = 3 E F. Memory: since `grouped_experts` runs long rows in chunks, the tokens dispatch's buffers are
+    the group's rows plus one chunk's pairs, and it kept less than the experts dispatch at every row
+    measured for Qwen3-30B-A3B on conf/mesh/h200x8_long (32k to 256k tokens; crossing, by their slopes, at
+    ~490k), so the rule is the traffic's: 294,912 tokens a row there (BENCHMARKS.md, "Long context").
+    Before the chunks it switched at 3 E F *pairs* (36,864 tokens), when the tokens dispatch's buffers
+    held every pair of the row at once."""
+    return "experts" if group_tokens >= expert_rows and not replicated else "tokens"
 
 
 def expert_ffn(
@@ -473,7 +477,7 @@ def expert_ffn(
     # Tokens of the expert group: this device's, times the expert axes that split them.
     group_tokens = b * t * math.prod(sizes[a] for a in gather + gather_seq)
     group_tokens //= math.prod(sizes[a] for a in batch_axes + seq_axes)
-    dispatch = dispatch or default_dispatch(group_tokens * k, 3 * math.prod(w_gate.shape[::2]), bool(reduce))
+    dispatch = dispatch or default_dispatch(group_tokens, 3 * math.prod(w_gate.shape[::2]), bool(reduce))
     if dispatch == "experts" and reduce:
         raise ValueError(
             f"expert_ffn dispatch 'experts' needs every expert axis {expert_axes} to split the tokens; "

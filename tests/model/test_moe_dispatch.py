@@ -145,11 +145,11 @@ def test_the_experts_dispatch_gathers_weights_and_sizes_its_buffers_by_the_devic
     assert experts_temp * 4 < tokens_temp, (experts_temp, tokens_temp)
 
 
-def test_the_default_dispatch_moves_experts_once_the_groups_pairs_reach_their_weight_rows():
-    assert default_dispatch(group_pairs=1000, expert_rows=1000, replicated=False) == "experts"
-    assert default_dispatch(group_pairs=999, expert_rows=1000, replicated=False) == "tokens"
+def test_the_default_dispatch_moves_experts_once_the_groups_tokens_reach_their_weight_rows():
+    assert default_dispatch(group_tokens=1000, expert_rows=1000, replicated=False) == "experts"
+    assert default_dispatch(group_tokens=999, expert_rows=1000, replicated=False) == "tokens"
     # Tokens replicated over an expert axis: only the tokens dispatch (with its all-reduce) applies.
-    assert default_dispatch(group_pairs=10**9, expert_rows=1000, replicated=True) == "tokens"
+    assert default_dispatch(group_tokens=10**9, expert_rows=1000, replicated=True) == "tokens"
     assert DISPATCHES == ("tokens", "experts")
 
 
