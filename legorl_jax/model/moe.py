@@ -176,7 +176,7 @@ def _swiglu(dot, xs, w_gate, w_up, w_down):
 # Elements of the (token, slot) pairs' rows (pairs x D) up to which `grouped_experts` runs a row's tokens at
 # once; more go in chunks of at most about this many. One Qwen3-30B-A3B MoE block (D 2048, top 8) needs ~0.28
 # MB of temporaries per token at once (its 8 rows sorted, padded to tiles, projected in float32, and their
-# cotangents: 9.1 GiB at 32k tokens); 2^27 elements (2^16 pairs there, 8k tokens) bound it at 6.3 GiB at
+# cotangents: 9.4 GiB at 32k tokens); 2^27 elements (2^16 pairs there, 8k tokens) bound it at 6.3 GiB at
 # 32k tokens and 7.1 at 128k, of which 2.25 GiB is the float32 gradient of the experts' weights that the
 # chunks' scan accumulates (2^17 pairs: 8.4 and 9.0 GiB; 2^15: 5.3 and 6.5). The tiled path pays its
 # padding (< one tile per expert) once per chunk: 16,256 rows at 128 experts, 25 % of 2^16 pairs
