@@ -16,14 +16,15 @@ for them before it starts), nothing allocated:
   position, segment, mask, advantage and behaviour log-prob fields, and the int32 routing [L, K] per token);
 - activations: XLA's compiled temporaries (`memory_analysis().temp_size_in_bytes`, per device) of the
   forward and backward of the model's own code at the preset's real shapes, bf16 compute, one row of the
-  context per batch shard (a preset whose batch takes no axis, as h200x8_long, measures one row, split
-  along its tokens by its `seq` rule), under `--remat` (`train.remat`): a scan of one decoder layer
-  (`temp_1`) and of two (`temp_2`), whose difference less the same difference on a 128-token row (the
-  second layer's weight buffers, which do not grow with the row) is what one more layer keeps for the
-  backward (`kept`), and the log-prob head's gradient (`head`: the fused kernel on the final hidden
-  states). The model's L layers need L x kept + max(temp_1, head): every layer's saved state, plus the
-  larger of one layer's and the head's working sets. Whatever attention, MoE or kernels the model uses
-  is what gets compiled, so a new attention shows up here without touching this tool.
+  context per batch shard (a preset whose batch takes no expert axis, as h200x8_long (one row) or
+  h200x8x8_long (one row per host), measures rows split along their tokens by its `seq` rule), under
+  `--remat` (`train.remat`): a scan of one decoder layer (`temp_1`) and of two (`temp_2`), whose
+  difference less the same difference on a 128-token row (the second layer's weight buffers, which do not
+  grow with the row) is what one more layer keeps for the backward (`kept`), and the log-prob head's
+  gradient (`head`: the fused kernel on the final hidden states). The model's L layers need L x kept +
+  max(temp_1, head): every layer's saved state, plus the larger of one layer's and the head's working sets.
+  Whatever attention, MoE or kernels the model uses is what gets compiled, so a new attention shows up here
+  without touching this tool.
 
 "fits" = the largest context, in steps of `--step` tokens (doubling, then bisecting), whose sum stays within
 `--device-gib` (default: the preset's device, `DEVICE_GIB`) x (1 - `--headroom`). XLA:CPU compiles the
@@ -117,6 +118,7 @@ DEFAULT_ROWS = (
     ("h200x8_long", "qwen3-30b-a3b"),
     ("h200x8x2", "qwen3-30b-a3b"),
     ("h200x8x8", "qwen3-235b-a22b"),
+    ("h200x8x8_long", "qwen3-235b-a22b"),
     ("v5p-8", "qwen3-30b-a3b"),
     ("v5p-64", "qwen3-30b-a3b"),
     ("v6e-8", "qwen3-30b-a3b"),

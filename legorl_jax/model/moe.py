@@ -18,6 +18,9 @@ densely, through per-expert tiles of the sorted rows (`grouped_experts`), then u
 gate weights. HF sums the K expert outputs in expert order, we in slot order: equal up to float rounding.
 On CPU, few tokens (decode) run every expert on every token instead (`all_experts`, summed in expert order
 with zero gates for the experts not chosen): each expert's weights read once, no sort or gather.
+Long rows go through the grouped FFN in chunks of tokens (`chunk_tokens`: once their pairs' rows pass
+`CHUNK_ELEMENTS`), one chunk at a time under a checkpointed scan, so its working set does not grow with the
+row (exact: no token dropped, each token's output its own; the routing is made once, before).
 
 Expert parallelism. When the `experts` logical axis maps to mesh axes of size > 1 (sharding.py), the
 grouped FFN runs under `jax.shard_map` over the whole mesh; each device holds E / |expert| experts
@@ -30,7 +33,8 @@ grouped FFN runs under `jax.shard_map` over the whole mesh; each device holds E 
   do not split the tokens (replicated there): one all-reduce (psum). Traffic: the group's tokens. But how
   many pairs reach a device's experts is known only at run time, so its buffers take the static bound:
   all N_group * K pairs of the group (a device may hold the experts every token picked), i.e. the whole
-  row under context parallelism, on every device.
+  row under context parallelism, on every device; `grouped_experts`' chunks bound those to one chunk's
+  pairs at a time, leaving the group's gathered rows and sums.
 - `experts`, the experts to the tokens (when every expert axis splits the tokens): all-gather of the
   expert weights over the expert axes, each device runs its own tokens' N_local * K pairs through all E
   experts, and the gather's transpose reduce-scatters the weight gradients back to the experts' owners.
@@ -39,9 +43,9 @@ grouped FFN runs under `jax.shard_map` over the whole mesh; each device holds E 
 A ragged all-to-all of each device's own pairs (`jax.lax.ragged_all_to_all`) would move only the routed
 pairs, but its receive buffer needs the same static bound as `tokens` (all of the group's pairs may pick
 one device's experts) and XLA:CPU does not implement it (jax 0.12: "not supported by XLA:CPU
-ThunkEmitter"). `default_dispatch` picks by size: `experts` once the group's pairs reach the experts'
-weight rows (long rows), `tokens` below. Routing and the router itself stay under GSPMD, outside the
-shard_map.
+ThunkEmitter"). `default_dispatch` picks by size: `experts` once the group's tokens reach the experts'
+weight rows (rows of ~300k tokens and more), `tokens` below. Routing and the router itself stay under
+GSPMD, outside the shard_map.
 
 Einsum legend: B batch, T positions, D model dim, E experts, K experts per token, F expert mlp hidden,
 N tokens (B*T) in the grouped FFN.
@@ -169,6 +173,29 @@ def _swiglu(dot, xs, w_gate, w_up, w_down):
     return dot((jax.nn.silu(gate) * up).astype(dtype), w_down.astype(dtype))
 
 
+# Elements of the (token, slot) pairs' rows (pairs x D) up to which `grouped_experts` runs a row's tokens at
+# once; more go in chunks of at most about this many. One Qwen3-30B-A3B MoE block (D 2048, top 8) needs ~0.28
+# MB of temporaries per token at once (its 8 rows sorted, padded to tiles, projected in float32, and their
+# cotangents: 9.4 GiB at 32k tokens); 2^27 elements (2^16 pairs there, 8k tokens) bound it at 6.3 GiB at
+# 32k tokens and 7.1 at 128k, of which 2.25 GiB is the float32 gradient of the experts' weights that the
+# chunks' scan accumulates (2^17 pairs: 8.4 and 9.0 GiB; 2^15: 5.3 and 6.5). The tiled path pays its
+# padding (< one tile per expert) once per chunk: 16,256 rows at 128 experts, 25 % of 2^16 pairs
+# (BENCHMARKS.md, "Long context").
+CHUNK_ELEMENTS = 1 << 27
+
+
+def chunk_tokens(tokens: int, top_k: int, width: int) -> int:
+    """Tokens per chunk of `grouped_experts` for rows of `width` (D): all of them while their pairs' rows
+    hold at most `CHUNK_ELEMENTS` (the demo, decode, a device's share of a long row), else the fewest equal
+    chunks of at most about that many (the last one padded)."""
+    if tokens < 0 or top_k < 1 or width < 1:
+        raise ValueError(
+            f"chunk_tokens needs tokens >= 0, top_k >= 1 and width >= 1, got {tokens}, {top_k}, {width}"
+        )
+    chunks = max(1, -(-tokens * top_k * width // CHUNK_ELEMENTS))
+    return max(1, -(-tokens // chunks))
+
+
 TILES_PER_STEP = 16  # tiles one step of the tiled path's scan runs (a multiple of it is padded up to)
 
 
@@ -294,8 +321,16 @@ def grouped_experts(
     w_down: Float[Array, "e f d"],
     first_expert: Int[Array, ""] | int = 0,
     impl: str | None = None,
+    chunk: int | None = None,
 ) -> Float[Array, "n d"]:
     """sum_k weights[n, k] * Expert_{ids[n, k]}(x[n]) over the experts held here, `first_expert` onwards.
+
+    The tokens go through in chunks of `chunk` (None: `chunk_tokens` for these shapes, i.e. all of them
+    unless their (token, slot) pairs' rows pass `CHUNK_ELEMENTS`): each chunk sorted, tiled and summed on
+    its own under a checkpointed `lax.scan`, so the working set is one chunk's (its sorted rows, tiles,
+    float32 projections and their cotangents), whatever the row; the routing (ids, gates, router
+    statistics) is the caller's, made once for all the tokens. Every token's output is computed from its
+    own row and ids alone either way: chunking changes which rows share a matmul, not what any row gets.
 
     Both implementations sort the N*K (token, slot) pairs by expert. `ragged_dot` pushes the sorted rows
     through one grouped matmul per projection. `tiles` pads each expert's group to whole tiles of
@@ -307,10 +342,36 @@ def grouped_experts(
     All sum in float32; they agree to float rounding.
     """
     n, k = ids.shape
-    local_experts = w_gate.shape[0]
-    impl = impl or default_grouped_impl(None, n, local_experts, k)
+    chunk = chunk_tokens(n, k, x.shape[-1]) if chunk is None else chunk
+    if chunk < 1:
+        raise ValueError(f"grouped_experts chunk must be a positive number of tokens, got {chunk}")
+    impl = impl or default_grouped_impl(None, min(n, chunk), w_gate.shape[0], k)
     if impl not in GROUPED_IMPLS:
         raise ValueError(f"grouped_experts impl must be one of {GROUPED_IMPLS}, got {impl!r}")
+    if chunk >= n:
+        return _grouped(x, ids, weights, w_gate, w_up, w_down, first_expert, impl)
+    chunks = -(-n // chunk)
+    pad = chunks * chunk - n
+    # Padding tokens take id -1, which no device holds (below every `first_expert`): they sort into the
+    # group no matmul reads, weigh 0 in `all_experts`, and their rows are cut off below.
+    x, ids, weights = (
+        jnp.pad(a, ((0, pad), (0, 0)), constant_values=fill) for a, fill in ((x, 0), (ids, -1), (weights, 0))
+    )
+
+    def one_chunk(carry, part):
+        return carry, _grouped(*part, w_gate, w_up, w_down, first_expert, impl)
+
+    # Checkpointed: the scan keeps each chunk's inputs only, and the backward recomputes a chunk's forward
+    # beside its cotangents, one chunk at a time.
+    parts = (x.reshape(chunks, chunk, -1), ids.reshape(chunks, chunk, k), weights.reshape(chunks, chunk, k))
+    _, out = jax.lax.scan(jax.checkpoint(one_chunk), None, parts)  # [chunks, chunk, D]
+    return out.reshape(chunks * chunk, -1)[:n]
+
+
+def _grouped(x, ids, weights, w_gate, w_up, w_down, first_expert, impl):
+    """`grouped_experts` of all the tokens at once with `impl`."""
+    n, k = ids.shape
+    local_experts = w_gate.shape[0]
     if impl == "all_experts":
         return _all_experts(x, ids, weights, w_gate, w_up, w_down, first_expert)
     dtype = x.dtype
@@ -362,17 +423,20 @@ def grouped_experts(
 DISPATCHES = ("tokens", "experts")
 
 
-def default_dispatch(group_pairs: int, expert_rows: int, replicated: bool) -> str:
-    """`experts` when the (token, slot) pairs the tokens dispatch would gather to every device
-    (`group_pairs`) reach the rows of the expert weights the experts dispatch gathers instead
-    (`expert_rows` = 3 E F: gate, up and down of every expert); `tokens` otherwise, and always when some
-    expert axis does not split the tokens (`replicated`). Each pair is a row the tokens dispatch sorts,
-    pads to tiles and projects (in float32 for the sums, and again for the cotangents), each weight row one
-    the experts dispatch gathers (and takes a float32 gradient of); measured crossover for Qwen3-30B-A3B
-    on conf/mesh/h200x8_long: ~26k tokens a row, this rule switches at 36,864 (BENCHMARKS.md, "Long
-    context"). Short rows keep the tokens dispatch, whose traffic (the group's tokens, N D) is smaller than
-    the experts' weights until rows of ~3 E F tokens."""
-    return "experts" if group_pairs >= expert_rows and not replicated else "tokens"
+def default_dispatch(group_tokens: int, expert_rows: int, replicated: bool) -> str:
+    """`experts` when the tokens the tokens dispatch would gather to every device (`group_tokens`) reach
+    the rows of the expert weights the experts dispatch gathers instead (`expert_rows` = 3 E F: gate, up
+    and down of every expert); `tokens` otherwise, and always when some expert axis does not split the
+    tokens (`replicated`). Traffic per layer (forward, its remat and the backward): the tokens dispatch
+    gathers the group's bf16 rows and reduce-scatters their sums, ~12 N D bytes; the experts dispatch
+    gathers the float32 weights twice and reduce-scatters their gradients, ~36 E D F bytes: equal at
+    N = 3 E F. Memory: since `grouped_experts` runs long rows in chunks, the tokens dispatch's buffers are
+    the group's rows plus one chunk's pairs, and it kept less than the experts dispatch at every row
+    measured for Qwen3-30B-A3B on conf/mesh/h200x8_long (32k to 256k tokens; crossing, by their slopes, at
+    ~490k), so the rule is the traffic's: 294,912 tokens a row there (BENCHMARKS.md, "Long context").
+    Before the chunks it switched at 3 E F *pairs* (36,864 tokens), when the tokens dispatch's buffers
+    held every pair of the row at once."""
+    return "experts" if group_tokens >= expert_rows and not replicated else "tokens"
 
 
 def expert_ffn(
@@ -413,7 +477,7 @@ def expert_ffn(
     # Tokens of the expert group: this device's, times the expert axes that split them.
     group_tokens = b * t * math.prod(sizes[a] for a in gather + gather_seq)
     group_tokens //= math.prod(sizes[a] for a in batch_axes + seq_axes)
-    dispatch = dispatch or default_dispatch(group_tokens * k, 3 * math.prod(w_gate.shape[::2]), bool(reduce))
+    dispatch = dispatch or default_dispatch(group_tokens, 3 * math.prod(w_gate.shape[::2]), bool(reduce))
     if dispatch == "experts" and reduce:
         raise ValueError(
             f"expert_ffn dispatch 'experts' needs every expert axis {expert_axes} to split the tokens; "

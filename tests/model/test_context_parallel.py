@@ -12,6 +12,7 @@ from flax import nnx
 from legorl_jax.config import MeshConfig
 from legorl_jax.model import context_parallel, init_policy
 from legorl_jax.model.architecture import ArchConfig
+from legorl_jax.model.moe import default_dispatch
 from legorl_jax.model.sharding import make_mesh, place_on_mesh, rules_from_config, use_rules
 
 TINY_MOE = ArchConfig(
@@ -79,35 +80,34 @@ def logprobs_grads_routing(policy, ids, targets, segments, mesh=None, rules=None
         return fn(params)
 
 
+LONG_LAYOUT = {
+    "fsdp": 1,
+    "expert": 8,
+    "rules": [["batch", ["data", "fsdp"]], ["embed", ["fsdp", "expert"]], ["seq", ["context", "expert"]]],
+}
+
+
 @pytest.mark.parametrize(
-    ("preset", "expected_shards"),
+    ("preset", "length", "expected_shards", "dispatch"),
     [
-        ({"fsdp": 2, "expert": 2, "context": 2}, 2),
-        ({"fsdp": 1, "context": 8}, 8),
-        # conf/mesh/h200x8_long's layout: the batch takes no expert axis, the tokens the expert axis, and
-        # MoE brings the experts' weights to each device's tokens (the group's 512 pairs reach the 384
-        # weight rows: moe.default_dispatch).
-        (
-            {
-                "fsdp": 1,
-                "expert": 8,
-                "rules": [
-                    ["batch", ["data", "fsdp"]],
-                    ["embed", ["fsdp", "expert"]],
-                    ["seq", ["context", "expert"]],
-                ],
-            },
-            8,
-        ),
+        ({"fsdp": 2, "expert": 2, "context": 2}, 64, 2, None),
+        ({"fsdp": 1, "context": 8}, 64, 8, None),
+        # conf/mesh/h200x8_long's layout: the batch takes no expert axis, the tokens the expert axis. MoE
+        # gathers the group's 256 tokens to the experts (under the 384 weight rows: moe.default_dispatch)
+        # or, for the 512 tokens of rows twice as long, brings the experts' weights to each device's tokens.
+        (LONG_LAYOUT, 64, 8, "tokens"),
+        (LONG_LAYOUT, 128, 8, "experts"),
     ],
-    ids=["fsdp_expert_context", "context8", "h200x8_long"],
+    ids=["fsdp_expert_context", "context8", "h200x8_long_tokens_dispatch", "h200x8_long_experts_dispatch"],
 )
-def test_context_parallel_forward_gradients_and_routing_equal_one_device(preset, expected_shards):
+def test_context_parallel_forward_gradients_and_routing_equal_one_device(
+    preset, length, expected_shards, dispatch
+):
     """On the 8 CPU devices, with context beside fsdp and expert, with all 8 on context, and with the
-    tokens on the expert axis: the row is split along its tokens, and log-probs, routing and every gradient
-    equal the single-device run."""
+    tokens on the expert axis (under either MoE dispatch): the row is split along its tokens, and
+    log-probs, routing and every gradient equal the single-device run."""
     policy = init_policy(TINY_MOE, seed=0)
-    ids, targets, segments = packed_batch(3, 4, 64)
+    ids, targets, segments = packed_batch(3, 4, length)
     (loss1, (lp1, routed1)), grads1 = logprobs_grads_routing(policy, ids, targets, segments)
 
     mesh_config = MeshConfig(**preset)
@@ -115,7 +115,10 @@ def test_context_parallel_forward_gradients_and_routing_equal_one_device(preset,
     sharded = init_policy(TINY_MOE, seed=0)
     place_on_mesh(sharded, mesh, rules)
     with jax.set_mesh(mesh), use_rules(rules):
-        assert context_parallel.shards(4, 64) == expected_shards
+        assert context_parallel.shards(4, length) == expected_shards
+    if dispatch is not None:  # the expert axis spans the whole batch's tokens, 4 x length
+        rows = 3 * TINY_MOE.num_experts * TINY_MOE.moe_intermediate_size
+        assert default_dispatch(4 * length, rows, replicated=False) == dispatch
     (loss8, (lp8, routed8)), grads8 = logprobs_grads_routing(sharded, ids, targets, segments, mesh, rules)
 
     np.testing.assert_array_equal(np.asarray(routed8), np.asarray(routed1))

@@ -6,8 +6,12 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from legorl_jax.model import moe
 from legorl_jax.model.moe import (
+    CHUNK_ELEMENTS,
     GROUPED_IMPLS,
+    MoEBlock,
+    chunk_tokens,
     default_grouped_impl,
     grouped_experts,
     load_balancing_loss,
@@ -151,25 +155,29 @@ def test_grouped_experts_match_a_per_expert_loop(impl):
     np.testing.assert_allclose(np.asarray(got), partial, rtol=1e-4, atol=1e-4)
 
 
+def _skewed_inputs(rng, n, k, e, held, d, f, busy):
+    """Float32 tokens, ids, gates, the weights of the last `held` of `e` experts and an output cotangent,
+    with half the tokens on expert `busy`, so one group spans several tiles and most experts get few rows.
+
+    The cotangent is fixed so that two backward passes get the same one: a loss like sum(sin(y)) would hand
+    each its own cos(y), which carries the forward's absolute rounding (|y| ~ 300 here) into the gradients
+    and failed a comparison by 10x on one host (issue 32)."""
+    x = jnp.asarray(rng.standard_normal((n, d)), jnp.float32)
+    ids = np.stack([rng.choice(e, k, replace=False) for _ in range(n)])
+    ids[: n // 2, 0] = busy
+    ids[: n // 2, 1] = np.where(ids[: n // 2, 1] == busy, 0, ids[: n // 2, 1])
+    w = jnp.asarray(rng.random((n, k)), jnp.float32)
+    wg, wu = (jnp.asarray(rng.standard_normal((held, d, f)), jnp.float32) for _ in range(2))
+    wd = jnp.asarray(rng.standard_normal((held, f, d)), jnp.float32)
+    cotangent = jnp.asarray(rng.standard_normal((n, d)), jnp.float32)
+    return x, jnp.asarray(ids, jnp.int32), w, wg, wu, wd, cotangent
+
+
 @pytest.mark.parametrize("impl", ["tiles", "all_experts"])
 @pytest.mark.parametrize(("n", "e"), [(1, 8), (37, 8), (300, 16)])  # decode, a skewed prefill, many tiles
 def test_cpu_experts_match_ragged_dot_in_values_and_gradients(n, e, impl):
-    rng = np.random.default_rng(n)
     k, d, f = 2, 16, 12
-    x = jnp.asarray(rng.standard_normal((n, d)), jnp.float32)
-    # Half the tokens go to expert 1, so one group spans several tiles and most experts get few rows.
-    ids = np.stack([rng.choice(e, k, replace=False) for _ in range(n)])
-    ids[: n // 2, 0] = 1
-    ids[: n // 2, 1] = np.where(ids[: n // 2, 1] == 1, 0, ids[: n // 2, 1])
-    ids = jnp.asarray(ids, jnp.int32)
-    w = jnp.asarray(rng.random((n, k)), jnp.float32)
-    wg, wu = (jnp.asarray(rng.standard_normal((e, d, f)), jnp.float32) for _ in range(2))
-    wd = jnp.asarray(rng.standard_normal((e, f, d)), jnp.float32)
-
-    # A fixed cotangent, so both backward passes get the same one: a loss like sum(sin(y)) would hand each
-    # its own cos(y), which carries the forward's absolute rounding (|y| ~ 300 here) into the gradients and
-    # failed this comparison by 10x on one host (issue 32).
-    cotangent = jnp.asarray(rng.standard_normal((n, d)), jnp.float32)
+    x, ids, w, wg, wu, wd, cotangent = _skewed_inputs(np.random.default_rng(n), n, k, e, e, d, f, busy=1)
 
     def loss(impl):
         def fn(x, w, wg, wu, wd):
@@ -192,6 +200,95 @@ def test_cpu_experts_match_ragged_dot_in_values_and_gradients(n, e, impl):
         b = np.asarray(b)
         atol = (n + d + f + k) * u * np.abs(b).max()
         np.testing.assert_allclose(np.asarray(a), b, atol=atol, rtol=0, err_msg=name)
+
+
+def _close_to(got, want, terms: int, name: str) -> None:
+    """Equal up to re-ordered float32 sums of `terms` terms: ~terms·u of the array's largest entry."""
+    want = np.asarray(want)
+    atol = terms * 2.0**-24 * np.abs(want).max()
+    np.testing.assert_allclose(np.asarray(got), want, atol=atol, rtol=0, err_msg=name)
+
+
+@pytest.mark.parametrize("impl", GROUPED_IMPLS)
+@pytest.mark.parametrize("first_expert", [0, 3])  # every expert here, or a device holding 3.. only
+def test_chunked_experts_equal_one_pass_over_the_tokens_in_values_and_gradients(impl, first_expert):
+    # 37 tokens in chunks of 8: four whole chunks and a last one of 5 padded to 8.
+    n, k, e, d, f = 37, 2, 8, 16, 12
+    rng = np.random.default_rng(5)
+    x, ids, w, wg, wu, wd, cotangent = _skewed_inputs(rng, n, k, e, e - first_expert, d, f, busy=4)
+
+    def run(chunk):
+        def fn(x, w, wg, wu, wd):
+            y = grouped_experts(x, ids, w, wg, wu, wd, first_expert, impl=impl, chunk=chunk)
+            return jnp.sum(y * cotangent), y
+
+        return jax.jit(jax.value_and_grad(fn, argnums=(0, 1, 2, 3, 4), has_aux=True))(x, w, wg, wu, wd)
+
+    (_, whole), g_whole = run(n)
+    (_, chunked), g_chunked = run(8)
+    _close_to(chunked, whole, d + f + k, "y")
+    for name, a, b in zip(("x", "weights", "w_gate", "w_up", "w_down"), g_chunked, g_whole, strict=True):
+        _close_to(a, b, n + d + f + k, name)  # the weights' gradients also sum over the tokens
+
+
+def test_a_block_in_chunks_equals_the_block_in_one_pass_with_replayed_routing_and_padding(
+    monkeypatch, moe_config
+):
+    """Two rows of 29 tokens (odd, not a multiple of the chunk), the first half of each replayed to a
+    drawn routing, the last 6 of row 1 padding: outputs, ids, router statistics and every gradient agree
+    whether the block runs the 58 tokens at once or in chunks."""
+    block = MoEBlock(moe_config, dtype=jnp.float32, rngs=nnx.Rngs(params=0))
+    graphdef, state = nnx.split(block)
+    rng = np.random.default_rng(11)
+    b, t, d, e, k = 2, 29, moe_config.hidden_size, moe_config.num_experts, moe_config.num_experts_per_tok
+    x = jnp.asarray(rng.standard_normal((b, t, d)), jnp.float32)
+    forced = np.full((b, t, k), -1, np.int32)
+    forced[:, : t // 2] = np.stack([rng.choice(e, k, replace=False) for _ in range(b * (t // 2))]).reshape(
+        b, t // 2, k
+    )
+    mask = np.ones((b, t), bool)
+    mask[1, -6:] = False
+    forced, mask = jnp.asarray(forced), jnp.asarray(mask)
+    cotangent = jnp.asarray(rng.standard_normal((b, t, d)), jnp.float32)
+
+    def run():
+        def fn(state, x):
+            y, ids, stats = nnx.merge(graphdef, state)(x, forced, mask)
+            return jnp.sum(y * cotangent) + jnp.sum(stats.prob_sums * jnp.arange(e)), (y, ids, stats)
+
+        return jax.jit(jax.value_and_grad(fn, argnums=(0, 1), has_aux=True))(state, x)
+
+    (_, (y1, ids1, stats1)), (g_state1, g_x1) = run()
+    # Chunks of 10 tokens for these rows (20 pairs of D elements each): 58 tokens -> 6 chunks.
+    monkeypatch.setattr(moe, "CHUNK_ELEMENTS", 10 * k * d)
+    assert chunk_tokens(b * t, k, d) == 10
+    (_, (y2, ids2, stats2)), (g_state2, g_x2) = run()
+    np.testing.assert_array_equal(np.asarray(ids2), np.asarray(ids1))
+    np.testing.assert_array_equal(np.asarray(ids2)[:, : t // 2], np.asarray(forced)[:, : t // 2])
+    for a, c in zip(jax.tree.leaves(stats2), jax.tree.leaves(stats1), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(c))  # routed outside the chunks
+    terms = b * t + d + moe_config.moe_intermediate_size + k
+    _close_to(y2, y1, terms, "y")
+    _close_to(g_x2, g_x1, terms, "x")
+    for path, a in jax.tree_util.tree_leaves_with_path(g_state2):
+        c = dict(jax.tree_util.tree_leaves_with_path(g_state1))[path]
+        _close_to(a, c, terms, jax.tree_util.keystr(path))
+
+
+def test_only_long_rows_are_chunked_and_a_bad_chunk_is_refused_naming_it():
+    # Qwen3-30B-A3B (D 2048, top 8): one pass up to 8,192 tokens (the demo's rows, decode, a device's share
+    # of a long row), then equal chunks of at most about 8,192.
+    assert CHUNK_ELEMENTS == 8192 * 8 * 2048
+    assert chunk_tokens(1, 8, 2048) == 1 and chunk_tokens(8192, 8, 2048) == 8192
+    assert chunk_tokens(8193, 8, 2048) == 4097 and chunk_tokens(32768, 8, 2048) == 8192
+    assert chunk_tokens(131072, 8, 2048) == 8192 and chunk_tokens(100_000, 8, 2048) == 7693
+    # The tiny model of the demo and the long-context bench (D 64, top 2): never chunked up to 1M tokens.
+    assert chunk_tokens(1 << 20, 2, 64) == 1 << 20
+    with pytest.raises(ValueError, match="got -1, 8, 2048"):
+        chunk_tokens(-1, 8, 2048)
+    z = jnp.zeros((2, 4))
+    with pytest.raises(ValueError, match="positive number of tokens, got 0"):
+        grouped_experts(z, jnp.zeros((2, 1), jnp.int32), z[:, :1], *(jnp.zeros((2, 4, 4)),) * 3, chunk=0)
 
 
 def test_grouped_impl_is_chosen_per_backend_and_size_and_checked():

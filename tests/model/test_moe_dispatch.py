@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from legorl_jax.config import MeshConfig
-from legorl_jax.model.moe import DISPATCHES, default_dispatch, expert_ffn
+from legorl_jax.model import moe
+from legorl_jax.model.moe import DISPATCHES, chunk_tokens, default_dispatch, expert_ffn
 from legorl_jax.model.sharding import make_mesh, rules_from_config, use_rules
 
 # conf/mesh/h200x8_long's layout on the 8 CPU devices: experts over 8, a row's tokens over the same 8.
@@ -51,12 +52,26 @@ def run(args, mesh_config, dispatch):
 
 
 @pytest.mark.parametrize(
-    ("mesh_config", "rows", "dispatch"),
-    [(LONG, 2, "tokens"), (LONG, 2, "experts"), (LONG, 2, None), (ROWS, 8, "experts")],
-    ids=["row_split_tokens", "row_split_experts", "row_split_default", "rows_split_experts"],
+    ("mesh_config", "rows", "dispatch", "chunked"),
+    [
+        (LONG, 2, "tokens", False),
+        (LONG, 2, "experts", False),
+        (LONG, 2, None, False),
+        (ROWS, 8, "experts", False),
+        (LONG, 2, "tokens", True),
+        (LONG, 2, "experts", True),
+    ],
+    ids=[
+        "row_split_tokens",
+        "row_split_experts",
+        "row_split_default",
+        "rows_split_experts",
+        "row_split_tokens_in_chunks",
+        "row_split_experts_in_chunks",
+    ],
 )
 def test_both_dispatches_equal_one_device_with_an_idle_expert_an_idle_device_and_one_expert_taking_most(
-    mesh_config, rows, dispatch
+    mesh_config, rows, dispatch, chunked, monkeypatch
 ):
     rng = np.random.default_rng(7)
     length = 64
@@ -71,6 +86,9 @@ def test_both_dispatches_equal_one_device_with_an_idle_expert_an_idle_device_and
     args = (x, ids, w, wg, wu, wd, cotangent)
 
     (_, y1), g1 = run(args, None, None)
+    if chunked:  # each device's tokens in chunks of 7 (tokens: the row's 128) or 6 (experts: its own 16)
+        monkeypatch.setattr(moe, "CHUNK_ELEMENTS", 7 * K * D)
+        assert chunk_tokens(rows * length, K, D) == 7 and chunk_tokens(rows * length // 8, K, D) == 6
     (_, y8), g8 = run(args, mesh_config, dispatch)
     # Only float32 sums are re-ordered (over d, f and k terms; the weight gradients over up to all the
     # rows' tokens): at most ~m·u of each array's largest entry (u = 2^-24).
@@ -127,11 +145,11 @@ def test_the_experts_dispatch_gathers_weights_and_sizes_its_buffers_by_the_devic
     assert experts_temp * 4 < tokens_temp, (experts_temp, tokens_temp)
 
 
-def test_the_default_dispatch_moves_experts_once_the_groups_pairs_reach_their_weight_rows():
-    assert default_dispatch(group_pairs=1000, expert_rows=1000, replicated=False) == "experts"
-    assert default_dispatch(group_pairs=999, expert_rows=1000, replicated=False) == "tokens"
+def test_the_default_dispatch_moves_experts_once_the_groups_tokens_reach_their_weight_rows():
+    assert default_dispatch(group_tokens=1000, expert_rows=1000, replicated=False) == "experts"
+    assert default_dispatch(group_tokens=999, expert_rows=1000, replicated=False) == "tokens"
     # Tokens replicated over an expert axis: only the tokens dispatch (with its all-reduce) applies.
-    assert default_dispatch(group_pairs=10**9, expert_rows=1000, replicated=True) == "tokens"
+    assert default_dispatch(group_tokens=10**9, expert_rows=1000, replicated=True) == "tokens"
     assert DISPATCHES == ("tokens", "experts")
 
 

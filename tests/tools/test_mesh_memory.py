@@ -115,3 +115,25 @@ def test_the_tpu_presets_are_read_with_their_device_memory(tool):
     assert [math.prod(s.values()) for s in sizes.values()] == [4, 32, 8]
     with pytest.raises(ValueError, match="no device memory known for preset 'cpu8'"):
         tool.device_gib_of("cpu8")
+
+
+def test_qwen3_235b_a22b_is_known_with_its_235_billion_parameters_split_over_the_preset(tool):
+    preset = tool.load_preset("h200x8")
+    fixed = tool.state_bytes(
+        tool.MODELS["qwen3-235b-a22b"], preset, tool.device_mesh(preset, jax.devices()[:8])
+    )
+    assert 235.0e9 < fixed["param_count"] < 235.2e9  # Qwen3-235B-A22B: 235.1 B parameters
+    ideal = fixed["param_count"] * 4 / 8
+    assert ideal <= fixed["params"] < ideal * 1.001
+
+
+def test_the_eight_host_long_preset_puts_one_row_on_each_host_split_over_its_eight_devices(tool):
+    preset = tool.load_preset("h200x8x8_long")
+    sizes = tool.axis_sizes(preset)
+    assert math.prod(sizes.values()) == 64 and sizes["fsdp"] == sizes["expert"] == 8
+    rules = dict(tool.rules_from_config(preset))
+    assert rules["batch"] == ("data", "fsdp")  # 8 batch shards: a micro-batch of 8 rows is one per host
+    assert rules["seq"] == ("context", "expert")  # a row's tokens over its host's 8 devices
+    assert rules["experts"] == ("expert",) and rules["embed"] == ("fsdp", "expert")  # as h200x8x8
+    assert preset.distributed.enabled and tool.device_gib_of("h200x8x8_long") == 139.0
+    assert ("h200x8x8_long", "qwen3-235b-a22b") in tool.DEFAULT_ROWS

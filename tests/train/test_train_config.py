@@ -48,6 +48,7 @@ def test_dr_grpo_preset_values_drop_the_std_and_the_length_normalisation(compose
         ("h200x8_long", 8),
         ("h200x8x2", 16),
         ("h200x8x8", 64),
+        ("h200x8x8_long", 64),
     ],
 )
 def test_every_mesh_preset_composes_and_spans_its_device_count(compose_config, preset, devices):
