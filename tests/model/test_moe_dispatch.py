@@ -132,7 +132,8 @@ def test_the_experts_dispatch_gathers_weights_and_sizes_its_buffers_by_the_devic
     """On a row of 8,192 tokens split 8 ways the tokens dispatch gathers the row (all_gather of the tokens,
     reduce-scatter of the sums) and sizes its buffers by the row's 16,384 pairs; the experts dispatch
     gathers the 16 experts' weights (reduce-scattering their gradients) and sizes its buffers by the
-    device's own 1,024 tokens: well under a quarter of the tokens dispatch's temporaries."""
+    device's own 1,024 tokens: under a third of the tokens dispatch's temporaries (a buffer sized by the row
+    would make them level; XLA:CPU's fusions differ by host: 3.7x less on an AMD EPYC, over 4x on a Xeon)."""
     tokens_ops, tokens_temp = gradient_collectives(LONG, "tokens", 8192)
     experts_ops, experts_temp = gradient_collectives(LONG, "experts", 8192)
     assert f"f32[1,8192,{D}] = all_gather" in tokens_ops and f"f32[1,1024,{D}] = reduce_scatter" in tokens_ops
@@ -142,7 +143,7 @@ def test_the_experts_dispatch_gathers_weights_and_sizes_its_buffers_by_the_devic
         + [f"f32[2,{D},{F}] = reduce_scatter"] * 2
         + [f"f32[2,{F},{D}] = reduce_scatter"]
     )
-    assert experts_temp * 4 < tokens_temp, (experts_temp, tokens_temp)
+    assert experts_temp * 3 < tokens_temp, (experts_temp, tokens_temp)
 
 
 def test_the_default_dispatch_moves_experts_once_the_groups_tokens_reach_their_weight_rows():
