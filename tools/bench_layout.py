@@ -6,11 +6,12 @@
 Two `JaxEngine`s on the same checkpoint, one per layer layout (`scan_layers`, engine/runner.py), each
 warmed (every program the workload needs compiled in the caller: `compile_in_background=False`). Per
 concurrency c, rounds alternate scanned, unrolled, scanned, ...: c distinct prompts of `--prompt-len` ids in
-flight at once, each generating exactly `--new-tokens` at temperature 1; a round's figure is generated
-tokens / wall seconds. Printed: each round's tokens/s per layout, the median of the per-round ratios
-unrolled / scanned, and the 1-minute load average before and after (a shared box moves both sides of a
-round alike, so the ratios, not the rates, are the finding). `--compile-only` times instead the compile
-of one decode program (batch 8, context 128) and one prefill program (batch 8, 32 tokens) per layout.
+flight at once, each generating exactly `--new-tokens` at temperature 1, the batch repeated for at least
+`--round-s` seconds; a round's figure is generated tokens / wall seconds. Printed: each round's tokens/s
+per layout, the median of the per-round ratios unrolled / scanned, and the 1-minute load average before
+and after (a shared box moves both sides of a round alike, so the ratios, not the rates, are the finding).
+`--compile-only` times instead the compile of one decode program (batch 8, context 128) and one prefill
+program (batch 8, 32 tokens) per layout.
 """
 
 from __future__ import annotations
@@ -54,17 +55,19 @@ def compile_seconds(args: argparse.Namespace) -> None:
         engine.close()
 
 
-async def batch(engine, prompts: list[list[int]], new_tokens: int) -> float:
-    """Generated tokens / s of the prompts in flight at once (every reply checked for its length)."""
+async def batch(engine, prompts: list[list[int]], new_tokens: int, seconds: float = 0.0) -> float:
+    """Generated tokens / s of the prompts in flight at once, repeated for at least `seconds` (every reply
+    checked for its length)."""
     from legorl_jax.engine import SamplingParams
 
     sampling = SamplingParams(temperature=1.0, max_new_tokens=new_tokens, ignore_eos=True)
-    start = time.perf_counter()
-    gens = await asyncio.gather(*[engine.generate(p, sampling) for p in prompts])
-    elapsed = time.perf_counter() - start
-    if any(len(g.output_ids) != new_tokens for g in gens):
-        raise SystemExit(f"a reply does not have {new_tokens} tokens")
-    return len(prompts) * new_tokens / elapsed
+    start, tokens = time.perf_counter(), 0
+    while tokens == 0 or time.perf_counter() - start < seconds:
+        gens = await asyncio.gather(*[engine.generate(p, sampling) for p in prompts])
+        if any(len(g.output_ids) != new_tokens for g in gens):
+            raise SystemExit(f"a reply does not have {new_tokens} tokens")
+        tokens += len(prompts) * new_tokens
+    return tokens / (time.perf_counter() - start)
 
 
 async def decode(args: argparse.Namespace) -> None:
@@ -80,7 +83,7 @@ async def decode(args: argparse.Namespace) -> None:
             before, rates = os.getloadavg()[0], {name: [] for name in built}
             for _ in range(args.rounds):
                 for name, engine in built.items():
-                    rates[name].append(await batch(engine, prompts, args.new_tokens))
+                    rates[name].append(await batch(engine, prompts, args.new_tokens, args.round_s))
             ratios = [u / s for u, s in zip(rates["unrolled"], rates["scanned"], strict=True)]
             shown = {name: ", ".join(f"{r:.0f}" for r in rs) for name, rs in rates.items()}
             per_round = ", ".join(f"{r:.2f}" for r in ratios)
@@ -102,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--max-len", type=int, default=256, help="the engines' context")
+    parser.add_argument("--round-s", type=float, default=2.0, help="each side repeats its batch this long")
     parser.add_argument(
         "--rounds", type=int, default=4, help="rounds per concurrency, each side once a round"
     )
