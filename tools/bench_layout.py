@@ -3,14 +3,16 @@
     python tools/bench_layout.py --model runs/moe-85m --concurrency 1,8,32      # prompt 32, 64 new tokens
     python tools/bench_layout.py --model runs/tiny48 --compile-only             # compile seconds only
 
-Two `JaxEngine`s on the same checkpoint, one per layer layout (`scan_layers`, engine/runner.py), each
-warmed (every program the workload needs compiled in the caller: `compile_in_background=False`). Per
-concurrency c, rounds alternate scanned, unrolled, scanned, ...: c distinct prompts of `--prompt-len` ids in
-flight at once, each generating exactly `--new-tokens` at temperature 1, the batch repeated for at least
-`--round-s` seconds; a round's figure is generated tokens / wall seconds. Printed: each round's tokens/s
-per layout, the median of the per-round ratios unrolled / scanned, and the 1-minute load average before
-and after (a shared box moves both sides of a round alike, so the ratios, not the rates, are the finding).
-`--compile-only` times instead the compile of one decode program (batch 8, context 128) and one prefill
+Two `JaxEngine`s on the same checkpoint, one per layer layout (`scan_layers`, engine/runner.py), each warmed
+(every program the workload needs compiled in the caller: `compile_in_background=False`). Per concurrency c,
+rounds alternate scanned, unrolled, scanned, ...: c distinct prompts of `--prompt-len` ids in flight at
+once, each generating exactly `--new-tokens` at temperature 1, the batch repeated for at least `--round-s`
+seconds; a round's figure is generated tokens / wall seconds. Printed: each round's tokens/s per layout, the
+median of the per-round ratios unrolled / scanned, and the 1-minute load average before and after (a shared
+box moves both sides of a round alike, so the ratios, not the rates, are the finding). Then, with the
+engines closed, their runners' decode step alone at c rows (positions 40, context 128), the best of
+`--steps` calls per side and round, alternating: the least disturbed step, the figure that survives a loaded
+box. `--compile-only` times instead the compile of one decode program (batch 8, context 128) and one prefill
 program (batch 8, 32 tokens) per layout.
 """
 
@@ -96,6 +98,36 @@ async def decode(args: argparse.Namespace) -> None:
     finally:
         for engine in built.values():
             engine.close()
+    for c in args.concurrency:
+        before, best = os.getloadavg()[0], {name: [] for name in built}
+        for _ in range(args.rounds):
+            for name, engine in built.items():
+                best[name].append(step_seconds(engine.runner, c, args.steps))
+        shown = {name: ", ".join(f"{1e3 * t:.1f}" for t in ts) for name, ts in best.items()}
+        ratio = statistics.median(s / u for s, u in zip(best["scanned"], best["unrolled"], strict=True))
+        print(
+            f"c={c} decode step, best of {args.steps}: scanned {shown['scanned']} | unrolled "
+            f"{shown['unrolled']} ms; scanned / unrolled median {ratio:.2f}x; "
+            f"load {before:.2f} -> {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+
+
+def step_seconds(runner, rows: int, calls: int) -> float:
+    """The fastest of `calls` decode steps of the runner over `rows` live rows."""
+    import numpy as np
+
+    from legorl_jax.engine import SamplingParams
+    from legorl_jax.engine.sampler import SamplingRows
+
+    sampling = SamplingRows.host([SamplingParams(temperature=1.0)] * rows, list(range(rows)))
+    ids, positions = np.arange(rows, dtype=np.int32), np.full(rows, 40, np.int32)
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        runner.decode(ids, positions, ids, sampling, want_routing=False)
+        times.append(time.perf_counter() - start)
+    return min(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rounds", type=int, default=4, help="rounds per concurrency, each side once a round"
     )
+    parser.add_argument("--steps", type=int, default=20, help="decode steps per side and round (best kept)")
     parser.add_argument("--compile-only", action="store_true", help="time one decode, one prefill compile")
     args = parser.parse_args(argv)
     if args.prompt_len + args.new_tokens > args.max_len:
