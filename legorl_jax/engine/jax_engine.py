@@ -67,7 +67,7 @@ from legorl_jax.engine.base import (
 )
 from legorl_jax.engine.kv_budget import budget_bytes, kv_bytes_per_token, size_kv_cache
 from legorl_jax.engine.prefix_cache import PrefixCache
-from legorl_jax.engine.runner import ModelRunner
+from legorl_jax.engine.runner import ModelRunner, default_scan_layers
 from legorl_jax.engine.sampler import SamplingRows
 from legorl_jax.engine.scheduler import Request, Scheduler
 from legorl_jax.model.policy import Policy, as_dtype
@@ -135,8 +135,11 @@ class JaxEngine:
         device: Any = None,
         kv_gib: float | None = None,
         mem_fraction: float | None = None,
+        scan_layers: bool | None = None,
     ):
-        """`device` (a `jax.Device`, default the first) holds the weights and the KV cache. `cache_slots`
+        """`device` (a `jax.Device`, default the first) holds the weights and the KV cache. `scan_layers`
+        is the layer layout served (None: unrolled on CPU, scanned elsewhere; runner.py), whatever the
+        layout of `policy` and of later updates. `cache_slots`
         spare KV slots hold finished requests' prefixes (0: no prefix cache), together at most
         `cache_tokens` tokens (None: no limit but the slots). With `compile_in_background` a call
         whose bucket has no compiled program yet runs on a compiled larger bucket, its own compiling on a
@@ -170,7 +173,7 @@ class JaxEngine:
         self.runner = ModelRunner(
             policy, max_running + cache_slots, max_len, min_bucket=min_bucket, prefill_chunk=prefill_chunk,
             dtype=dtype, max_batch=max_running, min_context=min_context,
-            compile_in_background=compile_in_background, device=device,
+            compile_in_background=compile_in_background, device=device, scan_layers=scan_layers,
         )  # fmt: skip
         self.config = policy.config
         self.tokenizer = tokenizer
@@ -200,16 +203,28 @@ class JaxEngine:
         self._thread.start()
 
     @classmethod
-    def from_dir(cls, path: str | os.PathLike, *, dtype: str | None = None, **options: Any) -> JaxEngine:
+    def from_dir(
+        cls,
+        path: str | os.PathLike,
+        *,
+        dtype: str | None = None,
+        scan_layers: bool | None = None,
+        **options: Any,
+    ) -> JaxEngine:
         """An engine on the HF checkpoint directory `path` (weights, tokenizer, eos ids from
-        generation_config).
+        generation_config), read straight into the layer layout served (`scan_layers`, see `__init__`).
 
         `dtype` is the engine's weight and KV dtype (None: float32).
         """
         from legorl_jax.model.checkpoint_io import load_hf
 
-        policy = load_hf(path, dtype or "float32")
-        return cls(policy, tokenizer=tokenizer_of(path), model_path=str(path), dtype=dtype, **options)
+        if scan_layers is None:
+            scan_layers = default_scan_layers(options.get("device"))
+        policy = load_hf(path, dtype or "float32", scan_layers=scan_layers)
+        return cls(
+            policy, tokenizer=tokenizer_of(path), model_path=str(path), dtype=dtype, scan_layers=scan_layers,
+            **options,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------------------------------------
     # properties
@@ -308,7 +323,9 @@ class JaxEngine:
             path = pathlib.Path(source)
             if not path.is_dir():
                 raise ValueError(f"update_weights: model_path {str(path)!r} is not a directory")
-            source = await asyncio.to_thread(load_hf, path, self.runner.dtype_name)
+            source = await asyncio.to_thread(
+                load_hf, path, self.runner.dtype_name, scan_layers=self.runner.scan_layers
+            )
         params = self.runner.check_params(source)
         await self._call("weights", (params, version))
 

@@ -1,8 +1,9 @@
 """The device side of the embedded engine: the policy's weights, its KV cache and the jitted programs.
 
 `ModelRunner(policy, num_slots, max_len, min_bucket=16, prefill_chunk=None, dtype=None, device=None,
-max_batch=None, min_context=128, compile_in_background=True)` owns:
-- the weights as `nnx.split(policy, nnx.Param, ...)`, on one device, in the engine's dtype;
+max_batch=None, min_context=128, compile_in_background=True, scan_layers=None)` owns:
+- the weights as `nnx.split(policy, nnx.Param, ...)` of the policy in its serving layout, on one device,
+  in the engine's dtype;
 - a `KVCache` of `num_slots` slots × `max_len` positions (model/cache.py), donated to every program
   (the engine's running slots plus the prefix cache's spare ones);
 - the programs, all on `Policy.forward_cached` / `Policy.token_logprobs` (never a second forward):
@@ -39,10 +40,20 @@ bucket compiles in the caller); executables are shared by runners of the same mo
 paged KV (vLLM, SGLang) this keeps every slot's positions contiguous and the kernels plain XLA: it saves
 the attention compute, not the memory of a slot's full context.
 
-Weights: `set_params(params)` takes an `nnx.Param` state of the same structure (the trainer's
-`state.params`) or a `Policy`, and stores a copy on the runner's device (the trainer donates its state
-to its next step, so the engine must never alias those buffers), cast to the runner's dtype. Nothing
-touches disk. It is called by the engine thread between decode steps only.
+Layer layout (model/layer_layout.py): the runner serves its decoder layers unrolled on CPU and scanned
+elsewhere (`default_scan_layers`; `scan_layers` overrides), whatever layout the policy it is given has.
+On CPU XLA copies each layer's slice of the scanned stacks out before its matmuls on every step (half the
+decode forward of the 85M MoE, 2.4x its decode step; BENCHMARKS.md, issue 42). On GPU / TPU the scan is kept:
+a 48-layer model's programs compiled 2.3-4x slower unrolled (measured on CPU), the engine compiles one per
+bucket, and there the slice is a copy at memory bandwidth (not measured here: no accelerator was lent).
+The served policy drops the trainer's remat (a forward never needs it; it changes no value, decoder.py).
+
+Weights: `set_params(params)` takes an `nnx.Param` state of a policy of the engine's architecture (the
+trainer's `state.params`, in either layout) or a `Policy`, and stores a copy on the runner's device (the
+trainer donates its state to its next step, so the engine must never alias those buffers), moved into
+the serving layout (a stack sliced into its layers, or layers stacked: one program, once per update)
+and cast to the runner's dtype. Nothing touches disk. It is called by the engine thread between decode
+steps only.
 
 Logits: prefill computes them for the last prompt position only, from the final hidden state and
 `Policy.lm_head_weight()` with the contraction the policy's own `_output` uses (float32 accumulate).
@@ -63,6 +74,7 @@ from flax import nnx
 from legorl_jax.engine.base import MAX_TOP_LOGPROBS
 from legorl_jax.engine.programs import Key, Programs
 from legorl_jax.engine.sampler import SamplingRows, sample, top_logprobs
+from legorl_jax.model.layer_layout import Gather, apply_plan, layout_plan
 from legorl_jax.model.policy import Policy, as_dtype
 from legorl_jax.validate import is_int, positive_int
 
@@ -90,9 +102,17 @@ def _logits_at(model: Policy, hidden: jax.Array) -> jax.Array:
     )
 
 
-@functools.partial(jax.jit, static_argnames=("dtype",))
-def _copy_as(tree: Any, dtype: jnp.dtype) -> Any:
-    return jax.tree.map(lambda x: jnp.copy(x).astype(dtype), tree)
+def default_scan_layers(device: jax.Device | None = None) -> bool:
+    """Whether the engine serves its layers scanned on `device` (default: the first): unrolled on CPU,
+    scanned elsewhere (module docstring)."""
+    return (device or jax.devices()[0]).platform != "cpu"
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "dtype"))
+def _gather_as(leaves: list[jax.Array], plan: tuple[Gather, ...], dtype: Any) -> list[jax.Array]:
+    """New buffers (`jnp.copy`: never an input handed back) of the plan's leaves, cast to `dtype` (None:
+    kept)."""
+    return [jnp.copy(x) if dtype is None else x.astype(dtype) for x in apply_plan(leaves, plan)]
 
 
 def _sample_and_top(logits, rows, sample_pos, top):
@@ -170,6 +190,7 @@ class ModelRunner:
         max_batch: int | None = None,
         min_context: int = 128,
         compile_in_background: bool = True,
+        scan_layers: bool | None = None,
     ):
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a legorl_jax.model.Policy, got {type(policy).__name__}")
@@ -194,12 +215,25 @@ class ModelRunner:
         self.dtype = as_dtype(self.dtype_name, "engine dtype")
         self.device = device or jax.devices()[0]
         self._sharding = jax.sharding.SingleDeviceSharding(self.device)
-        self.graphdef, params, *rest = nnx.split(policy, nnx.Param, ...)
-        (self.rest,) = rest  # the state that is not a parameter, in one
-        self._structure: Any = jax.tree.structure(params)
-        self._shapes = [x.shape for x in jax.tree.leaves(params)]
-        self.params = self._place(params)
-        self.rest = jax.device_put(self.rest, self._sharding)
+        if scan_layers is not None and not isinstance(scan_layers, bool):
+            raise ValueError(f"scan_layers must be a bool or None, got {scan_layers!r}")
+        self.scan_layers = default_scan_layers(self.device) if scan_layers is None else scan_layers
+        served = nnx.eval_shape(
+            lambda: Policy(
+                policy.config,
+                rngs=nnx.Rngs(params=0),
+                dtype=policy.dtype,
+                compute_dtype=policy.compute_dtype,
+                scan_layers=self.scan_layers,
+            )
+        )
+        # The serving layout's abstract state: its leaves' shapes, and the Params' logical axes (no
+        # `layers` axis when unrolled), for every update to be moved into.
+        self.graphdef, self._params_like, *rest_like = nnx.split(served, nnx.Param, ...)
+        (self._rest_like,) = rest_like  # the state that is not a parameter, in one
+        _, params, *rest = nnx.split(policy, nnx.Param, ...)
+        self.params = self._place(params, self._params_like)
+        self.rest = self._place(rest[0], self._rest_like, cast=False)
         with jax.default_device(self.device):
             self.cache = policy.init_cache(num_slots, max_len, dtype=None if dtype is None else dtype)
         self.cache = jax.device_put(self.cache, self._sharding)
@@ -221,10 +255,15 @@ class ModelRunner:
     # ------------------------------------------------------------------------------------------------
     # weights
 
-    def _place(self, params: Any) -> Any:
+    def _place(self, source: Any, like: Any, *, cast: bool = True) -> Any:
+        """A copy of the state `source` on the runner's device in the layout of `like` (and, with `cast`,
+        the runner's dtype); `source` is already checked."""
+        plan = layout_plan(source, like)
         # device_put alone may hand back a buffer of the source (it does for an array replicated over a
         # mesh, even with may_alias=False), so the copy is a program of its own: its outputs are new buffers.
-        return _copy_as(jax.device_put(params, self._sharding), self.dtype)
+        placed = jax.tree.leaves(jax.device_put(source, self._sharding))
+        leaves = _gather_as(placed, plan, self.dtype if cast else None)
+        return jax.tree.unflatten(jax.tree.structure(like), leaves)
 
     def check_params(self, source: Any) -> Any:
         """The `nnx.Param` state of `source` (a state or a Policy), or a ValueError naming the mismatch."""
@@ -245,25 +284,18 @@ class ModelRunner:
                 "update_weights: in-process weights must be an nnx.State of params or a Policy, got "
                 f"{type(source).__name__}"
             )
-        if self._structure != jax.tree.structure(source):
+        try:
+            layout_plan(source, self._params_like)
+        except ValueError as err:
             raise ValueError(
-                "update_weights: the params state does not have the engine policy's structure "
-                f"({len(jax.tree.leaves(source))} leaves vs {len(self._shapes)}); pass the trainer's "
-                "state.params"
-            )
-        for (path, leaf), shape in zip(
-            jax.tree_util.tree_leaves_with_path(source), self._shapes, strict=True
-        ):
-            if tuple(leaf.shape) != tuple(shape):
-                raise ValueError(
-                    f"update_weights: param {jax.tree_util.keystr(path)} has shape {tuple(leaf.shape)}, "
-                    f"expected {shape}"
-                )
+                f"update_weights: the params state does not have the engine policy's structure: {err}; "
+                "pass the trainer's state.params (either layer layout) or a Policy"
+            ) from None
         return source
 
     def set_params(self, params: Any) -> None:
         """Replaces the weights with a device copy of `params` (already checked by `check_params`)."""
-        self.params = self._place(params)
+        self.params = self._place(params, self._params_like)
         # The caller may donate or delete its buffers right after this returns; the copy must be done.
         jax.block_until_ready(self.params)
 
