@@ -87,10 +87,11 @@ class Generation:
     # log_softmax(logits / temperature) as output_logprobs), most likely first; None when not asked.
     output_top_ids: np.ndarray | None = None  # int32[N, k]
     output_top_logprobs: np.ndarray | None = None  # float32[N, k]
-    # Output tokens sampled over K/V computed, in part, under older weights than the ones sampling them: an
-    # update landed mid-request and the request kept its KV cache (update policy `in_place`). 0: every token
-    # attended only to K/V of its own weights.
-    stale_kv_tokens: int = 0
+    # bool[N]: True where the output token was sampled over K/V computed, in part, under older weights than
+    # the ones sampling it (an update landed mid-request and the request kept its KV cache, update policy
+    # `in_place`; or a prefix cached before an update was reused). None: every token attended only to K/V
+    # of its own weights.
+    token_stale_kv: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.finish_reason not in FINISH_REASONS:
@@ -100,6 +101,19 @@ class Generation:
                 f"output_ids has {len(self.output_ids)} tokens but output_logprobs has "
                 f"{len(self.output_logprobs)}"
             )
+        stale = self.token_stale_kv
+        if stale is not None and (
+            np.asarray(stale).dtype != np.bool_ or np.shape(stale) != (len(self.output_ids),)
+        ):
+            raise ValueError(
+                f"token_stale_kv must be bool[{len(self.output_ids)}] (one flag per output token), got "
+                f"{np.asarray(stale).dtype}{list(np.shape(stale))}"
+            )
+
+    @property
+    def stale_kv_tokens(self) -> int:
+        """How many output tokens were sampled over K/V of older weights (`token_stale_kv`)."""
+        return 0 if self.token_stale_kv is None else int(np.count_nonzero(self.token_stale_kv))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,14 +160,19 @@ class Sequence:
     # int32[T]: the weights version (optimiser step, `versions.version_number`) each sampled token
     # was sampled under; -1 where loss_mask is 0. None: not recorded (all of `weight_versions[0]`).
     token_versions: np.ndarray | None = None
+    # int8[T]: 1 where a sampled token was sampled over K/V of older weights than its own
+    # (`Generation.token_stale_kv`), else 0. None: none was (and every record written before it existed).
+    stale_kv: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         t = len(self.token_ids)
         for name in ("loss_mask", "behaviour_logprobs"):
             if len(getattr(self, name)) != t:
                 raise ValueError(f"{name} has length {len(getattr(self, name))}, token_ids has {t}")
-        if self.token_versions is not None and len(self.token_versions) != t:
-            raise ValueError(f"token_versions has length {len(self.token_versions)}, token_ids has {t}")
+        for name in ("token_versions", "stale_kv"):
+            value = getattr(self, name)
+            if value is not None and len(value) != t:
+                raise ValueError(f"{name} has length {len(value)}, token_ids has {t}")
         if self.routed_experts is not None and self.routed_experts.shape[0] != t:
             raise ValueError(f"routed_experts has {self.routed_experts.shape[0]} rows, token_ids has {t}")
 
@@ -288,9 +307,9 @@ class TrainBatch:
     log-prob, advantage) are stored at the position whose logits predict them, so `targets[b, t]` is the
     next token of the same segment and every per-token field lines up with it without shifting.
 
-    A pytree (every field a leaf, `routed_experts` and `token_versions` empty subtrees when None) once
-    `legorl_jax.train` is imported: `legorl_jax/train/batch.py` registers it, so that importing this module
-    needs no jax.
+    A pytree (every field a leaf, `routed_experts`, `token_versions` and `stale_kv` empty subtrees when None)
+    once `legorl_jax.train` is imported: `legorl_jax/train/batch.py` registers it, so that importing this
+    module needs no jax.
     """
 
     tokens: Int[np.ndarray | jax.Array, "B T"]
@@ -305,6 +324,9 @@ class TrainBatch:
     # The weights version number the target at t was sampled under, -1 where no sampled target; the
     # packer fills it, `Trainer.device_batch` drops it (the loss does not read it, the metrics do on host).
     token_versions: Int[np.ndarray | jax.Array, "B T"] | None = None
+    # 1 where the target at t was sampled over K/V of older weights than its own (`Sequence.stale_kv`), 0
+    # elsewhere; host only, like `token_versions` (the alignment metrics read it).
+    stale_kv: Int[np.ndarray | jax.Array, "B T"] | None = None
 
     @property
     def rows(self) -> int:
@@ -324,4 +346,5 @@ class TrainBatch:
             behaviour_logprobs=self.behaviour_logprobs[rows],
             routed_experts=routing,
             token_versions=None if self.token_versions is None else self.token_versions[rows],
+            stale_kv=None if self.stale_kv is None else self.stale_kv[rows],
         )

@@ -5,7 +5,8 @@ token ids of the chosen texts (to force exact tool-call texts through real SDKs 
 log-probs and routing rows shaped as the real engine's, and records every request. `script` is a list of
 texts (one per call, the last repeated) or `script(prompt_ids, rid) -> text`. Its weights version is
 `weight_version` ("scripted"); `update_mid_request(after_tokens, version)` makes the next request report an
-update landing while it decodes, as the real engine reports one (`token_weight_versions`).
+update landing while it decodes, as the real engine reports one (`token_weight_versions`; with
+`stale_kv=True` an `in_place` one, its tokens after the update flagged in `token_stale_kv`).
 """
 
 from __future__ import annotations
@@ -55,12 +56,13 @@ class ScriptedEngine:
         self.fail_with: Exception | None = None
         self.eos = tokenizer.token_to_id("<|im_end|>")
         self._turn = 0
-        self._update: tuple[int, str] | None = None
+        self._update: tuple[int, str, bool] | None = None
 
-    def update_mid_request(self, after_tokens: int, version: str) -> None:
+    def update_mid_request(self, after_tokens: int, version: str, *, stale_kv: bool = False) -> None:
         """The next request's output tokens from index `after_tokens` on are sampled under `version`, which
-        then serves every later request (its `weight_version` is the last token's, as JaxEngine reports)."""
-        self._update = (after_tokens, version)
+        then serves every later request (its `weight_version` is the last token's, as JaxEngine reports);
+        with `stale_kv` they are flagged as sampled over the old weights' K/V, as JaxEngine's `in_place`."""
+        self._update = (after_tokens, version, stale_kv)
 
     def text_for(self, prompt: list[int], rid: str) -> str:
         if callable(self.script):
@@ -99,13 +101,15 @@ class ScriptedEngine:
             out = [*out, self.eos]
         logprobs = np.asarray([-0.01 * (1 + (t % 97)) for t in out], np.float32)
         routed = routing_rows(prompt + out, routed_experts_start_len) if return_routed_experts else None
-        per_token = None
+        per_token = stale = None
         if self._update is not None:
-            (after, version), self._update = self._update, None
+            (after, version, in_place), self._update = self._update, None
             before = min(after, len(out))
             per_token = (self.weight_version,) * before + (version,) * (len(out) - before)
             self.weight_version = version
             per_token = per_token if len(set(per_token)) > 1 else None
+            if in_place and per_token is not None:
+                stale = np.arange(len(out)) >= before
         return Generation(
             np.asarray(out, np.int32),
             logprobs,
@@ -115,6 +119,7 @@ class ScriptedEngine:
             len(prompt),
             routed_experts_start=routed_experts_start_len,
             token_weight_versions=per_token,
+            token_stale_kv=stale,
         )
 
     async def prompt_logprobs(self, input_ids, start, *, temperature=1.0):

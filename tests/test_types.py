@@ -9,7 +9,7 @@ import pytest
 
 import legorl_jax.train.batch  # noqa: F401  (registers TrainBatch as a pytree)
 from legorl_jax.harness.base import HarnessResult
-from legorl_jax.types import Outcome, Sequence, SessionFlags, TrainBatch, Trajectory
+from legorl_jax.types import Generation, Outcome, Sequence, SessionFlags, TrainBatch, Trajectory
 
 
 def batch(rows: int = 4, t: int = 3, routing: bool = True) -> TrainBatch:
@@ -92,6 +92,28 @@ def test_select_rows_takes_the_token_versions_rows_too():
     np.testing.assert_array_equal(
         full.select_rows(slice(1, None, 2)).token_versions, [[3, 4, 5], [9, 10, 11]]
     )
+
+
+def test_select_rows_takes_the_stale_kv_rows_too():
+    full = dataclasses.replace(batch(), stale_kv=(np.arange(12).reshape(4, 3) % 2).astype(np.int8))
+    assert len(jax.tree.leaves(full)) == 9
+    np.testing.assert_array_equal(full.select_rows(slice(0, 2)).stale_kv, [[0, 1, 0], [1, 0, 1]])
+
+
+def test_a_generation_flags_its_stale_kv_tokens_one_per_output_token_and_counts_them():
+    def gen(stale):
+        return Generation(np.arange(4, dtype=np.int32), np.zeros(4, np.float32), None, "length", "v", 2,
+                          token_stale_kv=stale)  # fmt: skip
+
+    assert gen(None).stale_kv_tokens == 0
+    assert gen(np.asarray([False, False, True, True])).stale_kv_tokens == 2
+    with pytest.raises(ValueError, match=r"token_stale_kv must be bool\[4\] .*, got bool\[3\]"):
+        gen(np.asarray([True, True, True]))
+    with pytest.raises(ValueError, match=r"token_stale_kv must be bool\[4\] .*, got int64\[4\]"):
+        gen(np.asarray([0, 0, 1, 1]))
+    with pytest.raises(ValueError, match=r"stale_kv has length 2, token_ids has 3"):
+        Sequence(np.zeros(3, np.int32), np.ones(3, np.int8), np.zeros(3, np.float32), None,
+                 stale_kv=np.zeros(2, np.int8))  # fmt: skip
 
 
 def test_session_flags_read_back_from_their_dict_and_refuse_an_unknown_name_or_a_non_bool():

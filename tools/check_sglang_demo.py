@@ -11,11 +11,14 @@ Aim off, the warm start from `--warm-start-cache` (made by the first job that ne
 `async-<policy>` (`loop.mode=async engine.update_policy=<policy>`) for drain, abort_resume and in_place.
 Printed per mode and step: the trainer-vs-SGLang probability Pearson over the tokens of the trainer's own
 version (`align/prob_pearson`, what the loop's health warning reads), the largest log-prob gap over them,
-how many tokens that is, the tokens of older versions (`offpolicy/cross_version_tokens`) with their Pearson,
-and the Pearson over all sampled tokens as it read before the split; per mode, the turns whose request was
+how many tokens of that version there are, the tokens of older versions (`offpolicy/cross_version_tokens`)
+with their Pearson, the Pearson over all sampled tokens as it read before the split, and the tokens of the
+trainer's version sampled over old K/V (`offpolicy/stale_kv_tokens`, in_place: left out of the gate) with
+their Pearson; per mode, the turns whose request was
 resumed after an abort, the tokens recorded as sampled over old K/V (`stale_kv_tokens`, in_place), the job's
-wall time. Exit status 1 when a step of any mode has no `align/prob_pearson` or one under `--min-pearson`
-(0.99), or a job fails; 0 otherwise.
+wall time. Exit status 1 when a step of any mode has no `align/prob_pearson` (none of its tokens judged, which
+a step whose trainer's-version tokens all ran over old K/V is said to be) or one under `--min-pearson` (0.99),
+or a job fails; 0 otherwise.
 
 `--dtype float32` (with `--kv-cache-dtype auto`, which follows it: SGLang's `--kv-cache-dtype` has no
 float32 value) keeps SGLang's weights and K/V in float32, so its log-probs are the trainer's to float
@@ -56,6 +59,8 @@ STEP_KEYS = (
     ("older tokens", "offpolicy/cross_version_tokens"),
     ("pearson older", "offpolicy/prob_pearson_cross"),
     ("pearson all", "offpolicy/prob_pearson_all"),
+    ("stale-KV tokens", "offpolicy/stale_kv_tokens"),
+    ("pearson stale-KV", "offpolicy/prob_pearson_stale_kv"),
 )
 
 
@@ -121,13 +126,23 @@ def run_mode(mode: str, args: argparse.Namespace, runs: pathlib.Path) -> dict[st
 
 
 def failures(results: dict[str, dict[str, Any]], min_pearson: float) -> list[str]:
-    """Each step whose `align/prob_pearson` is missing, NaN or under `min_pearson`, named."""
+    """Each step whose `align/prob_pearson` is missing, NaN or under `min_pearson`, named (a step whose
+    tokens of the trainer's version were all sampled over old K/V is named so: the gate judged nothing)."""
     bad = []
     for mode, result in results.items():
         for step, metrics in enumerate(result["steps"]):
             value = metrics.get("align/prob_pearson")
             if value is None or not value >= min_pearson:
-                bad.append(f"{mode} step {step}: align/prob_pearson {value!r} (want >= {min_pearson})")
+                why = f"{mode} step {step}: align/prob_pearson {value!r} (want >= {min_pearson})"
+                stale, same = (
+                    metrics.get("offpolicy/stale_kv_tokens", 0),
+                    metrics.get("align/same_version_tokens"),
+                )
+                if value is None and stale and stale == same:
+                    why += (
+                        f": all {int(stale)} tokens of the trainer's version ran over old K/V, none to judge"
+                    )
+                bad.append(why)
     return bad
 
 

@@ -143,8 +143,19 @@ def _merge(pieces: list[Generation], *, prompt_tokens: int) -> Generation:
         output_top_logprobs=(
             None if any(t is None for t in tops) else np.concatenate([p.output_top_logprobs for p in pieces])
         ),
-        stale_kv_tokens=sum(p.stale_kv_tokens for p in pieces),
+        token_stale_kv=(
+            np.concatenate([_stale_flags(p) for p in pieces])
+            if any(p.stale_kv_tokens for p in pieces)
+            else None
+        ),
     )
+
+
+def _stale_flags(piece: Generation) -> np.ndarray:
+    """bool[N]: the piece's per-token stale-K/V flags (all False when it has none)."""
+    if piece.token_stale_kv is None:
+        return np.zeros(len(piece.output_ids), np.bool_)
+    return np.asarray(piece.token_stale_kv, np.bool_)
 
 
 def _present(arrays: list[np.ndarray | None]) -> list[np.ndarray]:

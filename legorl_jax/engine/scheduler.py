@@ -38,7 +38,8 @@ Weight versions: every sampled token records the version current when it was sam
 tokens all share one version reports `token_weight_versions=None`. The policy for an update mid-flight is
 SGLang's in-place one: running requests keep their slots and continue on the new weights, with the K/V
 of their earlier tokens computed under the old ones (and their routing rows recorded under them); each
-token sampled so is counted in `Generation.stale_kv_tokens`. (The engine's `pause` modes `drain` and
+token sampled so is flagged in `Generation.token_stale_kv` (every token after the update: the K/V it attends
+to includes the prompt's, computed before it). (The engine's `pause` modes `drain` and
 `abort` keep requests from spanning an update at all.)
 
 Routed experts are stored as uint8 when the model has at most 256 experts, int16 otherwise, from row
@@ -81,7 +82,8 @@ class Request:
     cached_len: int = 0  # prompt positions whose K/V came from the prefix cache (not prefilled)
     routing_from: int = 0  # the first row `routing` holds (routed_start, or 0 when the cache keeps every row)
     epoch: int = 0  # the weights' epoch at admission
-    stale_kv: int = 0  # tokens sampled after a weight update, over K/V of the weights before it
+    # Per output token: sampled after a weight update, over K/V of the weights before it.
+    stale_kv: list[bool] = dataclasses.field(default_factory=list)
     output_ids: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)
     versions: list[str] = dataclasses.field(default_factory=list)
@@ -318,8 +320,7 @@ class Scheduler:
         req.output_ids.append(token)
         req.logprobs.append(logprob)
         req.versions.append(self.weight_version)
-        if req.epoch != self.epoch:
-            req.stale_kv += 1
+        req.stale_kv.append(req.epoch != self.epoch)
         if token in req.stop_ids:
             self._finish(req, "stop", token)
         elif (matched := self._stop_string(req)) is not None:
@@ -392,6 +393,6 @@ class Scheduler:
                 cached_tokens=req.cached_len,
                 output_top_ids=top_ids,
                 output_top_logprobs=top_lps,
-                stale_kv_tokens=req.stale_kv,
+                token_stale_kv=np.asarray(req.stale_kv, np.bool_) if any(req.stale_kv) else None,
             )
         )

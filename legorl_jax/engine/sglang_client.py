@@ -64,8 +64,8 @@ reusing an old prefix from the radix cache is not (our engine flushes its prefix
 and on an agent workload it is no corner: every trial of a task shares the task's prompt, so without a flush
 its old K/V would serve every later step. So after such an update, once it resumes, the client asks SGLang's
 deferred flush (`/flush_cache?timeout=`, which runs the moment the server is idle) until one succeeds; until
-then (`old_prefixes`) a reply that reused cached tokens (`cached_tokens` > 0) has all its tokens counted in
-`Generation.stale_kv_tokens`, since the prefix it reused may be the old weights' (conservative: a prefix
+then (`old_prefixes`) a reply that reused cached tokens (`cached_tokens` > 0) has all its tokens flagged in
+`Generation.token_stale_kv`, since the prefix it reused may be the old weights' (conservative: a prefix
 computed after the update is counted too). Its `weight_version` stays the one that computed its logits.
 """
 
@@ -409,7 +409,7 @@ class SGLangEngine:
         except WireError as exc:
             raise EngineError(f"POST {self.base_url}/generate: malformed response: {exc}") from None
         if old_prefixes and gen.cached_tokens > 0:  # it may have attended to an old weights' prefix
-            gen = dataclasses.replace(gen, stale_kv_tokens=len(gen.output_ids))
+            gen = dataclasses.replace(gen, token_stale_kv=np.ones(len(gen.output_ids), np.bool_))
         return gen
 
     async def prompt_logprobs(self, input_ids: Any, start: int, *, temperature: float = 1.0) -> np.ndarray:

@@ -14,8 +14,8 @@ publish never leaves the engine paused). What happens to a request in flight whe
 |                |            | tokens so far; the caller re-issues it with  | weights                      |
 |                |            | them appended (resume.py, the proxy does)    |                              |
 | `in_place`     | "in_place" | keeps its slot and KV cache and continues on | waits, then runs on the new  |
-|                |            | the new weights (`Generation.stale_kv_tokens`| weights                      |
-|                |            | counts its tokens sampled over old K/V)      |                              |
+|                |            | the new weights (`Generation.token_stale_kv` | weights                      |
+|                |            | flags its tokens sampled over old K/V)       |                              |
 
 Every output token carries the version that sampled it (`Generation.token_weight_versions`), under any
 policy. What each costs: `drain` delays the update by the longest request in flight (a heavy tail of agent
@@ -23,7 +23,8 @@ replies makes that long) but keeps every request on one version; `abort_resume` 
 re-prefill of each request in flight (prompt and tokens so far, on the new weights: no old K/V is ever
 attended to); `in_place` updates at once for free, but the tokens after it attend to K/V of the old
 weights, which neither the old nor the new policy would have computed (PipelineRL's choice; the
-trainer's recompute uses the new weights throughout). `tools/bench_update.py` measures the first two costs.
+trainer's recompute uses the new weights throughout, and its alignment gate leaves those tokens to
+`offpolicy/*_stale_kv`, docs/alignment.md §3). `tools/bench_update.py` measures the first two costs.
 
 Engines: `JaxEngine` (drain is one of its pause modes), `SGLangEngine` (SGLang's `pause_generation`
 modes abort and in_place; drain is done client side, see its docstring) and `EngineFleet` (every engine

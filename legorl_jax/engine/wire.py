@@ -18,7 +18,8 @@ One module owns the field names so the server (serve.py) and the client (sglang_
   `[P + N - 1 - start, L, K]`. Our extensions: `routed_experts_start_len` beside `routed_experts` (the
   position of its first row: a server that returns routing unasked, `serve.py --return-routed-experts
   always`, starts where our `tracestate` member says, else at 0), and, sent only when an update landed
-  mid-request, `stale_kv_tokens` (`Generation.stale_kv_tokens`). When an update landed mid-request the
+  mid-request, `stale_kv_tokens` (`Generation.stale_kv_tokens`: a count, of the *last* output tokens, as
+  our engine flags them: every token after the update). When an update landed mid-request the
   reply also carries SGLang's own (0.5.23) `weight_versions`: spans `[{version, start, end}, ...]` of output
   token positions, in order, covering every output token (`weight_version_spans`).
 - Headers: `x-smg-routing-key` (sglang-router's routing key: the session id) and our member of
@@ -426,6 +427,12 @@ def generation_json(
     if gen.token_weight_versions is not None:
         meta["weight_versions"] = weight_version_spans(gen.token_weight_versions)
     if gen.stale_kv_tokens:
+        stale = np.asarray(gen.token_stale_kv)
+        if not stale[len(stale) - gen.stale_kv_tokens :].all():
+            raise ValueError(
+                f"token_stale_kv flags tokens {np.flatnonzero(stale).tolist()[:8]} of {len(stale)}: the wire "
+                "carries a count of the last output tokens"
+            )
         meta["stale_kv_tokens"] = int(gen.stale_kv_tokens)
     if return_logprob:
         meta["output_token_logprobs"] = logprob_entries(gen.output_logprobs, gen.output_ids)
@@ -520,9 +527,15 @@ def generation_from_json(
     if top_logprobs:
         top_lps, top_ids = _top_logprobs(meta, len(output_ids), top_logprobs)
     versions = token_versions_from_spans(meta.get("weight_versions"), len(output_ids))
+    n = len(output_ids)
     stale = meta.get("stale_kv_tokens")
     if stale is None:  # SGLang's reply: tokens after the first version's span ran over its K/V
-        stale = 0 if versions is None else len(output_ids) - versions.count(versions[0])
+        stale = 0 if versions is None else n - versions.count(versions[0])
+    if not _is_int(stale) or not 0 <= stale <= n:
+        raise WireError(
+            f"meta_info.stale_kv_tokens must be an int in [0, {n}] (output tokens), got {stale!r}",
+            "stale_kv_tokens",
+        )
     return Generation(
         output_ids=np.asarray(output_ids, np.int32),
         output_logprobs=np.asarray([e[0] for e in entries], np.float32),
@@ -536,7 +549,7 @@ def generation_from_json(
         cached_tokens=int(meta.get("cached_tokens") or 0),
         output_top_ids=top_ids,
         output_top_logprobs=top_lps,
-        stale_kv_tokens=int(stale or 0),
+        token_stale_kv=np.arange(n) >= n - stale if stale else None,  # the last `stale` tokens
     )
 
 

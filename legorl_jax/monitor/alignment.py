@@ -20,16 +20,22 @@ and are jittable; they return float32 scalars keyed by their logged names.
 - `align/routing_agreement`: over recorded pairs, the fraction of recorded experts that the trainer's own
   (native, not replayed) top-k also picks — order-free set overlap / K.
 
-`version_alignment(metrics, train_logprobs, rollout_logprobs, mask, token_versions, trainer_version)`
-(async mode, where a batch mixes weights versions): the trainer's π_old is the policy of
-`trainer_version` only, so a token sampled under an older version differs from it by the policy's own
-movement, not by replay or numerics. It returns `metrics` with the log-prob figures above recomputed over
-the sampled tokens whose version is the trainer's (`align/same_version_tokens` counts them; without any, the
-log-prob figures are dropped: nothing was judged) and the same figures over the older tokens as
-`offpolicy/<name>_cross` (`offpolicy/cross_version_tokens` counts them; `offpolicy/prob_pearson_all` is the
-Pearson over both, what `align/prob_pearson` read before the split). Tokens of no known version (-1) go to
-neither; a batch with no known version at all keeps `metrics` as they are. So `align/*` stays the health
-gate in async mode, and the policy lag shows in `offpolicy/*`.
+`version_alignment(metrics, train_logprobs, rollout_logprobs, mask, token_versions, trainer_version,
+stale_kv=)` (async mode, where a batch mixes weights versions, and `in_place` updates, where a token can be
+sampled over K/V of older weights): the trainer's π_old is the policy of `trainer_version` only, computed
+over its own K/V, so a token sampled under an older version differs from it by the policy's own movement,
+and one sampled over older K/V by a mix of two weights that no recompute reproduces; neither is replay or
+numerics. It returns `metrics` with the log-prob figures above recomputed over the sampled tokens whose
+version is the trainer's and whose K/V was fresh (without any, the log-prob figures are dropped: nothing was
+judged); the same figures over the older tokens as `offpolicy/<name>_cross` (`offpolicy/cross_version_tokens`
+counts them, whatever their K/V) and over the trainer's version's tokens sampled over older K/V as
+`offpolicy/<name>_stale_kv` (`offpolicy/stale_kv_tokens` counts them). `align/same_version_tokens` counts the
+trainer's version's tokens, stale or not (`align/*` judged that count minus `offpolicy/stale_kv_tokens`);
+`offpolicy/prob_pearson_all` is the Pearson over every token of a known version, what `align/prob_pearson`
+read before the split. Tokens of no known version (-1) go to neither; without known versions (or no trainer
+version: the sync loop) every sampled token counts as the trainer's, and a batch with neither a known version
+nor a stale token keeps `metrics` as they are. So `align/*` stays the health gate in async mode and under
+`in_place`, and the policy lag and the stale K/V show in `offpolicy/*`.
 
 Masks here are positions whose *target* is sampled, so the routing at position t (which produced the
 logits of token t + 1) is judged exactly where it mattered; any real dtype, a position counts where > 0.
@@ -124,27 +130,43 @@ def version_alignment(
     train_logprobs: np.ndarray,
     rollout_logprobs: np.ndarray,
     mask: np.ndarray,
-    token_versions: np.ndarray,
-    trainer_version: int,
+    token_versions: np.ndarray | None,
+    trainer_version: int | None,
+    *,
+    stale_kv: np.ndarray | None = None,
 ) -> dict[str, float]:
-    """`metrics` with the log-prob figures split by weights version (module docstring): `align/*` over the
-    sampled tokens of `trainer_version`, `offpolicy/*_cross` over older ones. Arrays are host `[B, T]`,
-    target-aligned; `token_versions` is -1 where unknown. A token newer than the trainer is a ValueError."""
-    if isinstance(trainer_version, bool) or not isinstance(trainer_version, int) or trainer_version < 0:
-        raise ValueError(f"trainer_version must be an int >= 0, got {trainer_version!r}")
-    versions = np.asarray(token_versions)
+    """`metrics` with the log-prob figures split by weights version and K/V (module docstring): `align/*`
+    over the sampled tokens of `trainer_version` sampled over fresh K/V, `offpolicy/*_cross` over older
+    ones, `offpolicy/*_stale_kv` over the trainer's version's tokens sampled over older K/V. Arrays are host
+    `[B, T]`, target-aligned; `token_versions` is -1 where unknown (None, or `trainer_version` None: no
+    version split), `stale_kv` > 0 where stale (None: all fresh). A token newer than the trainer is a
+    ValueError."""
+    if trainer_version is not None and (
+        isinstance(trainer_version, bool) or not isinstance(trainer_version, int) or trainer_version < 0
+    ):
+        raise ValueError(f"trainer_version must be an int >= 0 or None, got {trainer_version!r}")
     sampled = np.asarray(mask) > 0
-    if versions.shape != sampled.shape:
-        raise ValueError(f"token_versions has shape {versions.shape}, the mask {sampled.shape}")
-    if (sampled & (versions > trainer_version)).any():
-        raise ValueError(
-            f"a sampled token has version {int(versions[sampled].max())}, newer than the trainer's "
-            f"{trainer_version}"
-        )
-    if not (sampled & (versions >= 0)).any():  # no version recorded: nothing to split by
+    stale = np.zeros_like(sampled) if stale_kv is None else np.asarray(stale_kv) > 0
+    if stale.shape != sampled.shape:
+        raise ValueError(f"stale_kv has shape {stale.shape}, the mask {sampled.shape}")
+    by_version = token_versions is not None and trainer_version is not None
+    if by_version:
+        versions = np.asarray(token_versions)
+        if versions.shape != sampled.shape:
+            raise ValueError(f"token_versions has shape {versions.shape}, the mask {sampled.shape}")
+        if (sampled & (versions > trainer_version)).any():
+            raise ValueError(
+                f"a sampled token has version {int(versions[sampled].max())}, newer than the trainer's "
+                f"{trainer_version}"
+            )
+        by_version = bool((sampled & (versions >= 0)).any())  # no version recorded: nothing to split by
+    if not by_version and not (sampled & stale).any():
         return dict(metrics)
-    same = sampled & (versions == trainer_version)
-    cross = sampled & (versions >= 0) & (versions < trainer_version)
+    if by_version:
+        same = sampled & (versions == trainer_version)
+        cross = sampled & (versions >= 0) & (versions < trainer_version)
+    else:
+        same, cross = sampled, np.zeros_like(sampled)
     out = {k: v for k, v in metrics.items() if k not in LOGPROB_KEYS}
 
     def figures(select: np.ndarray) -> dict[str, float]:
@@ -153,11 +175,17 @@ def version_alignment(
         )
         return {k: float(v) for k, v in got.items()}
 
-    if same.any():
-        out.update(figures(same))
+    def offpolicy(select: np.ndarray, suffix: str) -> dict[str, float]:
+        return {f"offpolicy/{k.removeprefix('align/')}_{suffix}": v for k, v in figures(select).items()}
+
+    if (same & ~stale).any():
+        out.update(figures(same & ~stale))
     if cross.any():
-        out.update({f"offpolicy/{k.removeprefix('align/')}_cross": v for k, v in figures(cross).items()})
+        out.update(offpolicy(cross, "cross"))
+    if (same & stale).any():
+        out.update(offpolicy(same & stale, "stale_kv"))
     out["offpolicy/prob_pearson_all"] = figures(same | cross)["align/prob_pearson"]
     out["align/same_version_tokens"] = float(same.sum())
     out["offpolicy/cross_version_tokens"] = float(cross.sum())
+    out["offpolicy/stale_kv_tokens"] = float((same & stale).sum())
     return out

@@ -7,7 +7,9 @@
 weight version, timings), the branches, counters and flags. `sequences.npz` holds, per branch i,
 `b{i}_token_ids` int32[T], `b{i}_loss_mask` int8[T], `b{i}_behaviour_logprobs` float32[T],
 `b{i}_token_versions` int32[T] (the weights version number each sampled token was sampled under, -1 on the
-others; absent when a version had no number, and in archives written before it was recorded) and, for MoE
+others; absent when a version had no number, and in archives written before it was recorded),
+`b{i}_stale_kv` int8[T] (1 where a sampled token was sampled over K/V of older weights; absent when none
+was, and in archives written before it was recorded: read as all fresh) and, for MoE
 policies, `b{i}_routed_experts` int16[T, L, K] (-1 = not recorded). Each file is written to a temporary name
 in the same folder and renamed over the final one, so a reader sees a whole file or none; the arrays go first,
 so a `trajectory.json` present means the arrays beside it are complete.
@@ -67,6 +69,9 @@ def write_archive(
         versions = b.version_array()
         if versions is not None:
             arrays[f"b{b.index}_token_versions"] = versions
+        stale = b.stale_kv_array()
+        if stale is not None:
+            arrays[f"b{b.index}_stale_kv"] = stale
         if b.routing is not None:
             rows = b.routing[: len(b.ids)]
             pad = np.full((len(b.ids) - len(rows), *rows.shape[1:]), -1, np.int16)
@@ -91,7 +96,7 @@ def json_default(value: Any) -> Any:
 
 
 def read_archive(trial_dir: str | os.PathLike) -> tuple[dict[str, Any], dict[int, dict[str, np.ndarray]]]:
-    """(trajectory, {branch index: {token_ids, loss_mask, behaviour_logprobs[, token_versions]
+    """(trajectory, {branch index: {token_ids, loss_mask, behaviour_logprobs[, token_versions][, stale_kv]
     [, routed_experts]}})."""
     folder = pathlib.Path(trial_dir)
     path = folder / TRAJECTORY

@@ -38,6 +38,9 @@ it one version early.
 A version that is not a number of this run (a server started under another name) leaves the branch's
 numbers unrecorded (`token_versions` None); the version strings stay in the branch summary and the turns
 (`turn_versions`: per turn whose tokens span several versions, each token's version).
+A sampled token that the engine sampled over K/V of older weights (`Generation.token_stale_kv`) is 1 in
+`Sequence.stale_kv` and the archive's `b{i}_stale_kv` (both absent when no token of the branch was); a
+recomputed re-rendered token is scored by a call of its own and counts as fresh.
 """
 
 from __future__ import annotations
@@ -272,6 +275,7 @@ class Branch:
     routing: np.ndarray | None = None  # int16[T, L, K], -1 = not recorded
     versions: list[str] = dataclasses.field(default_factory=list)  # distinct, in the order first sampled
     token_versions: list[int] = dataclasses.field(default_factory=list)  # per token, -1 = not sampled
+    stale_kv: list[int] = dataclasses.field(default_factory=list)  # per token, 1 = sampled over older K/V
     unnumbered: list[str] = dataclasses.field(default_factory=list)  # sampled versions without a number
     turns: list[int] = dataclasses.field(default_factory=list)
     closed: bool = True  # the last sampled reply ended with the end-of-turn marker
@@ -301,6 +305,10 @@ class Branch:
         if self.unnumbered:
             return None
         return np.asarray(self.token_versions, np.int32)
+
+    def stale_kv_array(self) -> np.ndarray | None:
+        """int8[T]: 1 where a token was sampled over K/V of older weights; None when none was."""
+        return np.asarray(self.stale_kv, np.int8) if any(self.stale_kv) else None
 
     def number_versions(self, versions: Sequence[str], *, initial: str) -> list[int]:
         """The numbers of newly sampled tokens' versions (noting the versions and any without a number)."""
@@ -460,12 +468,14 @@ class Recorder:
                 else:
                     branch.rerendered_masked = len(plan.rerendered)
             branch.mask, branch.logprobs, branch.token_versions = mask, logprobs, versions
+            branch.stale_kv = [0] * len(prompt)
         else:
             branch = self.branches[plan.branch]
             old = len(branch.ids)
             branch.mask += [0] * (len(prompt) - old)
             branch.logprobs += [0.0] * (len(prompt) - old)
             branch.token_versions += [-1] * (len(prompt) - old)
+            branch.stale_kv += [0] * (len(prompt) - old)
         out = np.asarray(generation.output_ids, np.int32)
         branch.ids = np.concatenate([prompt, out])
         branch.mask += [1] * len(out)
@@ -475,6 +485,8 @@ class Recorder:
         branch.token_versions += branch.number_versions(
             per_token or (generation.weight_version,) * len(out), initial=self.initial_version
         )
+        stale = generation.token_stale_kv
+        branch.stale_kv += [0] * len(out) if stale is None else np.asarray(stale, np.int8).tolist()
         branch.messages = [*plan.messages, reply]
         branch.turns.append(turn)
         branch.closed = len(out) > 0 and int(out[-1]) == self.renderer.end_marker_id
@@ -516,6 +528,7 @@ class Recorder:
                     routed_experts=None if b.routing is None else _grow(b.routing, len(b.ids)),
                     weight_versions=tuple(b.versions),
                     token_versions=b.version_array(),
+                    stale_kv=b.stale_kv_array(),
                 )
             )
         return out

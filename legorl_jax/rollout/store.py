@@ -26,7 +26,14 @@ from legorl_jax.types import Outcome, Sequence, Trajectory
 
 INDEX = "trajectories.json"
 ARRAYS = "arrays.npz"
-_ARRAY_FIELDS = ("token_ids", "loss_mask", "behaviour_logprobs", "routed_experts", "token_versions")
+_ARRAY_FIELDS = (
+    "token_ids",
+    "loss_mask",
+    "behaviour_logprobs",
+    "routed_experts",
+    "token_versions",
+    "stale_kv",
+)
 
 
 def save_trajectories(folder: str | os.PathLike, trajectories: SequenceABC[Trajectory]) -> pathlib.Path:
@@ -88,6 +95,7 @@ def load_trajectories(folder: str | os.PathLike) -> list[Trajectory]:
                     routed_experts=field["routed_experts"],
                     weight_versions=tuple(seq["weight_versions"]),
                     token_versions=field["token_versions"],
+                    stale_kv=field["stale_kv"],  # absent before it was recorded: all fresh
                 )
             )
         report = row["verifier_report"]

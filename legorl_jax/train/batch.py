@@ -13,6 +13,8 @@ Contract of `pack_trajectories(trajectories, advantages, *, max_tokens, ...)`:
   (`Sequence.token_versions`), -1 where there is no sampled target. A sequence that records no per-token
   versions gets its one `weight_versions` entry's number on every sampled target, or -1 throughout when that
   cannot be numbered (several versions, or a name that is not a version of this run).
+- `stale_kv` is target-aligned the same way: 1 where the target at t was sampled over K/V of older weights
+  (`Sequence.stale_kv`), 0 elsewhere and for sequences that record none (all fresh).
 - Routed experts are copied row for row, never shifted: `Sequence.routed_experts[i]` (the experts that
   processed input position i) lands at the packed position of token i, transposed to `[L, B, T, K]`.
   Sequences without routing, padding, and rows recorded as -1 stay -1 (route natively).
@@ -202,6 +204,9 @@ def _check_sequence(seq: Sequence, routing: RoutingSpec | None, *, where: str) -
         raise ValueError(
             f"{where}: behaviour_logprobs at sampled position {int(bad[0])} is {float(lp[bad[0]])!r}"
         )
+    stale = None if seq.stale_kv is None else np.asarray(seq.stale_kv)
+    if stale is not None and stale.size and not np.isin(stale, (0, 1)).all():
+        raise ValueError(f"{where}: stale_kv must hold only 0 and 1, got {np.unique(stale).tolist()}")
     versions = None if seq.token_versions is None else np.asarray(seq.token_versions)
     if (
         versions is not None
@@ -268,6 +273,7 @@ def _empty_arrays(rows: int, width: int, routing: RoutingSpec | None) -> dict[st
         "advantages": np.zeros(shape, np.float32),
         "behaviour_logprobs": np.zeros(shape, np.float32),
         "token_versions": np.full(shape, -1, np.int32),
+        "stale_kv": np.zeros(shape, np.int8),
         "routed_experts": None
         if routing is None
         else np.full((routing.num_layers, rows, width, routing.top_k), -1, np.int32),
@@ -294,6 +300,8 @@ def _place(
     versions = _versions_of(seq)
     if versions is not None:
         arrays["token_versions"][b, o : o + n - 1] = np.where(mask > 0, versions[1:n], -1)
+    if seq.stale_kv is not None:
+        arrays["stale_kv"][b, o : o + n - 1] = np.where(mask > 0, np.asarray(seq.stale_kv[1:n]) > 0, 0)
     if seq.routed_experts is not None:
         arrays["routed_experts"][:, b, o : o + n, :] = np.asarray(seq.routed_experts[:n], np.int32).transpose(
             1, 0, 2
@@ -322,7 +330,8 @@ def sequence_from_generation(
     `generation.routed_experts` rows cover input positions `[routed_experts_start, P + N - 1)`; they are
     placed at those positions unchanged. Rows before the start and the last position (the final sampled
     token is never forwarded) are -1. Each output token's version (`token_weight_versions`, else
-    `weight_version`) is numbered from `initial_version` into `token_versions` (None when one has no number).
+    `weight_version`) is numbered from `initial_version` into `token_versions` (None when one has no number);
+    `token_stale_kv` becomes `stale_kv`.
     """
     prompt = np.asarray(prompt_ids, np.int32)
     out = np.asarray(generation.output_ids, np.int32)
@@ -349,6 +358,7 @@ def sequence_from_generation(
             f"generation.token_weight_versions has {len(per_token)} entries for {n} output tokens"
         )
     numbers = version_numbers([None] * p + list(per_token), initial=initial_version)
+    stale = generation.token_stale_kv
     return Sequence(
         tokens,
         mask,
@@ -356,6 +366,9 @@ def sequence_from_generation(
         routed,
         weight_versions=tuple(dict.fromkeys(per_token or (generation.weight_version,))),
         token_versions=numbers,
+        stale_kv=None
+        if stale is None
+        else np.concatenate([np.zeros(p, np.int8), np.asarray(stale, np.int8)]),
     )
 
 

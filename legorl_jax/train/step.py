@@ -32,7 +32,9 @@
   and min, capped share, ESS, computed beside the alignment from the same π_old, no extra forward), with
   `trainer_version` given the same per version gap of `TrainBatch.token_versions` (`train/is_*_gap_<k>`,
   monitor/offpolicy.py) and the log-prob `align/*` figures over the tokens of the trainer's own version only,
-  older ones in `offpolicy/*_cross` (`monitor.alignment.version_alignment`), and the packer's `batch/*`;
+  older ones in `offpolicy/*_cross`; with or without it, tokens sampled over K/V of older weights
+  (`TrainBatch.stale_kv`) in `offpolicy/*_stale_kv`, not `align/*` (`monitor.alignment.version_alignment`),
+  and the packer's `batch/*`;
   `UpdateResult.nll` is the sampled tokens' negative log-likelihood under π_old and
   `UpdateResult.logprob_diffs` the per-token trainer − behaviour log-probs.
   A learning rate of 0 logs a warning every step it trains at it.
@@ -186,7 +188,8 @@ class Trainer:
     def device_batch(self, batch: TrainBatch) -> TrainBatch:
         """The batch's arrays on the mesh (the recorded routing too: replayed only when train.routing_replay,
         compared with the trainer's own routing either way; dropped for a dense policy). `token_versions`
-        stays on the host: no program reads it, and one batch with and one without it compile the same."""
+        and `stale_kv` stay on the host: no program reads them, and a batch with and one without them compile
+        the same."""
         if not isinstance(batch, TrainBatch):
             raise TypeError(f"device_batch takes a TrainBatch, got {type(batch).__name__}")
         if batch.rows % self.train.micro_batch_rows:
@@ -194,7 +197,7 @@ class Trainer:
                 f"batch has {batch.rows} rows, not a multiple of "
                 f"train.micro_batch_rows={self.train.micro_batch_rows}"
             )
-        batch = dataclasses.replace(batch, token_versions=None)
+        batch = dataclasses.replace(batch, token_versions=None, stale_kv=None)
         if self.routing is None:
             batch = dataclasses.replace(batch, routed_experts=None)
         return distributed.put(batch, self._batch_shardings(batch))
@@ -512,8 +515,15 @@ class Trainer:
             versions = np.asarray(host.token_versions)[sampled]
             known = versions >= 0  # -1: a sampled token whose version was not recorded
             out.update(gap_metrics(trainer_version - versions[known], diffs[known]))
-            out = version_alignment(out, lp, host.behaviour_logprobs, host.loss_mask, host.token_versions,
-                                    trainer_version)  # fmt: skip
+        out = version_alignment(
+            out,
+            lp,
+            host.behaviour_logprobs,
+            host.loss_mask,
+            host.token_versions if trainer_version is not None else None,
+            trainer_version,
+            stale_kv=host.stale_kv,
+        )
         nll = float(-lp[sampled].mean()) if sampled.any() else 0.0
         return state, UpdateResult(metrics=out, nll=nll, logprob_diffs=diffs)
 

@@ -24,6 +24,8 @@ from legorl_jax.engine import (
 )
 from legorl_jax.engine.serve import make_app
 from legorl_jax.engine.sglang_client import SGLangEngine
+from legorl_jax.engine.wire import generation_from_json, generation_json
+from legorl_jax.types import Generation
 
 PROMPT = [5, 17, 230, 901, 44, 12, 9]
 
@@ -219,7 +221,7 @@ async def test_sglangs_weight_version_spans_become_each_tokens_version():
     async with TestServer(fake.app) as server, SGLangEngine(str(server.make_url("")), retries=0) as client:
         gen = await client.generate([1, 2], sampling)
         assert gen.token_weight_versions == ("v1", "v1", "v2", "v2", "v2") and gen.weight_version == "v2"
-        assert gen.stale_kv_tokens == 3
+        assert gen.token_stale_kv.tolist() == [False, False, True, True, True]  # those after the first span
         meta["weight_versions"] = [{"version": "v2", "start": 0, "end": 5}]  # one version: nothing to tag
         gen = await client.generate([1, 2], sampling)
         assert gen.token_weight_versions is None and gen.stale_kv_tokens == 0
@@ -229,6 +231,34 @@ async def test_sglangs_weight_version_spans_become_each_tokens_version():
         ]
         with pytest.raises(EngineError, match=r"weight_versions must be .* covering output tokens \[0, 5\)"):
             await client.generate([1, 2], sampling)
+        del meta["weight_versions"]
+        meta["stale_kv_tokens"] = 6  # our server's count, of more tokens than there are
+        with pytest.raises(EngineError, match=r"stale_kv_tokens must be an int in \[0, 5\] .*, got 6"):
+            await client.generate([1, 2], sampling)
+        meta["stale_kv_tokens"] = 2  # of the last output tokens
+        gen = await client.generate([1, 2], sampling)
+        assert gen.token_stale_kv.tolist() == [False, False, False, True, True]
+
+
+def test_our_servers_stale_kv_count_names_the_last_tokens_and_other_flags_are_refused_before_sending():
+    def reply(stale):
+        ids, lps = np.asarray([11, 12, 13, 14], np.int32), np.full(4, -0.5, np.float32)
+        versions = ("v1", "v2", "v2", "v2")
+        gen = Generation(
+            ids, lps, None, "length", "v2", 2, token_weight_versions=versions, token_stale_kv=stale
+        )
+        body = generation_json(gen, rid="r", text="", return_logprob=True, input_logprobs=None,
+                               return_routed_experts=False, e2e_latency=0.0)  # fmt: skip
+        return body, gen
+
+    body, sent = reply(np.asarray([False, True, True, True]))  # the scheduler's in_place: after the update
+    assert body["meta_info"]["stale_kv_tokens"] == 3
+    got = generation_from_json(
+        body, prompt_tokens=2, routing=None, routed_experts_start_len=0, return_routed_experts=False
+    )
+    np.testing.assert_array_equal(got.token_stale_kv, sent.token_stale_kv)
+    with pytest.raises(ValueError, match=r"token_stale_kv flags tokens \[1\] of 4: the wire carries a count"):
+        reply(np.asarray([False, True, False, False]))
 
 
 async def test_routing_rows_from_before_the_asked_start_are_cut_to_it():

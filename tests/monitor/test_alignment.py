@@ -132,7 +132,50 @@ def test_version_alignment_without_known_versions_keeps_the_figures_and_names_ba
     _, _, _, versions = _mixed_versions_batch()
     with pytest.raises(ValueError, match="a sampled token has version 5, newer than the trainer's 4"):
         version_alignment({}, train, rollout, mask, versions, trainer_version=4)
-    with pytest.raises(ValueError, match="trainer_version must be an int >= 0, got -1"):
+    with pytest.raises(ValueError, match="trainer_version must be an int >= 0 or None, got -1"):
         version_alignment({}, train, rollout, mask, versions, trainer_version=-1)
     with pytest.raises(ValueError, match=r"token_versions has shape \(1, 3\), the mask \(1, 9\)"):
         version_alignment({}, train, rollout, mask, versions[:, :3], trainer_version=5)
+
+
+def test_tokens_sampled_over_stale_kv_leave_the_gate_for_offpolicy_stale_kv_figures():
+    train, rollout, mask, versions = _mixed_versions_batch()
+    # Two of the trainer's version's tokens were sampled over old K/V (their log-probs are a mix of weights
+    # no recompute reproduces); one older token too, which stays with the older ones.
+    rollout[0, 2:4] = np.log(np.asarray([0.9, 0.05]))
+    train[0, 2:4] = np.log(np.asarray([0.05, 0.9]))
+    stale = np.asarray([[0, 0, 1, 1, 0, 0, 1, 0, 1]], np.int8)  # position 8 is not sampled: ignored
+    out = version_alignment({"align/prob_pearson": 0.5}, train, rollout, mask, versions, 5, stale_kv=stale)
+    # The gate judges the two fresh tokens of version 5, which agree exactly.
+    assert out["align/prob_pearson"] == pytest.approx(1.0, abs=1e-6) and out["align/k1"] == 0.0
+    assert out["align/same_version_tokens"] == 4 and out["offpolicy/stale_kv_tokens"] == 2
+    assert out["offpolicy/cross_version_tokens"] == 3  # position 6 counted once, as older, stale or not
+    for suffix, cols in (("stale_kv", [2, 3]), ("cross", [4, 5, 6])):
+        select = np.zeros_like(mask)
+        select[0, cols] = 1
+        expected = logprob_alignment(jnp.asarray(train), jnp.asarray(rollout), jnp.asarray(select))
+        for key, value in expected.items():
+            name = f"offpolicy/{key.removeprefix('align/')}_{suffix}"
+            assert out[name] == pytest.approx(float(value), abs=1e-6), name
+    assert out["offpolicy/max_abs_logprob_diff_stale_kv"] > 2.0 and alerts(out) == []
+    # Counted in the gate instead, the same tokens would have read as broken replay.
+    mixed = version_alignment({}, train, rollout, mask, versions, 5)
+    assert any("replay or numerics broken" in a for a in alerts(mixed))
+
+
+def test_stale_kv_tokens_leave_the_gate_without_versions_and_only_all_fresh_batches_pass_through():
+    train, rollout, mask, _ = _mixed_versions_batch()
+    stale = np.zeros(mask.shape, np.int8)
+    stale[0, 5:] = 1  # the sync loop's batch: no trainer version, the last sampled tokens stale
+    out = version_alignment({"align/prob_pearson": 0.97}, train, rollout, mask, None, None, stale_kv=stale)
+    fresh = np.zeros_like(mask)
+    fresh[0, :5] = 1
+    expected = logprob_alignment(jnp.asarray(train), jnp.asarray(rollout), jnp.asarray(fresh))
+    assert out["align/prob_pearson"] == pytest.approx(float(expected["align/prob_pearson"]), abs=1e-6)
+    assert out["align/same_version_tokens"] == 8 and out["offpolicy/stale_kv_tokens"] == 3
+    assert out["offpolicy/cross_version_tokens"] == 0 and "offpolicy/k1_cross" not in out
+    zeros = np.zeros(mask.shape, np.int8)
+    before = {"align/prob_pearson": 0.97}
+    assert version_alignment(before, train, rollout, mask, None, None, stale_kv=zeros) == before
+    with pytest.raises(ValueError, match=r"stale_kv has shape \(1, 3\), the mask \(1, 9\)"):
+        version_alignment({}, train, rollout, mask, None, None, stale_kv=stale[:, :3])

@@ -1,7 +1,9 @@
 """Weights versions on every sampled token: through a real proxy session whose engine reports an update
 landing mid-request, into the session's Sequence, the archive, trajectory.json, the trainer's batch and
-tools/inspect_trial.py."""
+tools/inspect_trial.py; and the tokens an `in_place` update left sampled over old K/V, flagged the same
+way."""
 
+import dataclasses
 import pathlib
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from scripted_engine import BASH_TOOL, EXPERTS, LAYERS, TOP_K, tool_call_text
 from legorl_jax.config import ProxyConfig
 from legorl_jax.proxy.archive import ARRAYS, read_archive
 from legorl_jax.proxy.recorder import Recorder, Renderer
+from legorl_jax.rollout.store import load_trajectories, save_trajectories
 from legorl_jax.train.batch import RoutingSpec, pack_trajectories
 from legorl_jax.types import Generation, Outcome, Trajectory
 
@@ -34,6 +37,21 @@ def _expected_versions(turns, per_turn):
     return out
 
 
+async def _bash_session(proxy, info, calls, *, before=lambda i: None):
+    """`calls` chat calls of an agent running bash through the proxy session (each tool call answered),
+    `before(i)` run before call i; the closed session's record."""
+    client = openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x")
+    history = [SYSTEM, USER]
+    for i in range(calls):
+        before(i)
+        r = await client.chat.completions.create(model="p", messages=history, tools=[BASH_TOOL])
+        msg = r.choices[0].message
+        history.append(msg.model_dump(exclude_none=True))
+        if msg.tool_calls:
+            history.append({"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": "calc.py"})
+    return await proxy.close_session(info.session_id)
+
+
 async def test_an_update_mid_request_tags_each_token_with_its_version_through_archive_and_batch(
     scripted, serve, tmp_path
 ):
@@ -42,19 +60,14 @@ async def test_an_update_mid_request_tags_each_token_with_its_version_through_ar
     engine.weight_version = "default"  # the engine's starting weights: version 0
     proxy = await serve(engine)
     info = proxy.open_session("calc", "calc-0", trial_dir=tmp_path / "t")
-    client = openai.AsyncOpenAI(base_url=info.openai_base_url, api_key="x")
     # The first call runs on version 0; the loop publishes step-000001 while the second call decodes, after
     # its 3rd token; the third call runs on version 1.
-    history = [SYSTEM, USER]
-    for i in range(3):
+
+    def update_in_second_call(i):
         if i == 1:
             engine.update_mid_request(3, "step-000001")
-        r = await client.chat.completions.create(model="p", messages=history, tools=[BASH_TOOL])
-        msg = r.choices[0].message
-        history.append(msg.model_dump(exclude_none=True))
-        if msg.tool_calls:
-            history.append({"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": "calc.py"})
-    record = await proxy.close_session(info.session_id)
+
+    record = await _bash_session(proxy, info, 3, before=update_in_second_call)
 
     turns = record.turns
     n = [t["output_tokens"] for t in turns]
@@ -98,6 +111,52 @@ async def test_an_update_mid_request_tags_each_token_with_its_version_through_ar
     assert f"turn 0 branch 0: default x{n[0]}\n" in out and f"turn 2 branch 0: step-000001 x{n[2]}" in out
     assert f"sampled tokens per weights version v0 x{n[0] + 3}, v1 x{n[1] - 3 + n[2]}" in out
     assert f"v0 x3, v1 x{n[1] - 3}]" in out  # the second call's sampled span, split by version
+
+
+async def test_tokens_an_in_place_update_sampled_over_old_kv_are_flagged_through_archive_store_and_batch(
+    scripted, serve, tmp_path
+):
+    call = tool_call_text("bash", '{"command": "ls"}', "Looking at the files first.")
+    engine = scripted([call, "Done."])
+    engine.weight_version = "default"
+    proxy = await serve(engine)
+    info = proxy.open_session("calc", "calc-0", trial_dir=tmp_path / "t")
+    # The first call's tokens from its 3rd on run on step-000001 over K/V of the weights before (in_place).
+    engine.update_mid_request(2, "step-000001", stale_kv=True)
+    record = await _bash_session(proxy, info, 2)
+
+    turns = record.turns
+    n = [t["output_tokens"] for t in turns]
+    assert [t["stale_kv_tokens"] for t in turns] == [n[0] - 2, 0]
+    first = len(turns[0]["prompt_ids"])
+    expected = np.zeros(len(turns[1]["prompt_ids"]) + n[1], np.int8)
+    expected[first + 2 : first + n[0]] = 1  # the first call's tokens after the update; none of the second's
+    (seq,) = record.sequences
+    np.testing.assert_array_equal(seq.stale_kv, expected)
+    assert seq.stale_kv.dtype == np.int8 and not (seq.stale_kv > seq.loss_mask).any()
+    _, arrays = read_archive(tmp_path / "t")
+    np.testing.assert_array_equal(arrays[0]["stale_kv"], expected)
+
+    trajectory = Trajectory("calc-0", "calc", "g", record.sequences, 1.0, Outcome.SUBMITTED)
+    save_trajectories(tmp_path / "store", [trajectory])
+    (loaded,) = load_trajectories(tmp_path / "store")
+    np.testing.assert_array_equal(loaded.sequences[0].stale_kv, expected)
+    batch, _ = pack_trajectories([loaded], [1.0], max_tokens=len(expected) + 8, routing=ROUTING)
+    row = batch.stale_kv[0]  # target-aligned: position t flags token t + 1
+    np.testing.assert_array_equal(row[: len(expected) - 1], expected[1:])
+    assert row.sum() == n[0] - 2 and batch.token_versions[0][row > 0].tolist() == [1] * (n[0] - 2)
+
+    # A record from before the flag existed (no stale_kv array) loads and packs as all fresh.
+    fresh = Trajectory(
+        "calc-1", "calc", "g", (dataclasses.replace(seq, stale_kv=None),), 1.0, Outcome.SUBMITTED
+    )
+    save_trajectories(tmp_path / "old", [fresh])
+    with np.load(tmp_path / "old" / "arrays.npz") as data:
+        assert not any(k.endswith("stale_kv") for k in data.files)
+    (old,) = load_trajectories(tmp_path / "old")
+    assert old.sequences[0].stale_kv is None
+    old_batch, _ = pack_trajectories([old], [1.0], max_tokens=len(expected) + 8, routing=ROUTING)
+    assert not old_batch.stale_kv.any()
 
 
 async def test_an_archive_without_token_versions_still_reads_and_inspects(scripted, serve, tmp_path):

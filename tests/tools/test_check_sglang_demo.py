@@ -41,11 +41,16 @@ def test_a_step_under_the_bar_without_the_figure_or_nan_fails_the_check_by_name(
     results = {
         "sync": {"steps": [{"align/prob_pearson": 0.9999}, {"align/prob_pearson": 0.9871}]},
         "async-drain": {"steps": [{}, {"align/prob_pearson": math.nan}, {"align/prob_pearson": 0.99}]},
+        "async-in_place": {
+            "steps": [{"align/same_version_tokens": 808.0, "offpolicy/stale_kv_tokens": 808.0}]
+        },
     }
     assert check.failures(results, 0.99) == [
         "sync step 1: align/prob_pearson 0.9871 (want >= 0.99)",
         "async-drain step 0: align/prob_pearson None (want >= 0.99)",
         "async-drain step 1: align/prob_pearson nan (want >= 0.99)",
+        "async-in_place step 0: align/prob_pearson None (want >= 0.99): all 808 tokens of the trainer's "
+        "version ran over old K/V, none to judge",
     ]
 
 

@@ -1,7 +1,8 @@
 """The trainer on the embedded engine's rollouts: (a) with the engine's routing replayed, the train
 step's log-prob path recomputes the engine's behaviour log-probs; (b) a single-turn task learns, with
 weights published to the engine in process after every step; (c) weights published to disk as an HF
-directory are what the engine serves next.
+directory are what the engine serves next; (d) tokens an `in_place` update left sampled over old K/V
+leave the alignment gate for offpolicy/*_stale_kv.
 
 The policy is the trainers' tiny MoE drawn with init_std 0.3 (HF's 0.02 gives a near-uniform
 next-token distribution, under which neither a correlation nor a reward signal means anything). Both
@@ -174,3 +175,68 @@ async def test_weights_published_to_disk_are_what_the_engine_serves_next(policy,
     # The engine vs the trainer's forward of the same fp32 weights: re-ordered sums, fp32 simple-op 1e-5.
     np.testing.assert_allclose(served, expected, atol=1e-5)
     assert np.abs(served - before).max() > 1e-3
+
+
+async def wait_for_tokens(engine, rids, n, timeout=60.0):
+    """Until each request in `rids` has sampled at least n tokens (read from the scheduler, timing only)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while any(len(getattr(engine.scheduler.by_rid.get(r), "output_ids", ())) < n for r in rids):
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"requests {rids} did not reach {n} tokens")
+        await asyncio.sleep(0.002)
+
+
+async def test_tokens_an_in_place_update_left_over_old_kv_are_judged_in_offpolicy_not_by_the_gate(trainer):
+    """Two long requests span an `in_place` update from other weights to the trainer's (version 1): their
+    tokens after it ran over the old weights' K/V. Four requests start after it. The trainer at version 1
+    judges only the fresh ones' tokens in align/*: engine and trainer agree there to float rounding, while
+    the stale tokens, whose log-probs no single set of weights reproduces, are in offpolicy/*_stale_kv."""
+    state = trainer.init_state()
+    engine = make_engine(init_policy(TINY_MOE, seed=1, init_std=0.3))  # version "default" = 0
+    long = [PROMPTS[0], PROMPTS[1]]
+    short = [p for p in PROMPTS[2:] for _ in range(2)]
+
+    def sampling(i, n):
+        return SamplingParams(max_new_tokens=n, seed=i, ignore_eos=True, temperature=trainer.algo.temperature)
+
+    try:
+        spanning = [
+            asyncio.ensure_future(
+                engine.generate(p, sampling(i, MAX_TOKENS - len(p)), return_routed_experts=True, rid=f"s{i}")
+            )
+            for i, p in enumerate(long)
+        ]
+        await wait_for_tokens(engine, ["s0", "s1"], 4)
+        await Publisher(engine, mode="in_process", update_policy="in_place").publish(
+            state.params, version_of(1)
+        )
+        fresh = await asyncio.gather(
+            *[
+                engine.generate(p, sampling(10 + i, 10), return_routed_experts=True)
+                for i, p in enumerate(short)
+            ]
+        )
+        gens = [*(await asyncio.gather(*spanning)), *fresh]
+    finally:
+        engine.close()
+    stale = sum(g.stale_kv_tokens for g in gens[:2])
+    assert all(g.stale_kv_tokens > 0 and g.token_weight_versions is not None for g in gens[:2])
+    assert all(g.stale_kv_tokens == 0 and g.weight_version == version_of(1) for g in fresh)
+    prompts = [*long, *short]
+    batch, stats = pack(
+        trainer, prompts, gens, [float(i % 2) for i in range(6)], [f"g{i // 2}" for i in range(6)]
+    )
+    assert batch.tokens.shape == (4, MAX_TOKENS) and batch.stale_kv.sum() == stale
+
+    _, result = trainer.update(state, batch, stats, trainer_version=1)
+    m = result.metrics
+    fresh_tokens = sum(len(g.output_ids) for g in fresh)
+    assert m["offpolicy/stale_kv_tokens"] == stale and m["align/same_version_tokens"] == fresh_tokens + stale
+    assert m["offpolicy/cross_version_tokens"] == sum(len(g.output_ids) for g in gens[:2]) - stale
+    # The gate: the fresh tokens of the trainer's version, recomputed with their routing replayed.
+    assert m["align/prob_pearson"] >= 0.9999 and m["align/max_abs_logprob_diff"] <= 1e-4
+    # The stale tokens are not the trainer's numbers (new weights over old K/V), and they are not in the gate.
+    assert m["offpolicy/max_abs_logprob_diff_stale_kv"] > 1e-2
+    diffs = result.logprob_diffs  # per sampled target, in batch order
+    flags = batch.stale_kv[batch.loss_mask > 0] > 0
+    assert np.abs(diffs[flags]).max() == pytest.approx(m["offpolicy/max_abs_logprob_diff_stale_kv"], rel=1e-5)
