@@ -296,6 +296,7 @@ async def _build_parts(
     trainer: Trainer | None,
 ) -> AsyncIterator[Built]:
     from legorl_jax.engine import open_engine
+    from legorl_jax.engine.sglang_launcher import engine_for_loop
     from legorl_jax.harness import get_harness
     from legorl_jax.tasks.task_image import ensure_task_image
     from legorl_jax.train.commands import Commands, LeadingPublisher
@@ -360,6 +361,7 @@ async def _build_parts(
         tracker.log_hparams(run_config_of(config))
         harness = get_harness(config.harness.name, **config.harness.options)
         engine_config = with_logs_under(config.engine, folder)  # issue 40: engine/router logs in the run
+        engine_config = engine_for_loop(engine_config, config.loop.mode)
         if engine is None and log_paths(engine_config):
             log.info("engine logs: %s", ", ".join(log_paths(engine_config)))
         given = contextlib.nullcontext(engine) if engine is not None else None

@@ -24,6 +24,8 @@ Our own server (`python -m legorl_jax.engine.serve`) accepts SGLang's flags, so 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import os
 import pathlib
 import signal
@@ -35,8 +37,10 @@ from typing import Any
 
 import aiohttp
 
-from legorl_jax.config import SGLangConfig
+from legorl_jax.config import EngineConfig, SGLangConfig
 from legorl_jax.engine.base import EngineError
+
+log = logging.getLogger(__name__)
 
 INSTALL_HINT = (
     "pip install 'legorl_jax[sglang]' on a CUDA host, or set engine.sglang.python to an interpreter "
@@ -70,6 +74,47 @@ def sglang_argv(
         *version,
         *config.extra_args,
     ]  # fmt: skip
+
+
+NO_RADIX_CACHE = "--disable-radix-cache"
+
+
+def for_update_policy(config: SGLangConfig, update_policy: str, loop_mode: str) -> SGLangConfig:
+    """`config` with `--disable-radix-cache` added when SGLang serves the async loop under `in_place`.
+
+    After an in-place update with requests in flight SGLang cannot flush its radix cache, and under steady
+    load it never idles long enough for the client's deferred flush: every later request reuses the old
+    weights' K/V of its task prompt, so all the new version's tokens are sampled over stale K/V
+    (`Generation.token_stale_kv`) and the alignment gate has no fresh token to judge (BENCHMARKS.md, "The
+    demo on real SGLang"). Without the radix cache a new request prefills on the weights it samples with;
+    only the requests in flight at the update attend to old K/V, as `in_place` means. The sync loop (no
+    request in flight at an update: its flush runs), the other policies and our own server (its prefix
+    cache is dropped at every update) keep the cache."""
+    if update_policy != "in_place" or loop_mode != "async" or not config.module.startswith("sglang"):
+        return config
+    if NO_RADIX_CACHE in config.extra_args:
+        return config
+    return dataclasses.replace(config, extra_args=[*config.extra_args, NO_RADIX_CACHE])
+
+
+def engine_for_loop(config: EngineConfig, loop_mode: str) -> EngineConfig:
+    """`config` with its launched SGLang servers set up for the loop (`for_update_policy`), logged; a server
+    this run does not start (`engine.url`, `engine.servers`, `engine.router_url`) gets a warning instead."""
+    if config.backend != "sglang":
+        return config
+    sglang = for_update_policy(config.sglang, config.update_policy, loop_mode)
+    if sglang is config.sglang:
+        return config
+    if config.url is not None or config.servers or config.router_url is not None:
+        log.warning(
+            "engine.update_policy=in_place with loop.mode=async on SGLang servers this run does not start: "
+            "unless they run with %s, requests after an update reuse the old weights' cached prompts "
+            "(their tokens are recorded as sampled over stale K/V and left out of align/*)",
+            NO_RADIX_CACHE,
+        )
+        return config
+    log.info("SGLang launched with %s: async in_place cannot flush its radix cache", NO_RADIX_CACHE)
+    return dataclasses.replace(config, sglang=sglang)
 
 
 def check_module(python: str, module: str, hint: str = INSTALL_HINT) -> None:

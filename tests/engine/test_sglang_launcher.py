@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from processes import free_port
 
-from legorl_jax.config import SGLangConfig
+from legorl_jax.config import EngineConfig, SGLangConfig
 from legorl_jax.engine import EngineError, SamplingParams
 from legorl_jax.engine.sglang_client import SGLangEngine
 from legorl_jax.engine.sglang_launcher import (
@@ -17,6 +17,7 @@ from legorl_jax.engine.sglang_launcher import (
     SGLangLauncher,
     SGLangNotInstalledError,
     check_module,
+    engine_for_loop,
     sglang_argv,
 )
 
@@ -42,6 +43,30 @@ def test_a_weight_version_other_than_default_is_passed_to_the_server():
     assert "--weight-version" not in sglang_argv(cfg, "/models/m")
     with pytest.raises(ValueError, match="weight_version must be a non-empty string or None, got ''"):
         sglang_argv(cfg, "/models/m", "")
+
+
+def test_async_in_place_launches_sglang_without_its_radix_cache_and_nothing_else_changes(caplog):
+    launched = EngineConfig(backend="sglang", update_policy="in_place")
+    argv = sglang_argv(engine_for_loop(launched, "async").sglang, "/models/m")
+    assert argv[-1] == "--disable-radix-cache" and argv.count("--disable-radix-cache") == 1
+    fleet = EngineConfig(backend="sglang", update_policy="in_place", launch=2)
+    assert engine_for_loop(fleet, "async").sglang.extra_args == ["--disable-radix-cache"]
+    # Asked already, another policy, the sync loop (its flush runs), our own server, the jax engine: as given.
+    asked = EngineConfig(backend="sglang", sglang=SGLangConfig(extra_args=["--disable-radix-cache"]))
+    for config, mode in [
+        (asked, "async"),
+        (EngineConfig(backend="sglang", update_policy="abort_resume"), "async"),
+        (EngineConfig(backend="sglang", update_policy="drain"), "async"),
+        (launched, "sync"),
+        (EngineConfig(backend="sglang", sglang=SGLangConfig(module="legorl_jax.engine.serve")), "async"),
+        (EngineConfig(backend="jax"), "async"),
+    ]:
+        assert engine_for_loop(config, mode) is config, (config, mode)
+    # A server this run does not start is left alone, with a warning naming the flag.
+    external = EngineConfig(backend="sglang", update_policy="in_place", url="http://127.0.0.1:30000")
+    with caplog.at_level("WARNING"):
+        assert engine_for_loop(external, "async") is external
+    assert "--disable-radix-cache" in caplog.text and "stale K/V" in caplog.text
 
 
 def test_a_missing_sglang_or_interpreter_fails_with_the_install_hint():
