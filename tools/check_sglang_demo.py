@@ -127,22 +127,34 @@ def run_mode(mode: str, args: argparse.Namespace, runs: pathlib.Path) -> dict[st
 
 def failures(results: dict[str, dict[str, Any]], min_pearson: float) -> list[str]:
     """Each step whose `align/prob_pearson` is missing, NaN or under `min_pearson`, named (a step whose
-    tokens of the trainer's version were all sampled over old K/V is named so: the gate judged nothing)."""
+    tokens of the trainer's version were all sampled over old K/V is named so: the gate judged nothing).
+
+    An async step whose batch holds no token of the trainer's version at all, only older ones (every trial
+    of it finished before the update: policy lag, `offpolicy/*_cross`), has nothing for the gate to judge
+    and is not a failure; but each mode must have judged a step after its first update, so a mode that
+    only ever lagged fails by name too."""
     bad = []
     for mode, result in results.items():
+        judged_after_update = False
         for step, metrics in enumerate(result["steps"]):
             value = metrics.get("align/prob_pearson")
+            same = metrics.get("align/same_version_tokens")
+            older = metrics.get("offpolicy/cross_version_tokens", 0)
+            if value is None and same == 0 and older:
+                continue  # lag only: nothing of the trainer's version to judge
+            judged_after_update |= step >= 1
             if value is None or not value >= min_pearson:
                 why = f"{mode} step {step}: align/prob_pearson {value!r} (want >= {min_pearson})"
-                stale, same = (
-                    metrics.get("offpolicy/stale_kv_tokens", 0),
-                    metrics.get("align/same_version_tokens"),
-                )
+                stale = metrics.get("offpolicy/stale_kv_tokens", 0)
                 if value is None and stale and stale == same:
                     why += (
                         f": all {int(stale)} tokens of the trainer's version ran over old K/V, none to judge"
                     )
                 bad.append(why)
+        if len(result["steps"]) > 1 and not judged_after_update:
+            bad.append(
+                f"{mode}: no step after the first update had a token of the trainer's version to judge"
+            )
     return bad
 
 

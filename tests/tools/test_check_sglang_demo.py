@@ -54,6 +54,17 @@ def test_a_step_under_the_bar_without_the_figure_or_nan_fails_the_check_by_name(
     ]
 
 
+def test_an_async_step_of_older_tokens_only_is_not_judged_but_a_mode_must_judge_one_after_its_update(check):
+    lag = {"align/same_version_tokens": 0.0, "offpolicy/cross_version_tokens": 2269.0}
+    judged = {"align/prob_pearson": 1.0, "align/same_version_tokens": 1116.0}
+    assert check.failures({"async-in_place": {"steps": [judged, lag, judged]}}, 0.99) == []
+    assert check.failures({"async-in_place": {"steps": [judged, lag, lag]}}, 0.99) == [
+        "async-in_place: no step after the first update had a token of the trainer's version to judge"
+    ]
+    # No token at all is no lag: still a failure.
+    assert check.failures({"sync": {"steps": [judged, {}]}}, 0.99)[0].startswith("sync step 1:")
+
+
 @pytest.mark.sglang
 @pytest.mark.slow
 @pytest.mark.docker
