@@ -61,10 +61,14 @@ and the model's positions are set to it. Measured with the tiny tokenizer on rat
 OpenCode 10297 / 10423 (plus its 1.2k-token title call, a side branch)."""
 
 
-DEMO_OVERRIDES = {"mini_swe_agent": ["train.learning_rate=5e-4"]}
+DEMO_OVERRIDES = {
+    "mini_swe_agent": ["train.learning_rate=5e-4"],
+    "terminus_2": ["train.learning_rate=5e-4"],
+}
 """Settings of the demo that differ per harness besides the window. mini-swe-agent: at the preset's 2e-3 its
-solve rate fell 0.156 -> 0.031 over 8 steps, at 5e-4 it rose 0.094 -> 0.500 (one run each, 32 trials per
-step; BENCHMARKS.md). The other harnesses have not been run through RL here."""
+solve rate fell 0.156 -> 0.031 over 8 steps, at 5e-4 it rose 0.094 -> 0.500; Terminus-2 at 5e-4 rose 0.097
+-> 0.375 (one run each, 31-32 trials per step; BENCHMARKS.md). The other harnesses have not been run through
+RL here."""
 
 
 def harness_version(name: str) -> str:
@@ -72,8 +76,20 @@ def harness_version(name: str) -> str:
         return "this repo"
     if name == "mini_swe_agent":
         return importlib.metadata.version("mini-swe-agent")
-    record = install_dir(name) / "installed.json"
-    return str(json.loads(record.read_text()).get("version", "?")) if record.exists() else "?"
+    path = install_dir(name) / "installed.json"
+    if not path.exists():
+        return "?"
+    return version_in_record(json.loads(path.read_text()))
+
+
+def version_in_record(record: dict) -> str:
+    """The harness's version in its install record (`installed.json`), whichever way its adapter wrote it:
+    `version` (npm packages), `swe_agent`, or the pinned `requirement(s)` (pip: 'name==1.2.3')."""
+    if "version" in record or "swe_agent" in record:
+        return str(record.get("version", record.get("swe_agent")))
+    pins = record.get("requirements") or [record.get("requirement", "")]
+    found = [str(p).split("==", 1)[1] for p in pins if "==" in str(p)]
+    return found[0] if found else "?"
 
 
 def installed(name: str) -> bool:
