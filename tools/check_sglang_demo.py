@@ -186,7 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--modes", nargs="+", choices=sorted(MODES), default=list(MODES))
-    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=3,
+        help="loop steps per mode (3: async in_place's step 1 often holds only version-0 tokens, lag)",
+    )
     parser.add_argument("--python", default=default_python(), help="the SGLang environment's interpreter")
     parser.add_argument("--min-pearson", type=float, default=0.99)
     parser.add_argument("--runs", default=None, help="where the jobs write (default: a new temporary folder)")

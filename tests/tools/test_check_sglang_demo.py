@@ -1,7 +1,7 @@
 """tools/check_sglang_demo.py: the demo on real SGLang per mode, judged on the alignment of every step.
 
-The last test runs it (marker `sglang`, with `slow` and `docker`: four demo jobs of 2 steps on real SGLang
-on the CPU, about 30 minutes on 2 cores); the others check what it runs and how it judges, without SGLang.
+The last test runs it (marker `sglang`, with `slow` and `docker`: four demo jobs of 3 steps on real SGLang
+on the CPU, about 40 minutes on 2 cores); the others check what it runs and how it judges, without SGLang.
 """
 
 import importlib.util
@@ -72,7 +72,7 @@ def test_the_demo_on_real_sglang_aligns_at_every_step_in_every_mode(check, tmp_p
     python = check.default_python()
     if not os.access(python, os.X_OK):
         pytest.skip(f"real SGLang environment missing ({python}): run tools/make_sglang_venv.sh")
-    status = check.main(["--steps", "2", "--runs", str(tmp_path)])
+    status = check.main(["--steps", "3", "--runs", str(tmp_path)])
     out = capsys.readouterr().out
     assert status == 0, out
     for mode in check.MODES:  # every mode ran its steps, each judged
