@@ -65,6 +65,11 @@ async def until(condition, timeout_s: float = 30.0):
         await asyncio.sleep(0.005)
 
 
+HELD_TOKENS = 240
+"""New tokens of a request `hold` must catch running: the servers' window (256) less the prompt. The tiny
+model decodes 120 of them faster than the fleet's server_info answered on a host at load 15-20."""
+
+
 async def hold(fleet, task):
     """Once `task`'s request runs, pauses its engine in place: held in flight (no race with a fast decode);
     fails, rather than waiting forever, if the request ended first."""
@@ -109,7 +114,7 @@ async def test_a_new_session_goes_to_the_engine_without_a_session_in_flight(serv
     # and the other none. With assignment_mode random this fails about half the time.
     config = fleet_config([s.base_url for s in servers], health_failure_threshold=5)
     async with open_engine(config, "unused") as fleet:
-        long = SamplingParams(max_new_tokens=120, ignore_eos=True)
+        long = SamplingParams(max_new_tokens=HELD_TOKENS, ignore_eos=True)
         first = asyncio.ensure_future(fleet.generate([7, *PROMPT], long, session_id="in-flight"))
         busy = await hold(fleet, first)
         try:
@@ -124,7 +129,7 @@ async def test_a_new_session_goes_to_the_engine_without_a_session_in_flight(serv
             assert probe.cached_tokens >= len(PROMPT)  # the new session ran on the idle engine
         finally:
             await fleet.engines[busy].resume()
-        assert len((await first).output_ids) == 120 and len(other.output_ids) == 4
+        assert len((await first).output_ids) == HELD_TOKENS and len(other.output_ids) == 4
 
 
 async def test_an_engine_that_dies_fails_its_trial_as_an_engine_failure_and_the_retry_runs_on_the_other(
@@ -322,7 +327,7 @@ async def test_the_fleet_publishes_with_each_update_policy_through_the_router(
     new_dir = tiny_model_tool.make_tiny_model(
         tmp_path / "v1", tiny_model_tool.TinyModelSpec(dense=True), seed=1
     )
-    long = SamplingParams(max_new_tokens=120, seed=3, ignore_eos=True)
+    long = SamplingParams(max_new_tokens=HELD_TOKENS, seed=3, ignore_eos=True)
 
     async with open_engine(fleet_config([s.base_url for s in servers]), "unused") as fleet:
         old = (await fleet.generate(PROMPT, SamplingParams(max_new_tokens=1))).weight_version
@@ -339,7 +344,7 @@ async def test_the_fleet_publishes_with_each_update_policy_through_the_router(
             await fleet.engines[busy].resume()
             gen, _, late_gen = await asyncio.gather(task, publish, late)
             assert gen.token_weight_versions is None and gen.weight_version == old
-            assert len(gen.output_ids) == 120 and late_gen.weight_version == "fl-v1"
+            assert len(gen.output_ids) == HELD_TOKENS and late_gen.weight_version == "fl-v1"
             assert set(fleet.serving["fl-v1"]) == set(fleet.engines)
             # abort_resume: cut, re-issued through the router, ended on the new (here: the first) weights.
             task = asyncio.ensure_future(generate_resuming(fleet, PROMPT, long, max_resumes=2, rid="fl-ar"))
@@ -347,9 +352,12 @@ async def test_the_fleet_publishes_with_each_update_policy_through_the_router(
             await update_weights(fleet, str(tiny_dense_dir), "fl-v0", "abort_resume")
             resumed = await task
             gen = resumed.generation
-            assert resumed.resumes == 1 and gen.finish_reason == "length" and len(gen.output_ids) == 120
+            assert gen.finish_reason == "length" and len(gen.output_ids) == HELD_TOKENS
+            assert resumed.resumes == 1
             cut = gen.token_weight_versions.index("fl-v0")
-            assert cut >= 1 and gen.token_weight_versions == ("fl-v1",) * cut + ("fl-v0",) * (120 - cut)
+            assert cut >= 1 and gen.token_weight_versions == ("fl-v1",) * cut + ("fl-v0",) * (
+                HELD_TOKENS - cut
+            )
         finally:
             await fleet.resume()
             await fleet.update_weights(str(tiny_dense_dir), old)
