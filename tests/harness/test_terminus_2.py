@@ -26,13 +26,13 @@ needs_install = pytest.mark.skipif(
 )
 
 
-def keystrokes(analysis: str, *commands: str, done: bool = False) -> str:
-    """One Terminus-2 reply: its JSON object of keystrokes for the tmux pane."""
+def keystrokes(analysis: str, *commands: str, done: bool = False, duration: float = 1.0) -> str:
+    """One Terminus-2 reply: its JSON object of keystrokes for the tmux pane, each waited on `duration` s."""
     return json.dumps(
         {
             "analysis": analysis,
             "plan": analysis,
-            "commands": [{"keystrokes": c, "duration": 1.0} for c in commands],
+            "commands": [{"keystrokes": c, "duration": duration} for c in commands],
             "task_complete": done,
         }
     )
@@ -44,7 +44,10 @@ def fix_script(task) -> list[str]:
     return [
         keystrokes("Look at the repository.", "git status --short && ls\n"),
         keystrokes("Apply the fix.", f"git apply <<'PATCH'\n{task.patch}PATCH\n"),
-        keystrokes("Run the tests.", "python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -3\n"),
+        # pytest in the sandbox took over a second on a loaded host: its summary missed the next prompt
+        keystrokes(
+            "Run the tests.", "python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -3\n", duration=8.0
+        ),
         keystrokes("The tests pass.", done=True),
         keystrokes("Confirmed.", done=True),
     ]
