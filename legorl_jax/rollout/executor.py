@@ -98,6 +98,8 @@ async def work_in_sandbox(task: Task, work: Work) -> Attempt:
                 attempt.result = await harness.run(task, sandbox, llm)
             except HarnessCrashed as exc:
                 attempt.outcome, attempt.reason = Outcome.HARNESS_CRASHED, str(exc)
+            except SandboxError:
+                raise  # the sandbox failed under the harness (killed, lost): sandbox_failed, below
             except Exception as exc:  # an adapter's own bug fails its trial, not the whole run
                 attempt.outcome = Outcome.HARNESS_CRASHED
                 attempt.reason = f"the {harness.name} adapter raised {exc!r}:\n{traceback.format_exc()}"
