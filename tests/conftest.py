@@ -71,6 +71,12 @@ def _load_tool(name: str):
 
 
 @pytest.fixture(scope="session")
+def load_tool():
+    """`load_tool("bench_harnesses")`: a tools/ script as a module, loaded once per session."""
+    return _load_tool
+
+
+@pytest.fixture(scope="session")
 def tiny_model_tool():
     """The tools/make_tiny_model.py module: make_tiny_model(out, TinyModelSpec(...), seed=...), spec_argv,
     ..."""

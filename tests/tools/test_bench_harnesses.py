@@ -1,21 +1,11 @@
 """tools/bench_harnesses.py: the version column read from each adapter's install record."""
 
-import importlib.util
-import pathlib
-import sys
-
 import pytest
-
-TOOL = pathlib.Path(__file__).parents[2] / "tools" / "bench_harnesses.py"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_harnesses", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_harnesses"] = module
-    spec.loader.exec_module(module)
-    return module
+def bench(load_tool):
+    return load_tool("bench_harnesses")
 
 
 def test_the_version_comes_from_each_kind_of_install_record(bench):
