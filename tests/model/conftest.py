@@ -51,6 +51,12 @@ def moe_raw() -> dict:
     return dict(MOE_RAW)
 
 
+@pytest.fixture(scope="session")
+def moe_raw_shared() -> dict:
+    """The tiny MoE's config.json contents for module- or session-scoped fixtures (copy before changing)."""
+    return dict(MOE_RAW)
+
+
 @pytest.fixture
 def dense_raw() -> dict:
     return dict(DENSE_RAW)

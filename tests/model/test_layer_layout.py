@@ -4,19 +4,23 @@
 import jax
 import numpy as np
 import pytest
-from conftest import MOE_RAW, TEST_STD
 from flax import nnx
 
 from legorl_jax.model import ArchConfig, init_policy
 from legorl_jax.model.layer_layout import apply_plan, layout_plan
 
-# Layers 0-1 MoE, 2 dense, 3 MoE: a run of two layers, so a stack is sliced at more than one index.
-RUNS_RAW = MOE_RAW | {"num_hidden_layers": 4, "mlp_only_layers": [2]}
+TEST_STD = 0.2  # as the model tests' conftest draws weights: clear routing margins
 
 
 @pytest.fixture(scope="module")
-def layouts():
-    config = ArchConfig.from_hf_dict(RUNS_RAW)
+def runs_raw(moe_raw_shared) -> dict:
+    """Layers 0-1 MoE, 2 dense, 3 MoE: a run of two layers, so a stack is sliced at more than one index."""
+    return moe_raw_shared | {"num_hidden_layers": 4, "mlp_only_layers": [2]}
+
+
+@pytest.fixture(scope="module")
+def layouts(runs_raw):
+    config = ArchConfig.from_hf_dict(runs_raw)
     return {
         scan: nnx.state(init_policy(config, seed=3, init_std=TEST_STD, scan_layers=scan), nnx.Param)
         for scan in (True, False)
@@ -51,9 +55,9 @@ def test_a_state_moved_to_its_own_layout_is_the_same_state(layouts):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
-def test_a_source_of_another_architecture_is_refused_naming_the_parameter(layouts):
+def test_a_source_of_another_architecture_is_refused_naming_the_parameter(layouts, runs_raw):
     # Layer 1 dense instead of 2: runs of 1, 1 and 2 layers where the target has 2, 1 and 1.
-    shifted = ArchConfig.from_hf_dict(RUNS_RAW | {"mlp_only_layers": [1]})
+    shifted = ArchConfig.from_hf_dict(runs_raw | {"mlp_only_layers": [1]})
     other = nnx.state(init_policy(shifted, seed=3, scan_layers=True), nnx.Param)
     with pytest.raises(
         ValueError,
@@ -61,10 +65,10 @@ def test_a_source_of_another_architecture_is_refused_naming_the_parameter(layout
         r"parameter runs/2/layers/1/input_layernorm/weight is unexpected",
     ):
         layout_plan(other, layouts[False])
-    fewer = ArchConfig.from_hf_dict(RUNS_RAW | {"num_hidden_layers": 3})  # no run 2
+    fewer = ArchConfig.from_hf_dict(runs_raw | {"num_hidden_layers": 3})  # no run 2
     with pytest.raises(ValueError, match=r"parameter runs/2/layers/0/input_layernorm/weight is missing"):
         layout_plan(nnx.state(init_policy(fewer, seed=3, scan_layers=True), nnx.Param), layouts[True])
-    wider = ArchConfig.from_hf_dict(RUNS_RAW | {"moe_intermediate_size": 24})
+    wider = ArchConfig.from_hf_dict(runs_raw | {"moe_intermediate_size": 24})
     misshaped = nnx.state(init_policy(wider, seed=3, scan_layers=True), nnx.Param)
     with pytest.raises(
         ValueError,
