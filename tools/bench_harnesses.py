@@ -64,11 +64,12 @@ OpenCode 10297 / 10423 (plus its 1.2k-token title call, a side branch)."""
 DEMO_OVERRIDES = {
     "mini_swe_agent": ["train.learning_rate=5e-4"],
     "terminus_2": ["train.learning_rate=5e-4"],
+    "swe_agent": ["train.learning_rate=5e-4"],
 }
 """Settings of the demo that differ per harness besides the window. mini-swe-agent: at the preset's 2e-3 its
 solve rate fell 0.156 -> 0.031 over 8 steps, at 5e-4 it rose 0.094 -> 0.500; Terminus-2 at 5e-4 rose 0.097
--> 0.375 (one run each, 31-32 trials per step; BENCHMARKS.md). The other harnesses have not been run through
-RL here."""
+-> 0.375, SWE-agent 0.250 -> 0.375 (one run each, 31-32 trials per step; BENCHMARKS.md). The other harnesses
+have not been run through RL here."""
 
 
 def harness_version(name: str) -> str:
