@@ -152,17 +152,23 @@ async def test_injected_infrastructure_failures_drop_only_that_trial_with_its_re
     assert by_task[healthy.instance_id].attempts == ("submitted",)
     figures = rollout_metrics(batch)
     assert figures["rollout/infra_failures/engine_failed"] == 2 and figures["rollout/retried"] == 1
-    crashed = await run_trial(
-        healthy,
-        harness=CrashingHarness(),
+    crashed, reason = await crashed_trial(healthy, CrashingHarness(), proxy, tmp_path, "crash")
+    assert crashed.sequences == () and "KeyError" in reason
+
+
+async def crashed_trial(task, harness, proxy, tmp_path, name):
+    """A trial of `harness` that ends harness_crashed, scoring 0; returns it and its attempt's reason."""
+    trajectory = await run_trial(
+        task,
+        harness=harness,
         proxy=proxy,
-        trial_id="crash-0",
+        trial_id=f"{name}-0",
         group_id="g",
-        trial_dir=tmp_path / "crash",
+        trial_dir=tmp_path / name,
         trials=TrialSettings(rollout=rollout_config(tmp_path)),
     )
-    assert crashed.outcome is Outcome.HARNESS_CRASHED and crashed.sequences == () and crashed.reward == 0.0
-    assert "KeyError" in json.loads((tmp_path / "crash" / "attempt_0" / "attempt.json").read_text())["reason"]
+    assert trajectory.outcome is Outcome.HARNESS_CRASHED and not trajectory.valid and trajectory.reward == 0.0
+    return trajectory, json.loads((tmp_path / name / "attempt_0" / "attempt.json").read_text())["reason"]
 
 
 class BuggyAdapter:
@@ -181,17 +187,7 @@ async def test_an_adapter_that_raises_fails_its_trial_as_harness_crashed_not_the
     engine = ScriptedEngine(tokenizer, lambda prompt, rid: call("submit"))
     engine.max_len = 8192
     proxy = await proxy_on(engine, context_length=8192)
-    crashed = await run_trial(
-        two_tasks[0],
-        harness=BuggyAdapter(),
-        proxy=proxy,
-        trial_id="buggy-0",
-        group_id="g",
-        trial_dir=tmp_path / "buggy",
-        trials=TrialSettings(rollout=rollout_config(tmp_path)),
-    )
-    assert crashed.outcome is Outcome.HARNESS_CRASHED and not crashed.valid and crashed.reward == 0.0
-    reason = json.loads((tmp_path / "buggy" / "attempt_0" / "attempt.json").read_text())["reason"]
+    _, reason = await crashed_trial(two_tasks[0], BuggyAdapter(), proxy, tmp_path, "buggy")
     assert reason.startswith("the buggy adapter raised ValueError(") and 'int("2LEGORL_RESULT {}")' in reason
 
 
